@@ -1,0 +1,1 @@
+"""agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""

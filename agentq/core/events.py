@@ -1,0 +1,210 @@
+"""The values of a conversation: events, tool-call records, summaries, inbox items, the view.
+
+Every value is frozen and has an exact JSON round trip (`to_json` / `from_json`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from agentq.core.settings import Settings
+from agentq.core.timefmt import format_ts, parse_ts, to_utc
+
+EventType = Literal[
+    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
+]
+EVENT_TYPES: tuple[str, ...] = (
+    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
+)
+Executor = Literal["server", "human", "client"]
+CallStatus = Literal["scheduled", "pending", "resolved", "errored", "expired", "cancelled", "done"]
+ResultStatus = Literal["ok", "error", "expired", "cancelled"]
+OnBusy = Literal["enqueue", "interrupt", "reject"]
+
+
+def _opt_ts(value: datetime | None) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def _opt_parse(value: str | None) -> datetime | None:
+    return None if value is None else parse_ts(value)
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    """An event before the store gives it an id and a seq."""
+
+    type: EventType
+    content: dict[str, Any]
+    created_at: datetime
+    turn_id: str | None = None
+    round_id: str | None = None
+    step_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {self.type!r}")
+        object.__setattr__(self, "created_at", to_utc(self.created_at))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One immutable row of the log."""
+
+    id: str
+    conversation_id: str
+    seq: int
+    type: EventType
+    turn_id: str | None
+    round_id: str | None
+    step_key: str | None
+    content: dict[str, Any]
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "conversation_id": self.conversation_id,
+            "seq": self.seq,
+            "type": self.type,
+            "turn_id": self.turn_id,
+            "round_id": self.round_id,
+            "step_key": self.step_key,
+            "created_at": format_ts(self.created_at),
+            "content": self.content,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        return cls(
+            id=data["id"],
+            conversation_id=data["conversation_id"],
+            seq=int(data["seq"]),
+            type=data["type"],
+            turn_id=data.get("turn_id"),
+            round_id=data.get("round_id"),
+            step_key=data.get("step_key"),
+            content=data["content"],
+            created_at=parse_ts(data["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """A row of `tool_calls`: the mutable status of one call, beside the immutable log."""
+
+    conversation_id: str
+    id: str
+    name: str
+    executor: Executor
+    status: CallStatus
+    args: dict[str, Any]
+    round_id: str | None
+    turn_id: str | None
+    created_at: datetime
+    result: Any = None
+    expires_at: datetime | None = None
+    resolved_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool_call_id": self.id,
+            "name": self.name,
+            "executor": self.executor,
+            "status": self.status,
+            "args": self.args,
+            "result": self.result,
+            "round_id": self.round_id,
+            "turn_id": self.turn_id,
+            "created_at": format_ts(self.created_at),
+            "expires_at": _opt_ts(self.expires_at),
+            "resolved_at": _opt_ts(self.resolved_at),
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A derived record covering events from_seq..to_seq; doubles as a snapshot."""
+
+    id: str
+    conversation_id: str
+    from_seq: int
+    to_seq: int
+    content: dict[str, Any]
+    version: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """A user message that arrived while a turn was running."""
+
+    id: str
+    conversation_id: str
+    content: dict[str, Any]
+    on_busy: OnBusy
+    created_at: datetime
+    idempotency_key: str | None = None
+    scope: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FsmState:
+    """The cached machine state of a conversation; `fold(events)` rebuilds it.
+
+    `pending` maps open human/client calls to {executor, name, expires_at};
+    `running` lists open server calls; `rounds` counts committed model responses.
+    """
+
+    state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    running: tuple[str, ...] = ()
+    rounds: int = 0
+    last_seq: int = 0
+    turn_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "pending": self.pending,
+            "running": list(self.running),
+            "rounds": self.rounds,
+            "last_seq": self.last_seq,
+            "turn_id": self.turn_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> FsmState:
+        if not data:
+            return cls()
+        return cls(
+            state=data.get("state", "idle"),
+            pending=dict(data.get("pending", {})),
+            running=tuple(data.get("running", ())),
+            rounds=int(data.get("rounds", 0)),
+            last_seq=int(data.get("last_seq", 0)),
+            turn_id=data.get("turn_id"),
+        )
+
+
+@dataclass(frozen=True)
+class View:
+    """What a step loads: latest summary, the events after it, open calls, the inbox."""
+
+    conversation_id: str
+    settings: Settings
+    status: str
+    summary: Summary | None
+    events: tuple[Event, ...]
+    open_calls: tuple[ToolCallRecord, ...] = ()
+    inbox: tuple[InboxItem, ...] = ()
+
+    @property
+    def last_seq(self) -> int:
+        if self.events:
+            return self.events[-1].seq
+        return self.summary.to_seq if self.summary else 0
+
+    def with_events(self, *events: Event) -> View:
+        return replace(self, events=self.events + tuple(events))

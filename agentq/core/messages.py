@@ -1,0 +1,50 @@
+"""The neutral request: what any provider is asked, before its own wire shape.
+
+`render` builds it from a view; provider adapters translate it; `validate` checks it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CallRef:
+    """A tool call inside an assistant message."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One neutral message. `tool` messages answer exactly one call by `tool_call_id`."""
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[CallRef, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Request:
+    """A whole model request; `repairs` lists what `repair` had to close, for the record."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    model: str = ""
+    repairs: tuple[str, ...] = field(default=())

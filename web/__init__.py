@@ -1,0 +1,1 @@
+"""The HTTP side of agentq: the Flask app and its page."""
