@@ -199,6 +199,7 @@ class View:
     events: tuple[Event, ...]
     open_calls: tuple[ToolCallRecord, ...] = ()
     inbox: tuple[InboxItem, ...] = ()
+    fsm: FsmState = field(default_factory=lambda: FsmState())
 
     @property
     def last_seq(self) -> int:

@@ -1,0 +1,105 @@
+"""Builders for the drafts of each event type, so every writer spells content the same way.
+
+The content shapes are DESIGN section 10's; the log is the API's contract, so they
+live in one place.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from agentq.core.events import EventDraft
+from agentq.core.timefmt import format_ts
+
+
+def user_msg(
+    text: str, *, turn_id: str, message_id: str, scope: dict[str, Any], created_at: datetime
+) -> EventDraft:
+    """Starts a turn; `scope` is who asked, so the turn's tools run on their behalf."""
+    content = {"text": text, "message_id": message_id, "scope": scope}
+    return EventDraft("user_msg", content, created_at, turn_id=turn_id)
+
+
+def assistant_msg(
+    text: str,
+    *,
+    turn_id: str,
+    round_id: str,
+    step_key: str,
+    created_at: datetime,
+    interrupted: bool = False,
+    usage: dict[str, Any] | None = None,
+) -> EventDraft:
+    content: dict[str, Any] = {"text": text, "interrupted": interrupted}
+    if usage:
+        content["usage"] = usage
+    return EventDraft("assistant_msg", content, created_at, turn_id, round_id, step_key)
+
+
+def tool_call(
+    call_id: str,
+    name: str,
+    args: dict[str, Any],
+    *,
+    executor: str,
+    expires_at: datetime | None,
+    turn_id: str,
+    round_id: str,
+    step_key: str,
+    created_at: datetime,
+) -> EventDraft:
+    content = {
+        "tool_call_id": call_id,
+        "name": name,
+        "args": args,
+        "executor": executor,
+        "expires_at": None if expires_at is None else format_ts(expires_at),
+    }
+    return EventDraft("tool_call", content, created_at, turn_id, round_id, step_key)
+
+
+def tool_result(
+    call_id: str,
+    status: str,
+    output: Any,
+    *,
+    turn_id: str | None,
+    round_id: str | None,
+    step_key: str | None,
+    created_at: datetime,
+) -> EventDraft:
+    content = {"tool_call_id": call_id, "status": status, "output": output}
+    return EventDraft("tool_result", content, created_at, turn_id, round_id, step_key)
+
+
+def suspension(
+    pending: list[str], *, turn_id: str, round_id: str, step_key: str, created_at: datetime
+) -> EventDraft:
+    return EventDraft("suspension", {"pending": pending}, created_at, turn_id, round_id, step_key)
+
+
+def resolution(
+    call_id: str,
+    status: str,
+    by: str,
+    *,
+    turn_id: str | None,
+    round_id: str | None,
+    created_at: datetime,
+) -> EventDraft:
+    content = {"tool_call_id": call_id, "status": status, "by": by}
+    return EventDraft("resolution", content, created_at, turn_id, round_id)
+
+
+def error(
+    code: str,
+    message: str,
+    *,
+    status: str,
+    step_key: str | None,
+    turn_id: str | None,
+    round_id: str | None,
+    created_at: datetime,
+) -> EventDraft:
+    content = {"code": code, "message": message, "step_key": step_key, "status": status}
+    return EventDraft("error", content, created_at, turn_id, round_id, step_key)

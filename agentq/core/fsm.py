@@ -1,0 +1,86 @@
+"""The conversation state machine: `apply` one event, `fold` a log.
+
+The state on the conversation row is only a cache of `fold(log)` (inv. 1), so these
+functions are the single definition of what each event does to it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from agentq.core.events import Event, FsmState
+
+FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
+
+
+def _user_msg(state: FsmState, event: Event) -> FsmState:
+    return replace(state, state="running", turn_id=event.turn_id, pending={}, running=())
+
+
+def _assistant_msg(state: FsmState, event: Event) -> FsmState:
+    # Tentatively idle: a tool_call of the same round, committed with it, makes it running.
+    return replace(state, state="idle", rounds=state.rounds + 1)
+
+
+def _tool_call(state: FsmState, event: Event) -> FsmState:
+    content = event.content
+    call_id = content["tool_call_id"]
+    if content.get("executor", "server") == "server":
+        return replace(state, state="running", running=state.running + (call_id,))
+    pending = dict(state.pending)
+    pending[call_id] = {
+        "executor": content["executor"],
+        "name": content.get("name"),
+        "expires_at": content.get("expires_at"),
+    }
+    return replace(state, state="running" if state.running else "awaiting_input", pending=pending)
+
+
+def _tool_result(state: FsmState, event: Event) -> FsmState:
+    call_id = event.content["tool_call_id"]
+    running = tuple(i for i in state.running if i != call_id)
+    pending = {i: p for i, p in state.pending.items() if i != call_id}
+    if state.state == "idle":
+        # Only an interrupt leaves calls open at idle: its cancelled results end the turn.
+        return replace(state, running=running, pending=pending)
+    busy = "running" if running or not pending else "awaiting_input"
+    return replace(state, state=busy, running=running, pending=pending)
+
+
+def _suspension(state: FsmState, event: Event) -> FsmState:
+    if state.running:
+        return state
+    return replace(state, state="awaiting_input")
+
+
+def _error(state: FsmState, event: Event) -> FsmState:
+    if event.content.get("status") in FATAL_ERROR_STATUSES:
+        return replace(state, state="failed", running=())
+    return state
+
+
+def _unchanged(state: FsmState, event: Event) -> FsmState:
+    return state
+
+
+_RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {
+    "user_msg": _user_msg,
+    "assistant_msg": _assistant_msg,
+    "tool_call": _tool_call,
+    "tool_result": _tool_result,
+    "suspension": _suspension,
+    "resolution": _unchanged,
+    "error": _error,
+}
+
+
+def apply(state: FsmState, event: Event) -> FsmState:
+    """The state after one more event; every event moves `last_seq`."""
+    return replace(_RULES[event.type](state, event), last_seq=event.seq)
+
+
+def fold(events: Iterable[Event], initial: FsmState = FsmState()) -> FsmState:
+    """The state after a whole log (or a batch of it, from a cached `initial`)."""
+    state = initial
+    for event in events:
+        state = apply(state, event)
+    return state

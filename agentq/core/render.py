@@ -1,0 +1,245 @@
+"""Rendering a view into the neutral request, and the pairing contract it must meet.
+
+inv. 3: every tool call sent to a provider is answered by exactly one result. `render`
+pairs calls with results by id (whatever order the log holds them in), `validate`
+states the contract, and `repair` closes any gap with a recorded synthetic answer.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agentq.core.events import Event, View
+from agentq.core.messages import CallRef, Message, Request, ToolSpec
+from agentq.core.wire import check_anthropic, check_openai, to_anthropic, to_openai
+
+__all__ = [
+    "render", "validate", "repair", "output_text",
+    "to_openai", "to_anthropic", "check_openai", "check_anthropic",
+]
+
+SUMMARY_PREFIX = "Summary of the conversation so far:\n"
+MISSING_RESULT_TEXT = "[cancelled] no result was recorded for this call"
+EMPTY_USER_TEXT = "[empty message]"
+LEADING_USER_TEXT = "[the conversation starts here]"
+_CLOSED_WITHOUT_OUTPUT = {
+    "expired": "no answer arrived before the call expired",
+    "cancelled": "the call was cancelled before it returned",
+    "error": "the call failed",
+}
+
+
+def output_text(output: Any) -> str:
+    """A tool output as text: strings as they are, anything else as sorted JSON."""
+    return output if isinstance(output, str) else json.dumps(output, sort_keys=True)
+
+
+def _result_message(result: Event) -> Message:
+    status = result.content.get("status", "ok")
+    output = result.content.get("output")
+    if status == "ok":
+        return Message("tool", output_text(output), tool_call_id=result.content["tool_call_id"])
+    body = _CLOSED_WITHOUT_OUTPUT.get(status, status) if output is None else output_text(output)
+    text = f"[{status}] {body}"
+    return Message("tool", text, tool_call_id=result.content["tool_call_id"], is_error=True)
+
+
+def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> list[Message]:
+    """One model response: one assistant message, then its answers in call order."""
+    texts = [e.content.get("text") or "" for e in round_events if e.type == "assistant_msg"]
+    calls = tuple(
+        CallRef(e.content["tool_call_id"], e.content["name"], e.content.get("args") or {})
+        for e in round_events
+        if e.type == "tool_call"
+    )
+    text = "\n".join(t for t in texts if t)
+    if not calls and not _has_text(text):
+        return []  # an empty or interrupted-before-a-word response says nothing
+    messages = [Message("assistant", text, tool_calls=calls)]
+    messages.extend(_result_message(results[c.id]) for c in calls if c.id in results)
+    return messages
+
+
+def _group_rounds(events: Sequence[Event]) -> dict[tuple[int, str], list[Event]]:
+    """assistant_msg and tool_call events keyed by (turn number, round id)."""
+    rounds: dict[tuple[int, str], list[Event]] = {}
+    turn = 0
+    for event in events:
+        turn += event.type == "user_msg"
+        if event.type in ("assistant_msg", "tool_call"):
+            rounds.setdefault((turn, event.round_id or f"seq:{event.seq}"), []).append(event)
+    return rounds
+
+
+def _render_events(events: Sequence[Event]) -> list[Message]:
+    results: dict[str, Event] = {}
+    for event in events:
+        if event.type == "tool_result":
+            results.setdefault(event.content["tool_call_id"], event)
+    rounds = _group_rounds(events)
+    messages: list[Message] = []
+    turn = 0
+    for event in events:
+        turn += event.type == "user_msg"
+        if event.type == "user_msg":
+            messages.append(Message("user", event.content.get("text") or ""))
+            continue
+        group = rounds.get((turn, event.round_id or f"seq:{event.seq}"))
+        if group is not None and group[0] is event:
+            messages.extend(_render_round(group, results))
+    return messages
+
+
+def render(view: View, tools: Sequence[ToolSpec] = ()) -> Request:
+    """The neutral request for the next model call on this view, already repaired."""
+    messages: list[Message] = []
+    if view.summary is not None:
+        messages.append(Message("user", SUMMARY_PREFIX + view.summary.content["text"]))
+    messages.extend(_render_events(view.events))
+    request = Request(
+        system=view.settings.system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        model=view.settings.model,
+    )
+    return repair(request)
+
+
+def _has_text(text: str) -> bool:
+    return bool(text.strip())
+
+
+def _unanswered(index: int, calls: Sequence[str], answered: set[str]) -> list[str]:
+    return [
+        f"message {index}: tool call {call_id} has no answer before the next message"
+        for call_id in calls
+        if call_id not in answered
+    ]
+
+
+def _check_message(index: int, message: Message, seen: set[str]) -> list[str]:
+    problems = []
+    if message.role == "user" and not _has_text(message.text):
+        problems.append(f"message {index}: user message has no text")
+    if message.role == "assistant" and not message.tool_calls and not _has_text(message.text):
+        problems.append(f"message {index}: assistant message has neither text nor tool calls")
+    if message.role != "assistant" and message.tool_calls:
+        problems.append(f"message {index}: only assistant messages make tool calls")
+    for call in message.tool_calls:
+        if call.id in seen:
+            problems.append(f"message {index}: duplicate tool_call_id {call.id}")
+        seen.add(call.id)
+    return problems
+
+
+def validate(request: Request) -> list[str]:
+    """Every way the request breaks the pairing contract; empty means valid."""
+    if not request.messages:
+        return ["the request has no messages"]
+    problems = []
+    if request.messages[0].role != "user":
+        problems.append(f"message 0: the first message is {request.messages[0].role}, not user")
+    seen: set[str] = set()
+    block_start, calls, answered = 0, [], set()
+    for index, message in enumerate(request.messages):
+        if message.role == "tool":
+            if message.tool_call_id not in calls:
+                problems.append(f"message {index}: tool message answers no call just before it")
+            elif message.tool_call_id in answered:
+                problems.append(f"message {index}: second answer to {message.tool_call_id}")
+            answered.add(message.tool_call_id)
+            problems += _check_message(index, message, seen)
+            continue
+        problems += _unanswered(block_start, calls, answered)
+        problems += _check_message(index, message, seen)
+        block_start, calls, answered = index, [c.id for c in message.tool_calls], set()
+    return problems + _unanswered(block_start, calls, answered)
+
+
+def _drop_stray_calls(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
+    """Keep each call id once, and only on assistant messages."""
+    seen: set[str] = set()
+    kept = []
+    for message in messages:
+        calls = []
+        for call in message.tool_calls:
+            if message.role != "assistant" or call.id in seen:
+                fixes.append(f"dropped a duplicate or misplaced tool call {call.id}")
+                continue
+            seen.add(call.id)
+            calls.append(call)
+        changed = len(calls) != len(message.tool_calls)
+        kept.append(replace(message, tool_calls=tuple(calls)) if changed else message)
+    return kept
+
+
+def _drop_empty_assistants(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
+    kept = []
+    for message in messages:
+        if message.role == "assistant" and not message.tool_calls and not _has_text(message.text):
+            fixes.append("dropped an assistant message with no text and no calls")
+            continue
+        kept.append(message)
+    return kept
+
+
+def _answer_block(head: Message, answers: Sequence[Message], fixes: list[str]) -> list[Message]:
+    """`head` followed by exactly one answer per call of it, in call order."""
+    by_id: dict[str, Message] = {}
+    for answer in answers:
+        if answer.tool_call_id not in {c.id for c in head.tool_calls}:
+            fixes.append(f"dropped an orphan tool message for {answer.tool_call_id}")
+        elif answer.tool_call_id in by_id:
+            fixes.append(f"dropped a second answer to tool call {answer.tool_call_id}")
+        else:
+            by_id[answer.tool_call_id] = answer
+    block = [head]
+    for call in head.tool_calls:
+        if call.id not in by_id:
+            fixes.append(f"added a cancelled result for unanswered tool call {call.id}")
+        missing = Message("tool", MISSING_RESULT_TEXT, tool_call_id=call.id, is_error=True)
+        block.append(by_id.get(call.id) or missing)
+    return block
+
+
+def _pair_answers(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
+    """Each non-tool message followed by exactly the answers its calls need."""
+    paired: list[Message] = []
+    index = 0
+    while index < len(messages):
+        head = messages[index]
+        end = index + 1
+        while end < len(messages) and messages[end].role == "tool":
+            end += 1
+        if head.role == "tool":
+            orphans = messages[index:end]
+            fixes.extend(f"dropped an orphan tool message for {m.tool_call_id}" for m in orphans)
+        else:
+            paired.extend(_answer_block(head, messages[index + 1:end], fixes))
+        index = end
+    return paired
+
+
+def _fill_user_texts(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
+    filled = []
+    for message in messages:
+        if message.role == "user" and not _has_text(message.text):
+            fixes.append("filled a user message that had no text")
+            message = replace(message, text=EMPTY_USER_TEXT)
+        filled.append(message)
+    return filled
+
+
+def repair(request: Request) -> Request:
+    """The request with every pairing gap closed; each fix is recorded in `repairs`."""
+    fixes: list[str] = []
+    messages = _drop_stray_calls(request.messages, fixes)
+    messages = _drop_empty_assistants(messages, fixes)
+    messages = _pair_answers(messages, fixes)
+    messages = _fill_user_texts(messages, fixes)
+    if not messages or messages[0].role != "user":
+        fixes.append("inserted a leading user message")
+        messages.insert(0, Message("user", LEADING_USER_TEXT))
+    return replace(request, messages=tuple(messages), repairs=request.repairs + tuple(fixes))
