@@ -1,0 +1,119 @@
+"""Tool-call rows: the mutable status of each call, kept beside the immutable log."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from agentq.core.events import ToolCallRecord
+from agentq.store.engine import insert_ignoring
+from agentq.store.schema import tool_calls
+
+OPEN_STATUSES = ("scheduled", "pending")
+TERMINAL_STATUSES = ("resolved", "errored", "expired", "cancelled", "done")
+
+
+def call_from_row(row: Row[Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        conversation_id=row.conversation_id,
+        id=row.id,
+        name=row.name,
+        executor=row.executor,
+        status=row.status,
+        args=row.args,
+        round_id=row.round_id,
+        turn_id=row.turn_id,
+        created_at=row.created_at,
+        result=row.result,
+        expires_at=row.expires_at,
+        resolved_at=row.resolved_at,
+    )
+
+
+def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
+    """Insert records; one that exists already is left as it is (inv. 5)."""
+    if not records:
+        return
+    rows = [
+        {
+            "conversation_id": record.conversation_id,
+            "id": record.id,
+            "name": record.name,
+            "executor": record.executor,
+            "status": record.status,
+            "args": record.args,
+            "result": record.result,
+            "round_id": record.round_id,
+            "turn_id": record.turn_id,
+            "expires_at": record.expires_at,
+            "created_at": record.created_at,
+            "resolved_at": record.resolved_at,
+        }
+        for record in records
+    ]
+    conn.execute(insert_ignoring(conn.dialect, tool_calls), rows)
+
+
+def load_call_txn(conn: Connection, conversation_id: str, call_id: str) -> ToolCallRecord | None:
+    row = conn.execute(
+        select(tool_calls).where(
+            tool_calls.c.conversation_id == conversation_id, tool_calls.c.id == call_id
+        )
+    ).first()
+    return None if row is None else call_from_row(row)
+
+
+def list_calls_txn(
+    conn: Connection, conversation_id: str, *, statuses: Sequence[str] | None
+) -> list[ToolCallRecord]:
+    c = tool_calls.c
+    query = (
+        select(tool_calls)
+        .where(c.conversation_id == conversation_id)
+        .order_by(c.created_at, c.id)
+    )
+    if statuses is not None:
+        query = query.where(c.status.in_(statuses))
+    return [call_from_row(row) for row in conn.execute(query)]
+
+
+def list_open_calls_txn(conn: Connection, conversation_id: str) -> list[ToolCallRecord]:
+    return list_calls_txn(conn, conversation_id, statuses=OPEN_STATUSES)
+
+
+def transition_call_txn(
+    conn: Connection,
+    conversation_id: str,
+    call_id: str,
+    *,
+    from_statuses: Sequence[str],
+    to_status: str,
+    now: datetime,
+    result: Any,
+) -> bool:
+    """Move a call on only from an expected status, so a second resolution changes nothing."""
+    c = tool_calls.c
+    values: dict[str, Any] = {"status": to_status}
+    if result is not None:
+        values["result"] = result
+    if to_status in TERMINAL_STATUSES:
+        values["resolved_at"] = now
+    outcome = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status.in_(from_statuses))
+        .values(**values)
+    )
+    return outcome.rowcount == 1
+
+
+def list_overdue_calls_txn(conn: Connection, *, now: datetime, limit: int) -> list[ToolCallRecord]:
+    c = tool_calls.c
+    query = (
+        select(tool_calls)
+        .where(c.status == "pending", c.expires_at <= now)
+        .order_by(c.expires_at, c.conversation_id, c.id)
+        .limit(limit)
+    )
+    return [call_from_row(row) for row in conn.execute(query)]

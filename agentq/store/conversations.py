@@ -1,0 +1,149 @@
+"""Conversation rows: the settings, the cached fsm state, and the `next_seq` that orders the log."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, or_, select, update
+
+from agentq.core.events import FsmState
+from agentq.core.settings import Settings, parse_settings
+from agentq.core.timefmt import format_ts
+from agentq.errors import Conflict
+from agentq.store.schema import conversations
+
+STATUSES = ("active", "ended")
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation row, parsed."""
+
+    id: str
+    tenant: str
+    settings: Settings
+    fsm: FsmState
+    status: str
+    next_seq: int
+    created_at: datetime
+    updated_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "status": self.status,
+            "settings": self.settings.model_dump(mode="json"),
+            "fsm_state": self.fsm.to_json(),
+            "last_seq": self.next_seq - 1,
+            "created_at": format_ts(self.created_at),
+            "updated_at": format_ts(self.updated_at),
+        }
+
+
+def conversation_from_row(row: Row[Any]) -> ConversationInfo:
+    return ConversationInfo(
+        id=row.id,
+        tenant=row.tenant,
+        settings=parse_settings(row.settings),
+        fsm=FsmState.from_json(row.fsm_state),
+        status=row.status,
+        next_seq=row.next_seq,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def insert_conversation_txn(conn: Connection, info: ConversationInfo) -> None:
+    conn.execute(
+        conversations.insert().values(
+            id=info.id,
+            tenant=info.tenant,
+            settings=info.settings.model_dump(mode="json"),
+            fsm_state=info.fsm.to_json(),
+            status=info.status,
+            next_seq=info.next_seq,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+        )
+    )
+
+
+def load_conversation_txn(
+    conn: Connection, conversation_id: str, *, lock: bool = False
+) -> ConversationInfo | None:
+    """The row; with `lock`, held FOR NO KEY UPDATE until the transaction ends.
+
+    NO KEY UPDATE excludes every other writer of the row (inv. 8) but not the
+    key-share locks that foreign-key checks take, so inserting a step for this
+    conversation in another transaction does not wait for the lock.
+    """
+    query = select(conversations).where(conversations.c.id == conversation_id)
+    if lock:
+        query = query.with_for_update(key_share=True)
+    row = conn.execute(query).first()
+    return None if row is None else conversation_from_row(row)
+
+
+def list_conversations_txn(
+    conn: Connection,
+    *,
+    tenant: str | None,
+    status: str | None,
+    state: str | None,
+    after_id: str | None,
+    limit: int,
+) -> list[ConversationInfo]:
+    c = conversations.c
+    query = select(conversations).order_by(c.created_at, c.id).limit(limit)
+    if tenant is not None:
+        query = query.where(c.tenant == tenant)
+    if status is not None:
+        query = query.where(c.status == status)
+    if state is not None:
+        query = query.where(c.fsm_state["state"].as_string() == state)
+    if after_id is not None:
+        cursor = select(c.created_at).where(c.id == after_id).scalar_subquery()
+        later = or_(c.created_at > cursor, and_(c.created_at == cursor, c.id > after_id))
+        query = query.where(later)
+    return [conversation_from_row(row) for row in conn.execute(query)]
+
+
+def list_conversation_ids_txn(conn: Connection, *, status: str | None) -> list[str]:
+    query = select(conversations.c.id).order_by(conversations.c.created_at, conversations.c.id)
+    if status is not None:
+        query = query.where(conversations.c.status == status)
+    return list(conn.execute(query).scalars())
+
+
+def advance_next_seq_txn(
+    conn: Connection, info: ConversationInfo, *, next_seq: int, now: datetime
+) -> None:
+    """Move `next_seq` on; the `WHERE next_seq = old` makes a lost lock loud, not a gap."""
+    c = conversations.c
+    result = conn.execute(
+        update(conversations)
+        .where(c.id == info.id, c.next_seq == info.next_seq)
+        .values(next_seq=next_seq, updated_at=now)
+    )
+    if result.rowcount != 1:
+        raise Conflict(f"conversation {info.id} changed under its lock")
+
+
+def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:
+    conn.execute(
+        update(conversations)
+        .where(conversations.c.id == conversation_id)
+        .values(fsm_state=fsm.to_json(), updated_at=now)
+    )
+
+
+def set_status_txn(conn: Connection, conversation_id: str, status: str, *, now: datetime) -> None:
+    if status not in STATUSES:
+        raise ValueError(f"unknown conversation status {status!r}")
+    conn.execute(
+        update(conversations)
+        .where(conversations.c.id == conversation_id)
+        .values(status=status, updated_at=now)
+    )

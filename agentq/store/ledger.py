@@ -1,0 +1,200 @@
+"""The steps ledger (DESIGN section 5): schedule, claim, heartbeat, release, finish.
+
+Every transition is one conditional UPDATE, so a claimant that lost a race changes
+nothing and learns it from the row count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, delete, or_, select, update
+
+from agentq.store.engine import insert_ignoring
+from agentq.store.schema import steps
+
+CLAIMABLE = ("scheduled", "failed_recoverable")
+RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
+FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A row of the ledger."""
+
+    step_key: str
+    conversation_id: str
+    kind: str
+    ref: dict[str, Any]
+    status: str
+    attempts: int
+    lease_until: datetime | None
+    worker: str | None
+    celery_task_id: str | None
+    round_id: str | None
+    last_error: str | None
+    retries: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def step_from_row(row: Row[Any]) -> StepRecord:
+    return StepRecord(**{field: row._mapping[field] for field in StepRecord.__dataclass_fields__})
+
+
+def schedule_step_txn(
+    conn: Connection,
+    *,
+    step_key: str,
+    conversation_id: str,
+    kind: str,
+    ref: dict[str, Any],
+    round_id: str | None,
+    celery_task_id: str,
+    now: datetime,
+) -> bool:
+    values = {
+        "step_key": step_key,
+        "conversation_id": conversation_id,
+        "kind": kind,
+        "ref": ref,
+        "status": "scheduled",
+        "round_id": round_id,
+        "celery_task_id": celery_task_id,
+        "created_at": now,
+    }
+    # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
+    result = conn.execute(insert_ignoring(conn.dialect, steps).values(**values))
+    return result.rowcount == 1
+
+
+def _claimable(now: datetime) -> Any:
+    """Waiting, or running under a lease that ran out before `now`."""
+    c = steps.c
+    return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
+
+
+def claim_step_txn(
+    conn: Connection,
+    step_key: str,
+    *,
+    worker: str,
+    lease_s: float,
+    now: datetime,
+    max_attempts: int,
+) -> StepRecord | None:
+    c = steps.c
+    row = conn.execute(
+        update(steps)
+        .where(c.step_key == step_key, c.attempts < max_attempts, _claimable(now))
+        .values(
+            status="running",
+            lease_until=now + timedelta(seconds=lease_s),
+            attempts=c.attempts + 1,
+            worker=worker,
+            started_at=now,
+        )
+        .returning(*steps.c)
+    ).first()
+    return None if row is None else step_from_row(row)
+
+
+def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
+    """Mark a claimable step whose attempts are used up failed_permanent; True for one caller."""
+    c = steps.c
+    result = conn.execute(
+        update(steps)
+        .where(c.step_key == step_key, c.attempts >= max_attempts, _claimable(now))
+        .values(
+            status="failed_permanent",
+            lease_until=None,
+            finished_at=now,
+            last_error=f"gave up after {max_attempts} attempts",
+        )
+    )
+    return result.rowcount == 1
+
+
+def _owned(step_key: str, worker: str) -> Any:
+    c = steps.c
+    return and_(c.step_key == step_key, c.status == "running", c.worker == worker)
+
+
+def heartbeat_step_txn(
+    conn: Connection, step_key: str, *, worker: str, lease_s: float, now: datetime
+) -> bool:
+    result = conn.execute(
+        update(steps)
+        .where(_owned(step_key, worker))
+        .values(lease_until=now + timedelta(seconds=lease_s))
+    )
+    return result.rowcount == 1
+
+
+def release_step_txn(
+    conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None
+) -> bool:
+    if status not in RELEASE_STATUSES:
+        raise ValueError(f"a step cannot be released as {status!r}")
+    values: dict[str, Any] = {"status": status, "lease_until": None, "last_error": error}
+    if status in FINISHED:
+        values["finished_at"] = now
+    result = conn.execute(update(steps).where(_owned(step_key, worker)).values(**values))
+    return result.rowcount == 1
+
+
+def finish_step_txn(
+    conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
+) -> bool:
+    result = conn.execute(
+        update(steps)
+        .where(_owned(step_key, worker), steps.c.conversation_id == conversation_id)
+        .values(status="succeeded", finished_at=now, lease_until=None)
+    )
+    return result.rowcount == 1
+
+
+def add_step_retry_txn(conn: Connection, step_key: str) -> None:
+    conn.execute(
+        update(steps).where(steps.c.step_key == step_key).values(retries=steps.c.retries + 1)
+    )
+
+
+def load_step_txn(conn: Connection, step_key: str) -> StepRecord | None:
+    row = conn.execute(select(steps).where(steps.c.step_key == step_key)).first()
+    return None if row is None else step_from_row(row)
+
+
+def list_steps_txn(conn: Connection, conversation_id: str) -> list[StepRecord]:
+    c = steps.c
+    query = (
+        select(steps)
+        .where(c.conversation_id == conversation_id)
+        .order_by(c.created_at, c.step_key)
+    )
+    return [step_from_row(row) for row in conn.execute(query)]
+
+
+def list_stale_steps_txn(
+    conn: Connection, *, now: datetime, scheduled_before: datetime, limit: int
+) -> list[StepRecord]:
+    c = steps.c
+    expired = and_(c.status == "running", c.lease_until < now)
+    waiting = and_(c.status.in_(CLAIMABLE), c.created_at < scheduled_before)
+    query = (
+        select(steps)
+        .where(or_(expired, waiting))
+        .order_by(c.created_at, c.step_key)
+        .limit(limit)
+    )
+    return [step_from_row(row) for row in conn.execute(query)]
+
+
+def delete_finished_steps_txn(conn: Connection, *, finished_before: datetime) -> int:
+    c = steps.c
+    result = conn.execute(
+        delete(steps).where(c.status.in_(FINISHED), c.finished_at < finished_before)
+    )
+    return result.rowcount

@@ -1,0 +1,181 @@
+"""The log and what is derived from it: events, summaries, and the view a step loads."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, func, select
+
+from agentq.core.events import Event, EventDraft, Summary, View
+from agentq.store.calls import list_open_calls_txn
+from agentq.store.conversations import ConversationInfo, advance_next_seq_txn, conversation_from_row
+from agentq.store.engine import insert_ignoring
+from agentq.store.inbox import list_inbox_txn
+from agentq.store.schema import conversations, events, summaries
+
+
+def event_from_row(row: Row[Any]) -> Event:
+    return Event(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        seq=row.seq,
+        type=row.type,
+        turn_id=row.turn_id,
+        round_id=row.round_id,
+        step_key=row.step_key,
+        content=row.content,
+        created_at=row.created_at,
+    )
+
+
+def append_txn(
+    conn: Connection, info: ConversationInfo, drafts: Sequence[EventDraft]
+) -> tuple[list[Event], ConversationInfo]:
+    """Insert drafts as events; `info` is the row as read under the lock, returned moved on."""
+    # inv. 8: seq comes from the locked row's next_seq, so it is gap-free.
+    appended = [
+        Event(
+            id=str(uuid.uuid4()),
+            conversation_id=info.id,
+            seq=info.next_seq + offset,
+            type=draft.type,
+            turn_id=draft.turn_id,
+            round_id=draft.round_id,
+            step_key=draft.step_key,
+            content=draft.content,
+            created_at=draft.created_at,
+        )
+        for offset, draft in enumerate(drafts)
+    ]
+    if not appended:
+        return [], info
+    conn.execute(events.insert(), [_event_values(event) for event in appended])
+    moved = replace(
+        info,
+        next_seq=appended[-1].seq + 1,
+        updated_at=max(info.updated_at, *(event.created_at for event in appended)),
+    )
+    advance_next_seq_txn(conn, info, next_seq=moved.next_seq, now=moved.updated_at)
+    return appended, moved
+
+
+def _event_values(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "conversation_id": event.conversation_id,
+        "seq": event.seq,
+        "type": event.type,
+        "turn_id": event.turn_id,
+        "round_id": event.round_id,
+        "step_key": event.step_key,
+        "content": event.content,
+        "created_at": event.created_at,
+    }
+
+
+def list_events_txn(
+    conn: Connection, conversation_id: str, *, after_seq: int, limit: int | None
+) -> list[Event]:
+    query = (
+        select(events)
+        .where(events.c.conversation_id == conversation_id, events.c.seq > after_seq)
+        .order_by(events.c.seq)
+        .limit(limit)
+    )
+    return [event_from_row(row) for row in conn.execute(query)]
+
+
+def count_events_txn(conn: Connection, conversation_id: str, *, type: str | None) -> int:
+    query = select(func.count()).where(events.c.conversation_id == conversation_id)
+    if type is not None:
+        query = query.where(events.c.type == type)
+    return conn.execute(query).scalar_one()
+
+
+def save_summary_txn(
+    conn: Connection,
+    *,
+    conversation_id: str,
+    from_seq: int,
+    to_seq: int,
+    content: dict[str, Any],
+    version: int,
+    now: datetime,
+) -> bool:
+    """Insert one summary; a second one for the same `to_seq` is a no-op (inv. 5)."""
+    values = {
+        "id": str(uuid.uuid4()),
+        "conversation_id": conversation_id,
+        "from_seq": from_seq,
+        "to_seq": to_seq,
+        "content": content,
+        "version": version,
+        "created_at": now,
+    }
+    result = conn.execute(insert_ignoring(conn.dialect, summaries).values(**values))
+    return result.rowcount == 1
+
+
+def summary_from_row(row: Row[Any], prefix: str = "") -> Summary:
+    def get(name: str) -> Any:
+        return row._mapping[prefix + name]
+
+    return Summary(
+        id=get("id"),
+        conversation_id=get("conversation_id"),
+        from_seq=get("from_seq"),
+        to_seq=get("to_seq"),
+        content=get("content"),
+        version=get("version"),
+        created_at=get("created_at"),
+    )
+
+
+def list_summaries_txn(conn: Connection, conversation_id: str) -> list[Summary]:
+    query = (
+        select(summaries)
+        .where(summaries.c.conversation_id == conversation_id)
+        .order_by(summaries.c.to_seq)
+    )
+    return [summary_from_row(row) for row in conn.execute(query)]
+
+
+def load_view_txn(conn: Connection, conversation_id: str) -> View | None:
+    """The view in four indexed queries: row + latest summary, events, open calls, inbox."""
+    latest_to_seq = (
+        select(func.max(summaries.c.to_seq))
+        .where(summaries.c.conversation_id == conversation_id)
+        .scalar_subquery()
+    )
+    joined = conversations.outerjoin(
+        summaries,
+        and_(
+            summaries.c.conversation_id == conversations.c.id,
+            summaries.c.to_seq == latest_to_seq,
+        ),
+    )
+    query = (
+        select(conversations, *(column.label("summary_" + column.name) for column in summaries.c))
+        .select_from(joined)
+        .where(conversations.c.id == conversation_id)
+    )
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    info = conversation_from_row(row)
+    summary = None if row.summary_id is None else summary_from_row(row, "summary_")
+    return View(
+        conversation_id=info.id,
+        settings=info.settings,
+        status=info.status,
+        fsm=info.fsm,
+        summary=summary,
+        events=tuple(
+            list_events_txn(conn, info.id, after_seq=summary.to_seq if summary else 0, limit=None)
+        ),
+        open_calls=tuple(list_open_calls_txn(conn, info.id)),
+        inbox=tuple(list_inbox_txn(conn, info.id, taken=False)),
+    )

@@ -1,0 +1,36 @@
+"""Alembic migrations, run in code: `migrate(url_or_engine)` needs no alembic.ini on disk."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine
+
+from agentq.store.engine import begin_write, create_engine
+
+SCRIPT_LOCATION = Path(__file__).resolve().parent
+# Any constant works: it only keeps two migrating processes from racing on PostgreSQL.
+_PG_LOCK_ID = 0x61676E7471
+
+
+def migrate(url_or_engine: str | Engine) -> None:
+    """Run `alembic upgrade head` in one transaction; a second run changes nothing."""
+    if isinstance(url_or_engine, Engine):
+        _upgrade(url_or_engine)
+        return
+    engine = create_engine(url_or_engine)
+    try:
+        _upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+def _upgrade(engine: Engine) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION).replace("%", "%%"))
+    with begin_write(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_ID})")
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")

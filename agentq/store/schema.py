@@ -1,0 +1,208 @@
+"""The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (DESIGN section 12).
+
+The Alembic migrations create exactly these tables; a test compares the two.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from agentq.core.timefmt import format_ts, parse_ts, to_utc
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata = MetaData(naming_convention=NAMING)
+
+
+class Timestamp(TypeDecorator[datetime]):
+    """A UTC-aware datetime that loads back equal to what was stored (inv. 7).
+
+    SQLite has no datetime type, so it stores the fixed-width `format_ts` text, whose
+    text order is time order; PostgreSQL stores TIMESTAMPTZ, exact to the microsecond.
+    """
+
+    impl = String(27)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(TIMESTAMP(timezone=True))
+        return dialect.type_descriptor(String(27))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return to_utc(value)
+        return format_ts(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return to_utc(value)
+        return parse_ts(value)
+
+
+# JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL.
+Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+ID = 255  # uuid4 text for our ids; tool call ids come from providers and vary in length
+
+
+def _conversation_fk() -> Column[str]:
+    return Column(
+        "conversation_id",
+        String(ID),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    )
+
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant", String(ID), nullable=False),
+    Column("settings", Json, nullable=False),
+    Column("fsm_state", Json, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("next_seq", Integer, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Index(None, "tenant", "created_at", "id"),
+    Index(None, "status"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    _conversation_fk(),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("turn_id", String(ID)),
+    Column("round_id", String(ID)),
+    Column("step_key", String(64)),
+    Column("content", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("conversation_id", "seq"),
+)
+
+summaries = Table(
+    "summaries",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    _conversation_fk(),
+    Column("from_seq", Integer, nullable=False),
+    Column("to_seq", Integer, nullable=False),
+    Column("content", Json, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("conversation_id", "to_seq"),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    _conversation_fk(),
+    Column("id", String(ID), nullable=False),
+    Column("name", String(ID), nullable=False),
+    Column("executor", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("args", Json, nullable=False),
+    Column("result", Json),
+    Column("round_id", String(ID)),
+    Column("turn_id", String(ID)),
+    Column("expires_at", Timestamp),
+    Column("created_at", Timestamp, nullable=False),
+    Column("resolved_at", Timestamp),
+    PrimaryKeyConstraint("conversation_id", "id"),
+    Index(None, "status", "expires_at"),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("step_key", String(64), primary_key=True),
+    _conversation_fk(),
+    Column("kind", String(16), nullable=False),
+    Column("ref", Json, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("retries", Integer, nullable=False, server_default="0"),
+    Column("lease_until", Timestamp),
+    Column("worker", String(ID)),
+    Column("celery_task_id", String(64)),
+    Column("round_id", String(ID)),
+    Column("last_error", Text),
+    Column("created_at", Timestamp, nullable=False),
+    Column("started_at", Timestamp),
+    Column("finished_at", Timestamp),
+    Index(None, "status", "lease_until"),
+    Index(None, "conversation_id"),
+)
+
+inbox = Table(
+    "inbox",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    _conversation_fk(),
+    Column("idempotency_key", String(ID)),
+    Column("content", Json, nullable=False),
+    Column("on_busy", String(16), nullable=False),
+    Column("scope", Json, nullable=False),
+    Column("queued", Boolean, nullable=False),
+    Column("turn_id", String(ID)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("taken_at", Timestamp),
+    UniqueConstraint("conversation_id", "idempotency_key"),
+)
+
+model_calls = Table(
+    "model_calls",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    _conversation_fk(),
+    Column("step_key", String(64)),
+    Column("rendered_context", Json),
+    Column("model", String(ID)),
+    Column("usage", Json),
+    Column("latency_ms", Integer),
+    Column("summary_version", Integer),
+    Column("evictions", Json),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "created_at"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant", String(ID), nullable=False),
+    Column("key_hash", String(128), nullable=False, unique=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("revoked_at", Timestamp),
+)

@@ -1,0 +1,273 @@
+"""The Store: one public method per transaction, each composed from `…_txn(conn, …)` helpers.
+
+Time is passed in (`now`), never read here, so every transition is testable with plain
+datetimes and the caller decides which clock counts.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine
+
+from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallRecord, View
+from agentq.core.settings import Settings
+from agentq.errors import NotFound
+from agentq.store import calls, conversations, inbox, ledger, log
+from agentq.store.conversations import ConversationInfo
+from agentq.store.engine import begin_read, begin_write, create_engine
+from agentq.store.ledger import StepRecord
+from agentq.store.migrations import migrate
+from agentq.store.txn import ConversationTxn
+
+
+class Store:
+    """Durable state of every conversation, on PostgreSQL or SQLite."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first."""
+        return cls(create_engine(url))
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision; harmless when it is there."""
+        migrate(self.engine)
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    # conversations
+
+    def create_conversation(
+        self,
+        *,
+        tenant: str,
+        settings: Settings,
+        now: datetime,
+        conversation_id: str | None = None,
+    ) -> ConversationInfo:
+        """A new, active, idle conversation with an empty log."""
+        info = ConversationInfo(
+            id=conversation_id or str(uuid.uuid4()),
+            tenant=tenant,
+            settings=settings,
+            fsm=FsmState(),
+            status="active",
+            next_seq=1,
+            created_at=now,
+            updated_at=now,
+        )
+        with begin_write(self.engine) as conn:
+            conversations.insert_conversation_txn(conn, info)
+        return info
+
+    def load_conversation(
+        self, conversation_id: str, *, tenant: str | None = None
+    ) -> ConversationInfo | None:
+        """The conversation, or None if absent or owned by another `tenant`."""
+        with begin_read(self.engine) as conn:
+            info = conversations.load_conversation_txn(conn, conversation_id)
+        if info is None or (tenant is not None and info.tenant != tenant):
+            return None
+        return info
+
+    def list_conversations(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        state: str | None = None,
+        after_id: str | None = None,
+        limit: int = 50,
+    ) -> list[ConversationInfo]:
+        """Conversations ordered by (created_at, id), the page after the one with `after_id`."""
+        with begin_read(self.engine) as conn:
+            return conversations.list_conversations_txn(
+                conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
+            )
+
+    def list_conversation_ids(self, *, status: str | None = "active") -> list[str]:
+        """Ids of conversations with `status` (every one when None), oldest first."""
+        with begin_read(self.engine) as conn:
+            return conversations.list_conversation_ids_txn(conn, status=status)
+
+    # the log
+
+    def list_events(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """Events with seq > `after_seq`, in seq order."""
+        with begin_read(self.engine) as conn:
+            return log.list_events_txn(conn, conversation_id, after_seq=after_seq, limit=limit)
+
+    def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
+        with begin_read(self.engine) as conn:
+            return log.count_events_txn(conn, conversation_id, type=type)
+
+    def load_view(self, conversation_id: str) -> View | None:
+        """Latest summary, events after it, open calls, untaken inbox; None if absent."""
+        with begin_read(self.engine) as conn:
+            return log.load_view_txn(conn, conversation_id)
+
+    def list_summaries(self, conversation_id: str) -> list[Summary]:
+        """Every summary of the conversation, by to_seq."""
+        with begin_read(self.engine) as conn:
+            return log.list_summaries_txn(conn, conversation_id)
+
+    def save_summary(
+        self,
+        *,
+        conversation_id: str,
+        from_seq: int,
+        to_seq: int,
+        content: dict[str, Any],
+        version: int,
+        now: datetime,
+    ) -> bool:
+        """Insert a summary; False if one with that `to_seq` exists already."""
+        with begin_write(self.engine) as conn:
+            return log.save_summary_txn(
+                conn,
+                conversation_id=conversation_id,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                content=content,
+                version=version,
+                now=now,
+            )
+
+    # tool calls and inbox
+
+    def list_tool_calls(
+        self, conversation_id: str, *, status: str | None = None
+    ) -> list[ToolCallRecord]:
+        """Calls ordered by (created_at, id), only those with `status` when given."""
+        with begin_read(self.engine) as conn:
+            statuses = None if status is None else (status,)
+            return calls.list_calls_txn(conn, conversation_id, statuses=statuses)
+
+    def load_tool_call(self, conversation_id: str, call_id: str) -> ToolCallRecord | None:
+        with begin_read(self.engine) as conn:
+            return calls.load_call_txn(conn, conversation_id, call_id)
+
+    def list_overdue_calls(self, *, now: datetime, limit: int = 100) -> list[ToolCallRecord]:
+        """Pending calls whose `expires_at` has come, soonest first, across conversations."""
+        with begin_read(self.engine) as conn:
+            return calls.list_overdue_calls_txn(conn, now=now, limit=limit)
+
+    def list_inbox(self, conversation_id: str, *, taken: bool | None = False) -> list[InboxItem]:
+        """Inbox items by (created_at, id): untaken by default, taken, or all (None)."""
+        with begin_read(self.engine) as conn:
+            return inbox.list_inbox_txn(conn, conversation_id, taken=taken)
+
+    # the write transaction
+
+    @contextmanager
+    def locked(self, conversation_id: str) -> Iterator[ConversationTxn]:
+        """A transaction holding the conversation's lock: commits on exit, rolls back on error.
+
+        Raises NotFound if the conversation does not exist.
+        """
+        with begin_write(self.engine) as conn:
+            # inv. 8: one writer per conversation (a row lock on PostgreSQL;
+            # on SQLite the write transaction began with BEGIN IMMEDIATE).
+            info = conversations.load_conversation_txn(conn, conversation_id, lock=True)
+            if info is None:
+                raise NotFound(f"conversation {conversation_id} not found")
+            yield ConversationTxn(conn, info)
+
+    # the steps ledger
+
+    def schedule_step(
+        self,
+        *,
+        step_key: str,
+        conversation_id: str,
+        kind: str,
+        ref: dict[str, Any],
+        round_id: str | None,
+        celery_task_id: str,
+        now: datetime,
+    ) -> bool:
+        """Record a step as scheduled; False (and nothing changed) if it exists already."""
+        with begin_write(self.engine) as conn:
+            return ledger.schedule_step_txn(
+                conn,
+                step_key=step_key,
+                conversation_id=conversation_id,
+                kind=kind,
+                ref=ref,
+                round_id=round_id,
+                celery_task_id=celery_task_id,
+                now=now,
+            )
+
+    def claim_step(
+        self, step_key: str, *, worker: str, lease_s: float, now: datetime, max_attempts: int
+    ) -> StepRecord | None:
+        """Take the step for `lease_s` if it is waiting or its lease ran out; None if we lost."""
+        with begin_write(self.engine) as conn:
+            return ledger.claim_step_txn(
+                conn, step_key, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
+            )
+
+    def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
+        """Fail a used-up claimable step permanently; True only for the one caller that did."""
+        with begin_write(self.engine) as conn:
+            return ledger.give_up_step_txn(conn, step_key, max_attempts=max_attempts, now=now)
+
+    def heartbeat_step(self, step_key: str, *, worker: str, lease_s: float, now: datetime) -> bool:
+        """Renew the lease to now + `lease_s`; False if the step is no longer ours."""
+        with begin_write(self.engine) as conn:
+            return ledger.heartbeat_step_txn(
+                conn, step_key, worker=worker, lease_s=lease_s, now=now
+            )
+
+    def release_step(
+        self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
+    ) -> bool:
+        """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled."""
+        with begin_write(self.engine) as conn:
+            return ledger.release_step_txn(
+                conn, step_key, worker=worker, status=status, now=now, error=error
+            )
+
+    def add_step_retry(self, step_key: str) -> None:
+        """Count one more retry of the step."""
+        with begin_write(self.engine) as conn:
+            ledger.add_step_retry_txn(conn, step_key)
+
+    def load_step(self, step_key: str) -> StepRecord | None:
+        with begin_read(self.engine) as conn:
+            return ledger.load_step_txn(conn, step_key)
+
+    def list_steps(self, conversation_id: str) -> list[StepRecord]:
+        """Steps of the conversation, oldest first."""
+        with begin_read(self.engine) as conn:
+            return ledger.list_steps_txn(conn, conversation_id)
+
+    def list_stale_steps(
+        self, *, now: datetime, scheduled_before: datetime, limit: int = 100
+    ) -> list[StepRecord]:
+        """Running steps past their lease, and waiting ones created before `scheduled_before`."""
+        with begin_read(self.engine) as conn:
+            return ledger.list_stale_steps_txn(
+                conn, now=now, scheduled_before=scheduled_before, limit=limit
+            )
+
+    def delete_finished_steps(self, *, finished_before: datetime) -> int:
+        """Delete finished steps (not failed_recoverable ones) older than `finished_before`."""
+        with begin_write(self.engine) as conn:
+            return ledger.delete_finished_steps_txn(conn, finished_before=finished_before)
+
+
+def open_store(url: str) -> Store:
+    """`Store.open(url)`."""
+    return Store.open(url)

@@ -1,0 +1,106 @@
+"""ConversationTxn: every write to one conversation, made while its row is locked (inv. 8)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
+from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
+from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
+from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
+from agentq.store.ledger import StepRecord, finish_step_txn, load_step_txn
+from agentq.store.log import append_txn, load_view_txn, save_summary_txn
+
+
+class ConversationTxn:
+    """One open transaction holding the conversation's lock; only valid inside `Store.locked`."""
+
+    def __init__(self, conn: Connection, conversation: ConversationInfo) -> None:
+        self._conn = conn
+        self.conversation = conversation
+
+    @property
+    def _id(self) -> str:
+        return self.conversation.id
+
+    def append(self, drafts: Sequence[EventDraft]) -> list[Event]:
+        """Append drafts at the end of the log and return them as events."""
+        appended, self.conversation = append_txn(self._conn, self.conversation, drafts)
+        return appended
+
+    def view(self) -> View:
+        """The view as this transaction sees it, own writes included."""
+        view = load_view_txn(self._conn, self._id)
+        assert view is not None, "the locked row cannot vanish"
+        return view
+
+    def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
+        put_calls_txn(self._conn, records)
+
+    def load_call(self, call_id: str) -> ToolCallRecord | None:
+        return load_call_txn(self._conn, self._id, call_id)
+
+    def transition_call(
+        self,
+        call_id: str,
+        *,
+        from_statuses: Sequence[str],
+        to_status: str,
+        now: datetime,
+        result: Any = None,
+    ) -> bool:
+        """Move a call from one of `from_statuses` to `to_status`; False if it was elsewhere."""
+        return transition_call_txn(
+            self._conn,
+            self._id,
+            call_id,
+            from_statuses=from_statuses,
+            to_status=to_status,
+            now=now,
+            result=result,
+        )
+
+    def set_fsm(self, fsm: FsmState, *, now: datetime) -> None:
+        set_fsm_txn(self._conn, self._id, fsm, now=now)
+        self.conversation = replace(self.conversation, fsm=fsm, updated_at=now)
+
+    def set_status(self, status: str, *, now: datetime) -> None:
+        set_status_txn(self._conn, self._id, status, now=now)
+        self.conversation = replace(self.conversation, status=status, updated_at=now)
+
+    def add_inbox(
+        self, item: InboxItem, *, queued: bool, turn_id: str | None, taken_at: datetime | None
+    ) -> None:
+        add_inbox_txn(self._conn, item, queued=queued, turn_id=turn_id, taken_at=taken_at)
+
+    def find_inbox_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
+        """{"message_id", "turn_id", "queued"} of the message with that key, else None."""
+        return find_inbox_by_key_txn(self._conn, self._id, idempotency_key)
+
+    def take_inbox(self, item_id: str, *, turn_id: str, now: datetime) -> bool:
+        return take_inbox_txn(self._conn, self._id, item_id, turn_id=turn_id, now=now)
+
+    def save_summary(
+        self, *, from_seq: int, to_seq: int, content: dict[str, Any], version: int, now: datetime
+    ) -> bool:
+        """Store.save_summary inside this transaction, beside the compact step's finish."""
+        return save_summary_txn(
+            self._conn,
+            conversation_id=self._id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            content=content,
+            version=version,
+            now=now,
+        )
+
+    def finish_step(self, step_key: str, *, worker: str, now: datetime) -> bool:
+        """Mark our running step succeeded; False means we lost it and must roll back."""
+        return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
+
+    def now_step(self, step_key: str) -> StepRecord | None:
+        return load_step_txn(self._conn, step_key)
