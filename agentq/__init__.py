@@ -1,1 +1,8 @@
 """agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""
+from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
+from agentq.tools import SYSTEM_SCOPE, Scope, Tool, ToolContext, tool
+
+__all__ = [
+    "AgentqError", "Conflict", "InvalidInput", "NotFound",
+    "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "tool",
+]

@@ -1,0 +1,50 @@
+"""The errors of the provider boundary: every SDK failure is translated into one of these.
+
+`transient` says whether trying again can help; the retry policy and the step ledger read
+only that flag, never SDK types. Arguments are plain values so the errors pickle (they
+cross Celery).
+"""
+from __future__ import annotations
+
+from agentq.errors import AgentqError
+
+
+class ProviderError(AgentqError):
+    """A model call failed; `code` names the cause, `status` is the HTTP status if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool = False,
+        status: int | None = None,
+        code: str = "provider_error",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+        self.status = status
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+
+class ContextTooLong(ProviderError):
+    """The provider refused the request as too long: compact and retry, never just retry."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str = "context_too_long") -> None:
+        super().__init__(message, transient=False, status=status, code=code)
+
+
+class ProviderTimeout(ProviderError):
+    """The call timed out before the provider answered."""
+
+    def __init__(self, message: str = "provider call timed out", *, code: str = "timeout") -> None:
+        super().__init__(message, transient=True, code=code)
+
+
+class ProviderUnavailable(ProviderError):
+    """The configured provider has no adapter in this build."""
+
+    def __init__(self, message: str, *, code: str = "provider_unavailable") -> None:
+        super().__init__(message, transient=False, code=code)

@@ -1,0 +1,193 @@
+"""One retry policy for every provider (DESIGN section 9): classify, then back off.
+
+`classify` turns any SDK, httpx or stdlib failure into a `ProviderError` whose
+`transient` flag is the only thing `retrying` looks at. SDK built-in retries stay off
+so attempts do not multiply.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import anthropic
+import httpx2
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
+
+T = TypeVar("T")
+OnRetry = Callable[[int, ProviderError, float], None]
+
+MAX_RETRY_AFTER_S = 300.0
+_TRANSIENT_STATUSES = frozenset({408, 409, 429, 529})
+# 429s that are quota or spend limits: waiting does not refill them.
+_QUOTA_CODES = frozenset({
+    "insufficient_quota",
+    "enforced_spend_limit_reached",
+    "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached",
+})
+_CONTEXT_CODES = frozenset({"context_length_exceeded"})
+_CONTEXT_PHRASES = ("prompt is too long", "maximum context length", "context_length_exceeded")
+
+_TIMEOUTS = (openai.APITimeoutError, anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError)
+_CONNECTION = (openai.APIConnectionError, anthropic.APIConnectionError, httpx2.TransportError, ConnectionError)
+_STATUS = (openai.APIStatusError, anthropic.APIStatusError, httpx2.HTTPStatusError)
+_PROVIDER_FAILURES = (
+    ProviderError, openai.OpenAIError, anthropic.AnthropicError, httpx2.HTTPError, *_TIMEOUTS, *_CONNECTION
+)
+
+
+def classify(exc: BaseException) -> ProviderError:
+    """The ProviderError that `exc` means: transient or permanent, with its retry-after."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, _TIMEOUTS):
+        return ProviderTimeout(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, _CONNECTION):
+        return ProviderError(f"{type(exc).__name__}: {exc}", transient=True, code="connection_error")
+    if isinstance(exc, _STATUS):
+        return _from_status(exc.response.status_code, str(exc), _body_of(exc), exc.response.headers)
+    return ProviderError(f"{type(exc).__name__}: {exc}", code="unexpected_error")
+
+
+def _from_status(status: int, message: str, body: Any, headers: Mapping[str, str]) -> ProviderError:
+    codes = _error_codes(body)
+    text = (message + " " + " ".join(_error_messages(body))).lower()
+    if codes & _CONTEXT_CODES or any(phrase in text for phrase in _CONTEXT_PHRASES):
+        return ContextTooLong(message, status=status)
+    quota = codes & _QUOTA_CODES
+    transient = (status in _TRANSIENT_STATUSES or status >= 500) and not quota
+    code = min(quota) if quota else _primary_code(body) or f"http_{status}"
+    return ProviderError(
+        message, transient=transient, status=status, code=code, retry_after_s=retry_after(headers)
+    )
+
+
+def _error_object(body: Any) -> dict[str, Any]:
+    """The `error` object of an error body: OpenAI's SDK passes it bare, Anthropic's wrapped."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        return inner if isinstance(inner, dict) else body
+    return {}
+
+
+def _error_codes(body: Any) -> set[str]:
+    error = _error_object(body)
+    details = error.get("details")
+    values = [error.get("code"), error.get("type"), details.get("error_code") if isinstance(details, dict) else None]
+    return {value for value in values if isinstance(value, str)}
+
+
+def _primary_code(body: Any) -> str | None:
+    error = _error_object(body)
+    details = error.get("details")
+    for value in (details.get("error_code") if isinstance(details, dict) else None, error.get("code"), error.get("type")):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _error_messages(body: Any) -> list[str]:
+    message = _error_object(body).get("message")
+    return [message] if isinstance(message, str) else []
+
+
+def _body_of(exc: BaseException) -> Any:
+    """The decoded error body: the SDKs keep it on the exception, httpx only in the response."""
+    if not isinstance(exc, httpx2.HTTPStatusError):
+        return getattr(exc, "body", None)
+    try:
+        return exc.response.json()
+    except (ValueError, httpx2.StreamError):
+        return None
+
+
+def retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """Seconds the server asked us to wait: `retry-after-ms`, else `Retry-After` (seconds or HTTP date)."""
+    milliseconds = _number(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        number = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return number if number is not None and 0.0 <= number < float("inf") else None
+
+
+class BackoffWait:
+    """Capped exponential backoff with full jitter, but never shorter than the server's retry-after.
+
+    Why custom: tenacity's stock waits ignore `retry-after`. A retry-after above `cap_s`
+    still wins, up to MAX_RETRY_AFTER_S.
+    """
+
+    def __init__(self, base_s: float, cap_s: float) -> None:
+        self.base_s, self.cap_s = base_s, cap_s
+
+    def __call__(self, state: RetryCallState) -> float:
+        ceiling = min(self.cap_s, self.base_s * 2 ** (state.attempt_number - 1))
+        delay = random.uniform(0.0, ceiling)
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, ProviderError) and error.retry_after_s is not None:
+            delay = max(delay, min(error.retry_after_s, MAX_RETRY_AFTER_S))
+        return delay
+
+
+def retrying(
+    fn: Callable[[], T],
+    *,
+    max_attempts: int = 5,
+    base_s: float = 0.5,
+    cap_s: float = 30.0,
+    on_retry: OnRetry | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call `fn` until it succeeds, retrying only transient errors; raise the classified error.
+
+    `fn` is called once per attempt, so a closure can count attempts. Only provider
+    failures are classified; any other exception (a bug, the caller's own control flow)
+    passes through at once, unretried and untouched.
+    """
+
+    def attempt() -> T:
+        try:
+            return fn()
+        except _PROVIDER_FAILURES as exc:
+            raise classify(exc) from exc
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None:
+            error = state.outcome.exception()
+            on_retry(state.attempt_number, error, state.upcoming_sleep)
+
+    policy = Retrying(
+        retry=retry_if_exception(lambda exc: isinstance(exc, ProviderError) and exc.transient),
+        stop=stop_after_attempt(max_attempts),
+        wait=BackoffWait(base_s, cap_s),
+        sleep=sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    return policy(attempt)

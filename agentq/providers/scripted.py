@@ -1,0 +1,125 @@
+"""The scripted provider (DESIGN section 13): deterministic, offline answers from settings.
+
+It streams, fails and cancels like a real one, so the runtime's crash, retry and
+interrupt paths are tested without a network. Failures are the real `openai` SDK
+exceptions, so `retry.classify` is exercised exactly as in production.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Literal
+
+import httpx2
+import openai
+
+from agentq.core.keys import canonical_json, scripted_call_id
+from agentq.core.messages import CallRef, Request
+from agentq.core.settings import ScriptedResponse
+from agentq.providers.base import CallContext, Delta, ModelResponse
+
+_SCRIPTED_URL = "https://scripted.invalid/v1/chat/completions"
+
+# What the OpenAI API answers for each status, and the SDK class it raises for it.
+_SDK_ERRORS: dict[int, tuple[type[openai.APIStatusError], str, str | None]] = {
+    400: (openai.BadRequestError, "invalid_request_error", None),
+    401: (openai.AuthenticationError, "invalid_request_error", "invalid_api_key"),
+    403: (openai.PermissionDeniedError, "invalid_request_error", None),
+    404: (openai.NotFoundError, "invalid_request_error", "model_not_found"),
+    409: (openai.ConflictError, "invalid_request_error", None),
+    422: (openai.UnprocessableEntityError, "invalid_request_error", None),
+    429: (openai.RateLimitError, "requests", "rate_limit_exceeded"),
+}
+
+
+class ScriptedProvider:
+    """Answers `settings.script[ctx.rounds_committed]`, or echoes past the end."""
+
+    def stream(
+        self, request: Request, ctx: CallContext, cancel: threading.Event
+    ) -> Iterator[Delta | ModelResponse]:
+        answer = _answer_for(request, ctx)
+        if answer.fail is not None and ctx.attempt <= answer.fail.times:
+            raise sdk_error(answer.fail.status)
+        pieces = split_text(answer.text, answer.chunks)
+        interval_s = answer.delay_s / max(len(pieces), 1)
+        if not pieces and cancel.wait(answer.delay_s):
+            return
+        for index, piece in enumerate(pieces):
+            if cancel.wait(interval_s):
+                return
+            yield Delta(index=index, text=piece)
+        if cancel.is_set():
+            return
+        yield _response(request, answer, ctx)
+
+
+def _answer_for(request: Request, ctx: CallContext) -> ScriptedResponse:
+    script = ctx.settings.script or []
+    if ctx.rounds_committed < len(script):
+        return script[ctx.rounds_committed]
+    return ScriptedResponse(text="echo: " + _last_user_text(request))
+
+
+def _last_user_text(request: Request) -> str:
+    users = [message.text for message in request.messages if message.role == "user"]
+    return users[-1] if users else ""
+
+
+def _response(request: Request, answer: ScriptedResponse, ctx: CallContext) -> ModelResponse:
+    calls = tuple(
+        CallRef(id=scripted_call_id(ctx.step_key, index), name=call.name, args=dict(call.args))
+        for index, call in enumerate(answer.tool_calls)
+    )
+    answer_text = answer.text + "".join(c.name + canonical_json(c.args) for c in calls)
+    return ModelResponse(
+        text=answer.text,
+        tool_calls=calls,
+        usage={"input_tokens": estimate_tokens(_request_text(request)),
+               "output_tokens": estimate_tokens(answer_text)},
+        finish_reason="tool_calls" if calls else "stop",
+    )
+
+
+def _request_text(request: Request) -> str:
+    parts = [request.system]
+    for message in request.messages:
+        parts.append(message.text)
+        parts.extend(call.name + canonical_json(call.args) for call in message.tool_calls)
+    return "".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: good enough for a fake model's usage."""
+    return math.ceil(len(text) / 4)
+
+
+def split_text(text: str, chunks: int) -> list[str]:
+    """`text` in `chunks` near-equal pieces (fewer if the text is shorter; none if empty)."""
+    count = min(chunks, len(text))
+    if count == 0:
+        return []
+    size, extra = divmod(len(text), count)
+    pieces, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def sdk_error(status: int | Literal["timeout"]) -> openai.APIError:
+    """The exception the real openai SDK raises for this HTTP status (or a timeout)."""
+    request = httpx2.Request("POST", _SCRIPTED_URL)
+    if status == "timeout":
+        return openai.APITimeoutError(request=request)
+    default = (openai.InternalServerError, "server_error", None) if status >= 500 else (
+        openai.APIStatusError, "invalid_request_error", None)
+    cls, kind, code = _SDK_ERRORS.get(status, default)
+    message = f"scripted failure with HTTP {status}"
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    headers = {"retry-after-ms": "10"} if status == 429 else {}
+    response = httpx2.Response(status, request=request, headers=headers, json={"error": error})
+    # As the SDK does: the exception carries the inner `error` object as its body.
+    return cls(f"Error code: {status} - {message}", response=response, body=error)
