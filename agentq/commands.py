@@ -1,0 +1,149 @@
+"""What the outside can do to a conversation: create it, post a message, resolve a call, end it.
+
+Commands write first and return follow-ups; they never call a model or a tool
+(DESIGN section 2). The HTTP API and the CLI are thin shells over these.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from agentq.core import drafts
+from agentq.core.decide import admit
+from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.settings import Settings, parse_settings
+from agentq.core.timefmt import to_utc
+from agentq.errors import Conflict, InvalidInput, NotFound
+from agentq.followups import Advance, FollowUp
+from agentq.runtime import append_events, close_call_drafts, utcnow
+from agentq.store import ConversationInfo, Store
+from agentq.tools import Registry, Scope
+
+RESOLUTION_STATUSES = ("resolved", "errored")
+
+
+@dataclass(frozen=True)
+class MessageAnswer:
+    """What posting a message returns: `turn_id` is None while the message is queued."""
+
+    message_id: str
+    turn_id: str | None
+    queued: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "turn_id": self.turn_id, "queued": self.queued}
+
+
+class Commands:
+    """Entry calls, each one transaction on one conversation."""
+
+    def __init__(
+        self, store: Store, registry: Registry, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+
+    def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
+        """Validate the settings (tools must exist) and store a new, idle conversation."""
+        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
+        try:
+            self.registry.specs(parsed.tools)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        return self.store.create_conversation(tenant=scope.tenant, settings=parsed, now=self.clock())
+
+    def post_message(
+        self,
+        conversation_id: str,
+        text: str,
+        scope: Scope,
+        *,
+        on_busy: str = "enqueue",
+        idempotency_key: str | None = None,
+        created_at: datetime | None = None,
+    ) -> tuple[MessageAnswer, list[FollowUp]]:
+        """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer."""
+        if not text or not text.strip():
+            raise InvalidInput("content must not be empty")
+        now = self.clock()
+        created = now if created_at is None else to_utc(created_at)
+        with self.store.locked(conversation_id) as tx:
+            conv = tx.conversation
+            if conv.tenant != scope.tenant:
+                raise NotFound(f"no conversation {conversation_id}")
+            if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
+                return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
+            if conv.status == "ended":
+                raise Conflict("the conversation has ended")
+            item = InboxItem(
+                id=str(uuid.uuid4()), conversation_id=conversation_id,
+                content={"text": text}, on_busy=on_busy, created_at=created,
+                idempotency_key=idempotency_key, scope=scope.to_json(),
+            )
+            action = admit(conv.fsm.state, on_busy)
+            if action == "append" and tx.view().inbox:
+                action = "enqueue"  # earlier messages are still waiting: keep arrival order
+            if action == "reject":
+                raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+            if action == "interrupt":
+                raise Conflict("on_busy=interrupt is not available yet; use enqueue or reject")
+            if action == "enqueue":
+                tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
+                return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+            turn_id = str(uuid.uuid4())
+            tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
+            append_events(tx, [drafts.user_msg(
+                text, turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
+                created_at=created,
+            )], now=now)
+        return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id)]
+
+    def resolve(
+        self,
+        conversation_id: str,
+        tool_call_id: str,
+        scope: Scope,
+        *,
+        status: str,
+        result: Any,
+    ) -> tuple[ToolCallRecord, list[FollowUp]]:
+        """Close a pending call; the same answer twice is fine, anything else late is 409."""
+        if status not in RESOLUTION_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(RESOLUTION_STATUSES)}")
+        now = self.clock()
+        with self.store.locked(conversation_id) as tx:
+            if tx.conversation.tenant != scope.tenant:
+                raise NotFound(f"no conversation {conversation_id}")
+            call = tx.load_call(tool_call_id)
+            if call is None:
+                raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.status != "pending":
+                if call.status == status and call.result == result:
+                    return call, []  # inv. 5: a repeated resolution changes nothing
+                raise Conflict(f"tool call {tool_call_id} is already {call.status}")
+            if not tx.transition_call(
+                tool_call_id, from_statuses=["pending"], to_status=status, now=now, result=result
+            ):
+                raise Conflict(f"tool call {tool_call_id} is no longer pending")
+            by = scope.user or scope.tenant
+            _, fsm = append_events(
+                tx, close_call_drafts(call, status, result, by=by, now=now), now=now
+            )
+            closed = tx.load_call(tool_call_id)
+        follow: list[FollowUp] = []
+        if fsm.state == "running" and not fsm.running and not fsm.pending:
+            follow.append(Advance(conversation_id))
+        return closed, follow
+
+    def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
+        """End a conversation; its log is kept (inv. 1)."""
+        with self.store.locked(conversation_id) as tx:
+            if tx.conversation.tenant != scope.tenant:
+                raise NotFound(f"no conversation {conversation_id}")
+            tx.set_status("ended", now=self.clock())
+        info = self.store.load_conversation(conversation_id)
+        assert info is not None
+        return info

@@ -1,0 +1,71 @@
+"""One frozen Config read from AGENTQ_* variables, with embedded defaults, passed down.
+
+Nothing below the CLI and the worker module reads the environment: they build a Config
+once and hand it to what they create.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+EMBEDDED_BROKER = "memory://"
+EMBEDDED_PUBSUB = "embedded://"
+DEFAULT_TOOLS = ("agentq.demo_tools",)
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a process of agentq needs to know about its deployment."""
+
+    database_url: str = "sqlite:///agentq.db"
+    broker_url: str = EMBEDDED_BROKER
+    redis_url: str = EMBEDDED_PUBSUB
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    api_key: str | None = None
+    lease_s: float = 30.0
+    sweep_s: float = 15.0
+    eta_horizon_s: float = 120.0
+    max_attempts: int = 5
+    audit: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+        tools = tuple(t.strip() for t in env.get("AGENTQ_TOOLS", "").split(",") if t.strip())
+        return cls(
+            database_url=env.get("AGENTQ_DATABASE_URL") or cls.database_url,
+            broker_url=env.get("AGENTQ_BROKER_URL") or cls.broker_url,
+            redis_url=env.get("AGENTQ_REDIS_URL") or cls.redis_url,
+            tools=tools or DEFAULT_TOOLS,
+            api_key=env.get("AGENTQ_API_KEY") or None,
+            lease_s=_float(env, "AGENTQ_LEASE_S", cls.lease_s),
+            sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
+            eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
+            max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
+            audit=_flag(env, "AGENTQ_AUDIT"),
+        )
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.broker_url.startswith("memory://")
+
+    def with_(self, **changes: object) -> Config:
+        return replace(self, **changes)

@@ -1,0 +1,64 @@
+"""Embedded mode: a Celery worker on a broker that needs no server, in this process.
+
+The worker runs in the main thread (Celery installs signal handlers there); the caller's
+work and the sweeper run beside it in threads. SQLite holds the log, an in-process
+Redis carries live notices.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.runtime import Runtime
+from agentq.worker import build_runtime, create_celery, enqueue
+
+log = logging.getLogger(__name__)
+
+
+class Embedded:
+    """Store, runtime, commands and a Celery app wired for one process."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.runtime: Runtime = build_runtime(config)
+        self.runtime.store.migrate()
+        self.commands = Commands(self.runtime.store, self.runtime.registry)
+        self.app = create_celery(config, lambda: self.runtime)
+        self.stopping = threading.Event()
+
+    def send(self, followups) -> None:
+        enqueue(self.app, followups)
+
+    def run(self, main: Callable[[Embedded], int], *, concurrency: int = 4) -> int:
+        """Run `main` beside a worker and a sweeper; stop both when it returns."""
+        worker = self.app.Worker(
+            pool="threads", concurrency=concurrency, loglevel="WARNING", quiet=True,
+            without_heartbeat=True, without_mingle=True, without_gossip=True,
+        )
+        outcome: dict[str, int] = {}
+
+        def drive() -> None:
+            try:
+                outcome["code"] = main(self)
+            except BaseException:
+                log.exception("embedded run failed")
+                outcome["code"] = 1
+            finally:
+                self.stopping.set()
+                worker.stop(in_sighandler=False)
+
+        threading.Thread(target=self._sweep_forever, name="agentq-sweeper", daemon=True).start()
+        threading.Thread(target=drive, name="agentq-main", daemon=True).start()
+        worker.start()
+        self.runtime.store.dispose()
+        return outcome.get("code", 1)
+
+    def _sweep_forever(self) -> None:
+        while not self.stopping.wait(self.config.sweep_s):
+            try:
+                self.send(self.runtime.sweep())
+            except Exception:
+                log.exception("sweep failed")

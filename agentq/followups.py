@@ -1,0 +1,38 @@
+"""What a step or a command asks to happen next; `worker.enqueue` turns them into tasks.
+
+Returning follow-ups instead of sending them keeps the runtime free of Celery, so the
+whole runtime runs in tests on SQLite with no broker at all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Load the view, decide, run the next step."""
+
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Run one server tool call."""
+
+    conversation_id: str
+    tool_call_id: str
+    step_key: str
+
+
+@dataclass(frozen=True)
+class Expire:
+    """Expire one pending call at `eta` (None: now)."""
+
+    conversation_id: str
+    tool_call_id: str
+    step_key: str
+    eta: datetime | None
+
+
+FollowUp = Advance | RunTool | Expire

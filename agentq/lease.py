@@ -1,0 +1,54 @@
+"""The heartbeat that keeps a running step's lease alive while its work goes on.
+
+Careful: if a renewal finds the step no longer ours (the lease ran out and another
+worker claimed it), `lost` is set so the work can stop; its commit would fail anyway.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Renews the lease every lease_s/3 in a daemon thread until the block ends."""
+
+    def __init__(
+        self,
+        renew: Callable[[], bool],
+        *,
+        lease_s: float,
+        lost: threading.Event | None = None,
+    ) -> None:
+        self._renew = renew
+        self._period_s = max(lease_s / 3.0, 0.05)
+        self._stop = threading.Event()
+        self.lost = lost if lost is not None else threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentq-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period_s):
+            try:
+                still_ours = self._renew()
+            except Exception:  # a failed renewal is retried next period
+                log.warning("lease renewal failed", exc_info=True)
+                continue
+            if not still_ours:
+                self.lost.set()
+                return
+
+
+def renewal(store, step_key: str, worker: str, lease_s: float, clock: Callable[[], datetime]):
+    """The renew callable for one step's lease."""
+    return lambda: store.heartbeat_step(step_key, worker=worker, lease_s=lease_s, now=clock())

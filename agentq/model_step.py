@@ -1,0 +1,134 @@
+"""One model call of an llm step: stream deltas, retry transient errors, honour the time limit.
+
+Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
+"current round" (seed 004).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from agentq.core.messages import Request
+from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
+from agentq.providers.errors import ProviderError
+from agentq.providers.retry import retrying
+
+
+class StepTimedOut(Exception):
+    """The model call passed the step's time limit; its stream was closed."""
+
+
+class Cancelled(Exception):
+    """The stream was closed on purpose (interrupt or lost lease) before it finished."""
+
+    def __init__(self, partial_text: str) -> None:
+        super().__init__(partial_text)
+        self.partial_text = partial_text
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """Who is streaming: stamped on every delta and retry notice of the round."""
+
+    conversation_id: str
+    turn_id: str | None
+    round_id: str
+    step_key: str
+
+
+class ModelCall:
+    """Streams one response, publishing deltas and retries as they happen."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        publish: Callable[[str, dict], object],
+        count_retry: Callable[[], object],
+        *,
+        max_attempts: int = 5,
+        sleep: Callable[[float], None] = threading.Event().wait,
+    ) -> None:
+        self._provider = provider
+        self._publish = publish
+        self._count_retry = count_retry
+        self._max_attempts = max_attempts
+        self._sleep = sleep
+
+    def run(
+        self,
+        request: Request,
+        ctx: CallContext,
+        info: RoundInfo,
+        cancel: threading.Event,
+        *,
+        timeout_s: float,
+    ) -> ModelResponse:
+        """The final response; raises ProviderError, StepTimedOut or Cancelled."""
+        timed_out = threading.Event()
+
+        def on_timeout() -> None:
+            timed_out.set()
+            cancel.set()  # closes the stream for real, not just stops waiting
+
+        timer = threading.Timer(timeout_s, on_timeout)
+        timer.daemon = True
+        timer.start()
+        tries = iter(range(ctx.attempt, ctx.attempt + self._max_attempts))
+        try:
+            return retrying(
+                lambda: self._stream_once(request, ctx, info, cancel, next(tries), timed_out),
+                max_attempts=self._max_attempts,
+                on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
+                sleep=self._sleep,
+            )
+        finally:
+            timer.cancel()
+
+    def _stream_once(
+        self,
+        request: Request,
+        ctx: CallContext,
+        info: RoundInfo,
+        cancel: threading.Event,
+        attempt: int,
+        timed_out: threading.Event,
+    ) -> ModelResponse:
+        parts: list[str] = []
+        final: ModelResponse | None = None
+        this_try = CallContext(
+            conversation_id=ctx.conversation_id,
+            step_key=ctx.step_key,
+            round_id=ctx.round_id,
+            attempt=attempt,
+            rounds_committed=ctx.rounds_committed,
+            settings=ctx.settings,
+        )
+        for item in self._provider.stream(request, this_try, cancel):
+            if isinstance(item, Delta):
+                parts.append(item.text)
+                self._publish("delta", {
+                    "round_id": info.round_id,
+                    "turn_id": info.turn_id,
+                    "index": item.index,
+                    "attempt": attempt,
+                    "text": item.text,
+                })
+            else:
+                final = item
+        if timed_out.is_set():
+            raise StepTimedOut(f"the model call passed its time limit of {ctx.settings.limits.llm_timeout_s}s")
+        if final is None:
+            raise Cancelled("".join(parts))
+        return final
+
+    def _on_retry(self, info: RoundInfo, attempt: int, err: ProviderError, delay_s: float) -> None:
+        self._count_retry()
+        self._publish("retry", {
+            "round_id": info.round_id,
+            "turn_id": info.turn_id,
+            "attempt": attempt,
+            "error": str(err),
+            "next_delay_s": round(delay_s, 3),
+            "transient": err.transient,
+        })

@@ -1,0 +1,454 @@
+"""What a worker does: advance a conversation, run a tool, expire a call, sweep.
+
+Each entry point is load → decide → claim → run → commit (one transaction) and returns
+follow-ups; `worker.enqueue` sends them. Nothing here imports Celery, so the whole
+runtime runs in tests on SQLite with no broker.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Sequence
+
+from agentq.config import Config
+from agentq.core import drafts
+from agentq.core.decide import (
+    AwaitInput,
+    CallModel,
+    FailTurn,
+    Idle,
+    RunTools,
+    StartTurn,
+    Step,
+    Stopped,
+    decide,
+)
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
+from agentq.core.fsm import fold
+from agentq.core.keys import task_id
+from agentq.core.render import render
+from agentq.core.timefmt import format_ts
+from agentq.errors import AgentqError
+from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.lease import Heartbeat, renewal
+from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.providers.base import CallContext, ModelResponse, Provider, provider_for
+from agentq.providers.errors import ProviderError
+from agentq.pubsub import PubSub
+from agentq.store import Store
+from agentq.tools import Registry, Scope, ToolContext
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def worker_id() -> str:
+    """host:pid:thread — unique per claimant, so a lease knows its owner."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+class Stale(AgentqError):
+    """The conversation moved on under a step; its commit was rolled back, nothing written."""
+
+    code = "stale"
+
+
+class Runtime:
+    """The worker side of agentq, wired to one store, registry and pub/sub."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: Registry,
+        pubsub: PubSub,
+        config: Config,
+        clock: Callable[[], datetime] = utcnow,
+        providers: Callable[..., Provider] = provider_for,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.pubsub = pubsub
+        self.config = config
+        self.clock = clock
+        self.providers = providers
+        self._sleep = sleep
+
+    # -- advance ---------------------------------------------------------------------------
+
+    def advance(self, conversation_id: str) -> list[FollowUp]:
+        """Decide the next step of one conversation and run it (DESIGN section 2)."""
+        view = self.store.load_view(conversation_id)
+        if view is None:
+            return []
+        decision = decide(view)
+        match decision:
+            case Idle() | Stopped():
+                return []
+            case StartTurn(item=item):
+                return self._start_turn(view, item)
+            case CallModel(step=step):
+                return self._call_model(view, step)
+            case RunTools(steps=steps):
+                return self._dispatch_tools(view, steps)
+            case AwaitInput(expiries=expiries):
+                return self._arm_expiries(view, expiries)
+            case FailTurn(code=code, message=message):
+                return self._fail_turn(view, code, message)
+        raise AssertionError(f"unhandled decision {decision!r}")
+
+    def _start_turn(self, view: View, item: InboxItem) -> list[FollowUp]:
+        """Drain one inbox message into a new turn (inv. 2: only at a turn boundary)."""
+        now = self.clock()
+        turn_id = str(uuid.uuid4())
+        try:
+            with self.store.locked(view.conversation_id) as tx:
+                if tx.conversation.fsm.state in ("running", "awaiting_input"):
+                    raise Stale("a turn is still running")
+                if not tx.take_inbox(item.id, turn_id=turn_id, now=now):
+                    raise Stale("the inbox message was already taken")
+                draft = drafts.user_msg(
+                    item.content.get("text", ""),
+                    turn_id=turn_id,
+                    message_id=item.id,
+                    scope=item.scope,
+                    created_at=item.created_at,
+                )
+                events, _ = self._append(tx, [draft])
+        except Stale:
+            return []
+        self._notify(view.conversation_id, events)
+        return [Advance(view.conversation_id)]
+
+    def _fail_turn(self, view: View, code: str, message: str) -> list[FollowUp]:
+        now = self.clock()
+        try:
+            with self.store.locked(view.conversation_id) as tx:
+                if tx.conversation.next_seq - 1 != view.last_seq:
+                    raise Stale("the log moved")
+                draft = drafts.error(
+                    code, message, status="failed_permanent", step_key=None,
+                    turn_id=tx.conversation.fsm.turn_id, round_id=None, created_at=now,
+                )
+                events, _ = self._append(tx, [draft])
+        except Stale:
+            return []
+        self._notify(view.conversation_id, events)
+        return []
+
+    # -- llm step --------------------------------------------------------------------------
+
+    def _call_model(self, view: View, step: Step) -> list[FollowUp]:
+        cid = view.conversation_id
+        worker = worker_id()
+        record = self._schedule_and_claim(cid, step, worker)
+        if record is None:
+            return self._not_claimed(view, step)
+        settings = view.settings
+        turn_id = view.fsm.turn_id
+        request = render(view, self.registry.specs(settings.tools))
+        ctx = CallContext(
+            conversation_id=cid,
+            step_key=step.key,
+            round_id=step.round_id,
+            attempt=record.retries + 1,
+            rounds_committed=view.fsm.rounds,
+            settings=settings,
+        )
+        info = RoundInfo(cid, turn_id, step.round_id, step.key)
+        call = ModelCall(
+            self.providers(settings),
+            lambda kind, data: self.pubsub.publish(cid, kind, data),
+            lambda: self.store.add_step_retry(step.key),
+            max_attempts=self.config.max_attempts,
+            **({"sleep": self._sleep} if self._sleep else {}),
+        )
+        renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
+        with Heartbeat(renew, lease_s=self.config.lease_s) as beat:
+            try:
+                response = call.run(
+                    request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
+                )
+            except StepTimedOut as exc:
+                return self._fail_step(view, step, worker, "timeout", "step_timeout", str(exc))
+            except ProviderError as exc:
+                if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
+                    self.store.release_step(
+                        step.key, worker=worker, status="failed_recoverable", now=self.clock(),
+                        error=str(exc),
+                    )
+                    return []
+                return self._fail_step(view, step, worker, "failed_permanent", exc.code, str(exc))
+            except Cancelled:
+                self.store.release_step(
+                    step.key, worker=worker, status="cancelled", now=self.clock()
+                )
+                return []
+        return self._commit_response(view, step, worker, response)
+
+    def _commit_response(
+        self, view: View, step: Step, worker: str, response: ModelResponse
+    ) -> list[FollowUp]:
+        cid = view.conversation_id
+        now = self.clock()
+        turn_id = view.fsm.turn_id or ""
+        try:
+            with self.store.locked(cid) as tx:
+                if tx.conversation.next_seq - 1 != step.ref["after_seq"]:
+                    raise Stale("the turn moved on while the model answered")
+                if not tx.finish_step(step.key, worker=worker, now=now):
+                    raise Stale("the step is no longer ours")
+                new_drafts, records = self._response_drafts(view, step, turn_id, response, now)
+                tx.put_tool_calls(records)
+                events, _ = self._append(tx, new_drafts)
+        except Stale:
+            self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
+            return []
+        self._notify(cid, events)
+        return [Advance(cid)]  # decides the tools to run and the expiries to arm
+
+    def _response_drafts(self, view, step, turn_id, response, now):
+        """The assistant_msg, its tool calls, early error results and the suspension."""
+        settings = view.settings
+        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+        out: list[EventDraft] = [
+            drafts.assistant_msg(response.text, usage=response.usage, **common)
+        ]
+        records: list[ToolCallRecord] = []
+        results: list[EventDraft] = []
+        pending: list[str] = []
+        for call in response.tool_calls:
+            problem = self.registry.check(call.name, call.args, settings.tools)
+            tool = self.registry.get(call.name)
+            executor = tool.executor if (tool and problem is None) else "server"
+            expires_at = (
+                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+            )
+            out.append(drafts.tool_call(
+                call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
+            ))
+            status = "pending" if executor != "server" else "scheduled"
+            result = None
+            if problem is not None:  # an invented tool or bad arguments: the model reads why
+                status, result = "done", {"status": "error", "output": problem.output}
+                results.append(drafts.tool_result(call.id, "error", problem.output, **common))
+            elif executor != "server":
+                pending.append(call.id)
+            records.append(ToolCallRecord(
+                conversation_id=view.conversation_id, id=call.id, name=call.name,
+                executor=executor, status=status, args=call.args, round_id=step.round_id,
+                turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
+                resolved_at=now if result is not None else None,
+            ))
+        out.extend(results)
+        if pending:
+            out.append(drafts.suspension(pending, **common))
+        return out, records
+
+    # -- tool steps ------------------------------------------------------------------------
+
+    def _dispatch_tools(self, view: View, steps: Sequence[Step]) -> list[FollowUp]:
+        """One run_tool task per open server call; the ledger makes repeats harmless."""
+        now = self.clock()
+        follow: list[FollowUp] = []
+        for step in steps:
+            self.store.schedule_step(
+                step_key=step.key, conversation_id=view.conversation_id, kind="tool",
+                ref=step.ref, round_id=None, celery_task_id=task_id(step.key), now=now,
+            )
+            follow.append(RunTool(view.conversation_id, step.ref["tool_call_id"], step.key))
+        return follow
+
+    def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
+        """Run one server tool call once, and commit its result (inv. 3, 5)."""
+        view = self.store.load_view(conversation_id)
+        if view is None:
+            return []
+        call = next((c for c in view.open_calls if c.id == tool_call_id), None)
+        if call is None or call.status != "scheduled":
+            return []
+        step = Step.tool(conversation_id, tool_call_id)
+        worker = worker_id()
+        if self._schedule_and_claim(conversation_id, step, worker) is None:
+            return self._not_claimed(view, step)
+        tool = self.registry.get(call.name)
+        timeout_s = (tool.timeout if tool and tool.timeout else None) or (
+            view.settings.limits.tool_timeout_s
+        )
+        ctx = ToolContext(tool_call_id, conversation_id, self._turn_scope(view))
+        renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
+        with Heartbeat(renew, lease_s=self.config.lease_s):
+            outcome = self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
+        now = self.clock()
+        try:
+            with self.store.locked(conversation_id) as tx:
+                if not tx.finish_step(step.key, worker=worker, now=now):
+                    raise Stale("the step is no longer ours")
+                result = {"status": outcome.status, "output": outcome.output}
+                if not tx.transition_call(
+                    tool_call_id, from_statuses=["scheduled"], to_status="done", now=now,
+                    result=result,
+                ):
+                    raise Stale("the call was closed meanwhile")
+                events, fsm = self._append(tx, [drafts.tool_result(
+                    tool_call_id, outcome.status, outcome.output, turn_id=call.turn_id,
+                    round_id=call.round_id, step_key=step.key, created_at=now,
+                )])
+        except Stale:
+            self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
+            return []
+        self._notify(conversation_id, events)
+        return self._after_result(conversation_id, fsm)
+
+    # -- pending calls ---------------------------------------------------------------------
+
+    def _arm_expiries(self, view: View, expiries: Sequence[Step]) -> list[FollowUp]:
+        now = self.clock()
+        by_id = {c.id: c for c in view.open_calls}
+        follow: list[FollowUp] = []
+        for step in expiries:
+            call = by_id.get(step.ref["tool_call_id"])
+            if call is not None and call.expires_at is not None:
+                follow.append(Expire(
+                    view.conversation_id, call.id, step.key, self._eta(call.expires_at, now)
+                ))
+        return follow
+
+    def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
+        """Expire a pending call if it is due; re-arm if not (DESIGN section 6, Expiry)."""
+        call = self.store.load_tool_call(conversation_id, tool_call_id)
+        if call is None or call.status != "pending" or call.expires_at is None:
+            return []
+        now = self.clock()
+        key = Step.expire(conversation_id, tool_call_id).key
+        if call.expires_at > now:
+            return [Expire(conversation_id, tool_call_id, key, self._eta(call.expires_at, now))]
+        try:
+            with self.store.locked(conversation_id) as tx:
+                # conditional: a resolution that won the race leaves nothing to expire
+                if not tx.transition_call(
+                    tool_call_id, from_statuses=["pending"], to_status="expired", now=now,
+                    result={"status": "expired", "output": None},
+                ):
+                    raise Stale("the call is no longer pending")
+                events, fsm = self._append(tx, close_call_drafts(
+                    call, "expired", f"no answer before {format_ts(call.expires_at)}",
+                    by="system", now=now,
+                ))
+        except Stale:
+            return []
+        self._notify(conversation_id, events)
+        return self._after_result(conversation_id, fsm)
+
+    # -- repair ----------------------------------------------------------------------------
+
+    def sweep(self) -> list[FollowUp]:
+        """Re-drive what the broker lost: overdue calls, stale steps, stalled conversations."""
+        now = self.clock()
+        follow: list[FollowUp] = []
+        for call in self.store.list_overdue_calls(now=now):
+            key = Step.expire(call.conversation_id, call.id).key
+            follow.append(Expire(call.conversation_id, call.id, key, None))
+        grace = timedelta(seconds=self.config.sweep_s)
+        for step in self.store.list_stale_steps(now=now, scheduled_before=now - grace):
+            if step.kind == "tool":
+                follow.append(RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key))
+            else:
+                follow.append(Advance(step.conversation_id))
+        for info in self.store.list_conversations(state="running", limit=500):
+            if info.updated_at < now - grace:
+                follow.append(Advance(info.id))
+        return list(dict.fromkeys(follow))
+
+    def gc(self, *, keep_s: float = 7 * 24 * 3600) -> int:
+        """Drop finished step rows older than `keep_s`; the log keeps the story."""
+        return self.store.delete_finished_steps(
+            finished_before=self.clock() - timedelta(seconds=keep_s)
+        )
+
+    # -- shared ----------------------------------------------------------------------------
+
+    def _schedule_and_claim(self, cid: str, step: Step, worker: str):
+        now = self.clock()
+        self.store.schedule_step(
+            step_key=step.key, conversation_id=cid, kind=step.kind, ref=step.ref,
+            round_id=step.round_id, celery_task_id=task_id(step.key), now=now,
+        )
+        return self.store.claim_step(
+            step.key, worker=worker, lease_s=self.config.lease_s, now=now,
+            max_attempts=self.config.max_attempts,
+        )
+
+    def _not_claimed(self, view: View, step: Step) -> list[FollowUp]:
+        """Another worker holds the step, or it is done, or it is poison (attempts used up)."""
+        now = self.clock()
+        if self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
+            message = f"step failed {self.config.max_attempts} times; giving up"
+            return self._error_event(view, step, "failed_permanent", "max_attempts", message)
+        return []
+
+    def _fail_step(self, view, step, worker, status, code, message) -> list[FollowUp]:
+        self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
+                                error=message)
+        return self._error_event(view, step, status, code, message)
+
+    def _error_event(self, view, step, status, code, message) -> list[FollowUp]:
+        now = self.clock()
+        with self.store.locked(view.conversation_id) as tx:
+            events, _ = self._append(tx, [drafts.error(
+                code, message, status=status, step_key=step.key,
+                turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
+            )])
+        self._notify(view.conversation_id, events)
+        return []
+
+    def _after_result(self, conversation_id: str, fsm: FsmState) -> list[FollowUp]:
+        """Whoever commits the last open result of a round asks for the next model call."""
+        if fsm.state == "running" and not fsm.running and not fsm.pending:
+            return [Advance(conversation_id)]
+        return []
+
+    def _append(self, tx, new_drafts: Sequence[EventDraft]) -> tuple[list[Event], FsmState]:
+        """Append under the lock and keep the cached state in step with the log (inv. 1)."""
+        return append_events(tx, new_drafts, now=self.clock())
+
+    def _notify(self, conversation_id: str, events: Sequence[Event]) -> None:
+        if events:
+            self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
+
+    def _turn_scope(self, view: View) -> Scope:
+        for event in reversed(view.events):
+            if event.type == "user_msg":
+                return Scope.from_json(event.content.get("scope") or {})
+        return Scope.from_json({})
+
+    def _eta(self, expires_at: datetime | None, now: datetime) -> datetime:
+        horizon = now + timedelta(seconds=self.config.eta_horizon_s)
+        return horizon if expires_at is None else min(expires_at, horizon)
+
+
+def append_events(tx, new_drafts: Sequence[EventDraft], *, now: datetime):
+    """Append drafts and fold them onto the cached state, in the caller's transaction."""
+    events = tx.append(new_drafts)
+    fsm = fold(events, tx.conversation.fsm)
+    tx.set_fsm(fsm, now=now)
+    return events, fsm
+
+
+def close_call_drafts(call, status: str, output, *, by: str, now: datetime) -> list[EventDraft]:
+    """A resolution and the tool_result that closes the call (inv. 3)."""
+    result_status = {"resolved": "ok", "errored": "error"}.get(status, status)
+    return [
+        drafts.resolution(call.id, status, by, turn_id=call.turn_id, round_id=call.round_id,
+                          created_at=now),
+        drafts.tool_result(call.id, result_status, output, turn_id=call.turn_id,
+                           round_id=call.round_id, step_key=None, created_at=now),
+    ]

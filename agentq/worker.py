@@ -1,0 +1,135 @@
+"""The Celery app and its thin task shims; the only module that imports celery.
+
+Each task calls the runtime and sends the follow-ups it returns. Task ids of steps are
+uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them, the ledger does.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from datetime import timedelta
+from typing import Callable, Iterable
+
+from celery import Celery
+
+from agentq.config import Config
+from agentq.core.keys import task_id
+from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+CELERY_DEFAULTS = {
+    "task_acks_late": True,
+    "task_reject_on_worker_lost": True,
+    "worker_prefetch_multiplier": 1,
+    "task_serializer": "json",
+    "accept_content": ["json"],
+    "result_serializer": "json",
+    "task_ignore_result": True,
+    "worker_send_task_events": True,
+    "task_send_sent_event": True,
+    "broker_transport_options": {"visibility_timeout": 300},
+    "worker_eta_task_limit": 1000,
+    "broker_connection_retry_on_startup": True,
+    "worker_hijack_root_logger": False,
+    "worker_redirect_stdouts": False,
+}
+
+
+def _project_overrides() -> dict:
+    """Settings from a top-level `celeryconfig.py`, when one is importable."""
+    try:
+        module = importlib.import_module("celeryconfig")
+    except ImportError:
+        return {}
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and k.islower()}
+
+
+def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
+    """A Celery app for `config`; `runtime` builds the Runtime once per worker process."""
+    app = Celery("agentq", set_as_current=False)
+    app.conf.update(CELERY_DEFAULTS)
+    app.conf.update(_project_overrides())
+    app.conf.update(
+        broker_url=config.broker_url,
+        beat_schedule={
+            "agentq-sweep": {"task": "agentq.sweep", "schedule": timedelta(seconds=config.sweep_s)},
+            "agentq-gc": {"task": "agentq.gc", "schedule": timedelta(hours=1)},
+        },
+    )
+    if config.embedded_broker:
+        app.conf.update(worker_send_task_events=False, task_send_sent_event=False,
+                        worker_enable_remote_control=False)
+    _register_tasks(app, runtime)
+    return app
+
+
+def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
+    @app.task(name="agentq.advance", shared=False)
+    def advance(conversation_id: str) -> None:
+        enqueue(app, runtime().advance(conversation_id))
+
+    @app.task(name="agentq.run_tool", shared=False)
+    def run_tool(conversation_id: str, tool_call_id: str) -> None:
+        enqueue(app, runtime().run_tool(conversation_id, tool_call_id))
+
+    @app.task(name="agentq.expire", shared=False)
+    def expire(conversation_id: str, tool_call_id: str) -> None:
+        enqueue(app, runtime().expire(conversation_id, tool_call_id))
+
+    @app.task(name="agentq.sweep", shared=False)
+    def sweep() -> None:
+        enqueue(app, runtime().sweep())
+
+    @app.task(name="agentq.gc", shared=False)
+    def gc() -> int:
+        return runtime().gc()
+
+
+def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
+    """Send each follow-up as its task; step tasks carry their deterministic id."""
+    followups = list(followups)
+    _crash_point("after_commit", followups)
+    for item in followups:
+        match item:
+            case Advance(conversation_id=cid):
+                app.send_task("agentq.advance", args=[cid])
+            case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key):
+                app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key))
+            case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
+                app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta)
+
+
+def _crash_point(name: str, followups: list[FollowUp]) -> None:
+    """Test hook: die at `name` once, if AGENTQ_CRASH_AT names it and its flag file exists.
+
+    Crash tests need a kill at an exact instant (after a commit, before the enqueue);
+    the flag file makes it happen once, so the replacement worker survives.
+    """
+    if not followups or os.environ.get("AGENTQ_CRASH_AT") != name:
+        return
+    flag = os.environ.get("AGENTQ_CRASH_FLAG", "")
+    if flag and os.path.exists(flag):
+        os.unlink(flag)
+        os._exit(137)
+
+
+def build_runtime(config: Config) -> Runtime:
+    """Wire store, registry and pub/sub for one process."""
+    from agentq.pubsub import PubSub
+    from agentq.store import Store
+    from agentq.tools import Registry
+
+    return Runtime(
+        store=Store.open(config.database_url),
+        registry=Registry.from_modules(list(config.tools)),
+        pubsub=PubSub(config.redis_url),
+        config=config,
+    )
+
+
+_config = Config.from_env()
+app = create_celery(_config, functools.cache(lambda: build_runtime(_config)))

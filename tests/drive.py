@@ -1,0 +1,30 @@
+"""Run follow-ups synchronously, in order, with no broker: the fast path of runtime tests."""
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable
+
+from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.runtime import Runtime
+
+
+def drain(runtime: Runtime, followups: Iterable[FollowUp], *, max_tasks: int = 500) -> list[Expire]:
+    """Run every follow-up and what it asks for; return the expiries not yet due."""
+    queue: deque[FollowUp] = deque(followups)
+    later: list[Expire] = []
+    ran = 0
+    while queue:
+        ran += 1
+        assert ran <= max_tasks, "the runtime kept asking for more work"
+        item = queue.popleft()
+        match item:
+            case Advance(conversation_id=cid):
+                queue.extend(runtime.advance(cid))
+            case RunTool(conversation_id=cid, tool_call_id=call_id):
+                queue.extend(runtime.run_tool(cid, call_id))
+            case Expire(conversation_id=cid, tool_call_id=call_id, eta=eta):
+                if eta is None or eta <= runtime.clock():
+                    queue.extend(runtime.expire(cid, call_id))
+                else:
+                    later.append(item)
+    return later

@@ -1,0 +1,87 @@
+"""Real worker processes for the runtime tests: started, killed with SIGKILL, stopped by pid."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_env(database_url: str, broker_url: str, redis_url: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        AGENTQ_DATABASE_URL=database_url,
+        AGENTQ_BROKER_URL=broker_url,
+        AGENTQ_REDIS_URL=redis_url,
+        AGENTQ_TOOLS="agentq.demo_tools,tests.tools_for_tests",
+        PYTHONPATH=str(ROOT),
+    )
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    """One `celery worker` in its own process group, so a kill takes its pool children too."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, *, name: str,
+                 pool: str = "threads", concurrency: int = 4) -> None:
+        self.env, self.log_path, self.name = env, log_path, name
+        self.pool, self.concurrency = pool, concurrency
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> WorkerProcess:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "worker",
+             "-P", self.pool, "-c", str(self.concurrency), "-n", f"{self.name}@%h",
+             "--without-mingle", "--without-gossip", "-l", "WARNING"],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no clean shutdown, no ack."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if not self.alive():
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def wait_for(condition: Callable[[], object], *, timeout_s: float = 60.0, what: str = "condition"):
+    """Poll until `condition()` is truthy; return its value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")

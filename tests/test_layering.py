@@ -1,0 +1,90 @@
+"""The import direction of STYLE.md, kept true by reading every module's imports."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PURE_ALLOWED = {"__future__", "pydantic", "agentq"}
+IO_MODULES = {"sqlalchemy", "celery", "kombu", "flask", "redis", "fakeredis", "psycopg",
+              "alembic", "openai", "anthropic", "httpx", "requests", "socket", "os",
+              "subprocess", "threading", "time", "random"}
+CLOCK_AND_CHANCE = {"now", "utcnow", "today", "uuid1", "uuid4", "random", "randint", "choice",
+                    "time", "monotonic", "perf_counter", "urandom", "getrandbits"}
+
+
+def imported_roots(path: Path) -> set[str]:
+    """Top-level names of every module `path` imports (absolute imports only)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module)
+    return roots
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def importers_of(package: str) -> set[str]:
+    found = set()
+    for path in modules("agentq") + modules("web"):
+        if any(name == package or name.startswith(package + ".") for name in imported_roots(path)):
+            found.add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+@pytest.mark.parametrize("path", modules("agentq/core"), ids=lambda p: p.name)
+def test_the_core_imports_only_the_standard_library_pydantic_and_itself(path):
+    for name in imported_roots(path):
+        root = name.split(".")[0]
+        if name.startswith("agentq."):
+            assert name.startswith("agentq.core"), f"{path.name} imports {name}"
+            continue
+        assert root not in IO_MODULES, f"{path.name} imports {name}, which does I/O"
+        assert root in PURE_ALLOWED or _is_stdlib(root), f"{path.name} imports {name}"
+
+
+def _is_stdlib(root: str) -> bool:
+    import sys
+
+    return root in sys.stdlib_module_names
+
+
+def test_only_the_store_imports_sqlalchemy_and_alembic():
+    allowed_prefix = "agentq/store/"
+    for package in ("sqlalchemy", "alembic", "psycopg"):
+        offenders = {p for p in importers_of(package) if not p.startswith(allowed_prefix)}
+        assert not offenders, f"{package} imported outside the store: {offenders}"
+
+
+def test_only_the_worker_module_imports_celery():
+    offenders = importers_of("celery") | importers_of("kombu")
+    assert offenders <= {"agentq/worker.py"}, offenders
+
+
+def test_only_web_imports_flask():
+    offenders = {p for p in importers_of("flask") if not p.startswith("web/")}
+    assert not offenders, offenders
+
+
+def test_the_core_does_not_import_the_shell():
+    for path in modules("agentq/core"):
+        for name in imported_roots(path):
+            assert not name.startswith(("agentq.store", "agentq.runtime", "agentq.worker")), (
+                f"{path.name} imports {name}"
+            )
+
+
+@pytest.mark.parametrize("path", modules("agentq/core"), ids=lambda p: p.name)
+def test_the_core_reads_no_clock_and_draws_no_chance(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"

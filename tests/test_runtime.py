@@ -1,0 +1,292 @@
+"""The runtime on a real store (SQLite and Postgres) with follow-ups run in-process."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.errors import Conflict, NotFound
+from agentq.providers.base import provider_for
+from agentq.pubsub import PubSub
+from agentq.runtime import Runtime
+from agentq.tools import Registry, Scope
+from tests.drive import drain
+
+SCOPE = Scope(tenant="t1", user="u1")
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Recorder(PubSub):
+    """Embedded pub/sub that also keeps what was published."""
+
+    def __init__(self) -> None:
+        super().__init__("embedded://runtime-tests")
+        self.notices: list[tuple[str, dict]] = []
+
+    def publish(self, conversation_id, kind, data):
+        self.notices.append((kind, data))
+        return super().publish(conversation_id, kind, data)
+
+
+class CountingProviders:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, settings):
+        inner = provider_for(settings)
+        outer = self
+
+        class Counting:
+            def stream(self, request, ctx, cancel):
+                outer.calls += 1
+                return inner.stream(request, ctx, cancel)
+
+        return Counting()
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def providers():
+    return CountingProviders()
+
+
+@pytest.fixture
+def runtime(store, clock, providers):
+    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    return Runtime(
+        store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
+        clock=clock, providers=providers, sleep=lambda s: None,
+    )
+
+
+@pytest.fixture
+def commands(runtime, clock):
+    return Commands(runtime.store, runtime.registry, clock=clock)
+
+
+def start(commands, runtime, script, text="hello", **settings):
+    conv = commands.create_conversation(SCOPE, {"script": script, **settings})
+    _, follow = commands.post_message(conv.id, text, SCOPE)
+    return conv.id, drain(runtime, follow)
+
+
+def types(store, cid):
+    return [e.type for e in store.list_events(cid)]
+
+
+WEATHER = [
+    {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+    {"text": "Cold in Oslo.", "chunks": 3},
+]
+
+
+def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER)
+    events = store.list_events(cid)
+    assert [e.type for e in events] == [
+        "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
+    ]
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    first, second = events[1].round_id, events[4].round_id
+    assert first and second and first != second
+    assert events[2].round_id == first and events[3].content["status"] == "ok"
+    assert events[4].content["text"] == "Cold in Oslo."
+    assert store.load_conversation(cid).fsm.state == "idle"
+
+
+def test_running_every_step_again_changes_nothing_and_calls_the_model_once_per_round(
+    store, runtime, commands, providers
+):
+    cid, _ = start(commands, runtime, WEATHER)
+    before = store.list_events(cid)
+    for _ in range(3):
+        drain(runtime, runtime.advance(cid))
+        for call in store.list_tool_calls(cid):
+            drain(runtime, runtime.run_tool(cid, call.id))
+    assert store.list_events(cid) == before
+    assert providers.calls == 2
+
+
+def test_a_tool_the_model_invents_gets_an_error_result_the_model_can_read(store, runtime, commands):
+    script = [{"text": "", "tool_calls": [{"name": "launch_rockets", "args": {}}]}, {"text": "Sorry."}]
+    cid, _ = start(commands, runtime, script)
+    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error"
+    assert "unknown tool" in result.content["output"]
+    assert types(store, cid)[-1] == "assistant_msg"
+
+
+def test_arguments_that_do_not_match_the_schema_get_an_error_result(store, runtime, commands):
+    script = [{"tool_calls": [{"name": "get_weather", "args": {"town": "Oslo"}}]}, {"text": "Oops."}]
+    cid, _ = start(commands, runtime, script)
+    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error"
+    assert "city" in result.content["output"]
+    assert store.load_conversation(cid).fsm.state == "idle"
+
+
+def test_a_tool_that_raises_gives_an_error_result_not_a_crash(store, runtime, commands):
+    script = [{"tool_calls": [{"name": "explode", "args": {}}]}, {"text": "It failed."}]
+    cid, _ = start(commands, runtime, script)
+    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error" and "exploded" in result.content["output"]
+
+
+APPROVAL = [
+    {"text": "Need approval.", "tool_calls": [{"name": "approve", "args": {"amount": 5}}]},
+    {"text": "Done."},
+]
+
+
+def test_a_human_call_suspends_the_conversation_until_it_is_resolved(store, runtime, commands):
+    cid, later = start(commands, runtime, APPROVAL)
+    info = store.load_conversation(cid)
+    assert info.fsm.state == "awaiting_input"
+    assert types(store, cid) == ["user_msg", "assistant_msg", "tool_call", "suspension"]
+    (call_id,) = info.fsm.pending
+    assert [e.tool_call_id for e in later] == [call_id]
+    _, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+    drain(runtime, follow)
+    assert types(store, cid)[4:] == ["resolution", "tool_result", "assistant_msg"]
+    assert store.load_tool_call(cid, call_id).status == "resolved"
+
+
+def test_a_suspension_creates_no_error_entry(store, runtime, commands):
+    cid, _ = start(commands, runtime, APPROVAL)
+    assert "error" not in types(store, cid)
+    assert all(step.last_error is None for step in store.list_steps(cid))
+
+
+def test_the_same_resolution_twice_changes_nothing_and_a_different_one_conflicts(
+    store, runtime, commands
+):
+    cid, _ = start(commands, runtime, APPROVAL)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+    log = store.list_events(cid)
+    again, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+    assert again.status == "resolved" and follow == []
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call_id, SCOPE, status="errored", result="no")
+    with pytest.raises(NotFound):
+        commands.resolve(cid, "call_unknown", SCOPE, status="resolved", result=None)
+    assert store.list_events(cid) == log
+
+
+def test_an_overdue_call_expires_by_the_system_and_the_turn_goes_on(store, runtime, commands, clock):
+    cid, later = start(commands, runtime, APPROVAL)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    assert drain(runtime, later) == later  # not due yet: nothing happens
+    clock.tick(61)
+    drain(runtime, later)
+    events = store.list_events(cid)
+    resolution = next(e for e in events if e.type == "resolution")
+    assert resolution.content == {"tool_call_id": call_id, "status": "expired", "by": "system"}
+    assert [e.type for e in events][-2:] == ["tool_result", "assistant_msg"]
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+
+
+def test_an_expiry_that_loses_the_race_to_a_resolution_changes_nothing(store, runtime, commands, clock):
+    cid, later = start(commands, runtime, APPROVAL)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+    log = store.list_events(cid)
+    clock.tick(61)
+    assert runtime.expire(cid, call_id) == []
+    assert store.list_events(cid) == log
+
+
+def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store, runtime, commands):
+    conv = commands.create_conversation(SCOPE, {})
+    first, follow1 = commands.post_message(conv.id, "one", SCOPE)
+    second, follow2 = commands.post_message(conv.id, "two", SCOPE)
+    assert not first.queued and second.queued and second.turn_id is None
+    drain(runtime, follow1 + follow2)
+    texts = [(e.type, e.content.get("text")) for e in store.list_events(conv.id)]
+    assert texts == [
+        ("user_msg", "one"), ("assistant_msg", "echo: one"),
+        ("user_msg", "two"), ("assistant_msg", "echo: two"),
+    ]
+
+
+def test_the_same_idempotency_key_returns_the_first_answer_and_appends_nothing(store, commands):
+    conv = commands.create_conversation(SCOPE, {})
+    first, _ = commands.post_message(conv.id, "hi", SCOPE, idempotency_key="k1")
+    again, follow = commands.post_message(conv.id, "hi", SCOPE, idempotency_key="k1")
+    assert again == first and follow == []
+    assert types(store, conv.id) == ["user_msg"]
+
+
+def test_every_delta_carries_the_round_id_of_its_own_response_seed_004(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER)
+    by_round: dict[str, str] = {}
+    for kind, data in runtime.pubsub.notices:
+        if kind == "delta":
+            by_round[data["round_id"]] = by_round.get(data["round_id"], "") + data["text"]
+    answers = {e.round_id: e.content["text"] for e in store.list_events(cid) if e.type == "assistant_msg"}
+    assert by_round == answers
+
+
+def test_a_resumed_conversation_runs_its_open_tool_calls_without_calling_the_model_seed_000(
+    store, runtime, commands, providers
+):
+    conv = commands.create_conversation(SCOPE, {"script": [
+        {"tool_calls": [{"name": "lookup", "args": {"key": "a"}}, {"name": "lookup", "args": {"key": "b"}}]},
+        {"text": "done"},
+    ]})
+    _, follow = commands.post_message(conv.id, "go", SCOPE)
+    runtime.advance(conv.id)  # the model answers; the worker "dies" before sending the tool tasks
+    assert providers.calls == 1
+    drain(runtime, [follow[0]])  # a fresh advance after restart
+    events = store.list_events(conv.id)
+    assert providers.calls == 2  # one more round only: the one after the results
+    results = [e.content["tool_call_id"] for e in events if e.type == "tool_result"]
+    calls = [e.content["tool_call_id"] for e in events if e.type == "tool_call"]
+    assert sorted(results) == sorted(calls) and len(calls) == 2
+
+
+def test_transient_failures_are_retried_then_the_round_succeeds(store, runtime, commands):
+    script = [{"text": "finally", "fail": {"status": 429, "times": 2}}]
+    cid, _ = start(commands, runtime, script)
+    assert types(store, cid) == ["user_msg", "assistant_msg"]
+    retries = [d for k, d in runtime.pubsub.notices if k == "retry"]
+    assert [r["attempt"] for r in retries] == [1, 2] and all(r["transient"] for r in retries)
+    (llm,) = [s for s in store.list_steps(cid) if s.kind == "llm"]
+    assert llm.retries == 2 and llm.status == "succeeded"
+
+
+def test_a_permanent_failure_fails_the_conversation_with_an_error_event(store, runtime, commands, providers):
+    script = [{"text": "never", "fail": {"status": 401, "times": 1}}]
+    cid, _ = start(commands, runtime, script)
+    events = store.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "error"]
+    assert events[1].content["status"] == "failed_permanent"
+    assert store.load_conversation(cid).fsm.state == "failed"
+    assert providers.calls == 1  # a permanent error is not retried
+
+
+def test_a_turn_stops_with_an_error_after_the_round_limit(store, runtime, commands):
+    loop = [{"tool_calls": [{"name": "lookup", "args": {"key": str(i)}}]} for i in range(5)]
+    cid, _ = start(commands, runtime, loop, limits={"max_rounds_per_turn": 3})
+    events = store.list_events(cid)
+    assert sum(e.type == "assistant_msg" for e in events) == 3
+    assert events[-1].type == "error" and events[-1].content["code"] == "round_limit"
