@@ -12,16 +12,19 @@ from typing import Any, Callable
 
 from agentq.core import drafts
 from agentq.core.decide import admit
+from agentq.core.fsm import RETRIED
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
+from agentq.interrupts import PartialText, close_turn
 from agentq.runtime import append_events, close_call_drafts, utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.tools import Registry, Scope
 
 RESOLUTION_STATUSES = ("resolved", "errored")
+ON_BUSY = ("enqueue", "interrupt", "reject")
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,16 @@ class Commands:
     """Entry calls, each one transaction on one conversation."""
 
     def __init__(
-        self, store: Store, registry: Registry, clock: Callable[[], datetime] = utcnow
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Callable[[], datetime] = utcnow,
+        partial_text: PartialText = lambda round_id: "",
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
+        self.partial_text = partial_text
 
     def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
         """Validate the settings (tools must exist) and store a new, idle conversation."""
@@ -68,12 +76,12 @@ class Commands:
         """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer."""
         if not text or not text.strip():
             raise InvalidInput("content must not be empty")
+        if on_busy not in ON_BUSY:
+            raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
         with self.store.locked(conversation_id) as tx:
-            conv = tx.conversation
-            if conv.tenant != scope.tenant:
-                raise NotFound(f"no conversation {conversation_id}")
+            conv = _own(tx, scope, conversation_id)
             if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
                 return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
             if conv.status == "ended":
@@ -84,15 +92,16 @@ class Commands:
                 idempotency_key=idempotency_key, scope=scope.to_json(),
             )
             action = admit(conv.fsm.state, on_busy)
-            if action == "append" and tx.view().inbox:
+            if action == "append" and conv.fsm.state == "idle" and tx.view().inbox:
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
                 raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
-            if action == "interrupt":
-                raise Conflict("on_busy=interrupt is not available yet; use enqueue or reject")
             if action == "enqueue":
                 tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
                 return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+            if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
+                # inv. 2: the running (or failed) turn is closed before the new one starts
+                close_turn(tx, by=_by(scope), now=now, partial_text=self.partial_text)
             turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             append_events(tx, [drafts.user_msg(
@@ -115,8 +124,7 @@ class Commands:
             raise InvalidInput(f"status must be one of {', '.join(RESOLUTION_STATUSES)}")
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
-            if tx.conversation.tenant != scope.tenant:
-                raise NotFound(f"no conversation {conversation_id}")
+            _own(tx, scope, conversation_id)
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
@@ -128,7 +136,7 @@ class Commands:
                 tool_call_id, from_statuses=["pending"], to_status=status, now=now, result=result
             ):
                 raise Conflict(f"tool call {tool_call_id} is no longer pending")
-            by = scope.user or scope.tenant
+            by = _by(scope)
             _, fsm = append_events(
                 tx, close_call_drafts(call, status, result, by=by, now=now), now=now
             )
@@ -138,12 +146,45 @@ class Commands:
             follow.append(Advance(conversation_id))
         return closed, follow
 
+    def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
+        """Interrupt the running turn: the stream is closed, open calls are cancelled."""
+        with self.store.locked(conversation_id) as tx:
+            conv = _own(tx, scope, conversation_id)
+            if conv.fsm.state not in ("running", "awaiting_input"):
+                raise Conflict(f"nothing to cancel: the conversation is {conv.fsm.state}")
+            close_turn(tx, by=_by(scope), now=self.clock(), partial_text=self.partial_text)
+        return [Advance(conversation_id)]  # the inbox may hold the next turn
+
+    def retry(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
+        """Re-drive a failed conversation: the failure stays in the log, the turn goes on."""
+        now = self.clock()
+        with self.store.locked(conversation_id) as tx:
+            conv = _own(tx, scope, conversation_id)
+            if conv.fsm.state != "failed":
+                raise Conflict(f"only a failed conversation can be retried; it is {conv.fsm.state}")
+            append_events(tx, [drafts.error(
+                "retried", f"re-driven by {_by(scope)}", status=RETRIED, step_key=None,
+                turn_id=conv.fsm.turn_id, round_id=None, created_at=now,
+            )], now=now)
+        return [Advance(conversation_id)]
+
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """End a conversation; its log is kept (inv. 1)."""
         with self.store.locked(conversation_id) as tx:
-            if tx.conversation.tenant != scope.tenant:
-                raise NotFound(f"no conversation {conversation_id}")
+            _own(tx, scope, conversation_id)
             tx.set_status("ended", now=self.clock())
         info = self.store.load_conversation(conversation_id)
         assert info is not None
         return info
+
+
+def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
+    """The locked conversation, if it belongs to the caller's tenant (else 404, not 403)."""
+    if tx.conversation.tenant != scope.tenant:
+        raise NotFound(f"no conversation {conversation_id}")
+    return tx.conversation
+
+
+def _by(scope: Scope) -> str:
+    """Who acted, as the log records it."""
+    return scope.user or scope.tenant

@@ -25,7 +25,10 @@ class Embedded:
         self.config = config
         self.runtime: Runtime = build_runtime(config)
         self.runtime.store.migrate()
-        self.commands = Commands(self.runtime.store, self.runtime.registry)
+        self.commands = Commands(
+            self.runtime.store, self.runtime.registry,
+            partial_text=self.runtime.pubsub.partial_text,
+        )
         self.app = create_celery(config, lambda: self.runtime)
         self.stopping = threading.Event()
 

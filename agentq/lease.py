@@ -14,17 +14,22 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    """Renews the lease every lease_s/3 in a daemon thread until the block ends."""
+    """Renews the lease every lease_s/3 (or `period_s`) in a daemon thread until the block ends.
+
+    A shorter period makes an interrupt close a model stream sooner: the interrupt
+    cancels the step, and the next renewal finds it gone.
+    """
 
     def __init__(
         self,
         renew: Callable[[], bool],
         *,
         lease_s: float,
+        period_s: float | None = None,
         lost: threading.Event | None = None,
     ) -> None:
         self._renew = renew
-        self._period_s = max(lease_s / 3.0, 0.05)
+        self._period_s = max(min(lease_s / 3.0, period_s or lease_s), 0.05)
         self._stop = threading.Event()
         self.lost = lost if lost is not None else threading.Event()
         self._thread = threading.Thread(target=self._run, name="agentq-heartbeat", daemon=True)

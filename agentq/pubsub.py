@@ -31,6 +31,20 @@ def channel(conversation_id: str) -> str:
     return f"agentq:conversation:{conversation_id}"
 
 
+PARTIAL_TTL_S = 3600
+
+
+def _partial_key(round_id: str, attempt: int | None = None) -> str:
+    base = f"agentq:partial:{round_id}"
+    return base if attempt is None else f"{base}:{attempt}"
+
+
+def _keep_partial(pipe: Any, round_id: str, attempt: int, text: str) -> None:
+    pipe.set(_partial_key(round_id), attempt, ex=PARTIAL_TTL_S)
+    pipe.append(_partial_key(round_id, attempt), text.encode("utf-8"))
+    pipe.expire(_partial_key(round_id, attempt), PARTIAL_TTL_S)
+
+
 @dataclass(frozen=True)
 class Notice:
     """One live message: `kind` is "delta", "retry" or "events"."""
@@ -50,13 +64,32 @@ class PubSub:
             self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
 
     def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> bool:
-        """Best effort: a lost notice costs a stream some latency, never a lost event."""
+        """Best effort: a lost notice costs a stream some latency, never a lost event.
+
+        A delta's text is also kept per round and attempt for a while, so an interrupt
+        can keep what the person already saw of the answer.
+        """
         payload = json.dumps({"kind": kind, "data": data}, separators=(",", ":"))
         try:
-            self.client.publish(channel(conversation_id), payload)
+            pipe = self.client.pipeline(transaction=False)
+            if kind == "delta":
+                _keep_partial(pipe, data["round_id"], data["attempt"], data["text"])
+            pipe.publish(channel(conversation_id), payload)
+            pipe.execute()
         except redis.RedisError:
             return False
         return True
+
+    def partial_text(self, round_id: str) -> str:
+        """The text streamed so far by the newest attempt of a round ("" if unknown)."""
+        try:
+            attempt = self.client.get(_partial_key(round_id))
+            if attempt is None:
+                return ""
+            text = self.client.get(_partial_key(round_id, int(attempt)))
+        except redis.RedisError:
+            return ""
+        return "" if text is None else text.decode("utf-8", errors="replace")
 
     def subscribe(self, conversation_id: str, *, timeout_s: float = 1.0) -> Subscription:
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)

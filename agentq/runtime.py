@@ -40,7 +40,7 @@ from agentq.providers.base import CallContext, ModelResponse, Provider, provider
 from agentq.providers.errors import ProviderError
 from agentq.pubsub import PubSub
 from agentq.store import Store
-from agentq.tools import Registry, Scope, ToolContext
+from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,10 @@ def utcnow() -> datetime:
 def worker_id() -> str:
     """host:pid:thread — unique per claimant, so a lease knows its owner."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+# How often a streaming model step checks that it was not interrupted (its lease renewal).
+INTERRUPT_CHECK_S = 0.5
 
 
 class Stale(AgentqError):
@@ -172,7 +176,7 @@ class Runtime:
             **({"sleep": self._sleep} if self._sleep else {}),
         )
         renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
-        with Heartbeat(renew, lease_s=self.config.lease_s) as beat:
+        with Heartbeat(renew, lease_s=self.config.lease_s, period_s=INTERRUPT_CHECK_S) as beat:
             try:
                 response = call.run(
                     request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
@@ -363,9 +367,8 @@ class Runtime:
                 follow.append(RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key))
             else:
                 follow.append(Advance(step.conversation_id))
-        for info in self.store.list_conversations(state="running", limit=500):
-            if info.updated_at < now - grace:
-                follow.append(Advance(info.id))
+        for conversation_id in self.store.list_stalled_conversations(updated_before=now - grace):
+            follow.append(Advance(conversation_id))
         return list(dict.fromkeys(follow))
 
     def gc(self, *, keep_s: float = 7 * 24 * 3600) -> int:
@@ -390,10 +393,33 @@ class Runtime:
     def _not_claimed(self, view: View, step: Step) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (attempts used up)."""
         now = self.clock()
-        if self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
-            message = f"step failed {self.config.max_attempts} times; giving up"
-            return self._error_event(view, step, "failed_permanent", "max_attempts", message)
-        return []
+        if not self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
+            return []
+        message = f"the step failed {self.config.max_attempts} times (its worker died or it kept failing); giving up"
+        if step.kind == "tool":  # a poison tool fails its call, not the conversation
+            return self._fail_call(view, step.ref["tool_call_id"], message)
+        return self._error_event(view, step, "failed_permanent", "max_attempts", message)
+
+    def _fail_call(self, view: View, tool_call_id: str, message: str) -> list[FollowUp]:
+        """Close a server call with an error result the model can read."""
+        now = self.clock()
+        try:
+            with self.store.locked(view.conversation_id) as tx:
+                call = tx.load_call(tool_call_id)
+                result = {"status": "error", "output": message}
+                if call is None or not tx.transition_call(
+                    tool_call_id, from_statuses=["scheduled"], to_status="done", now=now,
+                    result=result,
+                ):
+                    raise Stale("the call is no longer open")
+                events, fsm = self._append(tx, [drafts.tool_result(
+                    tool_call_id, "error", message, turn_id=call.turn_id, round_id=call.round_id,
+                    step_key=None, created_at=now,
+                )])
+        except Stale:
+            return []
+        self._notify(view.conversation_id, events)
+        return self._after_result(view.conversation_id, fsm)
 
     def _fail_step(self, view, step, worker, status, code, message) -> list[FollowUp]:
         self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
@@ -425,10 +451,13 @@ class Runtime:
             self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
 
     def _turn_scope(self, view: View) -> Scope:
+        """Who the turn's tools act for: the asker, or the system once an expiry drove it."""
         for event in reversed(view.events):
+            if event.type == "resolution" and event.content.get("by") == "system":
+                return SYSTEM_SCOPE
             if event.type == "user_msg":
                 return Scope.from_json(event.content.get("scope") or {})
-        return Scope.from_json({})
+        return SYSTEM_SCOPE
 
     def _eta(self, expires_at: datetime | None, now: datetime) -> datetime:
         horizon = now + timedelta(seconds=self.config.eta_horizon_s)

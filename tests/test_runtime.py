@@ -1,13 +1,16 @@
 """The runtime on a real store (SQLite and Postgres) with follow-ups run in-process."""
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.errors import Conflict, NotFound
+from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.providers.base import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
@@ -58,6 +61,24 @@ class CountingProviders:
         return Counting()
 
 
+class RecoveredProviders:
+    """The same script with every injected failure gone: the outage is over."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __call__(self, settings):
+        inner = self.inner(settings)
+
+        class Recovered:
+            def stream(self, request, ctx, cancel):
+                script = [r.model_copy(update={"fail": None}) for r in ctx.settings.script]
+                healthy = ctx.settings.model_copy(update={"script": script})
+                return inner.stream(request, dataclasses.replace(ctx, settings=healthy), cancel)
+
+        return Recovered()
+
+
 @pytest.fixture
 def clock():
     return Clock()
@@ -79,7 +100,9 @@ def runtime(store, clock, providers):
 
 @pytest.fixture
 def commands(runtime, clock):
-    return Commands(runtime.store, runtime.registry, clock=clock)
+    return Commands(
+        runtime.store, runtime.registry, clock=clock, partial_text=runtime.pubsub.partial_text
+    )
 
 
 def start(commands, runtime, script, text="hello", **settings):
@@ -290,3 +313,154 @@ def test_a_turn_stops_with_an_error_after_the_round_limit(store, runtime, comman
     events = store.list_events(cid)
     assert sum(e.type == "assistant_msg" for e in events) == 3
     assert events[-1].type == "error" and events[-1].content["code"] == "round_limit"
+
+
+def _stream_in_thread(runtime, cid):
+    """Run one advance (a slow model call) in a thread, like a worker would."""
+    out: list = []
+    thread = threading.Thread(target=lambda: out.extend(runtime.advance(cid)))
+    thread.start()
+    return thread, out
+
+
+def _wait_for(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise TimeoutError("condition not met")
+
+
+SLOW = [{"text": "one two three four five six seven eight nine ten", "chunks": 10, "delay_s": 3.0}]
+
+
+def test_an_interrupt_keeps_the_partial_answer_and_starts_the_next_turn_with_a_new_round(
+    store, runtime, commands
+):
+    conv = commands.create_conversation(SCOPE, {"script": SLOW})
+    commands.post_message(conv.id, "talk", SCOPE)
+    thread, out = _stream_in_thread(runtime, conv.id)
+    deltas = lambda: [d for k, d in runtime.pubsub.notices if k == "delta"]
+    _wait_for(lambda: len(deltas()) >= 2)
+    answer, follow = commands.post_message(conv.id, "stop, new question", SCOPE, on_busy="interrupt")
+    thread.join(timeout=5)
+    assert not thread.is_alive() and out == []  # the stream was closed, its commit dropped
+    assert not answer.queued and answer.turn_id
+    assert len(deltas()) < 10
+    drain(runtime, follow)
+    events = store.list_events(conv.id)
+    assert [e.type for e in events] == ["user_msg", "assistant_msg", "user_msg", "assistant_msg"]
+    kept, fresh = events[1], events[3]
+    assert kept.content["interrupted"] is True
+    assert kept.content["text"] and SLOW[0]["text"].startswith(kept.content["text"])
+    assert fresh.content["text"] == "echo: stop, new question"
+    assert fresh.content["interrupted"] is False
+    first_round = {d["round_id"] for d in deltas() if d["turn_id"] == events[0].turn_id}
+    assert first_round == {kept.round_id} and fresh.round_id != kept.round_id
+    llm_steps = {s.round_id: s.status for s in store.list_steps(conv.id) if s.kind == "llm"}
+    assert llm_steps[kept.round_id] == "cancelled"
+
+
+def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflicts(
+    store, runtime, commands
+):
+    cid, _ = start(commands, runtime, APPROVAL)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    _, follow = commands.post_message(cid, "never mind", SCOPE, on_busy="interrupt")
+    drain(runtime, follow)
+    events = store.list_events(cid)
+    assert [e.type for e in events][4:] == [
+        "assistant_msg", "resolution", "tool_result", "user_msg", "assistant_msg"
+    ]
+    assert events[5].content["status"] == "cancelled" and events[6].content["status"] == "cancelled"
+    with pytest.raises(Conflict, match="cancelled"):
+        commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
+
+
+def test_reject_refuses_a_message_while_a_turn_runs_and_changes_nothing(store, runtime, commands):
+    cid, _ = start(commands, runtime, APPROVAL)
+    log = store.list_events(cid)
+    with pytest.raises(Conflict, match="awaiting_input"):
+        commands.post_message(cid, "hello?", SCOPE, on_busy="reject")
+    with pytest.raises(InvalidInput):
+        commands.post_message(cid, "hello?", SCOPE, on_busy="shout")
+    assert store.list_events(cid) == log and store.list_inbox(cid) == []
+
+
+def test_cancel_ends_the_turn_and_the_queued_message_runs_next(store, runtime, commands):
+    cid, _ = start(commands, runtime, APPROVAL)
+    queued, _ = commands.post_message(cid, "after that", SCOPE)
+    assert queued.queued
+    drain(runtime, commands.cancel(cid, SCOPE))
+    texts = [(e.type, e.content.get("text")) for e in store.list_events(cid) if e.type != "tool_result"]
+    assert texts[-2:] == [("user_msg", "after that"), ("assistant_msg", "echo: after that")]
+    with pytest.raises(Conflict, match="idle"):
+        commands.cancel(cid, SCOPE)
+
+
+def test_a_failed_conversation_can_be_retried_once_the_provider_recovers(
+    store, runtime, commands
+):
+    cid, _ = start(commands, runtime, [{"text": "back", "fail": {"status": 401, "times": 1}}])
+    assert store.load_conversation(cid).fsm.state == "failed"
+    with pytest.raises(NotFound):
+        commands.retry(cid, Scope(tenant="someone-else", user="u1"))
+    runtime.providers = RecoveredProviders(runtime.providers)
+    drain(runtime, commands.retry(cid, SCOPE))
+    events = store.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "error", "error", "assistant_msg"]
+    assert events[2].content["status"] == "retried" and events[3].content["text"] == "back"
+    assert store.load_conversation(cid).fsm.state == "idle"
+    with pytest.raises(Conflict, match="idle"):
+        commands.retry(cid, SCOPE)
+
+
+def test_tools_run_with_the_asker_scope_but_with_the_system_scope_after_an_expiry(
+    store, runtime, commands, clock
+):
+    script = [
+        {"tool_calls": [{"name": "whoami", "args": {}}]},
+        {"tool_calls": [{"name": "approve", "args": {"amount": 1}}]},
+        {"tool_calls": [{"name": "whoami", "args": {}}]},
+        {"text": "done"},
+    ]
+    cid, later = start(commands, runtime, script)
+    clock.tick(61)
+    drain(runtime, later)
+    results = [e.content for e in store.list_events(cid) if e.type == "tool_result"]
+    assert results[0]["status"] == "ok" and results[0]["output"]["user"] == "u1"
+    assert results[1]["status"] == "expired"
+    assert results[2]["status"] == "error" and "user scope" in results[2]["output"]
+
+
+def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_on(
+    store, runtime, commands, clock
+):
+    script = [{"tool_calls": [{"name": "lookup", "args": {"key": "x"}}]}, {"text": "ok"}]
+    conv = commands.create_conversation(SCOPE, {"script": script})
+    _, follow = commands.post_message(conv.id, "go", SCOPE)
+    (run_tool,) = drain_until_tool(runtime, follow)
+    for attempt in range(runtime.config.max_attempts):  # each claimant dies mid-step
+        assert store.claim_step(run_tool.step_key, worker=f"dead{attempt}", lease_s=1, now=clock(),
+                                max_attempts=runtime.config.max_attempts)
+        clock.tick(2)
+    drain(runtime, [run_tool])
+    events = store.list_events(conv.id)
+    result = next(e for e in events if e.type == "tool_result")
+    assert result.content["status"] == "error" and "giving up" in result.content["output"]
+    assert events[-1].type == "assistant_msg" and store.load_conversation(conv.id).fsm.state == "idle"
+    assert store.load_step(run_tool.step_key).status == "failed_permanent"
+
+
+def drain_until_tool(runtime, followups):
+    """Run follow-ups until the first RunTool, and return it unrun."""
+    from agentq.followups import RunTool
+
+    queue = list(followups)
+    while queue:
+        item = queue.pop(0)
+        if isinstance(item, RunTool):
+            return [item]
+        queue.extend(runtime.advance(item.conversation_id))
+    raise AssertionError("no tool was dispatched")

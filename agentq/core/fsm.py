@@ -10,6 +10,8 @@ from dataclasses import replace
 from agentq.core.events import Event, FsmState
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
+# An error event with this status records that a person re-drove a failed turn.
+RETRIED = "retried"
 
 
 def _user_msg(state: FsmState, event: Event) -> FsmState:
@@ -53,8 +55,11 @@ def _suspension(state: FsmState, event: Event) -> FsmState:
 
 
 def _error(state: FsmState, event: Event) -> FsmState:
-    if event.content.get("status") in FATAL_ERROR_STATUSES:
+    status = event.content.get("status")
+    if status in FATAL_ERROR_STATUSES:
         return replace(state, state="failed", running=())
+    if status == RETRIED and state.state == "failed":
+        return replace(state, state="awaiting_input" if state.pending else "running")
     return state
 
 

@@ -11,7 +11,7 @@ from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict
-from agentq.store.schema import conversations
+from agentq.store.schema import conversations, inbox
 
 STATUSES = ("active", "ended")
 
@@ -108,6 +108,27 @@ def list_conversations_txn(
         later = or_(c.created_at > cursor, and_(c.created_at == cursor, c.id > after_id))
         query = query.where(later)
     return [conversation_from_row(row) for row in conn.execute(query)]
+
+
+def list_stalled_conversations_txn(
+    conn: Connection, *, updated_before: datetime, limit: int
+) -> list[str]:
+    """Active conversations with work to do (a running turn, or a waiting inbox) that
+    have not moved since `updated_before`: the sweeper re-drives them."""
+    c = conversations.c
+    waiting = (
+        select(inbox.c.id)
+        .where(inbox.c.conversation_id == c.id, inbox.c.taken_at.is_(None))
+        .exists()
+    )
+    query = (
+        select(c.id)
+        .where(c.status == "active", c.updated_at < updated_before)
+        .where(or_(c.fsm_state["state"].as_string() == "running", waiting))
+        .order_by(c.updated_at, c.id)
+        .limit(limit)
+    )
+    return list(conn.execute(query).scalars())
 
 
 def list_conversation_ids_txn(conn: Connection, *, status: str | None) -> list[str]:

@@ -198,3 +198,28 @@ def delete_finished_steps_txn(conn: Connection, *, finished_before: datetime) ->
         delete(steps).where(c.status.in_(FINISHED), c.finished_at < finished_before)
     )
     return result.rowcount
+
+
+def cancel_open_steps_txn(
+    conn: Connection, conversation_id: str, *, kinds: tuple[str, ...], now: datetime
+) -> list[StepRecord]:
+    """Cancel every unfinished step of these kinds; a worker still running one loses it.
+
+    Its heartbeat then finds the step no longer ours and closes the stream, and its
+    commit (which needs the step to be `running` and its own) can no longer land.
+    """
+    c = steps.c
+    open_steps = and_(
+        c.conversation_id == conversation_id,
+        c.kind.in_(kinds),
+        c.status.in_((*CLAIMABLE, "running")),
+    )
+    rows = [step_from_row(row) for row in conn.execute(select(steps).where(open_steps))]
+    if rows:
+        conn.execute(
+            update(steps)
+            .where(c.step_key.in_([r.step_key for r in rows]), open_steps)
+            .values(status="cancelled", lease_until=None, finished_at=now,
+                    last_error="cancelled by an interrupt")
+        )
+    return rows

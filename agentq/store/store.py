@@ -17,6 +17,7 @@ from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallReco
 from agentq.core.settings import Settings
 from agentq.errors import NotFound
 from agentq.store import calls, conversations, inbox, ledger, log
+from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import StepRecord
@@ -24,7 +25,7 @@ from agentq.store.migrations import migrate
 from agentq.store.txn import ConversationTxn
 
 
-class Store:
+class Store(ApiKeys):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
@@ -91,6 +92,13 @@ class Store:
         with begin_read(self.engine) as conn:
             return conversations.list_conversations_txn(
                 conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
+            )
+
+    def list_stalled_conversations(self, *, updated_before: datetime, limit: int = 500) -> list[str]:
+        """Conversations with work to do that have not moved since `updated_before`."""
+        with begin_read(self.engine) as conn:
+            return conversations.list_stalled_conversations_txn(
+                conn, updated_before=updated_before, limit=limit
             )
 
     def list_conversation_ids(self, *, status: str | None = "active") -> list[str]:

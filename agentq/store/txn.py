@@ -12,7 +12,7 @@ from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallR
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
 from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
-from agentq.store.ledger import StepRecord, finish_step_txn, load_step_txn
+from agentq.store.ledger import StepRecord, cancel_open_steps_txn, finish_step_txn, load_step_txn
 from agentq.store.log import append_txn, load_view_txn, save_summary_txn
 
 
@@ -101,6 +101,10 @@ class ConversationTxn:
     def finish_step(self, step_key: str, *, worker: str, now: datetime) -> bool:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
+
+    def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
+        """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
+        return cancel_open_steps_txn(self._conn, self._id, kinds=kinds, now=now)
 
     def now_step(self, step_key: str) -> StepRecord | None:
         return load_step_txn(self._conn, step_key)
