@@ -1,0 +1,97 @@
+"""API keys: each belongs to one tenant and is stored only as the sha256 of its secret.
+
+A leaked table gives nobody a usable key, and a secret is shown once, when it is made.
+`ApiKeys` is mixed into `Store`, so a key is one more store verb, not a second store.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, select, update
+
+from agentq.store.engine import begin_read, begin_write
+from agentq.store.schema import api_keys
+
+KEY_PREFIX = "aq_"
+
+
+def new_secret() -> str:
+    """`aq_` and 43 url-safe characters (256 random bits)."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiKeyInfo:
+    """A stored key, without its secret."""
+
+    id: str
+    tenant: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def insert_key_txn(conn: Connection, *, tenant: str, key_hash: str, now: datetime) -> str:
+    key_id = str(uuid.uuid4())
+    conn.execute(
+        api_keys.insert().values(id=key_id, tenant=tenant, key_hash=key_hash, created_at=now)
+    )
+    return key_id
+
+
+def find_tenant_txn(conn: Connection, key_hash: str) -> str | None:
+    c = api_keys.c
+    query = select(c.tenant).where(c.key_hash == key_hash, c.revoked_at.is_(None))
+    return conn.execute(query).scalar_one_or_none()
+
+
+def revoke_key_txn(conn: Connection, key_id: str, *, now: datetime) -> bool:
+    """Revoke once: only a key that is not revoked yet."""
+    c = api_keys.c
+    result = conn.execute(
+        update(api_keys).where(c.id == key_id, c.revoked_at.is_(None)).values(revoked_at=now)
+    )
+    return result.rowcount == 1
+
+
+def list_keys_txn(conn: Connection, *, tenant: str | None) -> list[ApiKeyInfo]:
+    c = api_keys.c
+    query = select(c.id, c.tenant, c.created_at, c.revoked_at).order_by(c.created_at, c.id)
+    if tenant is not None:
+        query = query.where(c.tenant == tenant)
+    return [ApiKeyInfo(row.id, row.tenant, row.created_at, row.revoked_at) for row in conn.execute(query)]
+
+
+class ApiKeys:
+    """The api_keys verbs of `Store`."""
+
+    engine: Engine
+
+    def create_api_key(self, tenant: str, now: datetime) -> tuple[str, str]:
+        """A new key for `tenant`: (id, secret). The secret is not stored and cannot be shown again."""
+        secret = new_secret()
+        with begin_write(self.engine) as conn:
+            key_id = insert_key_txn(conn, tenant=tenant, key_hash=hash_secret(secret), now=now)
+        return key_id, secret
+
+    def find_tenant(self, secret: str) -> str | None:
+        """The tenant of an unrevoked key with this secret, else None."""
+        with begin_read(self.engine) as conn:
+            return find_tenant_txn(conn, hash_secret(secret))
+
+    def revoke_api_key(self, key_id: str, now: datetime) -> bool:
+        """Revoke a key; False if it is unknown or already revoked."""
+        with begin_write(self.engine) as conn:
+            return revoke_key_txn(conn, key_id, now=now)
+
+    def list_api_keys(self, *, tenant: str | None = None) -> list[ApiKeyInfo]:
+        """Keys by creation time, without secrets."""
+        with begin_read(self.engine) as conn:
+            return list_keys_txn(conn, tenant=tenant)
