@@ -30,3 +30,20 @@ def explode() -> str:
 @agentq.tool(executor="human", expires_in=60)
 def approve(amount: float) -> None:
     """Ask a person to approve an amount."""
+
+
+@agentq.tool
+def slow_lookup(key: str, seconds: float, ctx: agentq.ToolContext) -> str:
+    """Write one line per run to $AGENTQ_TEST_TOOL_LOG, then take its time (crash tests)."""
+    import os
+    import time
+
+    with open(os.environ["AGENTQ_TEST_TOOL_LOG"], "a") as log:
+        log.write(f"{ctx.tool_call_id}\n")
+    time.sleep(seconds)
+    return f"value of {key}"
+
+
+@agentq.tool(executor="human", expires_in=3)
+def quick_approve(amount: float) -> None:
+    """Ask a person, who has three seconds to answer."""
