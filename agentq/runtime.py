@@ -90,7 +90,7 @@ class Runtime:
 
     def advance(self, conversation_id: str) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (DESIGN section 2)."""
-        view = self.store.load_view(conversation_id)
+        view = self.store.load_view(conversation_id, turn_only=True)
         if view is None:
             return []
         decision = decide(view)
@@ -150,12 +150,16 @@ class Runtime:
 
     # -- llm step --------------------------------------------------------------------------
 
-    def _call_model(self, view: View, step: Step) -> list[FollowUp]:
-        cid = view.conversation_id
+    def _call_model(self, turn: View, step: Step) -> list[FollowUp]:
+        cid = turn.conversation_id
         worker = worker_id()
         record = self._schedule_and_claim(cid, step, worker)
         if record is None:
-            return self._not_claimed(view, step)
+            return self._not_claimed(turn, step)
+        view = self.store.load_view(cid)  # the whole context: summary and what follows it
+        if view is None or view.last_seq != step.ref["after_seq"]:
+            self.store.release_step(step.key, worker=worker, status="cancelled", now=self.clock())
+            return []
         settings = view.settings
         turn_id = view.fsm.turn_id
         request = render(view, self.registry.specs(settings.tools))
@@ -212,12 +216,29 @@ class Runtime:
                     raise Stale("the step is no longer ours")
                 new_drafts, records = self._response_drafts(view, step, turn_id, response, now)
                 tx.put_tool_calls(records)
+                follow = self._schedule_calls(tx, records, now)
                 events, _ = self._append(tx, new_drafts)
         except Stale:
             self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
             return []
         self._notify(cid, events)
-        return [Advance(cid)]  # decides the tools to run and the expiries to arm
+        return follow
+
+    def _schedule_calls(self, tx, records: Sequence[ToolCallRecord], now: datetime) -> list[FollowUp]:
+        """Schedule the round's tool steps with its events, so no crash can lose one."""
+        cid = tx.conversation.id
+        follow: list[FollowUp] = []
+        for record in records:
+            if record.status == "scheduled":
+                step = Step.tool(cid, record.id)
+                tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
+                                 celery_task_id=task_id(step.key), now=now)
+                follow.append(RunTool(cid, record.id, step.key))
+            elif record.status == "pending":
+                key = Step.expire(cid, record.id).key
+                follow.append(Expire(cid, record.id, key, self._eta(record.expires_at, now)))
+        # no call left open (none made, or all refused): the model speaks again
+        return follow or [Advance(cid)]
 
     def _response_drafts(self, view, step, turn_id, response, now):
         """The assistant_msg, its tool calls, early error results and the suspension."""
@@ -261,19 +282,12 @@ class Runtime:
 
     def _dispatch_tools(self, view: View, steps: Sequence[Step]) -> list[FollowUp]:
         """One run_tool task per open server call; the ledger makes repeats harmless."""
-        now = self.clock()
-        follow: list[FollowUp] = []
-        for step in steps:
-            self.store.schedule_step(
-                step_key=step.key, conversation_id=view.conversation_id, kind="tool",
-                ref=step.ref, round_id=None, celery_task_id=task_id(step.key), now=now,
-            )
-            follow.append(RunTool(view.conversation_id, step.ref["tool_call_id"], step.key))
-        return follow
+        cid = view.conversation_id
+        return [RunTool(cid, step.ref["tool_call_id"], step.key) for step in steps]
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""
-        view = self.store.load_view(conversation_id)
+        view = self.store.load_view(conversation_id, turn_only=True)
         if view is None:
             return []
         call = next((c for c in view.open_calls if c.id == tool_call_id), None)
@@ -380,14 +394,10 @@ class Runtime:
     # -- shared ----------------------------------------------------------------------------
 
     def _schedule_and_claim(self, cid: str, step: Step, worker: str):
-        now = self.clock()
-        self.store.schedule_step(
+        return self.store.schedule_and_claim_step(
             step_key=step.key, conversation_id=cid, kind=step.kind, ref=step.ref,
-            round_id=step.round_id, celery_task_id=task_id(step.key), now=now,
-        )
-        return self.store.claim_step(
-            step.key, worker=worker, lease_s=self.config.lease_s, now=now,
-            max_attempts=self.config.max_attempts,
+            round_id=step.round_id, celery_task_id=task_id(step.key), worker=worker,
+            lease_s=self.config.lease_s, now=self.clock(), max_attempts=self.config.max_attempts,
         )
 
     def _not_claimed(self, view: View, step: Step) -> list[FollowUp]:

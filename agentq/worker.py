@@ -88,6 +88,11 @@ def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
     def gc() -> int:
         return runtime().gc()
 
+    @app.task(name="agentq.ping", shared=False)
+    def ping(reply_to: str) -> None:
+        """Push onto the Redis list `reply_to`: proves a worker takes tasks (and times a hop)."""
+        runtime().pubsub.client.rpush(reply_to, "pong")
+
 
 def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
     """Send each follow-up as its task; step tasks carry their deterministic id."""

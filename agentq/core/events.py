@@ -154,7 +154,8 @@ class FsmState:
     """The cached machine state of a conversation; `fold(events)` rebuilds it.
 
     `pending` maps open human/client calls to {executor, name, expires_at};
-    `running` lists open server calls; `rounds` counts committed model responses.
+    `running` lists open server calls; `rounds` counts committed model responses;
+    `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts.
     """
 
     state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
@@ -163,6 +164,7 @@ class FsmState:
     rounds: int = 0
     last_seq: int = 0
     turn_id: str | None = None
+    turn_seq: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -172,6 +174,7 @@ class FsmState:
             "rounds": self.rounds,
             "last_seq": self.last_seq,
             "turn_id": self.turn_id,
+            "turn_seq": self.turn_seq,
         }
 
     @classmethod
@@ -185,6 +188,7 @@ class FsmState:
             rounds=int(data.get("rounds", 0)),
             last_seq=int(data.get("last_seq", 0)),
             turn_id=data.get("turn_id"),
+            turn_seq=int(data.get("turn_seq", 0)),
         )
 
 

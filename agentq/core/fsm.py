@@ -15,7 +15,9 @@ RETRIED = "retried"
 
 
 def _user_msg(state: FsmState, event: Event) -> FsmState:
-    return replace(state, state="running", turn_id=event.turn_id, pending={}, running=())
+    return replace(
+        state, state="running", turn_id=event.turn_id, turn_seq=event.seq, pending={}, running=()
+    )
 
 
 def _assistant_msg(state: FsmState, event: Event) -> FsmState:

@@ -143,8 +143,12 @@ def list_summaries_txn(conn: Connection, conversation_id: str) -> list[Summary]:
     return [summary_from_row(row) for row in conn.execute(query)]
 
 
-def load_view_txn(conn: Connection, conversation_id: str) -> View | None:
-    """The view in four indexed queries: row + latest summary, events, open calls, inbox."""
+def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = False) -> View | None:
+    """The view in four indexed queries: row + latest summary, events, open calls, inbox.
+
+    With `turn_only`, events start at the current turn's user_msg: what deciding needs,
+    and a cost that does not grow with the length of the conversation.
+    """
     latest_to_seq = (
         select(func.max(summaries.c.to_seq))
         .where(summaries.c.conversation_id == conversation_id)
@@ -167,6 +171,9 @@ def load_view_txn(conn: Connection, conversation_id: str) -> View | None:
         return None
     info = conversation_from_row(row)
     summary = None if row.summary_id is None else summary_from_row(row, "summary_")
+    after_seq = summary.to_seq if summary else 0
+    if turn_only and info.fsm.turn_seq:
+        after_seq = max(after_seq, info.fsm.turn_seq - 1)
     return View(
         conversation_id=info.id,
         settings=info.settings,
@@ -174,7 +181,7 @@ def load_view_txn(conn: Connection, conversation_id: str) -> View | None:
         fsm=info.fsm,
         summary=summary,
         events=tuple(
-            list_events_txn(conn, info.id, after_seq=summary.to_seq if summary else 0, limit=None)
+            list_events_txn(conn, info.id, after_seq=after_seq, limit=None)
         ),
         open_calls=tuple(list_open_calls_txn(conn, info.id)),
         inbox=tuple(list_inbox_txn(conn, info.id, taken=False)),

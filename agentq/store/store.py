@@ -16,7 +16,8 @@ from sqlalchemy import Engine
 from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
 from agentq.errors import NotFound
-from agentq.store import calls, conversations, inbox, ledger, log
+from agentq.store import audit, calls, conversations, inbox, ledger, log
+from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
@@ -119,10 +120,10 @@ class Store(ApiKeys):
         with begin_read(self.engine) as conn:
             return log.count_events_txn(conn, conversation_id, type=type)
 
-    def load_view(self, conversation_id: str) -> View | None:
-        """Latest summary, events after it, open calls, untaken inbox; None if absent."""
+    def load_view(self, conversation_id: str, *, turn_only: bool = False) -> View | None:
+        """Latest summary, the events after it (or only the current turn's), open calls, inbox."""
         with begin_read(self.engine) as conn:
-            return log.load_view_txn(conn, conversation_id)
+            return log.load_view_txn(conn, conversation_id, turn_only=turn_only)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
@@ -226,6 +227,30 @@ class Store(ApiKeys):
                 conn, step_key, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
             )
 
+    def schedule_and_claim_step(
+        self,
+        *,
+        step_key: str,
+        conversation_id: str,
+        kind: str,
+        ref: dict[str, Any],
+        round_id: str | None,
+        celery_task_id: str,
+        worker: str,
+        lease_s: float,
+        now: datetime,
+        max_attempts: int,
+    ) -> StepRecord | None:
+        """Schedule the step if new and claim it, in one write transaction (None if we lost)."""
+        with begin_write(self.engine) as conn:
+            ledger.schedule_step_txn(
+                conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
+                round_id=round_id, celery_task_id=celery_task_id, now=now,
+            )
+            return ledger.claim_step_txn(
+                conn, step_key, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
+            )
+
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
         """Fail a used-up claimable step permanently; True only for the one caller that did."""
         with begin_write(self.engine) as conn:
@@ -274,6 +299,39 @@ class Store(ApiKeys):
         """Delete finished steps (not failed_recoverable ones) older than `finished_before`."""
         with begin_write(self.engine) as conn:
             return ledger.delete_finished_steps_txn(conn, finished_before=finished_before)
+
+    # the model-call audit
+
+    def record_model_call(
+        self,
+        *,
+        conversation_id: str,
+        step_key: str | None,
+        sent: dict[str, Any] | None,
+        model: str | None,
+        usage: dict[str, Any] | None,
+        latency_ms: int | None,
+        summary_version: int | None = None,
+        evictions: list[Any] | None = None,
+        now: datetime,
+    ) -> str:
+        """Write one `model_calls` row: the request body exactly as sent, and its cost."""
+        with begin_write(self.engine) as conn:
+            return audit.record_model_call_txn(
+                conn, conversation_id=conversation_id, step_key=step_key, sent=sent, model=model,
+                usage=usage, latency_ms=latency_ms, summary_version=summary_version,
+                evictions=evictions, now=now,
+            )
+
+    def list_model_calls(self, conversation_id: str) -> list[ModelCallRecord]:
+        """The conversation's audited model calls, oldest first."""
+        with begin_read(self.engine) as conn:
+            return audit.list_model_calls_txn(conn, conversation_id)
+
+    def delete_model_calls(self, *, before: datetime) -> int:
+        """Delete audit rows older than `before` (their TTL); returns how many."""
+        with begin_write(self.engine) as conn:
+            return audit.delete_model_calls_txn(conn, before=before)
 
 
 def open_store(url: str) -> Store:

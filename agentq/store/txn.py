@@ -12,7 +12,13 @@ from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallR
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
 from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
-from agentq.store.ledger import StepRecord, cancel_open_steps_txn, finish_step_txn, load_step_txn
+from agentq.store.ledger import (
+    StepRecord,
+    cancel_open_steps_txn,
+    finish_step_txn,
+    load_step_txn,
+    schedule_step_txn,
+)
 from agentq.store.log import append_txn, load_view_txn, save_summary_txn
 
 
@@ -33,8 +39,8 @@ class ConversationTxn:
         return appended
 
     def view(self) -> View:
-        """The view as this transaction sees it, own writes included."""
-        view = load_view_txn(self._conn, self._id)
+        """The current turn's view as this transaction sees it, own writes included."""
+        view = load_view_txn(self._conn, self._id, turn_only=True)
         assert view is not None, "the locked row cannot vanish"
         return view
 
@@ -101,6 +107,15 @@ class ConversationTxn:
     def finish_step(self, step_key: str, *, worker: str, now: datetime) -> bool:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
+
+    def schedule_step(
+        self, *, step_key: str, kind: str, ref: dict[str, Any], celery_task_id: str, now: datetime
+    ) -> bool:
+        """Schedule a step of this conversation in the same transaction as the events."""
+        return schedule_step_txn(
+            self._conn, step_key=step_key, conversation_id=self._id, kind=kind, ref=ref,
+            round_id=None, celery_task_id=celery_task_id, now=now,
+        )
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
