@@ -1,0 +1,70 @@
+"""Who is calling: `Authorization: Bearer <key>` names a tenant, `X-Agentq-User` a user.
+
+Keys are looked up by the sha256 of the secret (the store keeps nothing else), plus one
+optional bootstrap key from AGENTQ_API_KEY (`tenant:secret`). The user header is trusted
+as the tenant's word: a key speaks for its whole tenant, and the header says on whose
+behalf, so tools that need a user scope get one.
+"""
+from __future__ import annotations
+
+import hmac
+
+from flask import request
+from pydantic import TypeAdapter, ValidationError
+
+from agentq.store import Store
+from agentq.tools import Scope
+from web.errors import ApiError, validation_details
+from web.models import Token
+
+USER_HEADER = "X-Agentq-User"
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="agentq"'}
+_token = TypeAdapter(Token)
+
+
+def parse_bootstrap(value: str | None) -> tuple[str, str] | None:
+    """`tenant:secret` → (tenant, secret); None when unset. Raises ValueError when malformed."""
+    if not value:
+        return None
+    tenant, sep, secret = value.partition(":")
+    if not sep or not tenant or not secret:
+        raise ValueError("AGENTQ_API_KEY must look like tenant:secret")
+    return tenant, secret
+
+
+class KeyRing:
+    """Stored keys plus the optional bootstrap key."""
+
+    def __init__(self, store: Store, bootstrap: str | None = None) -> None:
+        self.store = store
+        self.bootstrap = parse_bootstrap(bootstrap)
+
+    def tenant_for(self, secret: str) -> str | None:
+        if self.bootstrap is not None:
+            tenant, expected = self.bootstrap
+            if hmac.compare_digest(secret.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
+                return tenant
+        return self.store.find_tenant(secret)
+
+
+def authenticate(keys: KeyRing) -> Scope:
+    """The scope of this request, or 401."""
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret or len(secret) > 512:
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <api key>", headers=_CHALLENGE)
+    tenant = keys.tenant_for(secret)
+    if tenant is None:
+        raise ApiError(401, "unauthorized", "unknown or revoked api key", headers=_CHALLENGE)
+    return Scope(tenant=tenant, user=_user())
+
+
+def _user() -> str | None:
+    raw = request.headers.get(USER_HEADER)
+    if raw is None:
+        return None
+    try:
+        return _token.validate_python(raw)
+    except ValidationError as exc:
+        details = [dict(d, loc=["header", USER_HEADER]) for d in validation_details(exc)]
+        raise ApiError(422, "validation_error", f"{USER_HEADER} is not valid", details) from None

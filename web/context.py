@@ -1,0 +1,46 @@
+"""/v1/conversations/{id}/context: the request the next model call would get, and its checks.
+
+It renders the view exactly as an llm step does (`render` repairs, then `validate` and
+the provider's own wire check run), so a person can see what the model will see.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from flask import Blueprint, g
+
+from agentq.core.render import check_anthropic, check_openai, render, to_anthropic, to_openai, validate
+from agentq.errors import NotFound
+from web import models, present
+from web.operation import operation
+from web.services import services
+
+bp = Blueprint("context", __name__, url_prefix="/v1/conversations")
+
+
+@bp.get("/<id:conversation_id>/context")
+@operation("Show the next model request and its validation", answers={200: models.Context})
+def context(conversation_id: str):
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    view = svc.store.load_view(conversation_id)
+    if view is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    problems: list[str] = []
+    try:
+        tools = svc.commands.registry.specs(view.settings.tools)
+    except ValueError as exc:  # the deployment no longer offers a tool the settings name
+        tools, problems = [], [str(exc)]
+    request = render(view, tools)
+    anthropic = view.settings.provider == "anthropic"
+    wire = to_anthropic(request) if anthropic else to_openai(request)
+    problems += validate(request) + (check_anthropic(wire) if anthropic else check_openai(wire))
+    return present.dump(models.Context(
+        provider=view.settings.provider,
+        model=view.settings.model,
+        request=dataclasses.asdict(request),
+        wire=wire,
+        validation=models.ContextValidation(
+            valid=not problems, problems=problems, repairs=list(request.repairs)
+        ),
+    ))

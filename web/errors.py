@@ -1,0 +1,97 @@
+"""Every error the API answers, in one shape: {"error": {"code", "message", "details"}}.
+
+agentq's own errors, request validation, werkzeug's HTTP errors (unknown route, wrong
+method, oversize body) and anything unforeseen are all translated here, in one place.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, jsonify
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+
+_AGENTQ_STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422}
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+}
+
+_MESSAGES = {404: "no such route", 405: "this method is not allowed on this route"}
+
+
+class ApiError(Exception):
+    """An answer that is an error: raised by views, rendered by the handler below."""
+
+    def __init__(
+        self, status: int, code: str, message: str, details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.details, self.headers = details, headers or {}
+
+
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> Response:
+    response = jsonify({"error": {"code": code, "message": message, "details": details}})
+    response.status_code = status
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    """pydantic's errors without the input or context: short and always JSON."""
+    return [
+        {"loc": [str(part) for part in error["loc"]], "msg": error["msg"], "type": error["type"]}
+        for error in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+
+
+def _on_api_error(exc: ApiError) -> Response:
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+
+def _on_agentq_error(exc: AgentqError) -> Response:
+    status = next((s for kind, s in _AGENTQ_STATUS.items() if isinstance(exc, kind)), None)
+    if status is None:
+        return _on_unexpected(exc)
+    return error_response(status, exc.code, str(exc))
+
+
+def _on_validation_error(exc: ValidationError) -> Response:
+    return error_response(422, "validation_error", "the request is not valid", validation_details(exc))
+
+
+def _on_http_error(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    if status >= 500:
+        return _on_unexpected(exc)
+    headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
+    code = _HTTP_CODES.get(status, "http_error")
+    return error_response(status, code, _MESSAGES.get(status) or exc.description or exc.name, None, headers)
+
+
+def _on_unexpected(exc: Exception) -> Response:
+    log.exception("unhandled error in a request", exc_info=exc)
+    return error_response(500, "internal_error", "the server failed to answer this request")
+
+
+def register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(ApiError, _on_api_error)
+    app.register_error_handler(AgentqError, _on_agentq_error)
+    app.register_error_handler(ValidationError, _on_validation_error)
+    app.register_error_handler(HTTPException, _on_http_error)
+    app.register_error_handler(Exception, _on_unexpected)

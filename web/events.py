@@ -1,0 +1,45 @@
+"""/v1/conversations/{id}/events and /stream: the log, paged by seq, or followed live (SSE)."""
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, g
+
+from web import models, present, sse
+from web.operation import SSE, operation
+from web.services import services
+
+bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
+
+
+@bp.get("/<id:conversation_id>/events")
+@operation("Read the log, a page of events after a seq", query=models.ListEvents,
+           answers={200: models.EventPage})
+def listing(conversation_id: str, query: models.ListEvents):
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    events = svc.store.list_events(conversation_id, after_seq=query.after_seq, limit=query.limit)
+    full = len(events) == query.limit
+    return present.dump(models.EventPage(
+        events=[present.event(e) for e in events],
+        next_after_seq=events[-1].seq if full else None,
+    ))
+
+
+@bp.get("/<id:conversation_id>/stream")
+@operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
+           headers=models.StreamHeaders, answers={200: SSE})
+def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
+    """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    after = int(headers.last_event_id) if headers.last_event_id is not None else query.after_seq
+    plan = sse.StreamPlan(
+        conversation_id=conversation_id,
+        after_seq=after,
+        keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
+        until_idle=query.until_idle in ("1", "true"),
+    )
+    return Response(
+        sse.stream(svc.store, svc.pubsub, plan),
+        mimetype=SSE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,124 @@
+"""What the API runs on: the store, the commands, pub/sub, the keys, and how follow-ups are sent.
+
+Built once per process from a Config, or handed in whole by a test, which then sends
+follow-ups wherever it likes (a list, or `tests.drive.drain`) instead of a broker.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from flask import current_app
+
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.errors import NotFound
+from agentq.followups import FollowUp
+from agentq.pubsub import PubSub
+from agentq.store import ConversationInfo, Store
+from agentq.tools import Registry, Scope
+from web.auth import KeyRing
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[list[FollowUp]], None]
+Check = Callable[[], None]
+
+
+@dataclass
+class Services:
+    """Everything a request needs; `checks` are what /readyz runs (each raises when down)."""
+
+    store: Store
+    commands: Commands
+    pubsub: PubSub
+    send: Send
+    keys: KeyRing
+    checks: Mapping[str, Check] = field(default_factory=dict)
+    close: Callable[[], None] = lambda: None
+
+    def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
+        """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
+        info = self.store.load_conversation(conversation_id, tenant=scope.tenant)
+        if info is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return info
+
+    def dispatch(self, followups: Iterable[FollowUp]) -> None:
+        """Send follow-ups after the write; a broker that is down costs time, not work.
+
+        The write is committed already and the sweeper re-drives what was not sent
+        (DESIGN section 6), so a send failure is logged, not answered with a 500.
+        """
+        followups = list(followups)
+        if not followups:
+            return
+        try:
+            self.send(followups)
+        except Exception:
+            log.exception("could not send %d follow-up(s); the sweeper will re-drive", len(followups))
+
+    def announce(self, conversation_id: str) -> None:
+        """Tell live streams that the API appended events (the runtime announces its own).
+
+        The notice is only a trigger: a stream reads the log after the last seq it sent.
+        """
+        self.pubsub.publish(conversation_id, "events", {"last_seq": None})
+
+
+def services() -> Services:
+    """The services of the app serving this request."""
+    return current_app.extensions["agentq"]
+
+
+def build_services(config: Config) -> Services:
+    """Services for a standalone API process: its own store, broker connection and pub/sub."""
+    from agentq.worker import create_celery, enqueue
+
+    store = Store.open(config.database_url)
+    celery = create_celery(config, runtime=_no_runtime)
+    pubsub = PubSub(config.redis_url)
+    checks: dict[str, Check] = {
+        "database": lambda: store.load_conversation("readyz-probe"),
+        "broker": lambda: _ping_broker(celery),
+    }
+    if not config.redis_url.startswith("embedded://"):
+        checks["pubsub"] = lambda: pubsub.client.ping()
+
+    def close() -> None:
+        celery.close()
+        store.dispose()
+
+    return Services(
+        store=store,
+        commands=Commands(store, Registry.from_modules(list(config.tools)),
+                          partial_text=pubsub.partial_text),
+        pubsub=pubsub,
+        send=lambda followups: enqueue(celery, followups),
+        keys=KeyRing(store, config.api_key),
+        checks=checks,
+        close=close,
+    )
+
+
+def _no_runtime():
+    raise RuntimeError("the API process sends tasks; it never runs them")
+
+
+def _ping_broker(celery) -> None:
+    with celery.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+
+
+def embedded_services(embedded, api_key: str | None) -> Services:
+    """Services over an `agentq.embedded.Embedded`: its store, commands, pub/sub and worker."""
+    store = embedded.runtime.store
+    return Services(
+        store=store,
+        commands=embedded.commands,
+        pubsub=embedded.runtime.pubsub,
+        send=embedded.send,
+        keys=KeyRing(store, api_key),
+        checks={"database": lambda: store.load_conversation("readyz-probe")},
+    )

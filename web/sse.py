@@ -1,0 +1,93 @@
+"""Server-Sent Events for one conversation: replay the log after a seq, then follow it live.
+
+Frames: each persisted event is `id: <seq>` + `event: event` + its JSON (one event name
+for all types, so a client needs one listener); live deltas are `event: delta`, retries
+`event: retry`; `: keep-alive` comments keep proxies from closing a quiet stream.
+
+Careful: the subscription is opened BEFORE the replay reads the log, so an event
+committed while replaying is announced to us and read after the last seq we sent:
+nothing falls between replay and live, and no event is sent twice.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentq.pubsub import PubSub
+from agentq.store import Store
+from web import present
+
+RETRY_MS = 2000
+PAGE = 500
+KEEP_ALIVE = ": keep-alive\n\n"
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    conversation_id: str
+    after_seq: int
+    keepalive_s: float
+    until_idle: bool = False
+
+
+@dataclass
+class Cursor:
+    """The seq of the last event this stream sent."""
+
+    last_seq: int
+
+
+def frame(kind: str, data: Any, seq: int | None = None) -> str:
+    head = "" if seq is None else f"id: {seq}\n"
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def stream(store: Store, pubsub: PubSub, plan: StreamPlan) -> Iterator[str]:
+    """The frames of one stream; closing the generator (client gone) unsubscribes."""
+    cid = plan.conversation_id
+    subscription = pubsub.subscribe(cid, timeout_s=plan.keepalive_s)
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        cursor = Cursor(plan.after_seq)
+        yield from catch_up(store, cid, cursor)
+        if plan.until_idle and (end := _end_frame(store, cid, cursor)):
+            yield end
+            return
+        for notice in subscription:
+            if notice is not None and notice.kind in ("delta", "retry"):
+                yield frame(notice.kind, notice.data)
+                continue
+            if notice is None:
+                yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
+            yield from catch_up(store, cid, cursor)
+            if plan.until_idle and (end := _end_frame(store, cid, cursor)):
+                yield end
+                return
+    finally:
+        subscription.close()
+
+
+def catch_up(store: Store, cid: str, cursor: Cursor) -> Iterator[str]:
+    """Every stored event after `cursor.last_seq`, in seq order, each once."""
+    while True:
+        events = store.list_events(cid, after_seq=cursor.last_seq, limit=PAGE)
+        for event in events:
+            cursor.last_seq = event.seq
+            yield frame("event", present.dump(present.event(event)), event.seq)
+        if len(events) < PAGE:
+            return
+
+
+def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
+    """An `end` frame once no turn is running and everything in the log was sent."""
+    info = store.load_conversation(cid)
+    if info is None:
+        return frame("end", {"state": "gone", "last_seq": cursor.last_seq})
+    if info.next_seq - 1 > cursor.last_seq:
+        return None  # the log moved since the catch-up: its notice is on the way
+    state = present.state_of(info)
+    if state == "running" or (state == "idle" and store.list_inbox(cid)):
+        return None
+    return frame("end", {"state": state, "last_seq": cursor.last_seq})
