@@ -1,0 +1,173 @@
+"""The API under test: the Flask app on a real store, follow-ups captured and run in-process.
+
+Import the fixtures into a test module (`from tests.api_support import api, alice, ...`);
+`api.run()` drains what the API sent through the runtime, like a worker would.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+
+import pytest
+
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.pubsub import PubSub
+from agentq.runtime import Runtime
+from agentq.tools import Registry
+from tests.drive import drain
+from web.app import create_app
+from web.auth import KeyRing
+from web.services import Services
+
+TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
+WEATHER = [
+    {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}], "chunks": 3},
+    {"text": "Cold in Oslo.", "chunks": 2},
+]
+APPROVAL = [
+    {"text": "Needs approval.", "tool_calls": [{"name": "approve_payment", "args": {"amount": 20, "to": "Bob"}}],
+     "chunks": 2},
+    {"text": "Paid.", "chunks": 2},
+]
+
+
+class Clock:
+    """A clock the test moves by hand; it starts at the real now, so keys and streams agree."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Api:
+    """An app, its test client, and a runtime that plays the worker on demand."""
+
+    def __init__(self, store, **app_config: Any) -> None:
+        self.store = store
+        self.clock = Clock()
+        registry = Registry.from_modules(TOOLS)
+        self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
+        self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
+                               clock=self.clock, sleep=lambda s: None)
+        self.sent: list = []
+        self.services = Services(
+            store=store, pubsub=self.pubsub,
+            commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text),
+            send=self.sent.extend, keys=KeyRing(store, None),
+        )
+        self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
+        self.client = self.app.test_client()
+
+    def key(self, tenant: str, user: str | None = None) -> dict[str, str]:
+        _, secret = self.store.create_api_key(tenant, self.clock())
+        headers = {"Authorization": f"Bearer {secret}"}
+        if user:
+            headers["X-Agentq-User"] = user
+        return headers
+
+    def run(self) -> list:
+        """Run every follow-up the API sent, and what they ask for; the expiries not yet due."""
+        followups, self.sent[:] = list(self.sent), []
+        return drain(self.runtime, followups)
+
+    def create(self, headers: dict[str, str], **settings: Any) -> str:
+        response = self.client.post("/v1/conversations", json={"settings": settings}, headers=headers)
+        assert response.status_code == 201, response.json
+        return response.json["id"]
+
+    def say(self, cid: str, text: str, headers: dict[str, str], **body: Any) -> Any:
+        return self.client.post(f"/v1/conversations/{cid}/messages", json={"content": text, **body},
+                                headers=headers)
+
+    def get(self, path: str, headers: dict[str, str], **kwargs: Any) -> Any:
+        return self.client.get(path, headers=headers, **kwargs)
+
+    def types(self, cid: str) -> list[str]:
+        return [e.type for e in self.store.list_events(cid)]
+
+
+@dataclass
+class Frame:
+    event: str | None = None
+    id: str | None = None
+    data: Any = None
+    comment: str | None = None
+
+
+@dataclass
+class SseReader:
+    """Parses the frames of a streamed test-client response as they are produced."""
+
+    response: Any
+    buffer: str = ""
+    chunks: Iterator[bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chunks = iter(self.response.response)
+
+    def next(self) -> Frame | None:
+        while "\n\n" not in self.buffer:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return None
+            self.buffer += chunk.decode() if isinstance(chunk, bytes) else chunk
+        raw, self.buffer = self.buffer.split("\n\n", 1)
+        return parse_frame(raw)
+
+    def frames(self, limit: int = 10_000) -> list[Frame]:
+        """Frames until the stream ends (with ?until_idle=1) or `limit` of them."""
+        out = []
+        while len(out) < limit and (item := self.next()) is not None:
+            out.append(item)
+        return out
+
+    def close(self) -> None:
+        self.response.close()
+
+
+def parse_frame(raw: str) -> Frame:
+    frame = Frame()
+    for line in raw.split("\n"):
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "":
+            frame.comment = value
+        elif name == "event":
+            frame.event = value
+        elif name == "id":
+            frame.id = value
+        elif name == "data":
+            frame.data = json.loads(value)
+        elif name == "retry":
+            frame.event = "retry-interval"
+    return frame
+
+
+def events_of(frames: list[Frame]) -> list[dict]:
+    return [f.data for f in frames if f.event == "event"]
+
+
+@pytest.fixture
+def api(store) -> Api:
+    return Api(store)
+
+
+@pytest.fixture
+def alice(api: Api) -> dict[str, str]:
+    """A key of tenant acme, acting for user alice."""
+    return api.key("acme", "alice")
+
+
+@pytest.fixture
+def mallory(api: Api) -> dict[str, str]:
+    """A valid key of another tenant."""
+    return api.key("evil", "mallory")
