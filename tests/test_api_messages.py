@@ -148,7 +148,7 @@ def test_tool_calls_are_listed_and_filtered_by_status(api, alice):
     api.say(cid, "weather, then pay", alice)
     api.run()
     every = api.get(f"/v1/conversations/{cid}/tool-calls", alice).json["tool_calls"]
-    assert [(c["name"], c["status"]) for c in every] == [("get_weather", "done"), ("approve_payment", "pending")]
+    assert {c["name"]: c["status"] for c in every} == {"get_weather": "done", "approve_payment": "pending"}
     pending = api.get(f"/v1/conversations/{cid}/tool-calls", alice,
                       query_string={"status": "pending"}).json["tool_calls"]
     assert [c["name"] for c in pending] == ["approve_payment"]
