@@ -108,7 +108,7 @@ def _no_runtime():
 
 def _ping_broker(celery) -> None:
     with celery.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=2)
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0.2, timeout=2)
 
 
 def embedded_services(embedded, api_key: str | None) -> Services:
