@@ -15,6 +15,8 @@ from agentq.core.keys import scripted_call_id
 from agentq.core.messages import Message, Request
 from agentq.core.settings import Settings, parse_settings
 from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider, provider_for
+from agentq.providers.anthropic import AnthropicProvider
+from agentq.providers.openai import OpenAIProvider
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
 from agentq.providers.retry import MAX_RETRY_AFTER_S, classify, retry_after, retrying
 from agentq.providers.scripted import sdk_error
@@ -186,10 +188,15 @@ def test_provider_for_gives_the_scripted_provider() -> None:
     assert isinstance(provider_for(Settings()), ScriptedProvider)
 
 
-@pytest.mark.parametrize("name", ["openai", "anthropic"])
-def test_provider_for_a_provider_without_adapter_is_an_explicit_error(name: str) -> None:
-    with pytest.raises(ProviderUnavailable, match=name):
-        provider_for(Settings(provider=name))
+@pytest.mark.parametrize("name, adapter", [("openai", OpenAIProvider), ("anthropic", AnthropicProvider)])
+def test_provider_for_gives_the_sdk_adapters(name: str, adapter: type) -> None:
+    assert isinstance(provider_for(Settings(provider=name), env={}), adapter)
+
+
+def test_provider_for_a_provider_without_adapter_is_an_explicit_error() -> None:
+    settings = Settings.model_construct(provider="mystery")
+    with pytest.raises(ProviderUnavailable, match="mystery"):
+        provider_for(settings)
 
 
 # ---- classify -----------------------------------------------------------------------------------
@@ -269,6 +276,19 @@ def test_an_httpx_status_error_is_classified_by_its_status() -> None:
     response = httpx2.Response(503, request=HTTP_REQUEST, headers={"retry-after": "2"})
     error = classify(httpx2.HTTPStatusError("unavailable", request=HTTP_REQUEST, response=response))
     assert (error.transient, error.status, error.retry_after_s) == (True, 503, 2.0)
+
+
+@pytest.mark.parametrize("kind, transient", [("overloaded_error", True), ("invalid_request_error", False)])
+def test_an_anthropic_error_event_inside_a_200_stream_is_classified_by_its_type(kind, transient) -> None:
+    error = classify(anthropic_error(200, {"type": kind, "message": "mid-stream"}))
+    assert error.transient is transient and error.code == kind
+
+
+@pytest.mark.parametrize("kind, transient", [("server_error", True), ("invalid_request_error", False)])
+def test_an_openai_error_chunk_inside_the_stream_is_classified_by_its_type(kind, transient) -> None:
+    body = {"message": "mid-stream", "type": kind, "param": None, "code": None}
+    error = classify(openai.APIError("mid-stream", HTTP_REQUEST, body=body))
+    assert error.transient is transient and error.code == kind
 
 
 def test_an_unknown_exception_is_permanent() -> None:

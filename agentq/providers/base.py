@@ -1,12 +1,13 @@
 """The provider seam: what a model call yields, what it is told, and which one to use.
 
-Adapters (scripted, and later openai / anthropic) implement `Provider`; the runtime only
+Adapters (scripted, openai, anthropic) implement `Provider`; the runtime only
 ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`.
 """
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +32,10 @@ class ModelResponse:
     tool_calls: tuple[CallRef, ...] = ()
     usage: dict[str, Any] = field(default_factory=dict)
     finish_reason: str = "stop"
+    # What went over the wire (the request body, exactly) and how long the answer took,
+    # for the model_calls audit; None where nothing was sent (the scripted provider).
+    sent: dict[str, Any] | None = None
+    latency_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,22 @@ class Provider(Protocol):
         ...
 
 
-def provider_for(settings: Settings) -> Provider:
-    """The provider a conversation's settings name."""
+def provider_for(settings: Settings, env: Mapping[str, str] | None = None) -> Provider:
+    """The provider a conversation's settings name; API keys are read from `env` at call time.
+
+    `env` defaults to the process environment: keys live there, never in settings.
+    """
+    # Imported here because every adapter imports this module.
     if settings.provider == "scripted":
-        # Imported here because every adapter imports this module.
         from agentq.providers.scripted import ScriptedProvider
 
         return ScriptedProvider()
-    # A later issue adds the openai and anthropic adapters; until then this is an explicit
-    # permanent error, never a stand-in that pretends to answer.
-    raise ProviderUnavailable(f"provider {settings.provider!r} is not available in this build yet")
+    if settings.provider == "openai":
+        from agentq.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(os.environ if env is None else env)
+    if settings.provider == "anthropic":
+        from agentq.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(os.environ if env is None else env)
+    raise ProviderUnavailable(f"provider {settings.provider!r} is not available in this build")

@@ -32,13 +32,19 @@ _QUOTA_CODES = frozenset({
     "contract_spend_limit_reached",
     "linked_organization_spend_limit_reached",
 })
+# Error types a provider sends inside a 200 stream when it fails mid-answer (Anthropic's
+# `error` event, OpenAI's error chunk): an overloaded or failing server, worth another try.
+_TRANSIENT_CODES = frozenset({
+    "overloaded_error", "api_error", "rate_limit_error", "server_error", "timeout_error",
+    "internal_error", "service_unavailable",
+})
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
 _CONTEXT_PHRASES = ("prompt is too long", "maximum context length", "context_length_exceeded")
 
 _TIMEOUTS = (openai.APITimeoutError, anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError)
 _CONNECTION = (openai.APIConnectionError, anthropic.APIConnectionError, httpx2.TransportError, ConnectionError)
 _STATUS = (openai.APIStatusError, anthropic.APIStatusError, httpx2.HTTPStatusError)
-_PROVIDER_FAILURES = (
+PROVIDER_FAILURES = (
     ProviderError, openai.OpenAIError, anthropic.AnthropicError, httpx2.HTTPError, *_TIMEOUTS, *_CONNECTION
 )
 
@@ -53,6 +59,8 @@ def classify(exc: BaseException) -> ProviderError:
         return ProviderError(f"{type(exc).__name__}: {exc}", transient=True, code="connection_error")
     if isinstance(exc, _STATUS):
         return _from_status(exc.response.status_code, str(exc), _body_of(exc), exc.response.headers)
+    if isinstance(exc, (openai.APIError, anthropic.APIError)) and _error_object(exc.body):
+        return _from_status(200, str(exc), exc.body, {})  # an error event inside a 200 stream
     return ProviderError(f"{type(exc).__name__}: {exc}", code="unexpected_error")
 
 
@@ -62,7 +70,10 @@ def _from_status(status: int, message: str, body: Any, headers: Mapping[str, str
     if codes & _CONTEXT_CODES or any(phrase in text for phrase in _CONTEXT_PHRASES):
         return ContextTooLong(message, status=status)
     quota = codes & _QUOTA_CODES
-    transient = (status in _TRANSIENT_STATUSES or status >= 500) and not quota
+    if status < 400:  # the stream had begun (HTTP 200): only the error's type can tell
+        transient = bool(codes & _TRANSIENT_CODES) and not quota
+    else:
+        transient = (status in _TRANSIENT_STATUSES or status >= 500) and not quota
     code = min(quota) if quota else _primary_code(body) or f"http_{status}"
     return ProviderError(
         message, transient=transient, status=status, code=code, retry_after_s=retry_after(headers)
@@ -174,8 +185,9 @@ def retrying(
     def attempt() -> T:
         try:
             return fn()
-        except _PROVIDER_FAILURES as exc:
-            raise classify(exc) from exc
+        except PROVIDER_FAILURES as exc:
+            error = classify(exc)
+            raise error from (None if error is exc else exc)
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry is not None:

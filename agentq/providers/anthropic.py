@@ -1,0 +1,133 @@
+"""The Anthropic adapter: streaming messages through the official `anthropic` SDK.
+
+The request body is built here in full (so the audit records exactly what was sent);
+`max_tokens`, which Anthropic requires, comes from settings or DEFAULT_MAX_TOKENS. The
+SDK's own retries are off (one policy, `retry.retrying`, rules). Text deltas stream;
+`tool_use` blocks are put together from their `input_json_delta`s; thinking blocks are
+not part of the answer text.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import anthropic
+import httpx2
+
+from agentq.core.messages import Request
+from agentq.core.settings import Settings
+from agentq.core.wire import to_anthropic
+from agentq.providers.answer import Answer
+from agentq.providers.base import CallContext, Delta, ModelResponse
+from agentq.providers.connection import api_key, base_url, timeout
+from agentq.providers.streaming import stream_call
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096
+KEY_VARIABLE, URL_VARIABLE = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
+# Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
+_NAMED = ("model", "messages", "max_tokens", "stream")
+# Anthropic's stop reasons in the neutral (OpenAI) words the rest of agentq uses.
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+           "tool_use": "tool_calls", "refusal": "content_filter"}
+
+
+def messages_body(request: Request, settings: Settings) -> dict[str, Any]:
+    """The whole JSON body of a streaming messages request for this request."""
+    body = to_anthropic(request)
+    body["model"] = body["model"] or settings.model
+    body["max_tokens"] = settings.max_tokens or DEFAULT_MAX_TOKENS
+    body["stream"] = True
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    for name, value in (settings.extra_body or {}).items():
+        body.setdefault(name, value)  # extra_body adds options; it never replaces the above
+    return body
+
+
+class AnthropicProvider:
+    """Messages on the Anthropic API (or a compatible one); the key is read from `env` per call."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def stream(
+        self, request: Request, ctx: CallContext, cancel: threading.Event
+    ) -> Iterator[Delta | ModelResponse]:
+        settings = ctx.settings
+        key = api_key(settings, self._env, KEY_VARIABLE)
+        body = messages_body(request, settings)
+        url = base_url(settings, self._env, URL_VARIABLE, DEFAULT_BASE_URL)
+
+        def open_stream(http: httpx2.Client) -> Any:
+            client = anthropic.Anthropic(
+                api_key=key, base_url=url, max_retries=0, timeout=timeout(settings), http_client=http
+            )
+            return client.messages.create(
+                model=body["model"],
+                messages=body["messages"],
+                max_tokens=body["max_tokens"],
+                stream=True,
+                extra_body={k: v for k, v in body.items() if k not in _NAMED},
+            )
+
+        reader = EventReader()
+        yield from stream_call(
+            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel, secret=key
+        )
+
+
+class EventReader:
+    """Reads stream events; the answer is complete only at `message_stop`."""
+
+    def __init__(self) -> None:
+        self._stop_reason = "end_turn"
+
+    def read(self, event: Any, answer: Answer) -> str | None:
+        """Reads one event into the answer; returns the answer text it carried."""
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            answer.usage = _usage(getattr(event.message, "usage", None), {})
+        elif kind == "content_block_start":
+            return _block_start(event, answer)
+        elif kind == "content_block_delta":
+            return _block_delta(event, answer)
+        elif kind == "message_delta":
+            self._stop_reason = getattr(event.delta, "stop_reason", None) or self._stop_reason
+            answer.usage = _usage(getattr(event, "usage", None), answer.usage)
+        elif kind == "message_stop":
+            answer.finish_reason = _FINISH.get(self._stop_reason, self._stop_reason)
+        return None
+
+
+def _block_start(event: Any, answer: Answer) -> str | None:
+    block = event.content_block
+    if block.type == "tool_use":
+        initial = getattr(block, "input", None) or None
+        answer.add_call(event.index, call_id=block.id, name=block.name, initial=initial)
+    elif block.type == "text" and block.text:
+        return answer.add_text(block.text)
+    return None  # thinking and other blocks are not answer text
+
+
+def _block_delta(event: Any, answer: Answer) -> str | None:
+    delta = event.delta
+    if delta.type == "text_delta" and delta.text:
+        return answer.add_text(delta.text)
+    if delta.type == "input_json_delta" and answer.has_call(event.index):
+        answer.add_call(event.index, args=delta.partial_json)
+    return None
+
+
+def _usage(usage: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic usage merged into what `before` had: message_delta counts are cumulative."""
+    out = dict(before)
+    out.setdefault("input_tokens", 0)
+    out.setdefault("output_tokens", 0)
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                 "cache_read_input_tokens"):
+        value = getattr(usage, name, None)
+        if value:
+            out[name] = value
+    return out

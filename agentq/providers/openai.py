@@ -1,0 +1,133 @@
+"""The OpenAI adapter: streaming chat completions through the official `openai` SDK.
+
+Any OpenAI-compatible endpoint works through `base_url`. The request body is built here
+in full (so the audit records exactly what was sent), the SDK's own retries are off
+(one policy, `retry.retrying`, rules), and tool calls are put together from their deltas
+by index.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx2
+import openai
+
+from agentq.core.messages import Request
+from agentq.core.settings import Settings
+from agentq.core.wire import to_openai
+from agentq.providers.answer import Answer
+from agentq.providers.base import CallContext, Delta, ModelResponse
+from agentq.providers.connection import api_key, base_url, timeout
+from agentq.providers.streaming import stream_call
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEY_VARIABLE, URL_VARIABLE = "OPENAI_API_KEY", "OPENAI_BASE_URL"
+# Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
+_NAMED = ("model", "messages", "stream")
+
+
+def chat_body(request: Request, settings: Settings) -> dict[str, Any]:
+    """The whole JSON body of a streaming chat completion for this request."""
+    body = to_openai(request)
+    body["model"] = body["model"] or settings.model
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        body["max_tokens"] = settings.max_tokens
+    for name, value in (settings.extra_body or {}).items():
+        body.setdefault(name, value)  # extra_body adds options; it never replaces the above
+    return body
+
+
+class OpenAIProvider:
+    """Chat completions on an OpenAI-compatible endpoint; the key is read from `env` per call."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def stream(
+        self, request: Request, ctx: CallContext, cancel: threading.Event
+    ) -> Iterator[Delta | ModelResponse]:
+        settings = ctx.settings
+        key = api_key(settings, self._env, KEY_VARIABLE)
+        body = chat_body(request, settings)
+        url = base_url(settings, self._env, URL_VARIABLE, DEFAULT_BASE_URL)
+
+        def open_stream(http: httpx2.Client) -> Any:
+            client = openai.OpenAI(
+                api_key=key, base_url=url, max_retries=0, timeout=timeout(settings), http_client=http
+            )
+            return client.chat.completions.create(
+                model=body["model"],
+                messages=body["messages"],
+                stream=True,
+                extra_body={k: v for k, v in body.items() if k not in _NAMED},
+            )
+
+        reader = _ChunkReader()
+        yield from stream_call(
+            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel, secret=key
+        )
+
+
+class _ChunkReader:
+    """Reads `chat.completion.chunk`s; a call's fragments share its `index` (its slot)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, tuple[int, int]] = {}  # index -> (index, generation)
+
+    def read(self, chunk: Any, answer: Answer) -> str | None:
+        if getattr(chunk, "usage", None) is not None:
+            answer.usage = _usage(chunk.usage)
+        pieces = []
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue  # only the first choice is the answer
+            delta = choice.delta
+            for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
+                if text:
+                    pieces.append(answer.add_text(text))
+            for position, call in enumerate(getattr(delta, "tool_calls", None) or ()):
+                self._read_call(call, position, answer)
+            if choice.finish_reason:
+                answer.finish_reason = _FINISH.get(choice.finish_reason, choice.finish_reason)
+        return "".join(pieces) or None
+
+    def _read_call(self, call: Any, position: int, answer: Answer) -> None:
+        index = call.index if call.index is not None else position
+        slot = self._slots.get(index, (index, 0))
+        known = answer.call_id(slot)
+        if call.id and known and call.id != known:
+            # Some compatible servers reuse an index for the next call: a new id is a new call.
+            slot = (index, slot[1] + 1)
+        self._slots[index] = slot
+        function = call.function
+        answer.add_call(
+            slot,
+            call_id=call.id,
+            name=getattr(function, "name", None),
+            args=getattr(function, "arguments", None),
+        )
+
+
+_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
+           "function_call": "tool_calls", "content_filter": "content_filter"}
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """OpenAI usage in the neutral names (input/output tokens), with the details it has."""
+    out = {
+        "input_tokens": getattr(usage, "prompt_tokens", None) or 0,
+        "output_tokens": getattr(usage, "completion_tokens", None) or 0,
+    }
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    if reasoning:
+        out["reasoning_tokens"] = reasoning
+    return out
