@@ -1,0 +1,83 @@
+"""One provider adapter wired to its emulator, so one test body can run against each."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from agentq.core.messages import Message, Request, ToolSpec
+from agentq.core.settings import Settings, parse_settings
+from agentq.providers.anthropic import AnthropicProvider
+from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
+from agentq.providers.openai import OpenAIProvider
+from tests.emulators.anthropic_api import AnthropicEmulator
+from tests.emulators.openai_api import OpenAIEmulator
+from tests.emulators.server import Emulator
+
+MODEL = "emu-model-1"
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+HELLO = Request(system="Be brief.", messages=(Message("user", "Weather in Oslo?"),),
+                tools=(WEATHER,), model=MODEL)
+
+_ADAPTERS: dict[str, tuple[type[Emulator], Any, str, str]] = {
+    "openai": (OpenAIEmulator, OpenAIProvider, "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": (AnthropicEmulator, AnthropicProvider, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+
+
+@contextmanager
+def running(name: str) -> Iterator[Emulator]:
+    """The emulator of provider `name`, serving until the block ends."""
+    with _ADAPTERS[name][0]() as emulator:
+        yield emulator
+
+
+@dataclass
+class Kit:
+    """A provider's adapter, its emulator, and the environment that joins them."""
+
+    name: str
+    emulator: Any
+
+    @property
+    def key_variable(self) -> str:
+        return _ADAPTERS[self.name][2]
+
+    @property
+    def env(self) -> dict[str, str]:
+        _, _, key, url = _ADAPTERS[self.name]
+        return {key: self.emulator.api_key, url: self.emulator.base_url}
+
+    def provider(self, env: dict[str, str] | None = None) -> Provider:
+        return _ADAPTERS[self.name][1](self.env if env is None else env)
+
+    def settings(self, **options: Any) -> Settings:
+        return parse_settings({"provider": self.name, "model": MODEL, **options})
+
+    def ctx(self, settings: Settings | None = None, *, step_key: str = "step-1") -> CallContext:
+        return CallContext("conv-1", step_key, "round-1", 1, 0, settings or self.settings())
+
+    def run(
+        self,
+        request: Request = HELLO,
+        *,
+        settings: Settings | None = None,
+        cancel: threading.Event | None = None,
+        env: dict[str, str] | None = None,
+    ) -> list[Delta | ModelResponse]:
+        """Everything the adapter yields for one call."""
+        stream = self.provider(env).stream(request, self.ctx(settings), cancel or threading.Event())
+        return list(stream)
+
+    def answer(self, request: Request = HELLO, **options: Any) -> ModelResponse:
+        """The one final response of a call (after its deltas)."""
+        items = self.run(request, **options)
+        assert isinstance(items[-1], ModelResponse)
+        assert sum(isinstance(item, ModelResponse) for item in items) == 1
+        return items[-1]
