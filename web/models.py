@@ -5,10 +5,11 @@ Requests are validated with these models and answers are built through them, and
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, WithJsonSchema
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
 from agentq.core.settings import Settings
@@ -19,21 +20,32 @@ States = Literal["idle", "running", "awaiting_input", "failed", "ended"]
 
 # Printable text without control characters: what a header or a cursor may carry.
 Token = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
-Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+# Every character Python's str.strip() or a JSON-schema `\s` calls space, spelled out, so the
+# schema's pattern and the server agree exactly on what blank means.
+_SPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+Text = Annotated[str, StringConstraints(min_length=1, pattern=f"[^{_SPACE}]")]
+RFC3339 = (
+    r"^2[0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
 
 
-def _utc_in_range(value: datetime) -> datetime:
-    """UTC, with a four-digit year: the stored timestamp text is fixed-width (inv. 7)."""
+def _timestamp(value: Any) -> datetime:
+    """An RFC 3339 text with a year 2000–2999, in UTC (the stored text is fixed-width, inv. 7)."""
+    if not isinstance(value, str) or not re.fullmatch(RFC3339, value):
+        raise ValueError("must be an RFC 3339 timestamp with an offset and a year from 2000 to "
+                         "2999, like 2026-11-21T22:14:03.123456Z")
     try:
-        utc = value.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError("timestamp is out of range") from None
-    if not 1000 <= utc.year <= 9999:
-        raise ValueError("timestamp year must be between 1000 and 9999 in UTC")
-    return utc
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        raise ValueError("is not a date and time that exists") from None
 
 
-Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_in_range)]
+Timestamp = Annotated[
+    datetime,
+    PlainValidator(_timestamp),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339}),
+]
 
 
 class _Request(BaseModel):
@@ -170,6 +182,40 @@ class MessageAnswer(_Answer):
     message_id: str
     turn_id: str | None
     queued: bool
+
+
+class StreamDelta(_Answer):
+    """`event: delta`: a piece of a response as it streams, stamped with its round."""
+
+    round_id: str
+    turn_id: str | None
+    index: int
+    attempt: int
+    text: str
+
+
+class StreamRetry(_Answer):
+    """`event: retry`: a transient provider error; the round is tried again."""
+
+    round_id: str
+    turn_id: str | None
+    attempt: int
+    error: str
+    next_delay_s: float
+    transient: bool
+
+
+class StreamEnd(_Answer):
+    """`event: end` (only with ?until_idle=1): no turn is running; the stream closes."""
+
+    state: States | Literal["gone"]
+    last_seq: int
+
+
+# The JSON in `data:` of each stream event, by its `event:` name.
+STREAM_DATA: dict[str, type[BaseModel]] = {
+    "event": EventOut, "delta": StreamDelta, "retry": StreamRetry, "end": StreamEnd,
+}
 
 
 class ToolCall(_Answer):

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from web.auth import USER_HEADER
-from web.models import ID_PATTERN, ErrorAnswer, Token
+from web.models import ID_PATTERN, STREAM_DATA, ErrorAnswer, Token
 from web.operation import SSE, Operation
 
 REF = "#/components/schemas/{model}"
@@ -66,6 +66,8 @@ def _routes(app: Flask) -> list[tuple[str, str, Operation, str]]:
 def _register_models(spec: APISpec, ops: list[Operation]) -> dict[type[BaseModel], dict[str, str]]:
     """Add every body and answer model (and what they use) to components; their $refs by model."""
     wanted: dict[tuple[type[BaseModel], str], None] = {(ErrorAnswer, "serialization"): None}
+    if any(SSE in op.answers.values() for op in ops):
+        wanted.update({(model, "serialization"): None for model in STREAM_DATA.values()})
     for op in ops:
         if op.body is not None:
             wanted[(op.body, "validation")] = None
@@ -145,7 +147,7 @@ def _responses(op: Operation, path: str, refs: dict[type[BaseModel], dict[str, s
     out: dict[str, Any] = {}
     for status, answer in op.answers.items():
         if isinstance(answer, str):
-            schema = {"type": "string"} if answer == SSE else {"type": "object"}
+            schema = _stream_frame(refs) if answer == SSE else {"type": "object"}
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""), "content": {answer: {"schema": schema}}}
         else:
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""),
@@ -154,6 +156,24 @@ def _responses(op: Operation, path: str, refs: dict[type[BaseModel], dict[str, s
         out[str(status)] = {"description": _DESCRIPTIONS[status],
                             "content": {"application/json": {"schema": refs[ErrorAnswer]}}}
     return out
+
+
+def _stream_frame(refs: dict[type[BaseModel], dict[str, str]]) -> dict[str, Any]:
+    """One Server-Sent Event (OpenAPI 3.1 has no itemSchema: `schema` describes each event)."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"enum": list(STREAM_DATA)},
+            "id": {"type": "string", "pattern": "^[0-9]+$", "description": "the seq; only on `event`"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"oneOf": [refs[model] for model in STREAM_DATA.values()]},
+            },
+            "retry": {"type": "integer"},
+        },
+    }
 
 
 def _error_statuses(op: Operation, path: str) -> set[int]:

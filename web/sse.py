@@ -18,6 +18,7 @@ from typing import Any
 from agentq.pubsub import PubSub
 from agentq.store import Store
 from web import present
+from web.models import StreamEnd
 
 RETRY_MS = 2000
 PAGE = 500
@@ -84,10 +85,11 @@ def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
     """An `end` frame once no turn is running and everything in the log was sent."""
     info = store.load_conversation(cid)
     if info is None:
-        return frame("end", {"state": "gone", "last_seq": cursor.last_seq})
-    if info.next_seq - 1 > cursor.last_seq:
+        return frame("end", present.dump(StreamEnd(state="gone", last_seq=cursor.last_seq)))
+    last_seq = info.next_seq - 1
+    if last_seq > cursor.last_seq:
         return None  # the log moved since the catch-up: its notice is on the way
     state = present.state_of(info)
     if state == "running" or (state == "idle" and store.list_inbox(cid)):
         return None
-    return frame("end", {"state": state, "last_seq": cursor.last_seq})
+    return frame("end", present.dump(StreamEnd(state=state, last_seq=last_seq)))
