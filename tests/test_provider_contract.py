@@ -17,17 +17,23 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
 import agentq
+from agentq.commands import Commands
+from agentq.config import Config
 from agentq.core.messages import CallRef, Message, Request
 from agentq.core.render import render
 from agentq.model_step import ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import Delta, ModelResponse
+from agentq.providers.base import Delta, ModelResponse, provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError
-from agentq.tools import Registry
+from agentq.pubsub import PubSub
+from agentq.runtime import Runtime
+from agentq.tools import Registry, Scope
+from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES, b, conversation_logs
 
 PROVIDERS = ["openai", "anthropic"]
+SCOPE = Scope(tenant="t1", user="u1")
 HANGUP_WITHIN_S = 1.0
 
 
@@ -384,3 +390,27 @@ def test_old_audit_rows_are_deleted_by_their_ttl(kit: Kit, store) -> None:
                                 usage={}, latency_ms=1, now=b.T0 + timedelta(hours=hours))
     assert store.delete_model_calls(before=b.T0 + timedelta(hours=1, minutes=30)) == 2
     assert [row.rendered_context for row in store.list_model_calls(info.id)] == [{"n": 2}]
+
+
+# ---- the whole loop -------------------------------------------------------------------------------
+
+
+def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit, store) -> None:
+    calls = (Call("get_weather", {"city": "Oslo"}), Call("get_weather", "{oops"))
+    kit.emulator.then(Reply(text="Checking.", calls=calls),
+                      Reply(text="Cold in Oslo; the second call was malformed."))
+    registry = Registry.from_modules(["agentq.demo_tools"])
+    runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://provider-tests"),
+                      config=Config(), providers=lambda s: provider_for(s, env=kit.env),
+                      sleep=lambda s: None)
+    commands = Commands(store, registry)
+    conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"]))
+    _, follow = commands.post_message(conversation.id, "Weather in Oslo?", SCOPE)
+    drain(runtime, follow)
+    results = [e.content for e in store.list_events(conversation.id) if e.type == "tool_result"]
+    assert [r["status"] for r in results] == ["error", "ok"]  # the bad call is answered at once
+    assert "__raw__" in results[0]["output"]
+    second = kit.emulator.received[-1]
+    assert len(kit.emulator.received) == 2 and not kit.emulator.refused
+    assert "Cold in Oslo" in store.list_events(conversation.id)[-1].content["text"]
+    assert "__raw__" in json.dumps(second)  # the model is shown what it sent, and why it failed
