@@ -62,7 +62,7 @@ class Api:
         self.services = Services(
             store=store, pubsub=self.pubsub,
             commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text),
-            send=self.sent.extend, keys=KeyRing(store, None),
+            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0),
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()

@@ -54,6 +54,18 @@ def test_a_revoked_key_is_refused(api):
     assert api.store.revoke_api_key(key_id, api.clock()) is False
 
 
+def test_a_revoked_key_stops_working_once_its_cache_entry_expires(api):
+    now = [100.0]
+    api.services.keys = KeyRing(api.store, None, cache_s=5.0, clock=lambda: now[0])
+    key_id, secret = api.store.create_api_key("acme", api.clock())
+    headers = {"Authorization": f"Bearer {secret}"}
+    assert api.get("/v1/conversations", headers).status_code == 200
+    api.store.revoke_api_key(key_id, api.clock())
+    assert api.get("/v1/conversations", headers).status_code == 200  # cached for 5 s
+    now[0] += 5.1
+    assert api.get("/v1/conversations", headers).status_code == 401
+
+
 def test_keys_are_stored_only_as_a_hash(api):
     _, secret = api.store.create_api_key("acme", api.clock())
     assert secret.startswith("aq_") and len(secret) > 40

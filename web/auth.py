@@ -8,16 +8,20 @@ behalf, so tools that need a user scope get one.
 from __future__ import annotations
 
 import hmac
+import time
+from collections.abc import Callable
 
 from flask import request
 from pydantic import TypeAdapter, ValidationError
 
 from agentq.store import Store
+from agentq.store.api_keys import hash_secret
 from agentq.tools import Scope
 from web.errors import ApiError, validation_details
 from web.models import Token
 
 USER_HEADER = "X-Agentq-User"
+CACHE_SIZE = 10_000
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="agentq"'}
 _token = TypeAdapter(Token)
 
@@ -33,18 +37,36 @@ def parse_bootstrap(value: str | None) -> tuple[str, str] | None:
 
 
 class KeyRing:
-    """Stored keys plus the optional bootstrap key."""
+    """Stored keys plus the optional bootstrap key; a found key is trusted for `cache_s`.
 
-    def __init__(self, store: Store, bootstrap: str | None = None) -> None:
+    The cache saves a database round trip on every request; the price is that a revoked
+    key keeps working for up to `cache_s` seconds in each API process.
+    """
+
+    def __init__(
+        self, store: Store, bootstrap: str | None = None, *, cache_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.cache_s, self.clock = cache_s, clock
+        self._cache: dict[str, tuple[str, float]] = {}
 
     def tenant_for(self, secret: str) -> str | None:
         if self.bootstrap is not None:
             tenant, expected = self.bootstrap
             if hmac.compare_digest(secret.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
                 return tenant
-        return self.store.find_tenant(secret)
+        digest = hash_secret(secret)
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > self.clock():
+            return cached[0]
+        tenant = self.store.find_tenant(secret)
+        if tenant is not None and self.cache_s > 0:
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.clear()
+            self._cache[digest] = (tenant, self.clock() + self.cache_s)
+        return tenant
 
 
 def authenticate(keys: KeyRing) -> Scope:

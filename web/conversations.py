@@ -22,7 +22,7 @@ _FILTERS = {
 def create(body: models.CreateConversation):
     svc = services()
     info = svc.commands.create_conversation(g.scope, body.settings)
-    answer = present.dump(present.conversation(svc.store, info))
+    answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
     location = url_for("conversations.read", conversation_id=info.id)
     return answer, 201, {"Location": location}
 
@@ -48,13 +48,12 @@ def listing(query: models.ListConversations):
 @operation("Read a conversation's state", answers={200: models.Conversation})
 def read(conversation_id: str):
     svc = services()
-    info = svc.conversation(conversation_id, g.scope)
-    return present.dump(present.conversation(svc.store, info))
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))
 
 
 @bp.delete("/<id:conversation_id>")
 @operation("End a conversation; its log is kept", answers={200: models.Conversation})
 def end(conversation_id: str):
     svc = services()
-    info = svc.commands.end(conversation_id, g.scope)
-    return present.dump(present.conversation(svc.store, info))
+    svc.commands.end(conversation_id, g.scope)
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))

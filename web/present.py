@@ -5,7 +5,8 @@ from typing import Any
 
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.timefmt import format_ts
-from agentq.store import ConversationInfo, Store
+from agentq.store import ConversationInfo
+from agentq.store.overview import Overview
 from web import models
 
 
@@ -14,11 +15,10 @@ def state_of(info: ConversationInfo) -> str:
     return "ended" if info.status == "ended" else info.fsm.state
 
 
-def conversation(store: Store, info: ConversationInfo) -> models.Conversation:
+def conversation(overview: Overview) -> models.Conversation:
     """The full state: pending calls with their arguments, inbox length, latest summary span."""
-    pending = [call for call in store.list_tool_calls(info.id, status="pending")]
-    summaries = store.list_summaries(info.id)
-    latest = summaries[-1] if summaries else None
+    info = overview.conversation
+    span = overview.summary
     return models.Conversation(
         id=info.id,
         state=state_of(info),
@@ -28,10 +28,10 @@ def conversation(store: Store, info: ConversationInfo) -> models.Conversation:
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
             )
-            for call in pending
+            for call in overview.pending
         ],
-        inbox=len(store.list_inbox(info.id)),
-        summary=None if latest is None else models.SummarySpan(from_seq=latest.from_seq, to_seq=latest.to_seq),
+        inbox=overview.inbox,
+        summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),

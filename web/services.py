@@ -17,6 +17,7 @@ from agentq.errors import NotFound
 from agentq.followups import FollowUp
 from agentq.pubsub import PubSub
 from agentq.store import ConversationInfo, Store
+from agentq.store.overview import Overview
 from agentq.tools import Registry, Scope
 from web.auth import KeyRing
 
@@ -44,6 +45,13 @@ class Services:
         if info is None:
             raise NotFound(f"no conversation {conversation_id}")
         return info
+
+    def overview(self, conversation_id: str, scope: Scope) -> Overview:
+        """The conversation at a glance, if `scope`'s tenant owns it; else NotFound."""
+        found = self.store.load_overview(conversation_id, tenant=scope.tenant)
+        if found is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return found
 
     def dispatch(self, followups: Iterable[FollowUp]) -> None:
         """Send follow-ups after the write; a broker that is down costs time, not work.

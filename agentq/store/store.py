@@ -23,10 +23,11 @@ from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import StepRecord
 from agentq.store.migrations import migrate
+from agentq.store.overview import Overviews
 from agentq.store.txn import ConversationTxn
 
 
-class Store(ApiKeys):
+class Store(ApiKeys, Overviews):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
