@@ -27,6 +27,9 @@ def _embedded_client(url: str) -> redis.Redis:
     return fakeredis.FakeRedis(server=server)
 
 
+MAX_CONNECTIONS = 10_000
+
+
 def channel(conversation_id: str) -> str:
     return f"agentq:conversation:{conversation_id}"
 
@@ -61,7 +64,11 @@ class PubSub:
         if url.startswith(EMBEDDED_PUBSUB):
             self.client = _embedded_client(url)
         else:
-            self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+            # Each live stream holds a connection for its subscription: redis-py's default
+            # pool of 100 would cap an API process at about 100 streams.
+            self.client = redis.Redis.from_url(
+                url, socket_timeout=5, socket_connect_timeout=5, max_connections=MAX_CONNECTIONS
+            )
 
     def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> bool:
         """Best effort: a lost notice costs a stream some latency, never a lost event.

@@ -197,3 +197,16 @@ def test_a_stream_follows_a_turn_run_by_another_thread(api, alice):
 def test_streaming_an_unknown_conversation_is_404(api, alice):
     response = api.client.get("/v1/conversations/nope/stream", headers=alice)
     assert response.status_code == 404 and response.json["error"]["code"] == "not_found"
+
+
+def test_a_stream_whose_pubsub_is_down_is_503_before_any_frame(api, alice, monkeypatch):
+    cid = api.create(alice)
+
+    def down(*args, **kwargs):
+        raise ConnectionError("redis is gone")
+
+    monkeypatch.setattr(api.pubsub, "subscribe", down)
+    response = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice)
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "unavailable"
+    assert response.headers["Retry-After"] == "5"

@@ -25,6 +25,7 @@ _HTTP_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "validation_error",
+    503: "unavailable",
 }
 
 _MESSAGES = {404: "no such route", 405: "this method is not allowed on this route"}

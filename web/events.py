@@ -1,12 +1,16 @@
 """/v1/conversations/{id}/events and /stream: the log, paged by seq, or followed live (SSE)."""
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, Response, current_app, g
 
 from web import models, present, sse
+from web.errors import ApiError
 from web.operation import SSE, operation
 from web.services import services
 
+log = logging.getLogger(__name__)
 bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
 
 
@@ -26,7 +30,7 @@ def listing(conversation_id: str, query: models.ListEvents):
 
 @bp.get("/<id:conversation_id>/stream")
 @operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
-           headers=models.StreamHeaders, answers={200: SSE})
+           headers=models.StreamHeaders, answers={200: SSE}, errors=(503,))
 def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
     """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
     svc = services()
@@ -38,8 +42,14 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
         until_idle=query.until_idle in ("1", "true"),
     )
+    try:
+        frames = sse.open_stream(svc.store, svc.pubsub, plan)
+    except Exception:  # pub/sub down: say so now, not as a broken stream
+        log.exception("could not subscribe to live updates of %s", conversation_id)
+        raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
+                       headers={"Retry-After": "5"}) from None
     return Response(
-        sse.stream(svc.store, svc.pubsub, plan),
+        frames,
         mimetype=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

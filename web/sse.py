@@ -11,11 +11,13 @@ nothing falls between replay and live, and no event is sent twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.pubsub import PubSub
+from werkzeug.wsgi import ClosingIterator
+
+from agentq.pubsub import PubSub, Subscription
 from agentq.store import Store
 from web import present
 from web.models import StreamEnd
@@ -45,29 +47,31 @@ def frame(kind: str, data: Any, seq: int | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def stream(store: Store, pubsub: PubSub, plan: StreamPlan) -> Iterator[str]:
-    """The frames of one stream; closing the generator (client gone) unsubscribes."""
+def open_stream(store: Store, pubsub: PubSub, plan: StreamPlan) -> Iterable[str]:
+    """Subscribe now (a failure is still an error answer), then stream; closing unsubscribes."""
+    subscription = pubsub.subscribe(plan.conversation_id, timeout_s=plan.keepalive_s)
+    return ClosingIterator(_frames(store, subscription, plan), [subscription.close])
+
+
+def _frames(store: Store, subscription: Subscription, plan: StreamPlan) -> Iterator[str]:
+    """Replay, then live; the caller closes the subscription when the client goes away."""
     cid = plan.conversation_id
-    subscription = pubsub.subscribe(cid, timeout_s=plan.keepalive_s)
-    try:
-        yield f"retry: {RETRY_MS}\n\n"
-        cursor = Cursor(plan.after_seq)
+    yield f"retry: {RETRY_MS}\n\n"
+    cursor = Cursor(plan.after_seq)
+    yield from catch_up(store, cid, cursor)
+    if plan.until_idle and (end := _end_frame(store, cid, cursor)):
+        yield end
+        return
+    for notice in subscription:
+        if notice is not None and notice.kind in ("delta", "retry"):
+            yield frame(notice.kind, notice.data)
+            continue
+        if notice is None:
+            yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
         yield from catch_up(store, cid, cursor)
         if plan.until_idle and (end := _end_frame(store, cid, cursor)):
             yield end
             return
-        for notice in subscription:
-            if notice is not None and notice.kind in ("delta", "retry"):
-                yield frame(notice.kind, notice.data)
-                continue
-            if notice is None:
-                yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
-            yield from catch_up(store, cid, cursor)
-            if plan.until_idle and (end := _end_frame(store, cid, cursor)):
-                yield end
-                return
-    finally:
-        subscription.close()
 
 
 def catch_up(store: Store, cid: str, cursor: Cursor) -> Iterator[str]:
