@@ -6,6 +6,7 @@ runtime runs in tests on SQLite with no broker.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -155,11 +156,8 @@ class Runtime:
         worker = worker_id()
         record = self._schedule_and_claim(cid, step, worker)
         if record is None:
-            return self._not_claimed(turn, step)
-        view = self.store.load_view(cid)  # the whole context: summary and what follows it
-        if view is None or view.last_seq != step.ref["after_seq"]:
-            self.store.release_step(step.key, worker=worker, status="cancelled", now=self.clock())
-            return []
+            return self._not_claimed(cid, step)
+        view = self._context(turn)
         settings = view.settings
         turn_id = view.fsm.turn_id
         request = render(view, self.registry.specs(settings.tools))
@@ -186,7 +184,7 @@ class Runtime:
                     request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
                 )
             except StepTimedOut as exc:
-                return self._fail_step(view, step, worker, "timeout", "step_timeout", str(exc))
+                return self._fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
             except ProviderError as exc:
                 if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                     self.store.release_step(
@@ -194,13 +192,25 @@ class Runtime:
                         error=str(exc),
                     )
                     return []
-                return self._fail_step(view, step, worker, "failed_permanent", exc.code, str(exc))
+                return self._fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
             except Cancelled:
                 self.store.release_step(
                     step.key, worker=worker, status="cancelled", now=self.clock()
                 )
                 return []
         return self._commit_response(view, step, worker, response)
+
+    def _context(self, turn: View) -> View:
+        """The whole context of a model call: the turn's view plus the earlier events.
+
+        Events never change, so the prefix before the turn read now joins the turn read
+        before without a gap; only a model call pays for reading history.
+        """
+        after = turn.summary.to_seq if turn.summary else 0
+        earlier = self.store.list_events(
+            turn.conversation_id, after_seq=after, before_seq=turn.events[0].seq
+        )
+        return dataclasses.replace(turn, events=(*earlier, *turn.events))
 
     def _commit_response(
         self, view: View, step: Step, worker: str, response: ModelResponse
@@ -237,8 +247,10 @@ class Runtime:
             elif record.status == "pending":
                 key = Step.expire(cid, record.id).key
                 follow.append(Expire(cid, record.id, key, self._eta(record.expires_at, now)))
-        # no call left open (none made, or all refused): the model speaks again
-        return follow or [Advance(cid)]
+        if follow or records:  # every call refused: the model reads why and speaks again
+            return follow or [Advance(cid)]
+        # the turn is over: only a waiting message gives the conversation more to do
+        return [Advance(cid)] if tx.inbox_waiting() else []
 
     def _response_drafts(self, view, step, turn_id, response, now):
         """The assistant_msg, its tool calls, early error results and the suspension."""
@@ -287,21 +299,20 @@ class Runtime:
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""
-        view = self.store.load_view(conversation_id, turn_only=True)
-        if view is None:
+        found = self.store.load_call_and_conversation(conversation_id, tool_call_id)
+        if found is None or found[1].status != "scheduled":
             return []
-        call = next((c for c in view.open_calls if c.id == tool_call_id), None)
-        if call is None or call.status != "scheduled":
-            return []
+        conversation, call = found
         step = Step.tool(conversation_id, tool_call_id)
         worker = worker_id()
         if self._schedule_and_claim(conversation_id, step, worker) is None:
-            return self._not_claimed(view, step)
+            return self._not_claimed(conversation_id, step)
         tool = self.registry.get(call.name)
         timeout_s = (tool.timeout if tool and tool.timeout else None) or (
-            view.settings.limits.tool_timeout_s
+            conversation.settings.limits.tool_timeout_s
         )
-        ctx = ToolContext(tool_call_id, conversation_id, self._turn_scope(view))
+        scope = Scope.from_json(conversation.fsm.scope) if conversation.fsm.scope else SYSTEM_SCOPE
+        ctx = ToolContext(tool_call_id, conversation_id, scope)
         renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
         with Heartbeat(renew, lease_s=self.config.lease_s):
             outcome = self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
@@ -400,21 +411,24 @@ class Runtime:
             lease_s=self.config.lease_s, now=self.clock(), max_attempts=self.config.max_attempts,
         )
 
-    def _not_claimed(self, view: View, step: Step) -> list[FollowUp]:
+    def _not_claimed(self, conversation_id: str, step: Step) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (attempts used up)."""
         now = self.clock()
         if not self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
             return []
-        message = f"the step failed {self.config.max_attempts} times (its worker died or it kept failing); giving up"
+        message = (
+            f"the step failed {self.config.max_attempts} times "
+            "(its worker died or it kept failing); giving up"
+        )
         if step.kind == "tool":  # a poison tool fails its call, not the conversation
-            return self._fail_call(view, step.ref["tool_call_id"], message)
-        return self._error_event(view, step, "failed_permanent", "max_attempts", message)
+            return self._fail_call(conversation_id, step.ref["tool_call_id"], message)
+        return self._error_event(conversation_id, step, "failed_permanent", "max_attempts", message)
 
-    def _fail_call(self, view: View, tool_call_id: str, message: str) -> list[FollowUp]:
+    def _fail_call(self, conversation_id: str, tool_call_id: str, message: str) -> list[FollowUp]:
         """Close a server call with an error result the model can read."""
         now = self.clock()
         try:
-            with self.store.locked(view.conversation_id) as tx:
+            with self.store.locked(conversation_id) as tx:
                 call = tx.load_call(tool_call_id)
                 result = {"status": "error", "output": message}
                 if call is None or not tx.transition_call(
@@ -428,22 +442,25 @@ class Runtime:
                 )])
         except Stale:
             return []
-        self._notify(view.conversation_id, events)
-        return self._after_result(view.conversation_id, fsm)
+        self._notify(conversation_id, events)
+        return self._after_result(conversation_id, fsm)
 
-    def _fail_step(self, view, step, worker, status, code, message) -> list[FollowUp]:
+    def _fail_step(self, conversation_id: str, step: Step, worker: str, status: str, code: str,
+                   message: str) -> list[FollowUp]:
+        """Release the step as failed and record why in the log (the turn fails with it)."""
         self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
                                 error=message)
-        return self._error_event(view, step, status, code, message)
+        return self._error_event(conversation_id, step, status, code, message)
 
-    def _error_event(self, view, step, status, code, message) -> list[FollowUp]:
+    def _error_event(self, conversation_id: str, step: Step, status: str, code: str,
+                     message: str) -> list[FollowUp]:
         now = self.clock()
-        with self.store.locked(view.conversation_id) as tx:
+        with self.store.locked(conversation_id) as tx:
             events, _ = self._append(tx, [drafts.error(
                 code, message, status=status, step_key=step.key,
                 turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
             )])
-        self._notify(view.conversation_id, events)
+        self._notify(conversation_id, events)
         return []
 
     def _after_result(self, conversation_id: str, fsm: FsmState) -> list[FollowUp]:
@@ -460,15 +477,6 @@ class Runtime:
         if events:
             self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
 
-    def _turn_scope(self, view: View) -> Scope:
-        """Who the turn's tools act for: the asker, or the system once an expiry drove it."""
-        for event in reversed(view.events):
-            if event.type == "resolution" and event.content.get("by") == "system":
-                return SYSTEM_SCOPE
-            if event.type == "user_msg":
-                return Scope.from_json(event.content.get("scope") or {})
-        return SYSTEM_SCOPE
-
     def _eta(self, expires_at: datetime | None, now: datetime) -> datetime:
         horizon = now + timedelta(seconds=self.config.eta_horizon_s)
         return horizon if expires_at is None else min(expires_at, horizon)
@@ -476,10 +484,9 @@ class Runtime:
 
 def append_events(tx, new_drafts: Sequence[EventDraft], *, now: datetime):
     """Append drafts and fold them onto the cached state, in the caller's transaction."""
-    events = tx.append(new_drafts)
-    fsm = fold(events, tx.conversation.fsm)
-    tx.set_fsm(fsm, now=now)
-    return events, fsm
+    cached = tx.conversation.fsm
+    events = tx.append(new_drafts, state_after=lambda appended: fold(appended, cached), now=now)
+    return events, tx.conversation.fsm
 
 
 def close_call_drafts(call, status: str, output, *, by: str, now: datetime) -> list[EventDraft]:

@@ -8,6 +8,8 @@ becomes an error `ToolOutcome` the model can read, never a crash.
 """
 from __future__ import annotations
 
+import functools
+
 import importlib
 import inspect
 import threading
@@ -96,7 +98,7 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
-    @property
+    @functools.cached_property
     def spec(self) -> ToolSpec:
         schema = _clean_schema(self.args_model.model_json_schema())
         schema.setdefault("properties", {})

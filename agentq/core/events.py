@@ -155,7 +155,8 @@ class FsmState:
 
     `pending` maps open human/client calls to {executor, name, expires_at};
     `running` lists open server calls; `rounds` counts committed model responses;
-    `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts.
+    `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts;
+    `scope` is who the turn's tools act for: the asker, or the system after an expiry.
     """
 
     state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
@@ -165,6 +166,7 @@ class FsmState:
     last_seq: int = 0
     turn_id: str | None = None
     turn_seq: int = 0
+    scope: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +177,7 @@ class FsmState:
             "last_seq": self.last_seq,
             "turn_id": self.turn_id,
             "turn_seq": self.turn_seq,
+            "scope": self.scope,
         }
 
     @classmethod
@@ -189,6 +192,7 @@ class FsmState:
             last_seq=int(data.get("last_seq", 0)),
             turn_id=data.get("turn_id"),
             turn_seq=int(data.get("turn_seq", 0)),
+            scope=data.get("scope"),
         )
 
 

@@ -16,7 +16,8 @@ RETRIED = "retried"
 
 def _user_msg(state: FsmState, event: Event) -> FsmState:
     return replace(
-        state, state="running", turn_id=event.turn_id, turn_seq=event.seq, pending={}, running=()
+        state, state="running", turn_id=event.turn_id, turn_seq=event.seq, pending={}, running=(),
+        scope=event.content.get("scope"),
     )
 
 
@@ -65,7 +66,13 @@ def _error(state: FsmState, event: Event) -> FsmState:
     return state
 
 
-def _unchanged(state: FsmState, event: Event) -> FsmState:
+SYSTEM_SCOPE_JSON = {"tenant": "system", "user": None}
+
+
+def _resolution(state: FsmState, event: Event) -> FsmState:
+    # A timeout-driven resolution acts on the system's authority, not the asker's (seed 002).
+    if event.content.get("by") == "system":
+        return replace(state, scope=SYSTEM_SCOPE_JSON)
     return state
 
 
@@ -75,7 +82,7 @@ _RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {
     "tool_call": _tool_call,
     "tool_result": _tool_result,
     "suspension": _suspension,
-    "resolution": _unchanged,
+    "resolution": _resolution,
     "error": _error,
 }
 

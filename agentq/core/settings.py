@@ -85,6 +85,7 @@ class Settings(_Strict):
     system: str = ""
     tools: list[str] | None = None
     script: list[ScriptedResponse] | None = None
+    script_repeat: bool = False  # cycle through the script instead of echoing past its end
     limits: Limits = Field(default_factory=Limits)
     compaction: Compaction = Field(default_factory=Compaction)
     # Provider options (openai, anthropic); None means the provider's default. extra_body

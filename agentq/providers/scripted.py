@@ -57,6 +57,8 @@ class ScriptedProvider:
 
 def _answer_for(request: Request, ctx: CallContext) -> ScriptedResponse:
     script = ctx.settings.script or []
+    if script and ctx.settings.script_repeat:
+        return script[ctx.rounds_committed % len(script)]
     if ctx.rounds_committed < len(script):
         return script[ctx.rounds_committed]
     return ScriptedResponse(text="echo: " + _last_user_text(request))

@@ -139,14 +139,23 @@ def list_conversation_ids_txn(conn: Connection, *, status: str | None) -> list[s
 
 
 def advance_next_seq_txn(
-    conn: Connection, info: ConversationInfo, *, next_seq: int, now: datetime
+    conn: Connection,
+    info: ConversationInfo,
+    *,
+    next_seq: int,
+    now: datetime,
+    fsm: FsmState | None = None,
 ) -> None:
-    """Move `next_seq` on; the `WHERE next_seq = old` makes a lost lock loud, not a gap."""
+    """Move `next_seq` on (and the cached state with it, in the same UPDATE).
+
+    The `WHERE next_seq = old` makes a lost lock loud, not a gap.
+    """
     c = conversations.c
+    values: dict[str, Any] = {"next_seq": next_seq, "updated_at": now}
+    if fsm is not None:
+        values["fsm_state"] = fsm.to_json()
     result = conn.execute(
-        update(conversations)
-        .where(c.id == info.id, c.next_seq == info.next_seq)
-        .values(next_seq=next_seq, updated_at=now)
+        update(conversations).where(c.id == info.id, c.next_seq == info.next_seq).values(**values)
     )
     if result.rowcount != 1:
         raise Conflict(f"conversation {info.id} changed under its lock")

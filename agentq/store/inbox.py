@@ -86,3 +86,12 @@ def list_inbox_txn(
     if taken is not None:
         query = query.where(c.taken_at.is_not(None) if taken else c.taken_at.is_(None))
     return [inbox_from_row(row) for row in conn.execute(query)]
+
+
+def inbox_waiting_txn(conn: Connection, conversation_id: str) -> bool:
+    """Whether a message waits in the inbox (one indexed probe, no rows loaded)."""
+    c = inbox.c
+    query = select(
+        select(c.id).where(c.conversation_id == conversation_id, c.taken_at.is_(None)).exists()
+    )
+    return bool(conn.execute(query).scalar())

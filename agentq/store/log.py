@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, func, select
 
-from agentq.core.events import Event, EventDraft, Summary, View
+from agentq.core.events import Event, EventDraft, FsmState, Summary, View
 from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import ConversationInfo, advance_next_seq_txn, conversation_from_row
 from agentq.store.engine import insert_ignoring
@@ -32,9 +32,17 @@ def event_from_row(row: Row[Any]) -> Event:
 
 
 def append_txn(
-    conn: Connection, info: ConversationInfo, drafts: Sequence[EventDraft]
+    conn: Connection,
+    info: ConversationInfo,
+    drafts: Sequence[EventDraft],
+    *,
+    state_after: Callable[[list[Event]], FsmState] | None = None,
+    now: datetime | None = None,
 ) -> tuple[list[Event], ConversationInfo]:
-    """Insert drafts as events; `info` is the row as read under the lock, returned moved on."""
+    """Insert drafts as events; `info` is the row as read under the lock, returned moved on.
+
+    `state_after(events)` gives the cached state to store with them, in one UPDATE.
+    """
     # inv. 8: seq comes from the locked row's next_seq, so it is gap-free.
     appended = [
         Event(
@@ -53,12 +61,17 @@ def append_txn(
     if not appended:
         return [], info
     conn.execute(events.insert(), [_event_values(event) for event in appended])
+    fsm = info.fsm if state_after is None else state_after(appended)
     moved = replace(
         info,
+        fsm=fsm,
         next_seq=appended[-1].seq + 1,
-        updated_at=max(info.updated_at, *(event.created_at for event in appended)),
+        updated_at=now or max(info.updated_at, *(event.created_at for event in appended)),
     )
-    advance_next_seq_txn(conn, info, next_seq=moved.next_seq, now=moved.updated_at)
+    advance_next_seq_txn(
+        conn, info, next_seq=moved.next_seq, now=moved.updated_at,
+        fsm=None if state_after is None else fsm,
+    )
     return appended, moved
 
 
@@ -77,7 +90,12 @@ def _event_values(event: Event) -> dict[str, Any]:
 
 
 def list_events_txn(
-    conn: Connection, conversation_id: str, *, after_seq: int, limit: int | None
+    conn: Connection,
+    conversation_id: str,
+    *,
+    after_seq: int,
+    limit: int | None,
+    before_seq: int | None = None,
 ) -> list[Event]:
     query = (
         select(events)
@@ -85,6 +103,8 @@ def list_events_txn(
         .order_by(events.c.seq)
         .limit(limit)
     )
+    if before_seq is not None:
+        query = query.where(events.c.seq < before_seq)
     return [event_from_row(row) for row in conn.execute(query)]
 
 

@@ -111,11 +111,18 @@ class Store(ApiKeys, Overviews):
     # the log
 
     def list_events(
-        self, conversation_id: str, *, after_seq: int = 0, limit: int | None = None
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
-        """Events with seq > `after_seq`, in seq order."""
+        """Events with `after_seq` < seq (< `before_seq`), in seq order."""
         with begin_read(self.engine) as conn:
-            return log.list_events_txn(conn, conversation_id, after_seq=after_seq, limit=limit)
+            return log.list_events_txn(
+                conn, conversation_id, after_seq=after_seq, limit=limit, before_seq=before_seq
+            )
 
     def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
         with begin_read(self.engine) as conn:
@@ -166,6 +173,17 @@ class Store(ApiKeys, Overviews):
     def load_tool_call(self, conversation_id: str, call_id: str) -> ToolCallRecord | None:
         with begin_read(self.engine) as conn:
             return calls.load_call_txn(conn, conversation_id, call_id)
+
+    def load_call_and_conversation(
+        self, conversation_id: str, call_id: str
+    ) -> tuple[ConversationInfo, ToolCallRecord] | None:
+        """A call with its conversation, from one snapshot: all a tool step reads."""
+        with begin_read(self.engine) as conn:
+            call = calls.load_call_txn(conn, conversation_id, call_id)
+            if call is None:
+                return None
+            info = conversations.load_conversation_txn(conn, conversation_id, lock=False)
+            return None if info is None else (info, call)
 
     def list_overdue_calls(self, *, now: datetime, limit: int = 100) -> list[ToolCallRecord]:
         """Pending calls whose `expires_at` has come, soonest first, across conversations."""

@@ -1,7 +1,7 @@
 """ConversationTxn: every write to one conversation, made while its row is locked (inv. 8)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -11,7 +11,12 @@ from sqlalchemy import Connection
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
-from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
+from agentq.store.inbox import (
+    add_inbox_txn,
+    find_inbox_by_key_txn,
+    inbox_waiting_txn,
+    take_inbox_txn,
+)
 from agentq.store.ledger import (
     StepRecord,
     cancel_open_steps_txn,
@@ -33,9 +38,21 @@ class ConversationTxn:
     def _id(self) -> str:
         return self.conversation.id
 
-    def append(self, drafts: Sequence[EventDraft]) -> list[Event]:
-        """Append drafts at the end of the log and return them as events."""
-        appended, self.conversation = append_txn(self._conn, self.conversation, drafts)
+    def append(
+        self,
+        drafts: Sequence[EventDraft],
+        *,
+        state_after: Callable[[list[Event]], FsmState] | None = None,
+        now: datetime | None = None,
+    ) -> list[Event]:
+        """Append drafts at the end of the log and return them as events.
+
+        `state_after(events)` is the cached state to keep with them (inv. 1), written in
+        the same UPDATE that moves `next_seq`.
+        """
+        appended, self.conversation = append_txn(
+            self._conn, self.conversation, drafts, state_after=state_after, now=now
+        )
         return appended
 
     def view(self) -> View:
@@ -86,6 +103,10 @@ class ConversationTxn:
     def find_inbox_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
         """{"message_id", "turn_id", "queued"} of the message with that key, else None."""
         return find_inbox_by_key_txn(self._conn, self._id, idempotency_key)
+
+    def inbox_waiting(self) -> bool:
+        """Whether a message of this conversation waits in the inbox."""
+        return inbox_waiting_txn(self._conn, self._id)
 
     def take_inbox(self, item_id: str, *, turn_id: str, now: datetime) -> bool:
         return take_inbox_txn(self._conn, self._id, item_id, turn_id=turn_id, now=now)

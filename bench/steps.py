@@ -1,0 +1,343 @@
+"""What one agentq step costs, through real worker processes.
+
+A turn is model -> no-op tool -> model with the scripted provider and no delay. Prints:
+turns per second (one conversation; 50 at once on two workers), the time one step
+adds next to the floor measured in the same run (an empty Celery task hop on the same
+broker plus one insert-and-commit), SQL statements and write transactions per step,
+and time and Postgres WAL bytes per turn at growing history.
+
+    python bench/steps.py [--turns 40] [--history 10,100,1000] [--skip-postgres]
+
+Postgres (127.0.0.1:5432) and Redis (127.0.0.1:6379) for the first tables; the
+embedded table needs nothing. Every database it makes is dropped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+import redis  # noqa: E402
+from sqlalchemy import event  # noqa: E402
+
+from agentq.commands import Commands  # noqa: E402
+from agentq.config import Config  # noqa: E402
+from agentq.embedded import Embedded  # noqa: E402
+from agentq.store import Store  # noqa: E402
+from agentq.tools import Registry, Scope  # noqa: E402
+from agentq.worker import build_runtime, create_celery, enqueue  # noqa: E402
+from tests.drive import drain  # noqa: E402
+from tests.processes import WorkerProcess, worker_env  # noqa: E402
+
+SCOPE = Scope(tenant="bench", user="bench")
+SETTINGS = {
+    "script": [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "ok"}],
+    "script_repeat": True,
+}
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+# -- places to run --------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def postgres_database():
+    name = f"agentq_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def redis_database():
+    for index in range(1, 16):
+        client = redis.Redis(host="127.0.0.1", port=6379, db=index)
+        if client.set("agentq:test-claim", "bench", nx=True, ex=3600):
+            break
+        client.close()
+    else:
+        raise SystemExit("no free Redis database index")
+    try:
+        yield f"redis://127.0.0.1:6379/{index}"
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@contextlib.contextmanager
+def worker_processes(count: int, db_url: str, broker_url: str, log_dir: Path):
+    env = worker_env(db_url, broker_url, broker_url)
+    workers = [
+        WorkerProcess(env, log_dir / f"w{i}.log", name=f"bench{i}", concurrency=4).start()
+        for i in range(count)
+    ]
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+# -- measurements ---------------------------------------------------------------------------
+
+def wait_rounds(store: Store, cid: str, rounds: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        fsm = store.load_conversation(cid).fsm
+        if fsm.rounds >= rounds and fsm.state == "idle":
+            return
+        time.sleep(0.002)
+    raise TimeoutError(f"conversation {cid} did not reach {rounds} rounds")
+
+
+def run_turns(commands: Commands, send, cid: str, turns: int) -> list[float]:
+    """Run `turns` turns one after the other; the seconds each took."""
+    store = commands.store
+    took = []
+    for _ in range(turns):
+        rounds = store.load_conversation(cid).fsm.rounds
+        start = time.perf_counter()
+        _, follow = commands.post_message(cid, "go", SCOPE)
+        send(follow)
+        wait_rounds(store, cid, rounds + 2)
+        took.append(time.perf_counter() - start)
+    return took
+
+
+def run_concurrent(commands: Commands, send, count: int, turns: int) -> float:
+    """Turns per second with `count` conversations running at once."""
+    store = commands.store
+    ids = [commands.create_conversation(SCOPE, SETTINGS).id for _ in range(count)]
+    start = time.perf_counter()
+    for turn in range(1, turns + 1):
+        for cid in ids:
+            _, follow = commands.post_message(cid, "go", SCOPE)
+            send(follow)
+        for cid in ids:
+            wait_rounds(store, cid, 2 * turn, timeout_s=300)
+    return count * turns / (time.perf_counter() - start)
+
+
+def step_added_s(store: Store, cid: str) -> list[float]:
+    """For every step: its commit time minus the previous commit (or the message) time."""
+    events = store.list_events(cid)
+    starts = {e.turn_id: e.created_at for e in events if e.type == "user_msg"}
+    turn_of = {e.step_key: e.turn_id for e in events if e.step_key}
+    added, last_turn, last_at = [], None, None
+    for step in sorted(store.list_steps(cid), key=lambda s: s.finished_at):
+        turn = turn_of.get(step.step_key)
+        previous = last_at if turn == last_turn else starts[turn]
+        added.append((step.finished_at - previous).total_seconds())
+        last_turn, last_at = turn, step.finished_at
+    return added
+
+
+def hop_s(app, reply: redis.Redis, samples: int, timeout_s: int = 10) -> list[float]:
+    """An empty Celery task from send to run, on the same broker and workers."""
+    took = []
+    for _ in range(samples):
+        key = f"agentq:bench:{uuid.uuid4().hex}"
+        start = time.perf_counter()
+        app.send_task("agentq.ping", args=[key])
+        if reply.blpop([key], timeout=timeout_s) is None:
+            raise TimeoutError("no worker answered the ping")
+        took.append(time.perf_counter() - start)
+    return took
+
+
+def warm_up(app, reply: redis.Redis) -> None:
+    """Wait for the workers to take tasks, then a few hops to settle."""
+    hop_s(app, reply, 1, timeout_s=60)
+    hop_s(app, reply, 10)
+
+
+def insert_commit_s(engine, samples: int) -> list[float]:
+    """One row inserted and committed, on the same database."""
+    took = []
+    with engine.connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS bench_floor (id TEXT PRIMARY KEY, at TEXT)")
+        conn.commit()
+        for _ in range(samples):
+            start = time.perf_counter()
+            conn.exec_driver_sql(
+                "INSERT INTO bench_floor (id, at) VALUES (%s, %s)"
+                if engine.dialect.name == "postgresql" else
+                "INSERT INTO bench_floor (id, at) VALUES (?, ?)",
+                (uuid.uuid4().hex, "now"),
+            )
+            conn.commit()
+            took.append(time.perf_counter() - start)
+    return took
+
+
+def count_sql_per_step(db_url: str, turns: int = 20) -> dict[str, float]:
+    """Statements and write transactions per step, runtime run in-process on `db_url`."""
+    config = Config(database_url=db_url, redis_url="embedded://bench-count")
+    runtime = build_runtime(config)
+    runtime.store.migrate()
+    commands = Commands(runtime.store, runtime.registry)
+    cid = commands.create_conversation(SCOPE, SETTINGS).id
+    drain(runtime, commands.post_message(cid, "warm up", SCOPE)[1])
+    counts = {"statements": 0, "writes": 0}
+
+    @event.listens_for(runtime.store.engine, "before_cursor_execute")
+    def _statement(*_args):
+        counts["statements"] += 1
+
+    @event.listens_for(runtime.store.engine, "commit")
+    def _commit(conn):
+        if not conn.get_execution_options().get("agentq_read"):
+            counts["writes"] += 1
+
+    in_steps = {"statements": 0, "writes": 0}
+    for _ in range(turns):
+        _, follow = commands.post_message(cid, "go", SCOPE)  # the command's, not a step's
+        before = dict(counts)
+        drain(runtime, follow)
+        for name in in_steps:
+            in_steps[name] += counts[name] - before[name]
+    runtime.store.dispose()
+    return {name: value / (3 * turns) for name, value in in_steps.items()}
+
+
+def growth(commands: Commands, send, wal, marks: list[int]) -> list[tuple[int, float, float]]:
+    """Time and WAL bytes per turn around each history mark, on one conversation."""
+    cid = commands.create_conversation(SCOPE, SETTINGS).id
+    rows, done, window = [], 0, 5
+    for mark in marks:
+        if mark - window > done:
+            run_turns(commands, send, cid, mark - window - done)
+            done = mark - window
+        before = wal() if wal else 0
+        took = run_turns(commands, send, cid, window)
+        after = wal() if wal else 0
+        done += window
+        rows.append((mark, statistics.mean(took), (after - before) / window))
+    return rows
+
+
+# -- report ---------------------------------------------------------------------------------
+
+def ms(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(name: str, workers: str, single: list[float], concurrent: float, added: list[float],
+           hop: list[float], insert: list[float], sql: dict[str, float] | None,
+           rows: list[tuple[int, float, float]], has_wal: bool) -> None:
+    floor_p50 = ms(hop, 0.5) + ms(insert, 0.5)
+    print(f"\n## {name}\n")
+    print("| measure | value |")
+    print("| --- | --- |")
+    print(f"| turns/s, one conversation | {len(single) / sum(single):.1f} |")
+    print(f"| turns/s, 50 conversations at once, {workers} | {concurrent:.1f} |")
+    print(f"| time one step adds, p50 / p99 | {ms(added, .5):.1f} / {ms(added, .99):.1f} ms |")
+    print(f"| floor: task hop p50 / p99 | {ms(hop, .5):.1f} / {ms(hop, .99):.1f} ms |")
+    print(f"| floor: insert+commit p50 / p99 | {ms(insert, .5):.2f} / {ms(insert, .99):.2f} ms |")
+    print(f"| step p50 / floor p50 | {ms(added, .5) / floor_p50:.2f}x |")
+    if sql:
+        print(f"| SQL statements per step | {sql['statements']:.1f} |")
+        print(f"| write transactions per step | {sql['writes']:.2f} |")
+    print("\n| at turn | ms per turn | " + ("WAL bytes per turn |" if has_wal else ""))
+    print("| --- | --- |" + (" --- |" if has_wal else ""))
+    for mark, seconds, wal_bytes in rows:
+        print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
+
+
+def bench_postgres(args, log_dir: Path) -> None:
+    with postgres_database() as db_url, redis_database() as broker_url:
+        store = Store.open(db_url)
+        store.migrate()
+        config = Config(broker_url=broker_url, redis_url=broker_url)
+        app = create_celery(config, runtime=lambda: None)
+        commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
+        send = lambda follow: enqueue(app, follow)  # noqa: E731
+        reply = redis.Redis.from_url(broker_url)
+
+        def wal() -> int:
+            with store.engine.connect() as conn:
+                return conn.exec_driver_sql(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").scalar()
+
+        with worker_processes(1, db_url, broker_url, log_dir):
+            warm_up(app, reply)
+            cid = commands.create_conversation(SCOPE, SETTINGS).id
+            run_turns(commands, send, cid, 3)
+            single = run_turns(commands, send, cid, args.turns)
+            added = step_added_s(store, cid)[9:]
+            hop = hop_s(app, reply, 100)
+            insert = insert_commit_s(store.engine, 200)
+            rows = growth(commands, send, wal, args.history)
+        with worker_processes(2, db_url, broker_url, log_dir):
+            warm_up(app, reply)
+            concurrent = run_concurrent(commands, send, 50, 3)
+        sql = count_sql_per_step(db_url)
+        report("PostgreSQL + Redis", "2 worker processes x 4 threads", single, concurrent,
+               added, hop, insert, sql, rows, True)
+        reply.close()
+        app.close()
+        store.dispose()
+
+
+def bench_embedded(args) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Config(database_url=f"sqlite:///{tmp}/bench.db", sweep_s=5.0)
+        embedded = Embedded(config)
+        results = {}
+
+        def main(emb: Embedded) -> int:
+            commands, store = emb.commands, emb.runtime.store
+            reply = emb.runtime.pubsub.client
+            warm_up(emb.app, reply)
+            cid = commands.create_conversation(SCOPE, SETTINGS).id
+            run_turns(commands, emb.send, cid, 3)
+            results["single"] = run_turns(commands, emb.send, cid, args.turns)
+            results["added"] = step_added_s(store, cid)[9:]
+            results["hop"] = hop_s(emb.app, reply, 100)
+            results["insert"] = insert_commit_s(store.engine, 200)
+            results["rows"] = growth(commands, emb.send, None, args.history)
+            results["concurrent"] = run_concurrent(commands, emb.send, 50, 3)
+            return 0
+
+        if embedded.run(main, concurrency=4) != 0:
+            raise SystemExit("the embedded benchmark failed")
+        sql = count_sql_per_step(f"sqlite:///{tmp}/count.db")
+        report("Embedded (SQLite, memory:// broker)", "1 process x 4 worker threads",
+               results["single"],
+               results["concurrent"], results["added"], results["hop"], results["insert"],
+               sql, results["rows"], False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--history", default="10,100,1000")
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-embedded", action="store_true")
+    args = parser.parse_args()
+    args.history = [int(x) for x in args.history.split(",")]
+    os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
+    with tempfile.TemporaryDirectory() as logs:
+        if not args.skip_postgres:
+            bench_postgres(args, Path(logs))
+        if not args.skip_embedded:
+            bench_embedded(args)
+
+
+if __name__ == "__main__":
+    main()
