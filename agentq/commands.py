@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from agentq.core import drafts
-from agentq.core.decide import admit
+from agentq.core.decide import admit, ends_a_turn
 from agentq.core.fsm import RETRIED
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.settings import Settings, parse_settings
@@ -167,6 +167,21 @@ class Commands:
                 turn_id=conv.fsm.turn_id, round_id=None, created_at=now,
             )], now=now)
         return [Advance(conversation_id)]
+
+    def fork(self, conversation_id: str, scope: Scope, *, at_seq: int) -> ConversationInfo:
+        """A new idle conversation with this one's log up to a turn boundary at `at_seq`."""
+        source = self.store.load_conversation(conversation_id, tenant=scope.tenant)
+        if source is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        last_seq = source.next_seq - 1
+        if not 0 <= at_seq <= last_seq:
+            raise InvalidInput(f"at_seq must be between 0 and {last_seq}")
+        # the prefix is immutable: checking it outside the copy's transaction is safe;
+        # a fork copies the whole prefix anyway, so reading it costs nothing extra
+        prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
+        if not ends_a_turn(prefix, at_seq):
+            raise InvalidInput(f"seq {at_seq} is inside a turn; fork at the end of a turn")
+        return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """End a conversation; its log is kept (inv. 1)."""

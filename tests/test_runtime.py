@@ -464,3 +464,31 @@ def drain_until_tool(runtime, followups):
             return [item]
         queue.extend(runtime.advance(item.conversation_id))
     raise AssertionError("no tool was dispatched")
+
+
+def test_a_fork_at_a_turn_boundary_copies_the_log_and_goes_on_by_itself(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER)
+    _, follow = commands.post_message(cid, "and tomorrow?", SCOPE)
+    drain(runtime, follow)
+    fork = commands.fork(cid, SCOPE, at_seq=5)
+    copied, source = store.list_events(fork.id), store.list_events(cid)
+    assert [(e.seq, e.type, e.content, e.round_id) for e in copied] == [
+        (e.seq, e.type, e.content, e.round_id) for e in source[:5]
+    ]
+    assert {e.id for e in copied}.isdisjoint(e.id for e in source)
+    assert store.load_conversation(fork.id).fsm.state == "idle"
+    assert [c.status for c in store.list_tool_calls(fork.id)] == ["done"]
+    _, follow = commands.post_message(fork.id, "other question", SCOPE)
+    drain(runtime, follow)
+    assert store.list_events(fork.id)[-1].content["text"] == "echo: other question"
+    assert len(store.list_events(cid)) == 7  # the source is untouched
+
+
+def test_a_fork_inside_a_turn_or_past_the_end_is_refused(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER)
+    for seq in (2, 3, 4, 6, -1):
+        with pytest.raises(InvalidInput):
+            commands.fork(cid, SCOPE, at_seq=seq)
+    with pytest.raises(NotFound):
+        commands.fork(cid, Scope(tenant="other", user=None), at_seq=5)
+    assert store.list_conversation_ids() == [cid]

@@ -122,6 +122,20 @@ def _turn_is_over(turn: Sequence[Event]) -> bool:
     return not any(e.type == "tool_call" and e.round_id == last_round for e in turn)
 
 
+def ends_a_turn(events: Sequence[Event], at_seq: int) -> bool:
+    """Whether the log up to `at_seq` is whole turns: where a fork may cut (inv. 2, 3).
+
+    `events` must hold the log from before `at_seq` through the event after it, if any.
+    """
+    if at_seq == 0:
+        return True
+    following = next((e for e in events if e.seq == at_seq + 1), None)
+    if following is not None:
+        return following.type == "user_msg"  # inv. 2: a user_msg only follows a whole turn
+    turn = current_turn([e for e in events if e.seq <= at_seq])
+    return _turn_is_over(turn) or _fatal_error(turn) is not None
+
+
 def _open_calls(turn: Sequence[Event]) -> list[Event]:
     """The turn's tool_call events without a tool_result, in call order."""
     answered = {e.content["tool_call_id"] for e in turn if e.type == "tool_result"}

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
 from agentq.errors import NotFound
-from agentq.store import audit, calls, conversations, inbox, ledger, log
+from agentq.store import audit, calls, conversations, fork, inbox, ledger, log
 from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
@@ -70,6 +70,11 @@ class Store(ApiKeys, Overviews):
         with begin_write(self.engine) as conn:
             conversations.insert_conversation_txn(conn, info)
         return info
+
+    def fork_conversation(self, source_id: str, *, at_seq: int, now: datetime) -> ConversationInfo:
+        """A new conversation holding a copy of the source's log through `at_seq`."""
+        with begin_write(self.engine) as conn:
+            return fork.fork_conversation_txn(conn, source_id, at_seq=at_seq, now=now)
 
     def load_conversation(
         self, conversation_id: str, *, tenant: str | None = None
