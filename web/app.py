@@ -19,7 +19,6 @@ from web.services import Services, build_services
 DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 1024 * 1024,  # 1 MiB: a larger body is 413
     "AGENTQ_SSE_KEEPALIVE_S": 15.0,
-    "JSON_SORT_KEYS": False,
 }
 
 

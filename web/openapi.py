@@ -11,7 +11,7 @@ from typing import Any
 
 from apispec import APISpec
 from flask import Flask
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from web.auth import USER_HEADER
@@ -138,8 +138,6 @@ def _field_name(model: type[BaseModel], alias: str) -> str:
 
 
 def _token_schema() -> dict[str, Any]:
-    from pydantic import TypeAdapter
-
     return TypeAdapter(Token).json_schema()
 
 
