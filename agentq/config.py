@@ -45,6 +45,7 @@ class Config:
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
     audit: bool = False
+    audit_ttl_s: float = 7 * 24 * 3600.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -61,6 +62,7 @@ class Config:
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
             audit=_flag(env, "AGENTQ_AUDIT"),
+            audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
         )
 
     @property

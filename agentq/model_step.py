@@ -5,6 +5,7 @@ Every delta carries the round id of *this* step (inv. 6), never a conversation-w
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -96,14 +97,7 @@ class ModelCall:
     ) -> ModelResponse:
         parts: list[str] = []
         final: ModelResponse | None = None
-        this_try = CallContext(
-            conversation_id=ctx.conversation_id,
-            step_key=ctx.step_key,
-            round_id=ctx.round_id,
-            attempt=attempt,
-            rounds_committed=ctx.rounds_committed,
-            settings=ctx.settings,
-        )
+        this_try = dataclasses.replace(ctx, attempt=attempt)
         for item in self._provider.stream(request, this_try, cancel):
             if isinstance(item, Delta):
                 parts.append(item.text)

@@ -31,16 +31,19 @@ from agentq.core.decide import (
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id
+from agentq.core.compaction import compaction_cut, evict, request_tokens, result_token_limit
+from agentq.core.messages import Request
 from agentq.core.render import render
 from agentq.core.timefmt import format_ts
 from agentq.errors import AgentqError
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
+from agentq.compact_step import run_compaction
 from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import CallContext, ModelResponse, Provider, provider_for
-from agentq.providers.errors import ProviderError
+from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.pubsub import PubSub
-from agentq.store import Store
+from agentq.store import StepRecord, Store
 from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext
 
 log = logging.getLogger(__name__)
@@ -153,30 +156,27 @@ class Runtime:
 
     def _call_model(self, turn: View, step: Step) -> list[FollowUp]:
         cid = turn.conversation_id
-        worker = worker_id()
-        record = self._schedule_and_claim(cid, step, worker)
+        view = self.context(turn)
+        request, evictions = self.rendered(view)
+        cut = compaction_cut(view, context_tokens=request_tokens(request))
+        if cut is not None:  # summarize first; the model call comes on the next advance
+            return run_compaction(self, view, cut - 1)
+        worker, record = self.claim(cid, step)
         if record is None:
-            return self._not_claimed(cid, step)
-        view = self._context(turn)
+            return self.not_claimed(cid, step)
         settings = view.settings
-        turn_id = view.fsm.turn_id
-        request = render(view, self.registry.specs(settings.tools))
         ctx = CallContext(
-            conversation_id=cid,
-            step_key=step.key,
-            round_id=step.round_id,
-            attempt=record.retries + 1,
-            rounds_committed=view.fsm.rounds,
-            settings=settings,
+            conversation_id=cid, step_key=step.key, round_id=step.round_id,
+            attempt=record.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
-        info = RoundInfo(cid, turn_id, step.round_id, step.key)
         call = ModelCall(
             self.providers(settings),
             lambda kind, data: self.pubsub.publish(cid, kind, data),
             lambda: self.store.add_step_retry(step.key),
             max_attempts=self.config.max_attempts,
-            **({"sleep": self._sleep} if self._sleep else {}),
+            **self.sleep_option(),
         )
+        info = RoundInfo(cid, view.fsm.turn_id, step.round_id, step.key)
         renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
         with Heartbeat(renew, lease_s=self.config.lease_s, period_s=INTERRUPT_CHECK_S) as beat:
             try:
@@ -184,23 +184,46 @@ class Runtime:
                     request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
                 )
             except StepTimedOut as exc:
-                return self._fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
+                return self.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
+            except ContextTooLong as exc:
+                return self._too_long(view, step, worker, record.attempts, exc)
             except ProviderError as exc:
                 if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
-                    self.store.release_step(
-                        step.key, worker=worker, status="failed_recoverable", now=self.clock(),
-                        error=str(exc),
-                    )
+                    self.release(step, worker, "failed_recoverable", str(exc))
                     return []
-                return self._fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
+                return self.fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
             except Cancelled:
-                self.store.release_step(
-                    step.key, worker=worker, status="cancelled", now=self.clock()
-                )
+                self.release(step, worker, "cancelled", None)
                 return []
+        self._audit(view, step, response, evictions)
         return self._commit_response(view, step, worker, response)
 
-    def _context(self, turn: View) -> View:
+    def _too_long(self, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
+        """The provider refused the context: compact and retry once (DESIGN section 8)."""
+        cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
+        if cut is None:
+            return self.fail_step(view.conversation_id, step, worker, "failed_permanent",
+                                  "context_too_long", str(exc))
+        self.release(step, worker, "failed_recoverable", str(exc))
+        return run_compaction(self, view, cut - 1)
+
+    def _audit(self, view: View, step: Step, response: ModelResponse, evictions) -> None:
+        """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
+        if not self.config.audit:
+            return
+        self.store.record_model_call(
+            conversation_id=view.conversation_id, step_key=step.key, sent=response.sent,
+            model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
+            summary_version=view.summary.version if view.summary else None,
+            evictions=list(evictions), now=self.clock(),
+        )
+
+    def rendered(self, view: View) -> tuple[Request, tuple[dict, ...]]:
+        """The request the next model call gets, and the tool results it had to shorten."""
+        request = render(view, self.registry.specs(view.settings.tools))
+        return evict(request, max_result_tokens=result_token_limit(view))
+
+    def context(self, turn: View) -> View:
         """The whole context of a model call: the turn's view plus the earlier events.
 
         Events never change, so the prefix before the turn read now joins the turn read
@@ -304,9 +327,9 @@ class Runtime:
             return []
         conversation, call = found
         step = Step.tool(conversation_id, tool_call_id)
-        worker = worker_id()
-        if self._schedule_and_claim(conversation_id, step, worker) is None:
-            return self._not_claimed(conversation_id, step)
+        worker, record = self.claim(conversation_id, step)
+        if record is None:
+            return self.not_claimed(conversation_id, step)
         tool = self.registry.get(call.name)
         timeout_s = (tool.timeout if tool and tool.timeout else None) or (
             conversation.settings.limits.tool_timeout_s
@@ -397,21 +420,38 @@ class Runtime:
         return list(dict.fromkeys(follow))
 
     def gc(self, *, keep_s: float = 7 * 24 * 3600) -> int:
-        """Drop finished step rows older than `keep_s`; the log keeps the story."""
-        return self.store.delete_finished_steps(
-            finished_before=self.clock() - timedelta(seconds=keep_s)
+        """Drop finished step rows older than `keep_s` and audit rows past their TTL.
+
+        The log keeps the story; both of these are bookkeeping. Returns rows dropped.
+        """
+        now = self.clock()
+        steps = self.store.delete_finished_steps(finished_before=now - timedelta(seconds=keep_s))
+        audits = self.store.delete_model_calls(
+            before=now - timedelta(seconds=self.config.audit_ttl_s)
         )
+        return steps + audits
 
     # -- shared ----------------------------------------------------------------------------
 
-    def _schedule_and_claim(self, cid: str, step: Step, worker: str):
-        return self.store.schedule_and_claim_step(
+    def claim(self, cid: str, step: Step) -> tuple[str, StepRecord | None]:
+        """Schedule the step if new and claim it for this worker; the record if we won."""
+        worker = worker_id()
+        record = self.store.schedule_and_claim_step(
             step_key=step.key, conversation_id=cid, kind=step.kind, ref=step.ref,
             round_id=step.round_id, celery_task_id=task_id(step.key), worker=worker,
             lease_s=self.config.lease_s, now=self.clock(), max_attempts=self.config.max_attempts,
         )
+        return worker, record
 
-    def _not_claimed(self, conversation_id: str, step: Step) -> list[FollowUp]:
+    def release(self, step: Step, worker: str, status: str, error: str | None) -> None:
+        """Give a claimed step back with `status` (a no-op if it is no longer ours)."""
+        self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
+                                error=error)
+
+    def sleep_option(self) -> dict:
+        return {"sleep": self._sleep} if self._sleep else {}
+
+    def not_claimed(self, conversation_id: str, step: Step) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (attempts used up)."""
         now = self.clock()
         if not self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
@@ -445,7 +485,7 @@ class Runtime:
         self._notify(conversation_id, events)
         return self._after_result(conversation_id, fsm)
 
-    def _fail_step(self, conversation_id: str, step: Step, worker: str, status: str, code: str,
+    def fail_step(self, conversation_id: str, step: Step, worker: str, status: str, code: str,
                    message: str) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
         self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),

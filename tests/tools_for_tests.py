@@ -47,3 +47,9 @@ def slow_lookup(key: str, seconds: float, ctx: agentq.ToolContext) -> str:
 @agentq.tool(executor="human", expires_in=3)
 def quick_approve(amount: float) -> None:
     """Ask a person, who has three seconds to answer."""
+
+
+@agentq.tool
+def big_result(size: int) -> str:
+    """A result of `size` characters (eviction tests)."""
+    return "x" * size

@@ -71,8 +71,13 @@ class Limits(_Strict):
 
 
 class Compaction(_Strict):
+    """When to summarize (the rendered context passes `max_context_tokens`) and how."""
+
     max_context_tokens: int | None = Field(default=None, ge=64)
     min_keep_turns: int = Field(default=2, ge=1)
+    # a tool result longer than this is shortened in the rendered context (never in the
+    # log); None: a quarter of max_context_tokens, or no limit without a budget
+    max_result_tokens: int | None = Field(default=None, ge=16)
     model: str | None = None
     prompt: str | None = None
 

@@ -43,15 +43,17 @@ class CallContext:
     """What a provider may know about the step it serves.
 
     `attempt` is 1-based; `rounds_committed` is how many rounds the conversation has
-    already committed (the scripted provider picks its answer with it).
+    already committed (the scripted provider picks its answer with it); `purpose` says
+    whether the call answers the user or writes a summary.
     """
 
     conversation_id: str
     step_key: str
-    round_id: str
+    round_id: str | None
     attempt: int
     rounds_committed: int
     settings: Settings
+    purpose: str = "answer"  # or "summary": a compact step asks for the running summary
 
 
 class Provider(Protocol):

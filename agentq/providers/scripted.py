@@ -56,12 +56,22 @@ class ScriptedProvider:
 
 
 def _answer_for(request: Request, ctx: CallContext) -> ScriptedResponse:
+    if ctx.purpose == "summary":  # summaries do not consume the script
+        return ScriptedResponse(text=_summary_of(request))
     script = ctx.settings.script or []
     if script and ctx.settings.script_repeat:
         return script[ctx.rounds_committed % len(script)]
     if ctx.rounds_committed < len(script):
         return script[ctx.rounds_committed]
     return ScriptedResponse(text="echo: " + _last_user_text(request))
+
+
+def _summary_of(request: Request) -> str:
+    """A deterministic summary: what was asked and which tools ran, briefly."""
+    asked = [m.text for m in request.messages if m.role == "user"][:-1]
+    tools = sorted({call.name for m in request.messages for call in m.tool_calls})
+    head = "; ".join(text[:60] for text in asked[-5:])
+    return f"{len(asked)} user message(s), tools used: {', '.join(tools) or 'none'}; last asked: {head}"
 
 
 def _last_user_text(request: Request) -> str:
