@@ -257,7 +257,8 @@ def test_an_oversized_tool_result_is_shortened_in_the_context_only_and_audited(s
     last = [r for purpose, r in providers.requests if purpose == "answer"][-1]
     tool_text = next(m.text for m in last.messages if m.role == "tool")
     assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400))
-    audits = sqlite_store.list_model_calls(conv.id)
-    assert audits[-1].evictions == [
+    answer = sqlite_store.list_events(conv.id)[-1]
+    (audit,) = [a for a in sqlite_store.list_model_calls(conv.id) if a.step_key == answer.step_key]
+    assert audit.evictions == [
         {"tool_call_id": result.content["tool_call_id"], "chars": 20000, "kept_chars": 400}
     ]
