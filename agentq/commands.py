@@ -174,13 +174,15 @@ class Commands:
         if source is None:
             raise NotFound(f"no conversation {conversation_id}")
         last_seq = source.next_seq - 1
-        if not 0 <= at_seq <= last_seq:
-            raise InvalidInput(f"at_seq must be between 0 and {last_seq}")
+        if at_seq < 0:
+            raise InvalidInput("at_seq must not be negative")
+        if at_seq > last_seq:  # well-formed, but the log is not that long (yet)
+            raise Conflict(f"at_seq {at_seq} is past the end of the log ({last_seq})")
         # the prefix is immutable: checking it outside the copy's transaction is safe;
         # a fork copies the whole prefix anyway, so reading it costs nothing extra
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
-            raise InvalidInput(f"seq {at_seq} is inside a turn; fork at the end of a turn")
+            raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:

@@ -21,6 +21,9 @@ OPERATIONS = {
     ("get", "/v1/conversations/{conversation_id}/tool-calls"),
     ("post", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/resolution"),
     ("get", "/v1/conversations/{conversation_id}/context"),
+    ("post", "/v1/conversations/{conversation_id}/cancel"),
+    ("post", "/v1/conversations/{conversation_id}/retry"),
+    ("post", "/v1/conversations/{conversation_id}/fork"),
 }
 
 

@@ -1,7 +1,9 @@
 """/v1/conversations/{id}/context: the request the next model call would get, and its checks.
 
-It renders the view exactly as an llm step does (`render` repairs, then `validate` and
-the provider's own wire check run), so a person can see what the model will see.
+It renders the view exactly as an llm step does (`render` repairs, oversized tool results
+are shortened, then `validate` and the provider's own wire check run), so a person can
+see what the model will see, which summary stands for the earlier events, and what was
+left out: "why did it forget X" has an answer here.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import dataclasses
 
 from flask import Blueprint, g
 
+from agentq.core.compaction import evict, request_tokens, result_token_limit
 from agentq.core.render import check_anthropic, check_openai, render, to_anthropic, to_openai, validate
 from agentq.errors import NotFound
 from web import models, present
@@ -31,7 +34,7 @@ def context(conversation_id: str):
         tools = svc.commands.registry.specs(view.settings.tools)
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
-    request = render(view, tools)
+    request, evictions = evict(render(view, tools), max_result_tokens=result_token_limit(view))
     anthropic = view.settings.provider == "anthropic"
     wire = to_anthropic(request) if anthropic else to_openai(request)
     problems += validate(request) + (check_anthropic(wire) if anthropic else check_openai(wire))
@@ -43,4 +46,10 @@ def context(conversation_id: str):
         validation=models.ContextValidation(
             valid=not problems, problems=problems, repairs=list(request.repairs)
         ),
+        summary=None if view.summary is None else models.SummaryInUse(
+            from_seq=view.summary.from_seq, to_seq=view.summary.to_seq,
+            version=view.summary.version, text=view.summary.content.get("text", ""),
+        ),
+        evictions=[models.Eviction(**eviction) for eviction in evictions],
+        context_tokens=request_tokens(request),
     ))

@@ -1,4 +1,4 @@
-"""/v1/conversations: create, list, read and end conversations."""
+"""/v1/conversations: create, list, read, end, cancel, retry and fork conversations."""
 from __future__ import annotations
 
 from flask import Blueprint, g, url_for
@@ -56,4 +56,39 @@ def read(conversation_id: str):
 def end(conversation_id: str):
     svc = services()
     svc.commands.end(conversation_id, g.scope)
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))
+
+
+@bp.post("/<id:conversation_id>/cancel")
+@operation("Interrupt the running turn: the stream is closed, open calls are cancelled",
+           answers={200: models.Conversation}, errors=(409,))
+def cancel(conversation_id: str):
+    svc = services()
+    followups = svc.commands.cancel(conversation_id, g.scope)
+    return _after_write(svc, conversation_id, followups)
+
+
+@bp.post("/<id:conversation_id>/retry")
+@operation("Re-drive a failed conversation; the failure stays in the log",
+           answers={200: models.Conversation}, errors=(409,))
+def retry(conversation_id: str):
+    svc = services()
+    followups = svc.commands.retry(conversation_id, g.scope)
+    return _after_write(svc, conversation_id, followups)
+
+
+@bp.post("/<id:conversation_id>/fork")
+@operation("Fork: a new conversation with this one's log up to a turn boundary",
+           body=models.Fork, answers={201: models.Conversation}, errors=(409,))
+def fork(conversation_id: str, body: models.Fork):
+    svc = services()
+    info = svc.commands.fork(conversation_id, g.scope, at_seq=body.at_seq)
+    answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
+    return answer, 201, {"Location": url_for("conversations.read", conversation_id=info.id)}
+
+
+def _after_write(svc, conversation_id: str, followups):
+    """Tell live streams, send what comes next, answer with the conversation's state."""
+    svc.announce(conversation_id)
+    svc.dispatch(followups)
     return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))

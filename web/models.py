@@ -80,6 +80,12 @@ class Resolution(_Request):
     result: Any = None
 
 
+class Fork(_Request):
+    """Where to fork: the seq of the last event to copy; it must end a turn (0: empty)."""
+
+    at_seq: int = Field(ge=0, le=MAX_SEQ)
+
+
 class ListConversations(_Request):
     status: States | None = Field(None, description="only conversations in this state")
     cursor: Token | None = Field(None, description="`next_cursor` of the previous page")
@@ -136,6 +142,11 @@ class PendingCall(_Answer):
 class SummarySpan(_Answer):
     from_seq: int
     to_seq: int
+
+
+class SummaryInUse(SummarySpan):
+    version: int
+    text: str
 
 
 class Conversation(_Answer):
@@ -242,12 +253,21 @@ class ContextValidation(_Answer):
     repairs: list[str]
 
 
+class Eviction(_Answer):
+    tool_call_id: str | None
+    chars: int
+    kept_chars: int
+
+
 class Context(_Answer):
     provider: str
     model: str
     request: dict[str, Any] = Field(description="the neutral request, as rendered and repaired")
     wire: dict[str, Any] = Field(description="the body in the provider's own shape")
     validation: ContextValidation
+    summary: SummaryInUse | None = Field(description="the summary that stands for earlier events")
+    evictions: list[Eviction] = Field(description="tool results shortened in this context only")
+    context_tokens: int = Field(description="estimated tokens of the request")
 
 
 class Health(_Answer):
