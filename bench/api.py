@@ -18,7 +18,6 @@ import contextlib
 import http.client
 import json
 import os
-import secrets
 import selectors
 import signal
 import socket
@@ -33,48 +32,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
-import redis  # noqa: E402
 
 from agentq.pubsub import PubSub  # noqa: E402
 from agentq.runtime import utcnow  # noqa: E402
 from agentq.store import Store  # noqa: E402
+from bench.places import postgres_database, redis_database  # noqa: E402
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-REDIS_CLAIM = "agentq:test-claim"  # the same claim the test suite takes, so the two never share a db
 LATENCY_LIMIT_MS = 100.0
 
 
 # -- places to run --------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    name = f"agentq_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def redis_database() -> Iterator[str]:
-    token = secrets.token_hex(8)
-    for index in range(1, 16):
-        client = redis.Redis(host="127.0.0.1", port=6379, db=index)
-        if client.set(REDIS_CLAIM, token, nx=True, ex=3600):
-            break
-        client.close()
-    else:
-        raise SystemExit("every Redis db 1..15 is claimed")
-    try:
-        yield f"redis://127.0.0.1:6379/{index}"
-    finally:
-        client.flushdb()
-        client.close()
-
 
 def _free_port() -> int:
     with socket.socket() as sock:

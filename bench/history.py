@@ -29,7 +29,8 @@ from agentq.core import drafts  # noqa: E402
 from agentq.core.events import ToolCallRecord  # noqa: E402
 from agentq.runtime import append_events  # noqa: E402
 from agentq.worker import build_runtime  # noqa: E402
-from bench.steps import SCOPE, postgres_database  # noqa: E402
+from bench.places import postgres_database  # noqa: E402
+from bench.steps import SCOPE  # noqa: E402
 from tests.drive import drain  # noqa: E402
 
 SCRIPT = [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "ok"}]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -27,7 +26,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
 import redis  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 
@@ -35,6 +33,7 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.embedded import Embedded  # noqa: E402
 from agentq.store import Store  # noqa: E402
+from bench.places import postgres_database, redis_database  # noqa: E402
 from agentq.tools import Registry, Scope  # noqa: E402
 from agentq.worker import build_runtime, create_celery, enqueue  # noqa: E402
 from tests.drive import drain  # noqa: E402
@@ -45,38 +44,9 @@ SETTINGS = {
     "script": [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "ok"}],
     "script_repeat": True,
 }
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 # -- places to run --------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def postgres_database():
-    name = f"agentq_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def redis_database():
-    for index in range(1, 16):
-        client = redis.Redis(host="127.0.0.1", port=6379, db=index)
-        if client.set("agentq:test-claim", "bench", nx=True, ex=3600):
-            break
-        client.close()
-    else:
-        raise SystemExit("no free Redis database index")
-    try:
-        yield f"redis://127.0.0.1:6379/{index}"
-    finally:
-        client.flushdb()
-        client.close()
-
 
 @contextlib.contextmanager
 def worker_processes(count: int, db_url: str, broker_url: str, log_dir: Path):
@@ -267,7 +237,7 @@ def bench_postgres(args, log_dir: Path) -> None:
         app = create_celery(config, runtime=lambda: None)
         commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
         send = lambda follow: enqueue(app, follow)  # noqa: E731
-        reply = redis.Redis.from_url(broker_url)
+        reply = redis.Redis.from_url(broker_url, socket_timeout=None)
 
         def wal() -> int:
             with store.engine.connect() as conn:
