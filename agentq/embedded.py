@@ -13,7 +13,7 @@ from typing import Callable
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.runtime import Runtime
-from agentq.worker import build_runtime, create_celery, enqueue
+from agentq.worker import build_runtime, create_celery, enqueue, quiet_in_process_worker
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class Embedded:
 
     def run(self, main: Callable[[Embedded], int], *, concurrency: int = 4) -> int:
         """Run `main` beside a worker and a sweeper; stop both when it returns."""
+        quiet_in_process_worker()
         worker = self.app.Worker(
             pool="threads", concurrency=concurrency, loglevel="WARNING", quiet=True,
             without_heartbeat=True, without_mingle=True, without_gossip=True,
@@ -65,3 +66,4 @@ class Embedded:
                 self.send(self.runtime.sweep())
             except Exception:
                 log.exception("sweep failed")
+

@@ -9,10 +9,12 @@ import functools
 import importlib
 import logging
 import os
+import warnings
 from datetime import timedelta
 from typing import Callable, Iterable
 
 from celery import Celery
+from celery.exceptions import SecurityWarning
 
 from agentq.config import Config
 from agentq.core.keys import task_id
@@ -125,6 +127,17 @@ def _crash_point(name: str, followups: list[FollowUp]) -> None:
     if flag and os.path.exists(flag):
         os.unlink(flag)
         os._exit(137)
+
+
+def quiet_in_process_worker() -> None:
+    """Silence what only a server deployment needs to hear, for an embedded worker.
+
+    memory:// has no host, so kombu warns that it "reverts to localhost"; and Celery warns
+    about running as root, which concerns a worker that takes tasks from a network broker,
+    not one that only serves its own process.
+    """
+    logging.getLogger("kombu.connection").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
 def build_runtime(config: Config) -> Runtime:
