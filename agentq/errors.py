@@ -20,3 +20,9 @@ class Conflict(AgentqError):
 
 class InvalidInput(AgentqError):
     code = "invalid_input"
+
+
+class Stale(AgentqError):
+    """The conversation moved on under a step; its commit was rolled back, nothing written."""
+
+    code = "stale"

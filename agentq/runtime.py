@@ -28,20 +28,18 @@ from agentq.core.decide import (
     Stopped,
     decide,
 )
-from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id
-from agentq.core.compaction import compaction_cut, evict, request_tokens, result_token_limit
+from agentq.core.compaction import evict, result_token_limit
 from agentq.core.messages import Request
 from agentq.core.render import render
 from agentq.core.timefmt import format_ts
-from agentq.errors import AgentqError
+from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
-from agentq.compact_step import run_compaction
-from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import CallContext, ModelResponse, Provider, provider_for
-from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.model_round import call_model
+from agentq.providers.base import Provider, provider_for
 from agentq.pubsub import PubSub
 from agentq.store import StepRecord, Store
 from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext
@@ -56,16 +54,6 @@ def utcnow() -> datetime:
 def worker_id() -> str:
     """host:pid:thread — unique per claimant, so a lease knows its owner."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-
-
-# How often a streaming model step checks that it was not interrupted (its lease renewal).
-INTERRUPT_CHECK_S = 0.5
-
-
-class Stale(AgentqError):
-    """The conversation moved on under a step; its commit was rolled back, nothing written."""
-
-    code = "stale"
 
 
 class Runtime:
@@ -104,7 +92,7 @@ class Runtime:
             case StartTurn(item=item):
                 return self._start_turn(view, item)
             case CallModel(step=step):
-                return self._call_model(view, step)
+                return call_model(self, view, step)
             case RunTools(steps=steps):
                 return self._dispatch_tools(view, steps)
             case AwaitInput(expiries=expiries):
@@ -130,10 +118,10 @@ class Runtime:
                     scope=item.scope,
                     created_at=item.created_at,
                 )
-                events, _ = self._append(tx, [draft])
+                events, _ = self.append(tx, [draft])
         except Stale:
             return []
-        self._notify(view.conversation_id, events)
+        self.notify(view.conversation_id, events)
         return [Advance(view.conversation_id)]
 
     def _fail_turn(self, view: View, code: str, message: str) -> list[FollowUp]:
@@ -146,77 +134,13 @@ class Runtime:
                     code, message, status="failed_permanent", step_key=None,
                     turn_id=tx.conversation.fsm.turn_id, round_id=None, created_at=now,
                 )
-                events, _ = self._append(tx, [draft])
+                events, _ = self.append(tx, [draft])
         except Stale:
             return []
-        self._notify(view.conversation_id, events)
+        self.notify(view.conversation_id, events)
         return []
 
-    # -- llm step --------------------------------------------------------------------------
-
-    def _call_model(self, turn: View, step: Step) -> list[FollowUp]:
-        cid = turn.conversation_id
-        view = self.context(turn)
-        request, evictions = self.rendered(view)
-        cut = compaction_cut(view, context_tokens=request_tokens(request))
-        if cut is not None:  # summarize first; the model call comes on the next advance
-            return run_compaction(self, view, cut - 1)
-        worker, record = self.claim(cid, step)
-        if record is None:
-            return self.not_claimed(cid, step)
-        settings = view.settings
-        ctx = CallContext(
-            conversation_id=cid, step_key=step.key, round_id=step.round_id,
-            attempt=record.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
-        )
-        call = ModelCall(
-            self.providers(settings),
-            lambda kind, data: self.pubsub.publish(cid, kind, data),
-            lambda: self.store.add_step_retry(step.key),
-            max_attempts=self.config.max_attempts,
-            **self.sleep_option(),
-        )
-        info = RoundInfo(cid, view.fsm.turn_id, step.round_id, step.key)
-        renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
-        with Heartbeat(renew, lease_s=self.config.lease_s, period_s=INTERRUPT_CHECK_S) as beat:
-            try:
-                response = call.run(
-                    request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
-                )
-            except StepTimedOut as exc:
-                return self.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
-            except ContextTooLong as exc:
-                return self._too_long(view, step, worker, record.attempts, exc)
-            except ProviderError as exc:
-                if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
-                    self.release(step, worker, "failed_recoverable", str(exc))
-                    return []
-                return self.fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
-            except Cancelled:
-                self.release(step, worker, "cancelled", None)
-                return []
-        self._audit(view, step, response, evictions)
-        return self._commit_response(view, step, worker, response)
-
-    def _too_long(self, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
-        """The provider refused the context: compact and retry once (DESIGN section 8)."""
-        cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
-        if cut is None:
-            return self.fail_step(view.conversation_id, step, worker, "failed_permanent",
-                                  "context_too_long", str(exc))
-        self.release(step, worker, "failed_recoverable", str(exc))
-        return run_compaction(self, view, cut - 1)
-
-    def _audit(self, view: View, step: Step, response: ModelResponse, evictions) -> None:
-        """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
-        if not self.config.audit:
-            return
-        self.store.record_model_call(
-            conversation_id=view.conversation_id, step_key=step.key, sent=response.sent,
-            model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
-            summary_version=view.summary.version if view.summary else None,
-            evictions=list(evictions), now=self.clock(),
-        )
+    # -- model calls -----------------------------------------------------------------------
 
     def rendered(self, view: View) -> tuple[Request, tuple[dict, ...]]:
         """The request the next model call gets, and the tool results it had to shorten."""
@@ -234,84 +158,6 @@ class Runtime:
             turn.conversation_id, after_seq=after, before_seq=turn.events[0].seq
         )
         return dataclasses.replace(turn, events=(*earlier, *turn.events))
-
-    def _commit_response(
-        self, view: View, step: Step, worker: str, response: ModelResponse
-    ) -> list[FollowUp]:
-        cid = view.conversation_id
-        now = self.clock()
-        turn_id = view.fsm.turn_id or ""
-        try:
-            with self.store.locked(cid) as tx:
-                if tx.conversation.next_seq - 1 != step.ref["after_seq"]:
-                    raise Stale("the turn moved on while the model answered")
-                if not tx.finish_step(step.key, worker=worker, now=now):
-                    raise Stale("the step is no longer ours")
-                new_drafts, records = self._response_drafts(view, step, turn_id, response, now)
-                tx.put_tool_calls(records)
-                follow = self._schedule_calls(tx, records, now)
-                events, _ = self._append(tx, new_drafts)
-        except Stale:
-            self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
-            return []
-        self._notify(cid, events)
-        return follow
-
-    def _schedule_calls(self, tx, records: Sequence[ToolCallRecord], now: datetime) -> list[FollowUp]:
-        """Schedule the round's tool steps with its events, so no crash can lose one."""
-        cid = tx.conversation.id
-        follow: list[FollowUp] = []
-        for record in records:
-            if record.status == "scheduled":
-                step = Step.tool(cid, record.id)
-                tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
-                                 celery_task_id=task_id(step.key), now=now)
-                follow.append(RunTool(cid, record.id, step.key))
-            elif record.status == "pending":
-                key = Step.expire(cid, record.id).key
-                follow.append(Expire(cid, record.id, key, self._eta(record.expires_at, now)))
-        if follow or records:  # every call refused: the model reads why and speaks again
-            return follow or [Advance(cid)]
-        # the turn is over: only a waiting message gives the conversation more to do
-        return [Advance(cid)] if tx.inbox_waiting() else []
-
-    def _response_drafts(self, view, step, turn_id, response, now):
-        """The assistant_msg, its tool calls, early error results and the suspension."""
-        settings = view.settings
-        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
-        out: list[EventDraft] = [
-            drafts.assistant_msg(response.text, usage=response.usage, **common)
-        ]
-        records: list[ToolCallRecord] = []
-        results: list[EventDraft] = []
-        pending: list[str] = []
-        for call in response.tool_calls:
-            problem = self.registry.check(call.name, call.args, settings.tools)
-            tool = self.registry.get(call.name)
-            executor = tool.executor if (tool and problem is None) else "server"
-            expires_at = (
-                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
-            )
-            out.append(drafts.tool_call(
-                call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
-            ))
-            status = "pending" if executor != "server" else "scheduled"
-            result = None
-            if problem is not None:  # an invented tool or bad arguments: the model reads why
-                status, result = "done", {"status": "error", "output": problem.output}
-                results.append(drafts.tool_result(call.id, "error", problem.output, **common))
-            elif executor != "server":
-                pending.append(call.id)
-            records.append(ToolCallRecord(
-                conversation_id=view.conversation_id, id=call.id, name=call.name,
-                executor=executor, status=status, args=call.args, round_id=step.round_id,
-                turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
-                resolved_at=now if result is not None else None,
-            ))
-        out.extend(results)
-        if pending:
-            out.append(drafts.suspension(pending, **common))
-        return out, records
 
     # -- tool steps ------------------------------------------------------------------------
 
@@ -350,14 +196,14 @@ class Runtime:
                     result=result,
                 ):
                     raise Stale("the call was closed meanwhile")
-                events, fsm = self._append(tx, [drafts.tool_result(
+                events, fsm = self.append(tx, [drafts.tool_result(
                     tool_call_id, outcome.status, outcome.output, turn_id=call.turn_id,
                     round_id=call.round_id, step_key=step.key, created_at=now,
                 )])
         except Stale:
             self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
             return []
-        self._notify(conversation_id, events)
+        self.notify(conversation_id, events)
         return self._after_result(conversation_id, fsm)
 
     # -- pending calls ---------------------------------------------------------------------
@@ -370,7 +216,7 @@ class Runtime:
             call = by_id.get(step.ref["tool_call_id"])
             if call is not None and call.expires_at is not None:
                 follow.append(Expire(
-                    view.conversation_id, call.id, step.key, self._eta(call.expires_at, now)
+                    view.conversation_id, call.id, step.key, self.eta(call.expires_at, now)
                 ))
         return follow
 
@@ -382,7 +228,7 @@ class Runtime:
         now = self.clock()
         key = Step.expire(conversation_id, tool_call_id).key
         if call.expires_at > now:
-            return [Expire(conversation_id, tool_call_id, key, self._eta(call.expires_at, now))]
+            return [Expire(conversation_id, tool_call_id, key, self.eta(call.expires_at, now))]
         try:
             with self.store.locked(conversation_id) as tx:
                 # conditional: a resolution that won the race leaves nothing to expire
@@ -391,13 +237,13 @@ class Runtime:
                     result={"status": "expired", "output": None},
                 ):
                     raise Stale("the call is no longer pending")
-                events, fsm = self._append(tx, close_call_drafts(
+                events, fsm = self.append(tx, close_call_drafts(
                     call, "expired", f"no answer before {format_ts(call.expires_at)}",
                     by="system", now=now,
                 ))
         except Stale:
             return []
-        self._notify(conversation_id, events)
+        self.notify(conversation_id, events)
         return self._after_result(conversation_id, fsm)
 
     # -- repair ----------------------------------------------------------------------------
@@ -476,13 +322,13 @@ class Runtime:
                     result=result,
                 ):
                     raise Stale("the call is no longer open")
-                events, fsm = self._append(tx, [drafts.tool_result(
+                events, fsm = self.append(tx, [drafts.tool_result(
                     tool_call_id, "error", message, turn_id=call.turn_id, round_id=call.round_id,
                     step_key=None, created_at=now,
                 )])
         except Stale:
             return []
-        self._notify(conversation_id, events)
+        self.notify(conversation_id, events)
         return self._after_result(conversation_id, fsm)
 
     def fail_step(self, conversation_id: str, step: Step, worker: str, status: str, code: str,
@@ -496,11 +342,11 @@ class Runtime:
                      message: str) -> list[FollowUp]:
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
-            events, _ = self._append(tx, [drafts.error(
+            events, _ = self.append(tx, [drafts.error(
                 code, message, status=status, step_key=step.key,
                 turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
             )])
-        self._notify(conversation_id, events)
+        self.notify(conversation_id, events)
         return []
 
     def _after_result(self, conversation_id: str, fsm: FsmState) -> list[FollowUp]:
@@ -509,15 +355,15 @@ class Runtime:
             return [Advance(conversation_id)]
         return []
 
-    def _append(self, tx, new_drafts: Sequence[EventDraft]) -> tuple[list[Event], FsmState]:
+    def append(self, tx, new_drafts: Sequence[EventDraft]) -> tuple[list[Event], FsmState]:
         """Append under the lock and keep the cached state in step with the log (inv. 1)."""
         return append_events(tx, new_drafts, now=self.clock())
 
-    def _notify(self, conversation_id: str, events: Sequence[Event]) -> None:
+    def notify(self, conversation_id: str, events: Sequence[Event]) -> None:
         if events:
             self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
 
-    def _eta(self, expires_at: datetime | None, now: datetime) -> datetime:
+    def eta(self, expires_at: datetime | None, now: datetime) -> datetime:
         horizon = now + timedelta(seconds=self.config.eta_horizon_s)
         return horizon if expires_at is None else min(expires_at, horizon)
 

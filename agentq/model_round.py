@@ -1,0 +1,179 @@
+"""One model round: the context, compaction first if due, the model call, and its commit.
+
+The commit appends the assistant_msg with its tool calls (and an error result for any
+call the model invented or got wrong), schedules the tool steps in the same
+transaction, and returns them as follow-ups, so no crash between the model's answer
+and the tools can lose a call (inv. 3, 4).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Sequence
+
+from agentq.compact_step import run_compaction
+from agentq.core import drafts
+from agentq.core.compaction import compaction_cut, request_tokens
+from agentq.core.decide import Step
+from agentq.core.events import EventDraft, ToolCallRecord, View
+from agentq.core.keys import task_id
+from agentq.errors import Stale
+from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.lease import Heartbeat, renewal
+from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.providers.base import CallContext, ModelResponse
+from agentq.providers.errors import ContextTooLong, ProviderError
+
+if TYPE_CHECKING:
+    from agentq.runtime import Runtime
+
+# How often a streaming model step checks that it was not interrupted (its lease renewal).
+INTERRUPT_CHECK_S = 0.5
+
+
+def call_model(rt: Runtime, turn: View, step: Step) -> list[FollowUp]:
+    """Run the llm step of this turn (or the compaction it needs first), once."""
+    cid = turn.conversation_id
+    view = rt.context(turn)
+    request, evictions = rt.rendered(view)
+    cut = compaction_cut(view, context_tokens=request_tokens(request))
+    if cut is not None:  # summarize first; the model call comes on the next advance
+        return run_compaction(rt, view, cut - 1)
+    worker, record = rt.claim(cid, step)
+    if record is None:
+        return rt.not_claimed(cid, step)
+    settings = view.settings
+    ctx = CallContext(
+        conversation_id=cid, step_key=step.key, round_id=step.round_id,
+        attempt=record.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
+    )
+    call = ModelCall(
+        rt.providers(settings),
+        lambda kind, data: rt.pubsub.publish(cid, kind, data),
+        lambda: rt.store.add_step_retry(step.key),
+        max_attempts=rt.config.max_attempts,
+        **rt.sleep_option(),
+    )
+    info = RoundInfo(cid, view.fsm.turn_id, step.round_id, step.key)
+    renew = renewal(rt.store, step.key, worker, rt.config.lease_s, rt.clock)
+    with Heartbeat(renew, lease_s=rt.config.lease_s, period_s=INTERRUPT_CHECK_S) as beat:
+        try:
+            response = call.run(
+                request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
+            )
+        except StepTimedOut as exc:
+            return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
+        except ContextTooLong as exc:
+            return _too_long(rt, view, step, worker, record.attempts, exc)
+        except ProviderError as exc:
+            if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
+                rt.release(step, worker, "failed_recoverable", str(exc))
+                return []
+            return rt.fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
+        except Cancelled:
+            rt.release(step, worker, "cancelled", None)
+            return []
+    _audit(rt, view, step, response, evictions)
+    return _commit_response(rt, view, step, worker, response)
+
+
+def _too_long(rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
+    """The provider refused the context: compact and retry once (DESIGN section 8)."""
+    cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
+    if cut is None:
+        return rt.fail_step(view.conversation_id, step, worker, "failed_permanent",
+                              "context_too_long", str(exc))
+    rt.release(step, worker, "failed_recoverable", str(exc))
+    return run_compaction(rt, view, cut - 1)
+
+
+def _audit(rt: Runtime, view: View, step: Step, response: ModelResponse, evictions) -> None:
+    """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
+    if not rt.config.audit:
+        return
+    rt.store.record_model_call(
+        conversation_id=view.conversation_id, step_key=step.key, sent=response.sent,
+        model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
+        summary_version=view.summary.version if view.summary else None,
+        evictions=list(evictions), now=rt.clock(),
+    )
+
+
+def _commit_response(
+    rt: Runtime, view: View, step: Step, worker: str, response: ModelResponse
+) -> list[FollowUp]:
+    cid = view.conversation_id
+    now = rt.clock()
+    turn_id = view.fsm.turn_id or ""
+    try:
+        with rt.store.locked(cid) as tx:
+            if tx.conversation.next_seq - 1 != step.ref["after_seq"]:
+                raise Stale("the turn moved on while the model answered")
+            if not tx.finish_step(step.key, worker=worker, now=now):
+                raise Stale("the step is no longer ours")
+            new_drafts, records = _response_drafts(rt, view, step, turn_id, response, now)
+            tx.put_tool_calls(records)
+            follow = _schedule_calls(rt, tx, records, now)
+            events, _ = rt.append(tx, new_drafts)
+    except Stale:
+        rt.store.release_step(step.key, worker=worker, status="cancelled", now=now)
+        return []
+    rt.notify(cid, events)
+    return follow
+
+
+def _schedule_calls(rt: Runtime, tx, records: Sequence[ToolCallRecord], now: datetime) -> list[FollowUp]:
+    """Schedule the round's tool steps with its events, so no crash can lose one."""
+    cid = tx.conversation.id
+    follow: list[FollowUp] = []
+    for record in records:
+        if record.status == "scheduled":
+            step = Step.tool(cid, record.id)
+            tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
+                             celery_task_id=task_id(step.key), now=now)
+            follow.append(RunTool(cid, record.id, step.key))
+        elif record.status == "pending":
+            key = Step.expire(cid, record.id).key
+            follow.append(Expire(cid, record.id, key, rt.eta(record.expires_at, now)))
+    if follow or records:  # every call refused: the model reads why and speaks again
+        return follow or [Advance(cid)]
+    # the turn is over: only a waiting message gives the conversation more to do
+    return [Advance(cid)] if tx.inbox_waiting() else []
+
+
+def _response_drafts(rt: Runtime, view, step, turn_id, response, now):
+    """The assistant_msg, its tool calls, early error results and the suspension."""
+    settings = view.settings
+    common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+    out: list[EventDraft] = [
+        drafts.assistant_msg(response.text, usage=response.usage, **common)
+    ]
+    records: list[ToolCallRecord] = []
+    results: list[EventDraft] = []
+    pending: list[str] = []
+    for call in response.tool_calls:
+        problem = rt.registry.check(call.name, call.args, settings.tools)
+        tool = rt.registry.get(call.name)
+        executor = tool.executor if (tool and problem is None) else "server"
+        expires_at = (
+            now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+        )
+        out.append(drafts.tool_call(
+            call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
+        ))
+        status = "pending" if executor != "server" else "scheduled"
+        result = None
+        if problem is not None:  # an invented tool or bad arguments: the model reads why
+            status, result = "done", {"status": "error", "output": problem.output}
+            results.append(drafts.tool_result(call.id, "error", problem.output, **common))
+        elif executor != "server":
+            pending.append(call.id)
+        records.append(ToolCallRecord(
+            conversation_id=view.conversation_id, id=call.id, name=call.name,
+            executor=executor, status=status, args=call.args, round_id=step.round_id,
+            turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
+            resolved_at=now if result is not None else None,
+        ))
+    out.extend(results)
+    if pending:
+        out.append(drafts.suspension(pending, **common))
+    return out, records
