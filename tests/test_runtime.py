@@ -494,3 +494,44 @@ def test_a_fork_inside_a_turn_or_past_the_end_is_refused(store, runtime, command
     with pytest.raises(NotFound):
         commands.fork(cid, Scope(tenant="other", user=None), at_seq=5)
     assert store.list_conversation_ids() == [cid]
+
+
+MIXED = [
+    {"text": "Both.", "tool_calls": [{"name": "lookup", "args": {"key": "a"}},
+                                     {"name": "approve", "args": {"amount": 2}}]},
+    {"text": "All done."},
+]
+
+
+@pytest.mark.parametrize("resolve_first", [True, False])
+def test_a_round_mixing_a_server_tool_and_a_person_completes_in_either_order(
+    store, runtime, commands, resolve_first
+):
+    conv = commands.create_conversation(SCOPE, {"script": MIXED})
+    _, follow = commands.post_message(conv.id, "go", SCOPE)
+    (run_tool,) = drain_until_tool(runtime, follow)
+    (call_id,) = store.load_conversation(conv.id).fsm.pending
+    if resolve_first:
+        _, after = commands.resolve(conv.id, call_id, SCOPE, status="resolved", result="yes")
+        assert after == []  # the server call is still open: no model call yet
+        assert store.load_conversation(conv.id).fsm.state == "running"
+        drain(runtime, [run_tool])
+    else:
+        drain(runtime, [run_tool])
+        assert store.load_conversation(conv.id).fsm.state == "awaiting_input"
+        _, after = commands.resolve(conv.id, call_id, SCOPE, status="resolved", result="yes")
+        drain(runtime, after)
+    events = store.list_events(conv.id)
+    assert [e.type for e in events].count("tool_result") == 2
+    assert events[-1].content["text"] == "All done."
+
+
+def test_a_model_call_past_its_time_limit_is_closed_and_fails_as_a_timeout(store, runtime, commands):
+    script = [{"text": "far too slow", "chunks": 5, "delay_s": 30}]
+    cid, _ = start(commands, runtime, script, limits={"llm_timeout_s": 0.3})
+    events = store.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "error"]
+    assert events[1].content["status"] == "timeout" and events[1].content["code"] == "step_timeout"
+    assert store.load_conversation(cid).fsm.state == "failed"
+    (step,) = store.list_steps(cid)
+    assert step.status == "timeout"
