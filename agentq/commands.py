@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from agentq.core import drafts
 from agentq.core.decide import admit, ends_a_turn
-from agentq.core.fsm import RETRIED
+from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import to_utc
@@ -141,10 +141,7 @@ class Commands:
                 tx, close_call_drafts(call, status, result, by=by, now=now), now=now
             )
             closed = tx.load_call(tool_call_id)
-        follow: list[FollowUp] = []
-        if fsm.state == "running" and not fsm.running and not fsm.pending:
-            follow.append(Advance(conversation_id))
-        return closed, follow
+        return closed, [Advance(conversation_id)] if round_closed(fsm) else []
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""

@@ -29,7 +29,7 @@ from agentq.core.decide import (
     decide,
 )
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
-from agentq.core.fsm import fold
+from agentq.core.fsm import fold, round_closed
 from agentq.core.keys import task_id
 from agentq.core.compaction import evict, result_token_limit
 from agentq.core.messages import Request
@@ -351,9 +351,7 @@ class Runtime:
 
     def _after_result(self, conversation_id: str, fsm: FsmState) -> list[FollowUp]:
         """Whoever commits the last open result of a round asks for the next model call."""
-        if fsm.state == "running" and not fsm.running and not fsm.pending:
-            return [Advance(conversation_id)]
-        return []
+        return [Advance(conversation_id)] if round_closed(fsm) else []
 
     def append(self, tx, new_drafts: Sequence[EventDraft]) -> tuple[list[Event], FsmState]:
         """Append under the lock and keep the cached state in step with the log (inv. 1)."""

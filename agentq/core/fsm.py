@@ -98,3 +98,12 @@ def fold(events: Iterable[Event], initial: FsmState = FsmState()) -> FsmState:
     for event in events:
         state = apply(state, event)
     return state
+
+
+def round_closed(state: FsmState) -> bool:
+    """Every call of the round has its result: the model speaks next.
+
+    Whoever commits that last result (a tool step, an expiry, a resolution) asks for the
+    next model call; the others leave it, so one round leads to one advance.
+    """
+    return state.state == "running" and not state.running and not state.pending

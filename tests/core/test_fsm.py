@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import builders as b
 from agentq.core.events import FsmState
-from agentq.core.fsm import apply, fold
+from agentq.core.fsm import apply, fold, round_closed
 from strategies import conversation_logs
 
 
@@ -153,3 +153,12 @@ def test_folding_in_batches_from_the_cached_state_equals_folding_the_whole_log(e
     for start, end in zip([0] + cuts, cuts + [len(events)], strict=True):
         state = FsmState.from_json(fold(events[start:end], state).to_json())  # the row's JSON cache
     assert state == fold(events)
+
+
+def test_a_round_is_closed_only_when_its_last_open_call_has_a_result():
+    opened = [b.user(), b.assistant("", round="r1"), b.call("c1", round="r1"),
+              b.call("c2", round="r1", executor="human")]
+    assert not round_closed(state_after(*opened))
+    assert not round_closed(state_after(*opened, b.result("c1")))
+    assert round_closed(state_after(*opened, b.result("c1"), b.result("c2")))
+    assert not round_closed(state_after(b.user(), b.assistant("done")))  # the turn is over
