@@ -1,4 +1,4 @@
-"""The `agentq` command: migrate, demo, dev, api, keys, check."""
+"""The `agentq` command: migrate, demo, dev, api, keys, check, and the API clients chat, inspect, fork."""
 from __future__ import annotations
 
 import argparse
@@ -105,6 +105,84 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
         store.dispose()
 
 
+def _on_the_api(command):
+    """Run a client command with its Client; an expected failure is one line on stderr, exit 1."""
+    def run(config: Config, args: argparse.Namespace) -> int:
+        import os
+
+        from agentq.client import Client, ClientError, endpoint
+
+        try:
+            with Client(endpoint(args.url, args.key, os.environ)) as client:
+                return command(client, args)
+        except ClientError as exc:
+            print(f"agentq {args.command}: {exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"agentq {args.command}: {exc}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _cmd_chat(client, args: argparse.Namespace) -> int:
+    from agentq.chat import Chat, parse_settings
+
+    cid = args.id
+    if cid is None:
+        options = {"provider": args.provider, "model": args.model, "system": args.system}
+        settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
+        created = client.create_conversation(settings)
+        cid = created["id"]
+        print(f"conversation {cid} ({created['settings']['provider']}/{created['settings']['model']})")
+    else:
+        print(f"conversation {cid}")
+    return Chat(client, cid).run()
+
+
+def _cmd_inspect(client, args: argparse.Namespace) -> int:
+    import json
+
+    from agentq.client import ApiError
+    from agentq.timeline import header, timeline
+
+    conversation = client.conversation(args.id)
+    events = client.all_events(args.id)
+    if args.json:
+        for event in events:
+            print(json.dumps(event, ensure_ascii=False))
+        return 0
+    summary = conversation["summary"]
+    if summary is not None:
+        try:  # the summary in use, with its version and text
+            summary = client.context(args.id)["summary"] or summary
+        except ApiError:
+            pass
+    for line in header(conversation, summary):
+        print(line)
+    for line in timeline(events, summary=summary):
+        print(line)
+    return 0
+
+
+def _cmd_fork(client, args: argparse.Namespace) -> int:
+    from agentq.client import ApiError
+
+    try:
+        forked = client.fork(args.id, args.at)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
+        return 1
+    print(forked["id"])
+    return 0
+
+
+def _add_api_client(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="the API (default: $AGENTQ_API_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--key", help="the API key (default: $AGENTQ_API_KEY; tenant:secret works too)")
+
+
 def _redacted(url: str) -> str:
     """A database URL without its password, for printing."""
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
@@ -142,6 +220,24 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("revoke", help="revoke a key by id").add_argument("key_id")
     actions.add_parser("list", help="keys without their secrets").add_argument("--tenant")
     keys.set_defaults(run=_cmd_keys)
+    chat = sub.add_parser("chat", help="talk to a conversation in the terminal (over the HTTP API)")
+    chat.add_argument("id", nargs="?", help="attach to this conversation (default: create one)")
+    chat.add_argument("--provider", help="provider of a new conversation (scripted, openai, anthropic)")
+    chat.add_argument("--model", help="model of a new conversation")
+    chat.add_argument("--system", help="system prompt of a new conversation")
+    chat.add_argument("--settings", help="more settings of a new conversation: JSON, or @file")
+    _add_api_client(chat)
+    chat.set_defaults(run=_on_the_api(_cmd_chat))
+    inspect = sub.add_parser("inspect", help="print a conversation's log as a timeline")
+    inspect.add_argument("id", help="the conversation")
+    inspect.add_argument("--json", action="store_true", help="the raw events, one JSON object a line")
+    _add_api_client(inspect)
+    inspect.set_defaults(run=_on_the_api(_cmd_inspect))
+    fork = sub.add_parser("fork", help="copy a conversation's log up to a turn boundary into a new one")
+    fork.add_argument("id", help="the conversation to fork")
+    fork.add_argument("--at", type=int, required=True, metavar="SEQ", help="the last seq to copy (0: none)")
+    _add_api_client(fork)
+    fork.set_defaults(run=_on_the_api(_cmd_fork))
     return parser
 
 

@@ -88,3 +88,18 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
         if isinstance(node, ast.Call):
             name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
             assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"
+
+
+API_CLIENTS = ("agentq/client.py", "agentq/chat.py", "agentq/timeline.py")
+
+
+@pytest.mark.parametrize("name", API_CLIENTS)
+def test_the_terminal_commands_are_clients_of_the_http_api_only(name):
+    inside = ("agentq.store", "agentq.runtime", "agentq.worker", "agentq.commands", "agentq.embedded",
+              "web", "sqlalchemy", "celery", "flask", "redis")
+    for imported in imported_roots(ROOT / name):
+        assert not any(imported == i or imported.startswith(i + ".") for i in inside), (
+            f"{name} imports {imported}"
+        )
+    if name == "agentq/timeline.py":  # pure formatting, no I/O
+        assert not {i.split(".")[0] for i in imported_roots(ROOT / name)} & IO_MODULES
