@@ -5,7 +5,7 @@ whole runtime runs in tests on SQLite with no broker at all.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
@@ -23,6 +23,7 @@ class RunTool:
     conversation_id: str
     tool_call_id: str
     step_key: str
+    tool: str | None = field(default=None, compare=False)  # the tool's name, for Flower only
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Expire:
     tool_call_id: str
     step_key: str
     eta: datetime | None
+    tool: str | None = field(default=None, compare=False)  # the tool's name, for Flower only
 
 
 FollowUp = Advance | RunTool | Expire

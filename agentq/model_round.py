@@ -130,10 +130,11 @@ def _schedule_calls(rt: Runtime, tx, records: Sequence[ToolCallRecord], now: dat
             step = Step.tool(cid, record.id)
             tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
                              celery_task_id=task_id(step.key), now=now)
-            follow.append(RunTool(cid, record.id, step.key))
+            follow.append(RunTool(cid, record.id, step.key, tool=record.name))
         elif record.status == "pending":
             key = Step.expire(cid, record.id).key
-            follow.append(Expire(cid, record.id, key, rt.eta(record.expires_at, now)))
+            follow.append(Expire(cid, record.id, key, rt.eta(record.expires_at, now),
+                                 tool=record.name))
     if follow or records:  # every call refused: the model reads why and speaks again
         return follow or [Advance(cid)]
     # the turn is over: only a waiting message gives the conversation more to do

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from celery import Celery
 from celery.exceptions import SecurityWarning
+from kombu.exceptions import OperationalError
 
 from agentq.config import Config
 from agentq.core.keys import task_id
@@ -102,17 +103,52 @@ def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
 
 
 def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
-    """Send each follow-up as its task; step tasks carry their deterministic id."""
+    """Send each follow-up as its task; step tasks carry their deterministic id.
+
+    `argsrepr` is what Flower and the worker log show as a task's arguments: named ids and
+    the tool, instead of a bare list of uuids.
+    """
     followups = list(followups)
     _crash_point("after_commit", followups)
     for item in followups:
         match item:
             case Advance(conversation_id=cid):
-                app.send_task("agentq.advance", args=[cid])
+                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}")
             case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key):
-                app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key))
+                app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
+                              argsrepr=_call_repr(item))
             case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
-                app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta)
+                app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
+                              argsrepr=_call_repr(item))
+                if eta is not None:
+                    _announce_waiting(app, task_id(key), item)
+
+
+WAITING_EVENT = "task-waiting"
+
+
+def _call_repr(item: RunTool | Expire) -> str:
+    tool = f" tool={item.tool}" if item.tool else ""
+    return f"conversation={item.conversation_id}{tool} call={item.tool_call_id}"
+
+
+def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
+    """Mark the expire task of a pending call WAITING in Flower: a person has the next move.
+
+    Celery's event state (which Flower keeps) takes a custom `task-<name>` event as the
+    task's state `<NAME>`; the task's own events later end it as SUCCESS. Display only: a
+    lost event costs the label, never the call.
+    """
+    if not app.conf.worker_send_task_events:
+        return
+    current = app.current_worker_task
+    hostname = current.request.hostname if current is not None else None
+    try:
+        with app.events.default_dispatcher(hostname=hostname) as dispatcher:
+            dispatcher.send(WAITING_EVENT, uuid=expire_task_id, tool=item.tool,
+                            conversation_id=item.conversation_id, tool_call_id=item.tool_call_id)
+    except (OSError, OperationalError) as exc:
+        log.warning("could not send %s for call %s: %s", WAITING_EVENT, item.tool_call_id, exc)
 
 
 def _crash_point(name: str, followups: list[FollowUp]) -> None:

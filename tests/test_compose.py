@@ -1,0 +1,113 @@
+"""docker-compose.yml describes the Procfile's processes, plus the services they need.
+
+There is no Docker engine on the test machines, so the file is checked as data: the
+services, their commands (the Procfile's, listening on all interfaces), health checks and
+start order. `docker compose config` runs too, but only where `docker compose version`
+answers; elsewhere, CI included, that one check is skipped.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+import yaml
+from honcho.environ import parse_procfile
+
+from tests.processes import ROOT
+
+PROCESSES = ("web", "worker", "beat", "flower")
+COMPOSE_ENV = {"HOST": "0.0.0.0"}  # in a container the port mapping decides who can connect
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def procfile() -> dict[str, str]:
+    return dict(parse_procfile((ROOT / "Procfile").read_text()).processes)
+
+
+def expand(command: str, env: dict[str, str]) -> str:
+    """The shell's `${NAME:-default}` expansion, for the forms the Procfile uses."""
+    def one(match: re.Match) -> str:
+        return env.get(match["name"]) or match["default"]
+    expanded = re.sub(r"\$\{(?P<name>\w+):-(?P<default>[^}]*)\}", one, command)
+    assert "$" not in expanded, f"unexpanded variable in {command!r}"
+    return expanded
+
+
+def as_argv(command: str) -> list[str]:
+    argv = shlex.split(command)
+    return argv[1:] if argv[:1] == ["exec"] else argv
+
+
+def test_the_procfile_has_the_four_processes(procfile):
+    assert tuple(procfile) == PROCESSES
+
+
+def test_every_process_runs_with_the_procfiles_command(compose, procfile):
+    services = compose["services"]
+    migrate, web = expand(procfile["web"], COMPOSE_ENV).split(" && ")
+    assert services["migrate"]["command"] == as_argv(migrate)
+    assert services["web"]["command"] == as_argv(web)
+    for name in ("worker", "beat", "flower"):
+        assert services[name]["command"] == as_argv(expand(procfile[name], COMPOSE_ENV)), name
+
+
+def test_the_api_and_flower_listen_on_all_interfaces_on_their_published_ports(compose):
+    services = compose["services"]
+    assert "0.0.0.0:8000" in services["web"]["command"] and services["web"]["ports"] == ["8000:8000"]
+    assert "--address=0.0.0.0" in services["flower"]["command"]
+    assert "--port=5555" in services["flower"]["command"]
+    assert services["flower"]["ports"] == ["5555:5555"]
+
+
+def test_every_agentq_service_waits_for_the_migration_and_healthy_services(compose):
+    services = compose["services"]
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for name in PROCESSES:
+        assert services[name]["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"},
+            "postgres": {"condition": "service_healthy"},
+            "redis": {"condition": "service_healthy"},
+        }, name
+
+
+def test_the_services_others_wait_on_have_health_checks(compose):
+    services = compose["services"]
+    assert services["postgres"]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert "/readyz" in services["web"]["healthcheck"]["test"][-1]
+    assert "/healthcheck" in services["flower"]["healthcheck"]["test"][-1]
+    assert "inspect ping" in services["worker"]["healthcheck"]["test"][-1]
+
+
+def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
+    services = compose["services"]
+    envs = [services[name]["environment"] for name in ("migrate", *PROCESSES)]
+    assert all(env == envs[0] for env in envs)
+    assert envs[0]["AGENTQ_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert envs[0]["AGENTQ_BROKER_URL"].startswith("redis://redis:6379/")
+    assert envs[0]["AGENTQ_REDIS_URL"].startswith("redis://redis:6379/")
+
+
+def test_there_is_exactly_one_beat(compose):
+    assert compose["services"]["beat"]["deploy"]["replicas"] == 1
+
+
+def test_docker_compose_accepts_the_file(compose):
+    """Skipped where the compose plugin does not answer (the test machines and CI have none)."""
+    docker = shutil.which("docker")
+    version = docker and subprocess.run([docker, "compose", "version"], capture_output=True,
+                                        timeout=30)
+    if not version or version.returncode != 0:
+        pytest.skip("`docker compose version` does not answer here")
+    result = subprocess.run([docker, "compose", "-f", str(ROOT / "docker-compose.yml"), "config",
+                             "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert set(PROCESSES) | {"postgres", "redis", "migrate"} <= set(yaml.safe_load(result.stdout)["services"])
