@@ -24,6 +24,7 @@ OPERATIONS = {
     ("post", "/v1/conversations/{conversation_id}/cancel"),
     ("post", "/v1/conversations/{conversation_id}/retry"),
     ("post", "/v1/conversations/{conversation_id}/fork"),
+    ("get", "/v1/tool-calls"),
 }
 
 

@@ -1,19 +1,21 @@
-"""A conversation at a glance, read in one snapshot: what GET /v1/conversations/{id} shows.
+"""Read-only overviews: a conversation at a glance, and a tenant's calls across conversations.
 
-One read transaction instead of four, and the inbox counted rather than loaded, so the
-answer stays cheap when a long turn has many messages waiting.
+The first is what GET /v1/conversations/{id} shows: one read transaction instead of four,
+and the inbox counted rather than loaded, so the answer stays cheap when a long turn has
+many messages waiting. The second is what GET /v1/tool-calls shows: every call waiting
+on a person, whichever conversation it is in, a page at a time.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, and_, func, or_, select
 
 from agentq.core.events import ToolCallRecord
-from agentq.store.calls import list_calls_txn
+from agentq.store.calls import call_from_row, list_calls_txn
 from agentq.store.conversations import ConversationInfo, load_conversation_txn
 from agentq.store.engine import begin_read
-from agentq.store.schema import inbox, summaries
+from agentq.store.schema import conversations, inbox, summaries, tool_calls
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,47 @@ def latest_summary_span_txn(conn: Connection, conversation_id: str) -> tuple[int
     return None if row is None else (row.from_seq, row.to_seq)
 
 
+def list_tenant_calls_txn(
+    conn: Connection,
+    *,
+    tenant: str,
+    status: str | None,
+    executor: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> list[ToolCallRecord]:
+    """Calls of `tenant`'s conversations by (created_at, conversation_id, id), after the call
+    `after` = (conversation_id, call_id); a cursor naming no call of the tenant ends the list."""
+    c = tool_calls.c
+    owned = select(conversations.c.id).where(conversations.c.tenant == tenant)
+    query = (
+        select(tool_calls)
+        .where(c.conversation_id.in_(owned))
+        .order_by(c.created_at, c.conversation_id, c.id)
+        .limit(limit)
+    )
+    if status is not None:
+        query = query.where(c.status == status)
+    if executor is not None:
+        query = query.where(c.executor == executor)
+    if after is not None:
+        cid, call_id = after
+        at = (
+            select(c.created_at)
+            .where(c.conversation_id == cid, c.id == call_id, c.conversation_id.in_(owned))
+            .scalar_subquery()
+        )
+        query = query.where(or_(
+            c.created_at > at,
+            and_(c.created_at == at, or_(
+                c.conversation_id > cid, and_(c.conversation_id == cid, c.id > call_id),
+            )),
+        ))
+    return [call_from_row(row) for row in conn.execute(query)]
+
+
 class Overviews:
-    """The overview verb of `Store`."""
+    """The overview verbs of `Store`."""
 
     engine: Engine
 
@@ -58,3 +99,19 @@ class Overviews:
                 inbox=count_inbox_txn(conn, conversation_id),
                 summary=latest_summary_span_txn(conn, conversation_id),
             )
+
+    def list_tenant_calls(
+        self,
+        *,
+        tenant: str,
+        status: str | None = None,
+        executor: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 50,
+    ) -> list[ToolCallRecord]:
+        """`tenant`'s tool calls across its conversations, oldest first, the page after `after`."""
+        with begin_read(self.engine) as conn:
+            return list_tenant_calls_txn(
+                conn, tenant=tenant, status=status, executor=executor, after=after, limit=limit
+            )
+
