@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
-from agentq.client import ApiError, Client, StreamItem
+from agentq.client import ApiError, Client, ClientError, StreamItem
 from agentq.timeline import call_text, summarize
 
 try:  # line editing and history where the platform has it
@@ -90,7 +90,7 @@ class Chat:
                     return None
 
     def guarded(self, work) -> None:
-        """Run a turn; Ctrl-C cancels it on the server and brings the prompt back."""
+        """Run a turn; Ctrl-C cancels it on the server, an API error is shown; then the prompt."""
         try:
             work()
         except KeyboardInterrupt:
@@ -99,6 +99,11 @@ class Chat:
                 self.interrupt()
             except KeyboardInterrupt:
                 self.say("stopped following; the turn goes on without you")
+            except ClientError as exc:
+                self.say(f"error: {exc}")
+        except ClientError as exc:
+            self.end_line()
+            self.say(f"error: {exc}")
         self.end_line()
 
     def turn(self, text: str) -> None:
@@ -137,6 +142,9 @@ class Chat:
             state = conversation["state"]
             if state == "running" or (state == "idle" and conversation["inbox"]):
                 return False
+            if state == "failed":
+                self.say(f"the turn failed (see the error above); POST /v1/conversations/{self.cid}/retry "
+                         "re-drives it")
             if state != "awaiting_input" or not conversation["pending"]:
                 return True
             for call in conversation["pending"]:

@@ -184,6 +184,40 @@ def test_ctrl_c_during_an_answer_interrupts_the_turn_and_at_the_prompt_leaves(se
     assert idle(api, cid)
 
 
+def test_attaching_to_a_conversation_that_waits_asks_the_person_at_once(server, api):
+    cid = create(api, APPROVAL)
+    api.post(f"/v1/conversations/{cid}/messages", json={"content": "pay Bob"})
+    wait_for(lambda: api.get(f"/v1/conversations/{cid}").json()["pending"], timeout_s=WAIT_S,
+             what="the approval to wait")
+    term = Terminal(server, cid)
+    try:
+        shown = term.expect(r"\[a\]pprove / \[r\]eject")
+        assert "the conversation is awaiting_input" in shown and "approve_payment(amount=20, to='Bob')" in shown
+        term.child.sendline("r")
+        assert "All done." in term.expect("you> ")
+        term.child.sendline("/quit")
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    tool_result = [e for e in log_of(api, cid) if e["type"] == "tool_result"][0]
+    assert tool_result["content"]["output"] == {"approved": False}
+
+
+def test_a_failed_turn_shows_its_error_and_the_prompt_comes_back(server, api):
+    cid = create(api, [{"text": "never said", "fail": {"status": 400, "times": 1}}])
+    term = Terminal(server, cid)
+    try:
+        term.expect("you> ")
+        term.child.sendline("hello")
+        shown = term.expect("you> ")
+        assert "· error:" in shown and "the turn failed" in shown and "never said" not in shown
+        term.child.sendeof()
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    assert api.get(f"/v1/conversations/{cid}").json()["state"] == "failed"
+
+
 def test_inspect_prints_every_event_with_its_seq_and_type_by_turn_and_round(server, api):
     cid = create(api, APPROVAL)
     api.post(f"/v1/conversations/{cid}/messages", json={"content": "pay Bob"})
