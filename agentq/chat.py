@@ -132,6 +132,8 @@ class Chat:
                     return
             elif item.kind == "end":
                 return
+        self.end_line()
+        self.say("the stream closed before the turn ended; it goes on on the server")
 
     def turn_over(self) -> bool:
         """Whether nothing runs any more; asks the person first when a call waits for them."""

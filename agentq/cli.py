@@ -121,6 +121,8 @@ def _on_the_api(command):
         except ValueError as exc:
             print(f"agentq {args.command}: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            return 130
     return run
 
 
