@@ -1,0 +1,570 @@
+// The agentq page: conversations, one conversation live, approvals, failures.
+// Plain JavaScript, no build step. Every call goes to /v1 with the key kept in
+// sessionStorage; every piece of data reaches the DOM through textContent, never as markup.
+"use strict";
+
+const KEY = "agentq.key";
+const USER = "agentq.user";
+const ROOT = new URL("..", location.href).pathname; // the app's root: /ui/ lives under it
+const STATES = ["idle", "running", "awaiting_input", "failed", "ended"];
+const REFRESH_MS = 5000;
+
+// -- building the DOM -------------------------------------------------------------------
+
+/** An element; props set class, text, data-*, handlers (on…) and attributes; children are nodes or text. */
+function h(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "text") node.textContent = value;
+    else if (name === "data") Object.assign(node.dataset, value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const json = (value) => JSON.stringify(value, null, 2);
+const when = (ts) => (ts ? new Date(ts).toLocaleString() : "");
+const badge = (state) => h("span", { class: `state state-${state}`, text: state.replace("_", " ") });
+const convLink = (id) => h("a", { class: "conversation-link", href: `#/conversation/${encodeURIComponent(id)}`, text: id });
+
+function flash(message) {
+  const box = document.getElementById("flash");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+// -- the API ----------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, error) {
+    super(error?.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = error?.code;
+    this.details = error?.details;
+  }
+}
+
+function authHeaders() {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` };
+  const user = sessionStorage.getItem(USER);
+  if (user) headers["X-Agentq-User"] = user;
+  return headers;
+}
+
+/** One API call; a refused key sends the person back to the sign-in form. */
+async function api(method, path, body, signal) {
+  const headers = authHeaders();
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(ROOT + path, {
+    method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = (response.headers.get("Content-Type") || "").includes("json") ? await response.json() : null;
+  if (response.status === 401) signOut("The API refused this key: " + (data?.error?.message || "unauthorized"));
+  if (!response.ok) throw new ApiError(response.status, data?.error);
+  return data;
+}
+
+const conversationPath = (id) => `v1/conversations/${encodeURIComponent(id)}`;
+
+// -- signing in -------------------------------------------------------------------------
+
+function signOut(reason) {
+  sessionStorage.removeItem(KEY);
+  current?.stop();
+  current = null;
+  showLogin(reason);
+}
+
+function showLogin(reason) {
+  document.getElementById("login").hidden = false;
+  document.getElementById("main").replaceChildren();
+  for (const id of ["nav", "forget", "who"]) document.getElementById(id).hidden = true;
+  document.getElementById("login-error").textContent = reason || "";
+  document.getElementById("key").focus();
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const key = document.getElementById("key").value.trim();
+  const user = document.getElementById("user").value.trim();
+  sessionStorage.setItem(KEY, key);
+  if (user) sessionStorage.setItem(USER, user); else sessionStorage.removeItem(USER);
+  try {
+    await api("GET", "v1/conversations?limit=1");
+  } catch (error) {
+    if (error.status !== 401) document.getElementById("login-error").textContent = error.message;
+    return;
+  }
+  document.getElementById("key").value = "";
+  route();
+}
+
+// -- views ------------------------------------------------------------------------------
+
+/** A view's lifetime: leaving it aborts its requests, streams and timers. */
+class View {
+  constructor() {
+    this.aborter = new AbortController();
+    this.signal = this.aborter.signal;
+  }
+  every(ms, task) {
+    const timer = setInterval(() => task().catch(report), ms);
+    this.signal.addEventListener("abort", () => clearInterval(timer));
+  }
+  stop() { this.aborter.abort(); }
+}
+
+let current = null;
+
+function report(error) {
+  if (error?.name === "AbortError" || error?.status === 401) return;
+  flash(error?.message || String(error));
+}
+
+function route() {
+  if (!sessionStorage.getItem(KEY)) return showLogin();
+  document.getElementById("login").hidden = true;
+  for (const id of ["nav", "forget"]) document.getElementById(id).hidden = false;
+  const who = document.getElementById("who");
+  who.hidden = !sessionStorage.getItem(USER);
+  who.textContent = sessionStorage.getItem(USER) ? `acting as ${sessionStorage.getItem(USER)}` : "";
+  current?.stop();
+  current = new View();
+  flash("");
+  const [, name = "conversations", arg = ""] = location.hash.split("/");
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.classList.toggle("current", link.getAttribute("href") === `#/${name}`);
+  }
+  const main = document.getElementById("main");
+  main.replaceChildren();
+  const views = { conversations: conversationsView, conversation: conversationView, approvals: approvalsView, failed: failedView };
+  (views[name] || conversationsView)(main, current, decodeURIComponent(arg)).catch(report);
+}
+
+/** Keep one row per key in `list`: new items are built, gone ones removed, the rest kept as typed in. */
+function syncRows(list, items, keyOf, build, update) {
+  const wanted = new Map(items.map((item) => [keyOf(item), item]));
+  for (const row of [...list.children]) {
+    if (!wanted.has(row.dataset.key)) row.remove();
+  }
+  const have = new Map([...list.children].map((row) => [row.dataset.key, row]));
+  for (const [key, item] of wanted) {
+    let row = have.get(key);
+    if (!row) {
+      row = build(item);
+      row.dataset.key = key;
+    } else if (update) {
+      update(row, item);
+    }
+    list.append(row); // also puts kept rows in the answer's order
+  }
+}
+
+// (a) conversations, filterable by state
+
+async function conversationsView(main, view, filter) {
+  const status = STATES.includes(filter) ? filter : "";
+  const select = h("select", { id: "status-filter", onchange: () => { location.hash = `#/conversations/${select.value}`; } },
+    h("option", { value: "", text: "every state" }),
+    STATES.map((s) => h("option", { value: s, text: s.replace("_", " "), selected: s === status })));
+  const rows = h("tbody", { id: "conversations" });
+  const more = h("button", { type: "button", hidden: true, text: "More" });
+  const create = h("button", { type: "button", text: "New conversation", onclick: async () => {
+    const made = await api("POST", "v1/conversations", {}).catch(report);
+    if (made) location.hash = `#/conversation/${encodeURIComponent(made.id)}`;
+  } });
+  main.append(
+    h("h2", { text: "Conversations" }),
+    h("div", { class: "toolbar" }, h("label", {}, "State ", select), create),
+    h("table", {}, h("thead", {}, h("tr", {}, ["Conversation", "State", "Events", "Updated"].map((t) => h("th", { text: t })))), rows),
+    more,
+  );
+  const row = (c) => h("tr", {}, h("td", {}, convLink(c.id)), h("td", {}, badge(c.state)),
+    h("td", { text: c.last_seq }), h("td", { text: when(c.updated_at) }));
+  let shown = 50;
+  const load = async () => {
+    const query = new URLSearchParams({ limit: String(shown) });
+    if (status) query.set("status", status);
+    const page = await api("GET", `v1/conversations?${query}`, undefined, view.signal);
+    syncRows(rows, page.conversations, (c) => c.id, row, (old, item) => {
+      const fresh = row(item);
+      fresh.dataset.key = old.dataset.key;
+      old.replaceWith(fresh);
+    });
+    if (!page.conversations.length) rows.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "empty", text: "No conversations." })));
+    more.hidden = !page.next_cursor;
+  };
+  more.onclick = () => { shown += 50; load().catch(report); };
+  await load();
+  view.every(REFRESH_MS, load);
+}
+
+// (c) pending approvals across conversations
+
+async function approvalsView(main, view) {
+  const list = h("div", { id: "approvals", class: "cards" });
+  const empty = h("p", { class: "empty", text: "Nothing waits on a person." });
+  main.append(h("h2", { text: "Waiting on a person" }), helpText(), list, empty);
+  const load = async () => {
+    const calls = [];
+    let cursor = null;
+    do { // every page: a person's queue is short, and a partial queue would hide work
+      const query = new URLSearchParams({ status: "pending", limit: "200" });
+      if (cursor) query.set("cursor", cursor);
+      const page = await api("GET", `v1/tool-calls?${query}`, undefined, view.signal);
+      calls.push(...page.tool_calls.filter((c) => c.executor !== "server"));
+      cursor = page.next_cursor;
+    } while (cursor);
+    syncRows(list, calls, (c) => `${c.conversation_id}/${c.tool_call_id}`,
+      (call) => h("article", { class: "approval card" },
+        h("p", {}, "In ", convLink(call.conversation_id), ` since ${when(call.created_at)}`),
+        pendingCall(call.conversation_id, call, () => load().catch(report))));
+    empty.hidden = calls.length > 0;
+  };
+  await load();
+  view.every(REFRESH_MS, load);
+}
+
+function helpText() {
+  return document.getElementById("answers-help").content.cloneNode(true);
+}
+
+/** A pending call: its name, arguments and deadline, and the buttons that answer it. */
+function pendingCall(cid, call, done) {
+  const note = h("input", { class: "reply", placeholder: "reason (reject) or answer", "aria-label": "reason or answer" });
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const send = async (result, button) => {
+    for (const b of box.querySelectorAll("button")) b.disabled = true;
+    try {
+      const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
+      const closed = await api("POST", path, { status: "resolved", result });
+      outcome.textContent = `${button}: the call is ${closed.status}.`;
+      done();
+    } catch (error) {
+      const status = error.details?.status;
+      outcome.textContent = status ? `Too late: the call is already ${status}.` : error.message;
+      for (const b of box.querySelectorAll("button")) b.disabled = false;
+      if (status) done();
+    }
+  };
+  const answer = () => {
+    const text = note.value.trim();
+    if (!text) { outcome.textContent = "Type the answer first."; note.focus(); return; }
+    let value = text;
+    try { value = JSON.parse(text); } catch { /* not JSON: the text itself is the answer */ }
+    send(value, "Answered");
+  };
+  const box = h("div", { class: "pending-call", data: { callId: call.tool_call_id } },
+    h("p", {}, h("strong", { class: "call-name", text: call.name }), ` (${call.executor}) `,
+      h("code", { text: call.tool_call_id }),
+      call.expires_at ? h("span", { class: "muted", text: ` · expires ${when(call.expires_at)}` }) : null),
+    h("pre", { class: "args", text: json(call.args) }),
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "approve", text: "Approve", onclick: () => send({ approved: true }, "Approved") }),
+      h("button", { type: "button", class: "reject", text: "Reject", onclick: () =>
+        send({ approved: false, reason: note.value.trim() || "rejected by a person" }, "Rejected") }),
+      note,
+      h("button", { type: "button", class: "answer", text: "Answer", onclick: answer })),
+    outcome);
+  return box;
+}
+
+// (d) failed conversations, with what failed and a retry
+
+async function failedView(main, view) {
+  const list = h("div", { id: "failed", class: "cards" });
+  const empty = h("p", { class: "empty", text: "No conversation has failed." });
+  const done = h("p", { class: "outcome", role: "status" });
+  main.append(h("h2", { text: "Failed conversations" }),
+    h("p", { class: "muted", text: "Retry re-drives the turn from where it stopped; the failure stays in the log." }),
+    done, list, empty);
+  const load = async () => {
+    const page = await api("GET", "v1/conversations?status=failed&limit=200", undefined, view.signal);
+    syncRows(list, page.conversations, (c) => c.id, (c) => failedCard(c, view, async () => {
+      done.replaceChildren("Re-driven: ", convLink(c.id));
+      await load();
+    }));
+    empty.hidden = page.conversations.length > 0;
+  };
+  await load();
+  view.every(REFRESH_MS, load);
+}
+
+function failedCard(conv, view, retried) {
+  const why = h("p", { class: "why", text: "…" });
+  const retry = h("button", { type: "button", class: "retry", text: "Retry", onclick: async () => {
+    retry.disabled = true;
+    try {
+      await api("POST", `${conversationPath(conv.id)}/retry`);
+      await retried();
+    } catch (error) {
+      retry.disabled = false;
+      report(error);
+    }
+  } });
+  lastError(conv, view).then((error) => {
+    why.textContent = error ? `${error.content.code}: ${error.content.message}` : "no error in the log";
+  }).catch(report);
+  return h("article", { class: "failed card" },
+    h("p", {}, convLink(conv.id), ` failed · updated ${when(conv.updated_at)}`), why, retry);
+}
+
+async function lastError(conv, view) {
+  const after = Math.max(0, conv.last_seq - 20);
+  const page = await api("GET", `${conversationPath(conv.id)}/events?after_seq=${after}`, undefined, view.signal);
+  return page.events.filter((e) => e.type === "error").pop();
+}
+
+// (b) one conversation, live
+
+async function conversationView(main, view, cid) {
+  const state = h("span", { id: "state" });
+  const live = h("span", { id: "live", class: "muted", text: "connecting…" });
+  const actions = h("span", { class: "actions" });
+  const calls = h("div", { class: "cards" });
+  const pending = h("div", { id: "pending", hidden: true }, helpText(), calls);
+  const log = new Log(h("div", { id: "log" }));
+  const form = messageForm(cid);
+  main.append(
+    h("h2", {}, "Conversation ", h("code", { text: cid })),
+    h("p", { class: "toolbar" }, state, " ", live, " ", actions),
+    pending, log.root, form);
+
+  const show = async () => {
+    const conv = await api("GET", conversationPath(cid), undefined, view.signal);
+    state.replaceChildren(badge(conv.state));
+    actions.replaceChildren(...conversationActions(conv, show));
+    const waiting = conv.pending.filter((c) => c.executor !== "server");
+    syncRows(calls, waiting, (c) => c.tool_call_id, (call) => h("div", { class: "card approval" },
+      pendingCall(cid, call, () => show().catch(report))));
+    pending.hidden = waiting.length === 0;
+  };
+  await show();
+  let queued = null; // one state refresh at a time, after a burst of events
+  const changed = () => {
+    if (queued) return;
+    queued = setTimeout(() => { queued = null; show().catch(report); }, 150);
+  };
+  follow(cid, view, (frame) => {
+    if (frame.event === "event") { log.event(frame.data); changed(); }
+    else if (frame.event === "delta") log.delta(frame.data);
+    else if (frame.event === "retry") log.retry(frame.data);
+  }, (up) => { live.textContent = up ? "live" : "reconnecting…"; });
+}
+
+function conversationActions(conv, show) {
+  const act = (label, path, cls) => h("button", { type: "button", class: cls, text: label, onclick: async (event) => {
+    event.target.disabled = true;
+    await api("POST", `${conversationPath(conv.id)}/${path}`).catch(report);
+    await show();
+  } });
+  const out = [];
+  if (conv.state === "failed") out.push(act("Retry", "retry", "retry"));
+  if (conv.state === "running" || conv.state === "awaiting_input") out.push(act("Cancel turn", "cancel", "cancel"));
+  if (conv.inbox) out.push(h("span", { class: "muted", text: ` ${conv.inbox} message(s) wait in the inbox` }));
+  return out;
+}
+
+function messageForm(cid) {
+  const text = h("textarea", { id: "message", rows: 3, placeholder: "Write a message…", required: true });
+  const onBusy = h("select", { id: "on-busy", "aria-label": "when a turn is running" },
+    h("option", { value: "enqueue", text: "queue it if a turn runs" }),
+    h("option", { value: "interrupt", text: "interrupt the running turn" }));
+  const said = h("span", { class: "muted", role: "status" });
+  return h("form", { id: "message-form", onsubmit: async (event) => {
+    event.preventDefault();
+    const content = text.value;
+    if (!content.trim()) return;
+    try {
+      const answer = await api("POST", `${conversationPath(cid)}/messages`, { content, on_busy: onBusy.value });
+      text.value = "";
+      said.textContent = answer.queued ? "queued: it starts when the running turn ends" : "";
+    } catch (error) { report(error); }
+  } }, text, h("div", { class: "toolbar" }, onBusy, h("button", { type: "submit", text: "Send" }), said));
+}
+
+/** Reads the conversation's Server-Sent Events with fetch (EventSource cannot send a key). */
+async function follow(cid, view, onFrame, onLive) {
+  let lastSeq = 0;
+  let retryMs = 2000;
+  while (!view.signal.aborted) {
+    try {
+      const headers = { ...authHeaders(), Accept: "text/event-stream" };
+      if (lastSeq) headers["Last-Event-ID"] = String(lastSeq);
+      const response = await fetch(`${ROOT}${conversationPath(cid)}/stream?after_seq=${lastSeq}`,
+        { headers, signal: view.signal, cache: "no-store" });
+      if (response.status === 401) return signOut("The API refused this key.");
+      if (response.status === 404) return flash(`No conversation ${cid}.`);
+      if (!response.ok) throw new Error(`stream: HTTP ${response.status}`);
+      onLive(true);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer = (buffer + value).replace(/\r\n?/g, "\n");
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const frame = parseFrame(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+          if (frame.retry) retryMs = frame.retry;
+          if (frame.data === undefined) continue;
+          onFrame(frame);
+          if (frame.id) lastSeq = Number(frame.id); // only persisted events carry an id
+        }
+      }
+    } catch (error) {
+      if (view.signal.aborted) return;
+    }
+    onLive(false);
+    await new Promise((resolve) => setTimeout(resolve, retryMs));
+  }
+}
+
+/** One SSE frame: `event:`, `id:`, `retry:` and (possibly several) `data:` lines; `:` lines are comments. */
+function parseFrame(block) {
+  const frame = { event: "message", id: null, retry: null, data: undefined };
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const name = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (name === "event") frame.event = value;
+    else if (name === "id") frame.id = value;
+    else if (name === "retry" && /^\d+$/.test(value)) frame.retry = Number(value);
+    else if (name === "data") data.push(value);
+  }
+  if (data.length) {
+    try { frame.data = JSON.parse(data.join("\n")); } catch { frame.data = undefined; }
+  }
+  return frame;
+}
+
+/** The log as people read it: turns, then rounds, each round's text and its tool calls. */
+class Log {
+  constructor(root) {
+    this.root = root;
+    this.lastSeq = 0;
+    this.turns = new Map();
+    this.rounds = new Map();
+    this.calls = new Map();
+  }
+
+  turn(turnId) {
+    const key = turnId || "";
+    if (!this.turns.has(key)) {
+      const box = h("section", { class: "turn" }, h("h3", { class: "muted", text: `turn ${this.turns.size + 1}` }));
+      this.turns.set(key, box);
+      this.root.append(box);
+    }
+    return this.turns.get(key);
+  }
+
+  round(roundId, turnId) {
+    if (!this.rounds.has(roundId)) {
+      const text = h("div", { class: "answer partial" });
+      const box = h("div", { class: "round", data: { roundId } }, text);
+      this.rounds.set(roundId, { box, text, attempt: 0, pieces: [], final: false });
+      this.turn(turnId).append(box);
+    }
+    return this.rounds.get(roundId);
+  }
+
+  /** Where an event goes: its round if it has one, else its turn. */
+  place(event) {
+    return event.round_id ? this.round(event.round_id, event.turn_id).box : this.turn(event.turn_id);
+  }
+
+  event(event) {
+    if (event.seq <= this.lastSeq) return; // a replay after reconnecting
+    this.lastSeq = event.seq;
+    const c = event.content;
+    const seq = h("span", { class: "seq", text: `#${event.seq}` });
+    switch (event.type) {
+      case "user_msg":
+        this.turn(event.turn_id).append(h("div", { class: "msg user" }, seq, h("span", { class: "who", text: "user" }),
+          h("span", { class: "text", text: c.text ?? json(c.parts) })));
+        break;
+      case "assistant_msg": {
+        if (!event.round_id) {
+          this.turn(event.turn_id).append(h("div", { class: "answer final" }, seq, h("span", { class: "text", text: c.text || "" })));
+          break;
+        }
+        const round = this.round(event.round_id, event.turn_id);
+        round.final = true;
+        round.text.className = "answer final";
+        round.text.replaceChildren(seq, h("span", { class: "text", text: c.text || "" }),
+          c.interrupted ? h("span", { class: "tag", text: "interrupted" }) : null);
+        if (!c.text && !c.interrupted) round.text.hidden = true;
+        break;
+      }
+      case "tool_call": {
+        const result = h("div", { class: "result muted", text: "no result yet" });
+        const box = h("div", { class: "call", data: { callId: c.tool_call_id } }, seq,
+          h("span", { class: "call-name", text: c.name }), h("span", { class: "muted", text: ` (${c.executor})` }),
+          h("pre", { class: "args", text: json(c.args) }), result);
+        this.calls.set(c.tool_call_id, result);
+        this.place(event).append(box);
+        break;
+      }
+      case "tool_result": {
+        const slot = this.calls.get(c.tool_call_id);
+        const body = [seq, h("span", { class: `tag result-${c.status}`, text: c.status }),
+          h("pre", { class: "output", text: typeof c.output === "string" ? c.output : json(c.output) })];
+        if (slot) { slot.className = "result"; slot.replaceChildren(...body); }
+        else this.place(event).append(h("div", { class: "result" }, ...body));
+        break;
+      }
+      case "suspension":
+        this.place(event).append(h("div", { class: "note suspension" }, seq,
+          `waiting on ${c.pending.length} call(s): `, c.pending.join(", ")));
+        break;
+      case "resolution":
+        this.place(event).append(h("div", { class: "note resolution" }, seq,
+          `${c.tool_call_id} ${c.status} by ${c.by}`));
+        break;
+      case "error":
+        this.place(event).append(h("div", { class: "note error" }, seq,
+          h("strong", { text: c.code }), `: ${c.message}`, c.status ? ` (${c.status})` : ""));
+        break;
+      default:
+        this.place(event).append(h("div", { class: "note" }, seq, `${event.type}: ${json(c)}`));
+    }
+  }
+
+  /** A piece of an answer as it streams; a newer attempt of the round starts the text over. */
+  delta(delta) {
+    const round = this.round(delta.round_id, delta.turn_id);
+    if (round.final) return;
+    if (delta.attempt > round.attempt) { round.attempt = delta.attempt; round.pieces = []; }
+    if (delta.attempt < round.attempt) return;
+    round.pieces[delta.index] = delta.text;
+    round.text.textContent = round.pieces.join("");
+  }
+
+  retry(retry) {
+    const round = this.round(retry.round_id, retry.turn_id);
+    if (round.final) return;
+    round.pieces = [];
+    round.text.textContent = `(attempt ${retry.attempt} failed: ${retry.error}; trying again in ${retry.next_delay_s}s)`;
+  }
+}
+
+// -- start --------------------------------------------------------------------------------
+
+document.getElementById("key-form").addEventListener("submit", signIn);
+document.getElementById("forget").addEventListener("click", () => {
+  sessionStorage.removeItem(USER);
+  signOut("");
+});
+window.addEventListener("hashchange", route);
+route();
