@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from agentq.config import Config
+from agentq.logs import configure as configure_logging
 
 
 def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
@@ -245,15 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
         config = Config.from_env()
     except ValueError as exc:
         print(f"agentq: {exc}", file=sys.stderr)
         return 2
+    configure_logging(config.log_format, level=logging.INFO if args.verbose else logging.WARNING)
     return args.run(config, args)
 
 

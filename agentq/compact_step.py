@@ -7,6 +7,7 @@ unique on (conversation, to_seq): a duplicate or raced compaction writes nothing
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from agentq.core.compaction import summary_request
@@ -20,6 +21,8 @@ from agentq.providers.errors import ProviderError
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 
 def run_compaction(runtime: Runtime, view: View, to_seq: int) -> list[FollowUp]:
@@ -68,4 +71,6 @@ def run_compaction(runtime: Runtime, view: View, to_seq: int) -> list[FollowUp]:
                 version=previous.version + 1 if previous else 1,
                 now=now,
             )
+            log.info("step committed: summary through seq %d", to_seq,
+                     extra={"status": "succeeded"})
     return [Advance(cid)]

@@ -27,6 +27,13 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = (env.get(name) or default).strip().lower()
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {env.get(name)!r}")
+    return raw
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -46,6 +53,8 @@ class Config:
     max_attempts: int = 5
     audit: bool = False
     audit_ttl_s: float = 7 * 24 * 3600.0
+    log_format: str = "plain"
+    metrics_token: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -63,6 +72,8 @@ class Config:
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
             audit=_flag(env, "AGENTQ_AUDIT"),
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
+            log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),
+            metrics_token=env.get("AGENTQ_METRICS_TOKEN") or None,
         )
 
     @property

@@ -5,6 +5,7 @@ worker claimed it), `lost` is set so the work can stop; its commit would fail an
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from datetime import datetime
@@ -32,7 +33,8 @@ class Heartbeat:
         self._period_s = max(min(lease_s / 3.0, period_s or lease_s), 0.05)
         self._stop = threading.Event()
         self.lost = lost if lost is not None else threading.Event()
-        self._thread = threading.Thread(target=self._run, name="agentq-heartbeat", daemon=True)
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                        name="agentq-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

@@ -7,6 +7,7 @@ and the tools can lose a call (inv. 3, 4).
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Sequence
 
@@ -25,6 +26,8 @@ from agentq.providers.errors import ContextTooLong, ProviderError
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 # How often a streaming model step checks that it was not interrupted (its lease renewal).
 INTERRUPT_CHECK_S = 0.5
@@ -118,6 +121,7 @@ def _commit_response(
         rt.store.release_step(step.key, worker=worker, status="cancelled", now=now)
         return []
     rt.notify(cid, events)
+    log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
     return follow
 
 

@@ -6,6 +6,7 @@ Every delta carries the round id of *this* step (inv. 6), never a conversation-w
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -14,6 +15,8 @@ from agentq.core.messages import Request
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
+
+log = logging.getLogger(__name__)
 
 
 class StepTimedOut(Exception):
@@ -117,6 +120,7 @@ class ModelCall:
         return final
 
     def _on_retry(self, info: RoundInfo, attempt: int, err: ProviderError, delay_s: float) -> None:
+        log.warning("model call attempt %d failed, retrying in %.1f s: %s", attempt, delay_s, err)
         self._count_retry()
         self._publish("retry", {
             "round_id": info.round_id,

@@ -38,6 +38,7 @@ from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
+from agentq.logs import bind as bind_log_context
 from agentq.model_round import call_model
 from agentq.providers.base import Provider, provider_for
 from agentq.pubsub import PubSub
@@ -204,6 +205,8 @@ class Runtime:
             self.store.release_step(step.key, worker=worker, status="cancelled", now=now)
             return []
         self.notify(conversation_id, events)
+        log.info("step committed: %s returned %s", call.name, outcome.status,
+                 extra={"status": "succeeded"})
         return self._after_result(conversation_id, fsm)
 
     # -- pending calls ---------------------------------------------------------------------
@@ -287,10 +290,16 @@ class Runtime:
             round_id=step.round_id, celery_task_id=task_id(step.key), worker=worker,
             lease_s=self.config.lease_s, now=self.clock(), max_attempts=self.config.max_attempts,
         )
+        bind_log_context(conversation_id=cid, step_key=step.key, step_kind=step.kind,
+                         round_id=step.round_id)
+        if record is not None:
+            log.info("step claimed", extra={"attempt": record.attempts})
         return worker, record
 
     def release(self, step: Step, worker: str, status: str, error: str | None) -> None:
         """Give a claimed step back with `status` (a no-op if it is no longer ours)."""
+        log.info("step released as %s%s", status, f": {error}" if error else "",
+                 extra={"status": status})
         self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
                                 error=error)
 
@@ -302,6 +311,8 @@ class Runtime:
         now = self.clock()
         if not self.store.give_up_step(step.key, max_attempts=self.config.max_attempts, now=now):
             return []
+        log.warning("step given up after %d attempts", self.config.max_attempts,
+                    extra={"status": "failed_permanent"})
         message = (
             f"the step failed {self.config.max_attempts} times "
             "(its worker died or it kept failing); giving up"
@@ -334,6 +345,7 @@ class Runtime:
     def fail_step(self, conversation_id: str, step: Step, worker: str, status: str, code: str,
                    message: str) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
+        log.warning("step failed as %s (%s): %s", status, code, message, extra={"status": status})
         self.store.release_step(step.key, worker=worker, status=status, now=self.clock(),
                                 error=message)
         return self._error_event(conversation_id, step, status, code, message)

@@ -8,6 +8,7 @@ becomes an error `ToolOutcome` the model can read, never a crash.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 
 import importlib
@@ -298,7 +299,9 @@ def _run(item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
     # abandoned, and it must not hold the worker's shutdown hostage. The step's lease and
     # attempt count (DESIGN section 5) keep an abandoned call from being trusted or rerun
     # blindly; tools make side effects idempotent with ctx.tool_call_id.
-    threading.Thread(target=target, name=f"agentq-tool-{item.name}", daemon=True).start()
+    # The tool logs with the step's log context (agentq.logs), copied into its thread.
+    threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                     name=f"agentq-tool-{item.name}", daemon=True).start()
     try:
         error = future.exception(timeout=timeout_s)
     except FutureTimeout:

@@ -13,13 +13,14 @@ import warnings
 from datetime import timedelta
 from typing import Callable, Iterable
 
-from celery import Celery
+from celery import Celery, signals
 from celery.exceptions import SecurityWarning
 from kombu.exceptions import OperationalError
 
 from agentq.config import Config
 from agentq.core.keys import task_id
 from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.logs import log_context, use_format
 from agentq.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -78,15 +79,18 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
 def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
     @app.task(name="agentq.advance", shared=False)
     def advance(conversation_id: str) -> None:
-        enqueue(app, runtime().advance(conversation_id))
+        with log_context(conversation_id=conversation_id):
+            enqueue(app, runtime().advance(conversation_id))
 
     @app.task(name="agentq.run_tool", shared=False)
     def run_tool(conversation_id: str, tool_call_id: str) -> None:
-        enqueue(app, runtime().run_tool(conversation_id, tool_call_id))
+        with log_context(conversation_id=conversation_id):
+            enqueue(app, runtime().run_tool(conversation_id, tool_call_id))
 
     @app.task(name="agentq.expire", shared=False)
     def expire(conversation_id: str, tool_call_id: str) -> None:
-        enqueue(app, runtime().expire(conversation_id, tool_call_id))
+        with log_context(conversation_id=conversation_id):
+            enqueue(app, runtime().expire(conversation_id, tool_call_id))
 
     @app.task(name="agentq.sweep", shared=False)
     def sweep() -> None:
@@ -192,3 +196,10 @@ def build_runtime(config: Config) -> Runtime:
 
 _config = Config.from_env()
 app = create_celery(_config, functools.cache(lambda: build_runtime(_config)))
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _format_worker_logs(logger: logging.Logger, **_: object) -> None:
+    """Celery made the worker's log handlers; give them AGENTQ_LOG_FORMAT and the step context."""
+    use_format(logger, _config.log_format)
