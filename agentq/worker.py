@@ -132,8 +132,8 @@ WAITING_EVENT = "task-waiting"
 
 
 def _call_repr(item: RunTool | Expire) -> str:
-    tool = f" tool={item.tool}" if item.tool else ""
-    return f"conversation={item.conversation_id}{tool} call={item.tool_call_id}"
+    tool = f"tool={item.tool} " if item.tool else ""
+    return f"{tool}conversation={item.conversation_id} call={item.tool_call_id}"
 
 
 def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:

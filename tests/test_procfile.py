@@ -121,7 +121,7 @@ def test_flower_shows_a_turns_tasks_by_name_with_readable_args_as_the_ledger_has
     # the tool step's row names the Celery task that ran it, and Flower saw it succeed
     run_tool = tasks[tool_step["celery_task_id"]]
     assert run_tool["name"] == "agentq.run_tool" and run_tool["state"] == "SUCCESS"
-    assert run_tool["args"] == f"conversation={cid} tool=get_weather call={call_id}"
+    assert run_tool["args"] == f"tool=get_weather conversation={cid} call={call_id}"
     assert tool_step["celery_task_id"] == task_id(Step.tool(cid, call_id).key)
     # the model steps ran in advance tasks: the first sent the tool task, the tool task the next
     advances = {tid: t for tid, t in tasks.items() if t["name"] == "agentq.advance"}
@@ -142,5 +142,5 @@ def test_a_call_waiting_on_a_person_shows_as_a_waiting_expire_task_in_flower(sta
         return task if task and task["state"] == "WAITING" else None
     task = wait_for(waiting, timeout_s=30, what=f"Flower to show the expire task of {call_id} WAITING")
     assert task["name"] == "agentq.expire" and task["eta"]
-    assert task["args"] == f"conversation={cid} tool=approve_payment call={call_id}"
+    assert task["args"] == f"tool=approve_payment conversation={cid} call={call_id}"
     assert expire_id in stack.flower_tasks(state="WAITING")  # an operator can filter on it
