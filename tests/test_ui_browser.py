@@ -21,6 +21,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.api_support import api  # noqa: F401
 from tests.emulators import Fail, OpenAIEmulator, Reply
 from tests.processes import ROOT, wait_for
 
@@ -171,6 +172,23 @@ def visible(driver: WebDriver, selector: str):
 
 def texts(driver: WebDriver, selector: str) -> list[str]:
     return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_the_page_and_its_files_are_served_under_a_policy_that_runs_only_them(api):
+    home = api.client.get("/")
+    assert home.status_code == 302 and home.headers["Location"] == "/ui/"
+    assert api.client.get("/ui").status_code == 308  # so the page's relative links resolve
+    page = api.client.get("/ui/")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert "unsafe-inline" not in page.headers["Content-Security-Policy"]
+    assert b'<script src="app.js" defer></script>' in page.data
+    for name, mimetype in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        served = api.client.get(f"/ui/{name}")
+        assert served.status_code == 200 and served.mimetype == mimetype
+        assert served.headers["X-Content-Type-Options"] == "nosniff"
+    assert api.client.get("/ui/../web/ui.py").status_code == 404
+    assert b"innerHTML" not in api.client.get("/ui/app.js").data  # text reaches the DOM as text only
 
 
 def test_a_refused_key_keeps_the_person_at_the_sign_in_form(browser, server):

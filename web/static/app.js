@@ -148,7 +148,8 @@ function route() {
   (views[name] || conversationsView)(main, current, decodeURIComponent(arg)).catch(report);
 }
 
-/** Keep one row per key in `list`: new items are built, gone ones removed, the rest kept as typed in. */
+/** Keep one row per key in `list`: new items are built, gone ones removed, the rest kept as typed
+ * in, unless `update` returns a row to put in their place. */
 function syncRows(list, items, keyOf, build, update) {
   const wanted = new Map(items.map((item) => [keyOf(item), item]));
   for (const row of [...list.children]) {
@@ -161,7 +162,12 @@ function syncRows(list, items, keyOf, build, update) {
       row = build(item);
       row.dataset.key = key;
     } else if (update) {
-      update(row, item);
+      const fresh = update(row, item);
+      if (fresh) {
+        fresh.dataset.key = key;
+        row.replaceWith(fresh);
+        row = fresh;
+      }
     }
     list.append(row); // also puts kept rows in the answer's order
   }
@@ -186,20 +192,25 @@ async function conversationsView(main, view, filter) {
     h("table", {}, h("thead", {}, h("tr", {}, ["Conversation", "State", "Events", "Updated"].map((t) => h("th", { text: t })))), rows),
     more,
   );
-  const row = (c) => h("tr", {}, h("td", {}, convLink(c.id)), h("td", {}, badge(c.state)),
+  const sig = (c) => `${c.state}/${c.last_seq}`;
+  const row = (c) => h("tr", { data: { sig: sig(c) } }, h("td", {}, convLink(c.id)), h("td", {}, badge(c.state)),
     h("td", { text: c.last_seq }), h("td", { text: when(c.updated_at) }));
   let shown = 50;
   const load = async () => {
-    const query = new URLSearchParams({ limit: String(shown) });
-    if (status) query.set("status", status);
-    const page = await api("GET", `v1/conversations?${query}`, undefined, view.signal);
-    syncRows(rows, page.conversations, (c) => c.id, row, (old, item) => {
-      const fresh = row(item);
-      fresh.dataset.key = old.dataset.key;
-      old.replaceWith(fresh);
-    });
-    if (!page.conversations.length) rows.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "empty", text: "No conversations." })));
-    more.hidden = !page.next_cursor;
+    const found = [];
+    let cursor = null;
+    do { // the first `shown`, oldest first, in pages of at most 200 (the API's largest)
+      const query = new URLSearchParams({ limit: String(Math.min(200, shown - found.length)) });
+      if (status) query.set("status", status);
+      if (cursor) query.set("cursor", cursor);
+      const page = await api("GET", `v1/conversations?${query}`, undefined, view.signal);
+      found.push(...page.conversations);
+      cursor = page.next_cursor;
+    } while (cursor && found.length < shown);
+    // a row is rebuilt only when it changed, so a click never lands on a row being replaced
+    syncRows(rows, found, (c) => c.id, row, (old, item) => (old.dataset.sig === sig(item) ? null : row(item)));
+    if (!found.length) rows.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "empty", text: "No conversations." })));
+    more.hidden = !cursor;
   };
   more.onclick = () => { shown += 50; load().catch(report); };
   await load();
