@@ -68,6 +68,10 @@ def test_only_the_worker_module_imports_celery():
     assert offenders <= {"agentq/worker.py"}, offenders
 
 
+def test_only_the_metrics_endpoint_imports_prometheus_client():
+    assert importers_of("prometheus_client") <= {"web/metrics.py"}
+
+
 def test_only_web_imports_flask():
     offenders = {p for p in importers_of("flask") if not p.startswith("web/")}
     assert not offenders, offenders

@@ -38,6 +38,7 @@ class Services:
     keys: KeyRing
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
+    metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
@@ -107,6 +108,7 @@ def build_services(config: Config) -> Services:
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
+        metrics_token=config.metrics_token,
     )
 
 
@@ -129,4 +131,5 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         send=embedded.send,
         keys=KeyRing(store, api_key),
         checks={"database": lambda: store.load_conversation("readyz-probe")},
+        metrics_token=embedded.config.metrics_token,
     )

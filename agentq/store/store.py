@@ -22,12 +22,13 @@ from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import StepRecord
+from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
 from agentq.store.txn import ConversationTxn
 
 
-class Store(ApiKeys, Overviews):
+class Store(ApiKeys, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:

@@ -1,0 +1,121 @@
+"""GET /metrics: Prometheus exposition of the steps, pending calls and inboxes in the store.
+
+Workers run on other machines and the API under several gunicorn processes, so nothing
+is counted in memory: each scrape reads a few aggregates from the store and turns them
+into gauges. Only aggregates leave: no ids, no tenants, no content. With
+AGENTQ_METRICS_TOKEN set, a scrape must send it as `Authorization: Bearer <token>`.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+
+from flask import Blueprint, Response, request
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from agentq.store.metrics import StoreMetrics
+from web.errors import ApiError
+from web.services import services
+
+log = logging.getLogger(__name__)
+bp = Blueprint("metrics", __name__)
+
+# Zero rows still make a series, so a rate or an alert never sees one vanish.
+STEP_KINDS = ("llm", "tool", "compact")
+STEP_STATUSES = ("scheduled", "running", "succeeded", "failed_recoverable", "failed_permanent",
+                 "timeout", "cancelled")
+EXECUTORS = ("human", "client")
+
+
+class StoreCollector(Collector):
+    """The metric families of one `StoreMetrics`, read once per scrape, at `now`."""
+
+    def __init__(self, metrics: StoreMetrics, now: datetime) -> None:
+        self.metrics, self.now = metrics, now
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        kinds = _known(STEP_KINDS, [k for k, _ in m.steps], m.latency)
+        steps = GaugeMetricFamily(
+            "agentq_steps", "Steps in the ledger by kind and status (finished rows stay until "
+            "agentq.gc drops them)", labels=["kind", "status"])
+        for kind in kinds:
+            for status in _known(STEP_STATUSES, [s for k, s in m.steps if k == kind]):
+                steps.add_metric([kind, status], m.steps.get((kind, status), 0))
+        yield steps
+        retries = GaugeMetricFamily(
+            "agentq_step_retries", "Model-call retries recorded on the steps in the ledger",
+            labels=["kind"])
+        for kind in kinds:
+            retries.add_metric([kind], m.retries.get(kind, 0))
+        yield retries
+        yield self._latency(kinds)
+        pending = GaugeMetricFamily(
+            "agentq_pending_calls", "Tool calls waiting for a person or the client app",
+            labels=["executor"])
+        for executor in _known(EXECUTORS, m.pending):
+            pending.add_metric([executor], m.pending.get(executor, 0))
+        yield pending
+        age_s = (self.now - m.oldest_pending_at).total_seconds() if m.oldest_pending_at else 0.0
+        yield GaugeMetricFamily(
+            "agentq_oldest_pending_call_age_seconds",
+            "Age of the oldest pending tool call (0 when none waits)", value=max(age_s, 0.0))
+        yield GaugeMetricFamily(
+            "agentq_inbox_messages", "User messages waiting in inboxes for their turn",
+            value=m.inbox)
+
+    def _latency(self, kinds: Iterable[str]) -> Metric:
+        family = GaugeHistogramMetricFamily(
+            "agentq_step_latency_seconds", "Claim to finish of the finished steps still in the "
+            "ledger (the last attempt of each)", labels=["kind"])
+        for kind in kinds:
+            latency = self.metrics.latency.get(kind)
+            if latency is None:
+                family.add_metric([kind], [("+Inf", 0)], 0.0)
+                continue
+            buckets = [(_le(b), n) for b, n in zip(latency.bounds_s, latency.at_most)]
+            family.add_metric([kind], [*buckets, ("+Inf", latency.count)], latency.sum_s)
+        return family
+
+
+def _known(known: Iterable[str], *seen: Iterable[str]) -> list[str]:
+    """The known label values, then any other value the store holds, in a stable order."""
+    values = dict.fromkeys(known)
+    for group in seen:
+        values.update(dict.fromkeys(sorted(group)))
+    return list(values)
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def _check_token(expected: str | None) -> None:
+    if expected is None:
+        return
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode("utf-8", "replace"), expected.encode("utf-8", "replace")
+    ):
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <AGENTQ_METRICS_TOKEN>",
+                       headers={"WWW-Authenticate": 'Bearer realm="agentq-metrics"'})
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    found = services()
+    _check_token(found.metrics_token)
+    try:
+        snapshot = found.store.load_metrics()
+    except Exception as exc:
+        log.warning("metrics scrape could not read the store: %s", exc)
+        raise ApiError(503, "unavailable", "the store did not answer") from None
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(snapshot, found.commands.clock()))
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return Response(encoder(registry), content_type=content_type)
