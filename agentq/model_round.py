@@ -33,10 +33,9 @@ log = logging.getLogger(__name__)
 INTERRUPT_CHECK_S = 0.5
 
 
-def call_model(rt: Runtime, turn: View, step: Step) -> list[FollowUp]:
-    """Run the llm step of this turn (or the compaction it needs first), once."""
-    cid = turn.conversation_id
-    view = rt.context(turn)
+def call_model(rt: Runtime, view: View, step: Step) -> list[FollowUp]:
+    """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
+    cid = view.conversation_id
     request, evictions = rt.rendered(view)
     cut = compaction_cut(view, context_tokens=request_tokens(request))
     if cut is not None:  # summarize first; the model call comes on the next advance

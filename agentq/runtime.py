@@ -6,7 +6,6 @@ runtime runs in tests on SQLite with no broker.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -83,10 +82,13 @@ class Runtime:
 
     def advance(self, conversation_id: str) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (DESIGN section 2)."""
-        view = self.store.load_view(conversation_id, turn_only=True)
-        if view is None:
-            return []
-        decision = decide(view)
+        with self.store.snapshot(conversation_id) as snapshot:
+            view = snapshot.view(turn_only=True)
+            if view is None:
+                return []
+            decision = decide(view)
+            if isinstance(decision, CallModel):  # only a model call pays for reading history
+                view = snapshot.with_history(view)
         match decision:
             case Idle() | Stopped():
                 return []
@@ -147,18 +149,6 @@ class Runtime:
         """The request the next model call gets, and the tool results it had to shorten."""
         request = render(view, self.registry.specs(view.settings.tools))
         return evict(request, max_result_tokens=result_token_limit(view))
-
-    def context(self, turn: View) -> View:
-        """The whole context of a model call: the turn's view plus the earlier events.
-
-        Events never change, so the prefix before the turn read now joins the turn read
-        before without a gap; only a model call pays for reading history.
-        """
-        after = turn.summary.to_seq if turn.summary else 0
-        earlier = self.store.list_events(
-            turn.conversation_id, after_seq=after, before_seq=turn.events[0].seq
-        )
-        return dataclasses.replace(turn, events=(*earlier, *turn.events))
 
     # -- tool steps ------------------------------------------------------------------------
 

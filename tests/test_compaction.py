@@ -199,7 +199,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
     for turn in range(12):  # run turns until the next model call needs a summary first
         before = {s.to_seq for s in store.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
-        view = runtime.context(store.load_view(conv.id, turn_only=True))
+        view = store.load_view(conv.id)
         request, _ = runtime.rendered(view)
         cut = compaction_cut(view, context_tokens=request_tokens(request))
         if cut is not None:

@@ -242,7 +242,8 @@ def test_conversation_to_json_has_the_api_shape(store):
 # the view
 
 
-def test_load_view_returns_latest_summary_events_after_it_open_calls_and_untaken_inbox(store):
+def _view_fixture(store: Store, fsm: FsmState) -> str:
+    """Six user messages, two summaries, three calls (two open), three inbox rows (two waiting)."""
     cid = new_conversation(store).id
     append(store, cid, *(user(str(n)) for n in range(6)))
     store.save_summary(conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
@@ -253,15 +254,43 @@ def test_load_view_returns_latest_summary_events_after_it_open_calls_and_untaken
         tx.add_inbox(message(cid, "m2", seconds=2), queued=True, turn_id=None, taken_at=None)
         tx.add_inbox(message(cid, "m1", seconds=1), queued=True, turn_id=None, taken_at=None)
         tx.add_inbox(message(cid, "m0"), queued=False, turn_id="t0", taken_at=at(0))
-        tx.set_fsm(FsmState(state="running", turn_id="t1"), now=at(3))
+        tx.set_fsm(fsm, now=at(3))
+    return cid
+
+
+def test_load_view_during_a_turn_returns_latest_summary_events_after_it_and_open_calls(store):
+    running = FsmState(state="awaiting_input", turn_id="t1", running=("queued",),
+                       pending={"open": {"executor": "human", "name": "approve", "expires_at": None}})
+    cid = _view_fixture(store, running)
     view = store.load_view(cid)
     assert (view.summary.to_seq, view.summary.content) == (4, {"s": 2})
     assert [event.seq for event in view.events] == [5, 6]
     assert [c.id for c in view.open_calls] == ["queued", "open"]
+    assert view.inbox == ()  # a message posted during a turn is handled when it is posted
+    assert view.last_seq == 6
+    assert view.fsm == running
+
+
+def test_load_view_between_turns_returns_the_untaken_inbox_in_order(store):
+    cid = _view_fixture(store, FsmState(state="idle", turn_id="t1"))
+    view = store.load_view(cid)
     assert [item.id for item in view.inbox] == ["m1", "m2"]
     assert view.inbox[0] == message(cid, "m1", seconds=1)
-    assert view.last_seq == 6
-    assert view.fsm == FsmState(state="running", turn_id="t1")
+    assert view.open_calls == ()  # the cached state has none open (inv. 1)
+
+
+def test_with_history_grows_a_turn_view_to_everything_after_the_summary(store):
+    cid = new_conversation(store).id
+    append(store, cid, *(user(str(n)) for n in range(6)))
+    store.save_summary(conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
+    with store.locked(cid) as tx:
+        tx.set_fsm(FsmState(state="running", turn_id="t1", turn_seq=5), now=at(3))
+    with store.snapshot(cid) as snapshot:
+        turn = snapshot.view(turn_only=True)
+        assert [event.seq for event in turn.events] == [5, 6]
+        whole = snapshot.with_history(turn)
+    assert [event.seq for event in whole.events] == [3, 4, 5, 6]
+    assert whole == store.load_view(cid)
 
 
 def test_load_view_without_a_summary_holds_every_event(store):
@@ -408,6 +437,58 @@ def test_a_step_at_max_attempts_cannot_be_claimed(store):
     assert store.claim_step("s1", worker="w2", lease_s=30, now=at(60), max_attempts=1) is None
 
 
+def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
+                       max_attempts: int = 5):
+    return store.schedule_and_claim_step(
+        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
+        celery_task_id="task-" + key, worker=worker, lease_s=30, now=at(seconds),
+        max_attempts=max_attempts,
+    )
+
+
+def test_schedule_and_claim_inserts_a_new_step_already_claimed(store):
+    cid = new_conversation(store).id
+    step = schedule_and_claim(store, cid, "s1", "w1", seconds=2)
+    assert (step.status, step.attempts, step.worker, step.lease_until) == ("running", 1, "w1", at(32))
+    assert (step.created_at, step.started_at, step.celery_task_id) == (at(2), at(2), "task-s1")
+    assert store.load_step("s1") == step
+
+
+def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
+    cid = new_conversation(store).id
+    schedule_and_claim(store, cid, "s1", "w1", seconds=0)
+    assert schedule_and_claim(store, cid, "s1", "w2", seconds=29) is None  # live lease
+    taken = schedule_and_claim(store, cid, "s1", "w2", seconds=31)  # the lease ran out
+    assert (taken.worker, taken.attempts, taken.created_at, taken.started_at) == ("w2", 2, at(0), at(31))
+    assert store.release_step("s1", worker="w2", status="failed_recoverable", now=at(32))
+    assert schedule_and_claim(store, cid, "s1", "w3", seconds=33, max_attempts=2) is None  # used up
+    assert schedule_and_claim(store, cid, "s1", "w3", seconds=33).attempts == 3
+    with store.locked(cid) as tx:
+        assert tx.finish_step("s1", worker="w3", now=at(34))
+    assert schedule_and_claim(store, cid, "s1", "w4", seconds=999) is None  # finished
+    assert store.load_step("s1").status == "succeeded"
+
+
+def test_only_one_of_many_concurrent_schedule_and_claims_of_a_new_step_wins(store):
+    cid = new_conversation(store).id
+    barrier = threading.Barrier(8)
+    won: list[str] = []
+
+    def claim(worker: str) -> None:
+        barrier.wait()
+        if schedule_and_claim(store, cid, "s1", worker, seconds=1):
+            won.append(worker)
+
+    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 1
+    step = store.load_step("s1")
+    assert (step.status, step.attempts, step.worker) == ("running", 1, won[0])
+
+
 def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
@@ -530,3 +611,25 @@ def test_the_migrated_schema_matches_the_tables(store):
     with store.engine.connect() as conn:
         context = MigrationContext.configure(conn)
         assert compare_metadata(context, metadata) == []
+
+
+# transactions
+
+@pytest.mark.postgres
+def test_a_postgres_read_is_a_read_only_repeatable_read_snapshot_and_leaves_no_trace(pg_url):
+    from agentq.store.engine import begin_read, begin_write
+
+    engine = create_engine(pg_url)
+    engine.pool.dispose()
+    try:
+        show = "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
+        with begin_read(engine) as conn:
+            assert conn.exec_driver_sql(show).one() == ("repeatable read", "on")
+            with pytest.raises(sa.exc.InternalError, match="read-only transaction"):
+                conn.exec_driver_sql("CREATE TEMP TABLE must_fail (x int)")
+        # the same pooled connection is a plain read-committed writer again
+        with begin_write(engine) as conn:
+            assert conn.exec_driver_sql(show).one() == ("read committed", "off")
+        assert engine.pool.checkedin() == 1
+    finally:
+        engine.dispose()

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.store.engine import insert_ignoring
 from agentq.store.schema import steps
@@ -97,6 +98,52 @@ def claim_step_txn(
             started_at=now,
         )
         .returning(*steps.c)
+    ).first()
+    return None if row is None else step_from_row(row)
+
+
+def schedule_and_claim_step_txn(
+    conn: Connection,
+    *,
+    step_key: str,
+    conversation_id: str,
+    kind: str,
+    ref: dict[str, Any],
+    round_id: str | None,
+    celery_task_id: str,
+    worker: str,
+    lease_s: float,
+    now: datetime,
+    max_attempts: int,
+) -> StepRecord | None:
+    """Insert the step already claimed, or claim the existing row: one upsert, one round trip.
+
+    The conflict branch carries the same conditions as `claim_step_txn`, so a step that
+    is running under a live lease, finished, or out of attempts returns no row.
+    """
+    c = steps.c
+    lease_until = now + timedelta(seconds=lease_s)
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = (
+        module.insert(steps)
+        .values(
+            step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
+            status="running", attempts=1, lease_until=lease_until, worker=worker,
+            celery_task_id=celery_task_id, round_id=round_id, created_at=now, started_at=now,
+        )
+    )
+    row = conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[c.step_key],
+            set_={
+                "status": "running",
+                "lease_until": lease_until,
+                "attempts": c.attempts + 1,
+                "worker": worker,
+                "started_at": now,
+            },
+            where=and_(c.attempts < max_attempts, _claimable(now)),
+        ).returning(*c)
     ).first()
     return None if row is None else step_from_row(row)
 

@@ -164,10 +164,14 @@ def list_summaries_txn(conn: Connection, conversation_id: str) -> list[Summary]:
 
 
 def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = False) -> View | None:
-    """The view in four indexed queries: row + latest summary, events, open calls, inbox.
+    """The view in up to four indexed queries: row + latest summary, events, open calls, inbox.
 
     With `turn_only`, events start at the current turn's user_msg: what deciding needs,
-    and a cost that does not grow with the length of the conversation.
+    and a cost that does not grow with the length of the conversation. The cached state
+    says whether there are open calls, and the inbox only matters between turns (a
+    message that comes in while a turn runs is handled when it is posted), so those
+    queries run only when they can return something that counts (inv. 1 keeps the
+    cache true to the log).
     """
     latest_to_seq = (
         select(func.max(summaries.c.to_seq))
@@ -190,19 +194,36 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
     if row is None:
         return None
     info = conversation_from_row(row)
+    fsm = info.fsm
     summary = None if row.summary_id is None else summary_from_row(row, "summary_")
     after_seq = summary.to_seq if summary else 0
-    if turn_only and info.fsm.turn_seq:
-        after_seq = max(after_seq, info.fsm.turn_seq - 1)
+    if turn_only and fsm.turn_seq:
+        after_seq = max(after_seq, fsm.turn_seq - 1)
+    has_open_calls = bool(fsm.pending or fsm.running)
+    between_turns = fsm.state not in ("running", "awaiting_input")
     return View(
         conversation_id=info.id,
         settings=info.settings,
         status=info.status,
-        fsm=info.fsm,
+        fsm=fsm,
         summary=summary,
         events=tuple(
             list_events_txn(conn, info.id, after_seq=after_seq, limit=None)
         ),
-        open_calls=tuple(list_open_calls_txn(conn, info.id)),
-        inbox=tuple(list_inbox_txn(conn, info.id, taken=False)),
+        open_calls=tuple(list_open_calls_txn(conn, info.id)) if has_open_calls else (),
+        inbox=tuple(list_inbox_txn(conn, info.id, taken=False)) if between_turns else (),
     )
+
+
+def with_history_txn(conn: Connection, turn: View) -> View:
+    """A turn's view grown to the whole context: the events between the summary and the turn.
+
+    Events never change, so the earlier ones join the turn's without a gap.
+    """
+    after = turn.summary.to_seq if turn.summary else 0
+    if not turn.events or turn.events[0].seq <= after + 1:
+        return turn
+    earlier = list_events_txn(
+        conn, turn.conversation_id, after_seq=after, limit=None, before_seq=turn.events[0].seq
+    )
+    return replace(turn, events=(*earlier, *turn.events))

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
@@ -26,6 +26,22 @@ from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
 from agentq.store.txn import ConversationTxn
+
+
+class Snapshot:
+    """One conversation read from one snapshot; only valid inside `Store.snapshot`."""
+
+    def __init__(self, conn: Connection, conversation_id: str) -> None:
+        self._conn = conn
+        self._id = conversation_id
+
+    def view(self, *, turn_only: bool = False) -> View | None:
+        """As `Store.load_view`."""
+        return log.load_view_txn(self._conn, self._id, turn_only=turn_only)
+
+    def with_history(self, turn: View) -> View:
+        """A turn-only view grown to everything after the latest summary: a model call's context."""
+        return log.with_history_txn(self._conn, turn)
 
 
 class Store(ApiKeys, Overviews, Metrics):
@@ -138,6 +154,12 @@ class Store(ApiKeys, Overviews, Metrics):
         """Latest summary, the events after it (or only the current turn's), open calls, inbox."""
         with begin_read(self.engine) as conn:
             return log.load_view_txn(conn, conversation_id, turn_only=turn_only)
+
+    @contextmanager
+    def snapshot(self, conversation_id: str) -> Iterator[Snapshot]:
+        """Reads of one conversation that all see the same moment (one read transaction)."""
+        with begin_read(self.engine) as conn:
+            yield Snapshot(conn, conversation_id)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
@@ -266,14 +288,12 @@ class Store(ApiKeys, Overviews, Metrics):
         now: datetime,
         max_attempts: int,
     ) -> StepRecord | None:
-        """Schedule the step if new and claim it, in one write transaction (None if we lost)."""
+        """Schedule the step if new and claim it, in one statement (None if we lost)."""
         with begin_write(self.engine) as conn:
-            ledger.schedule_step_txn(
+            return ledger.schedule_and_claim_step_txn(
                 conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-                round_id=round_id, celery_task_id=celery_task_id, now=now,
-            )
-            return ledger.claim_step_txn(
-                conn, step_key, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
+                round_id=round_id, celery_task_id=celery_task_id, worker=worker,
+                lease_s=lease_s, now=now, max_attempts=max_attempts,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
