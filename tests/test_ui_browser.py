@@ -223,6 +223,7 @@ def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page,
     assert ANSWER.startswith(growing) and len(growing) < len(ANSWER)
     wait(page, lambda d: ANSWER in texts(d, "#log .answer.final .text"), "the whole answer")
     assert texts(page, "#log .answer.partial") == []  # the finished message replaced the deltas
+    assert re.fullmatch(r"#\d+\s*model\s*" + re.escape(ANSWER), texts(page, "#log .answer.final")[-1])
     [resolution] = texts(page, "#log .note.resolution")
     assert "resolved by pat" in resolution
     call = page.find_element(By.CSS_SELECTOR, "#log .call .result")

@@ -507,14 +507,16 @@ class Log {
         break;
       case "assistant_msg": {
         if (!event.round_id) {
-          this.turn(event.turn_id).append(h("div", { class: "answer final" }, seq, h("span", { class: "text", text: c.text || "" })));
+          this.turn(event.turn_id).append(h("div", { class: "answer final" }, seq,
+            h("span", { class: "who", text: "model" }), h("span", { class: "text", text: c.text || "" })));
           break;
         }
         const round = this.round(event.round_id, event.turn_id);
         round.final = true;
         round.text.className = "answer final";
-        round.text.replaceChildren(seq, h("span", { class: "text", text: c.text || "" }),
-          c.interrupted ? h("span", { class: "tag", text: "interrupted" }) : null);
+        round.text.replaceChildren(seq, h("span", { class: "who", text: "model" }),
+          h("span", { class: "text", text: c.text || "" }));
+        if (c.interrupted) round.text.append(h("span", { class: "tag", text: "interrupted" }));
         if (!c.text && !c.interrupted) round.text.hidden = true;
         break;
       }
