@@ -4,9 +4,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -244,3 +246,49 @@ def test_every_line_a_celery_worker_logs_is_json_and_its_steps_carry_their_keys(
     assert all(e["conversation_id"] == conv.id and keys[e["step_key"]] == e["step_kind"]
                for e in committed)
     assert any(e["logger"].startswith("celery") for e in entries)
+
+
+def test_every_line_gunicorn_logs_for_the_api_is_json_and_metrics_answer_over_http(tmp_path):
+    url = f"sqlite:///{tmp_path / 'api.db'}"
+    Store.open(url).migrate()
+    env = worker_env(url, "memory://", "embedded://", AGENTQ_LOG_FORMAT="json",
+                     AGENTQ_METRICS_TOKEN="scrape-secret")
+    log_path = tmp_path / "gunicorn.log"
+    with open(log_path, "wb") as log:  # ./gunicorn.conf.py is read from the working directory
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "4", "-b", "127.0.0.1:0",
+             "--access-logfile", "-", "web.app:create_app()"],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        port = wait_for(lambda: _listening_port(log_path.read_text()), timeout_s=60,
+                        what=f"gunicorn to listen; its log:\n{log_path.read_text()}")
+        scrape = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                        headers={"Authorization": "Bearer scrape-secret"})
+        text = wait_for(lambda: _get(scrape), timeout_s=60, what="GET /metrics to answer")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert "agentq_inbox_messages 0.0" in text
+    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    assert any(e["logger"] == "gunicorn.error" and e["message"].startswith("Starting gunicorn")
+               for e in entries)
+    assert any(e["logger"] == "gunicorn.access" and '"GET /metrics HTTP/1.1" 200' in e["message"]
+               for e in entries)
+
+
+def _listening_port(log_text: str) -> int | None:
+    found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", log_text)
+    return int(found.group(1)) if found else None
+
+
+def _get(request: urllib.request.Request) -> str | None:
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.read().decode()
+    except OSError:
+        return None
