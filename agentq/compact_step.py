@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_compaction(runtime: Runtime, view: View, to_seq: int) -> list[FollowUp]:
+def run_compaction(
+    runtime: Runtime, view: View, to_seq: int, *, task_id: str | None = None
+) -> list[FollowUp]:
     """Summarize the view's events up to `to_seq`, then ask for the next step again."""
     cid = view.conversation_id
     step = Step.compact(cid, to_seq)
-    worker, record = runtime.claim(cid, step)
+    worker, record = runtime.claim(cid, step, task_id)
     if record is None:
         return runtime.not_claimed(cid, step)
     request = summary_request(view, to_seq)

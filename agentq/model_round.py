@@ -33,14 +33,14 @@ log = logging.getLogger(__name__)
 INTERRUPT_CHECK_S = 0.5
 
 
-def call_model(rt: Runtime, view: View, step: Step) -> list[FollowUp]:
+def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = None) -> list[FollowUp]:
     """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
     cid = view.conversation_id
     request, evictions = rt.rendered(view)
     cut = compaction_cut(view, context_tokens=request_tokens(request))
     if cut is not None:  # summarize first; the model call comes on the next advance
-        return run_compaction(rt, view, cut - 1)
-    worker, record = rt.claim(cid, step)
+        return run_compaction(rt, view, cut - 1, task_id=task_id)
+    worker, record = rt.claim(cid, step, task_id)
     if record is None:
         return rt.not_claimed(cid, step)
     settings = view.settings
@@ -65,7 +65,7 @@ def call_model(rt: Runtime, view: View, step: Step) -> list[FollowUp]:
         except StepTimedOut as exc:
             return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
         except ContextTooLong as exc:
-            return _too_long(rt, view, step, worker, record.attempts, exc)
+            return _too_long(rt, view, step, worker, record.attempts, exc, task_id)
         except ProviderError as exc:
             if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                 rt.release(step, worker, "failed_recoverable", str(exc))
@@ -78,14 +78,16 @@ def call_model(rt: Runtime, view: View, step: Step) -> list[FollowUp]:
     return _commit_response(rt, view, step, worker, response)
 
 
-def _too_long(rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
+def _too_long(
+    rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc, task_id: str | None
+) -> list[FollowUp]:
     """The provider refused the context: compact and retry once (DESIGN section 8)."""
     cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
     if cut is None:
         return rt.fail_step(view.conversation_id, step, worker, "failed_permanent",
                               "context_too_long", str(exc))
     rt.release(step, worker, "failed_recoverable", str(exc))
-    return run_compaction(rt, view, cut - 1)
+    return run_compaction(rt, view, cut - 1, task_id=task_id)
 
 
 def _audit(rt: Runtime, view: View, step: Step, response: ModelResponse, evictions) -> None:

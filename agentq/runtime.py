@@ -29,7 +29,7 @@ from agentq.core.decide import (
 )
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
 from agentq.core.fsm import fold, round_closed
-from agentq.core.keys import task_id
+from agentq.core.keys import task_id as step_task_id
 from agentq.core.compaction import evict, result_token_limit
 from agentq.core.messages import Request
 from agentq.core.render import render
@@ -80,8 +80,12 @@ class Runtime:
 
     # -- advance ---------------------------------------------------------------------------
 
-    def advance(self, conversation_id: str) -> list[FollowUp]:
-        """Decide the next step of one conversation and run it (DESIGN section 2)."""
+    def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
+        """Decide the next step of one conversation and run it (DESIGN section 2).
+
+        `task_id` is the Celery task running this, recorded on the step it claims so the
+        ledger and Flower name the same task.
+        """
         with self.store.snapshot(conversation_id) as snapshot:
             view = snapshot.view(turn_only=True)
             if view is None:
@@ -95,7 +99,7 @@ class Runtime:
             case StartTurn(item=item):
                 return self._start_turn(view, item)
             case CallModel(step=step):
-                return call_model(self, view, step)
+                return call_model(self, view, step, task_id=task_id)
             case RunTools(steps=steps):
                 return self._dispatch_tools(view, steps)
             case AwaitInput(expiries=expiries):
@@ -272,12 +276,19 @@ class Runtime:
 
     # -- shared ----------------------------------------------------------------------------
 
-    def claim(self, cid: str, step: Step) -> tuple[str, StepRecord | None]:
-        """Schedule the step if new and claim it for this worker; the record if we won."""
+    def claim(
+        self, cid: str, step: Step, task_id: str | None = None
+    ) -> tuple[str, StepRecord | None]:
+        """Schedule the step if new and claim it for this worker; the record if we won.
+
+        The ledger records `task_id`, the Celery task that runs the step (by default the
+        step's own deterministic task id, which tool tasks are sent with).
+        """
         worker = worker_id()
         record = self.store.schedule_and_claim_step(
             step_key=step.key, conversation_id=cid, kind=step.kind, ref=step.ref,
-            round_id=step.round_id, celery_task_id=task_id(step.key), worker=worker,
+            round_id=step.round_id, celery_task_id=task_id or step_task_id(step.key),
+            worker=worker,
             lease_s=self.config.lease_s, now=self.clock(), max_attempts=self.config.max_attempts,
         )
         bind_log_context(conversation_id=cid, step_key=step.key, step_kind=step.kind,

@@ -13,7 +13,7 @@ import warnings
 from datetime import timedelta
 from typing import Callable, Iterable
 
-from celery import Celery, signals
+from celery import Celery, Task, signals
 from celery.exceptions import SecurityWarning
 from kombu.exceptions import OperationalError
 
@@ -77,10 +77,10 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
 
 
 def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
-    @app.task(name="agentq.advance", shared=False)
-    def advance(conversation_id: str) -> None:
+    @app.task(name="agentq.advance", shared=False, bind=True)
+    def advance(self: Task, conversation_id: str) -> None:
         with log_context(conversation_id=conversation_id):
-            enqueue(app, runtime().advance(conversation_id))
+            enqueue(app, runtime().advance(conversation_id, task_id=self.request.id))
 
     @app.task(name="agentq.run_tool", shared=False)
     def run_tool(conversation_id: str, tool_call_id: str) -> None:

@@ -128,6 +128,11 @@ def test_flower_shows_a_turns_tasks_by_name_with_readable_args_as_the_ledger_has
     assert all(t["args"] == f"conversation={cid}" for t in advances.values())
     assert run_tool["parent_id"] in advances
     assert any(t["parent_id"] == tool_step["celery_task_id"] for t in advances.values())
+    # each model step's row names the advance task that ran it: the one that sent the
+    # tool task, then the one the tool task sent
+    first, second = [s["celery_task_id"] for s in steps if s["kind"] == "llm"]
+    assert first == run_tool["parent_id"]
+    assert advances[second]["parent_id"] == tool_step["celery_task_id"]
     assert set(t["name"] for t in tasks.values()) == {"agentq.advance", "agentq.run_tool"}
 
 

@@ -441,7 +441,7 @@ def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds
                        max_attempts: int = 5):
     return store.schedule_and_claim_step(
         step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
-        celery_task_id="task-" + key, worker=worker, lease_s=30, now=at(seconds),
+        celery_task_id=f"task-{key}-{worker}", worker=worker, lease_s=30, now=at(seconds),
         max_attempts=max_attempts,
     )
 
@@ -450,7 +450,7 @@ def test_schedule_and_claim_inserts_a_new_step_already_claimed(store):
     cid = new_conversation(store).id
     step = schedule_and_claim(store, cid, "s1", "w1", seconds=2)
     assert (step.status, step.attempts, step.worker, step.lease_until) == ("running", 1, "w1", at(32))
-    assert (step.created_at, step.started_at, step.celery_task_id) == (at(2), at(2), "task-s1")
+    assert (step.created_at, step.started_at, step.celery_task_id) == (at(2), at(2), "task-s1-w1")
     assert store.load_step("s1") == step
 
 
@@ -460,6 +460,7 @@ def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
     assert schedule_and_claim(store, cid, "s1", "w2", seconds=29) is None  # live lease
     taken = schedule_and_claim(store, cid, "s1", "w2", seconds=31)  # the lease ran out
     assert (taken.worker, taken.attempts, taken.created_at, taken.started_at) == ("w2", 2, at(0), at(31))
+    assert taken.celery_task_id == "task-s1-w2"  # the ledger names the task running it now
     assert store.release_step("s1", worker="w2", status="failed_recoverable", now=at(32))
     assert schedule_and_claim(store, cid, "s1", "w3", seconds=33, max_attempts=2) is None  # used up
     assert schedule_and_claim(store, cid, "s1", "w3", seconds=33).attempts == 3

@@ -141,6 +141,7 @@ def schedule_and_claim_step_txn(
                 "attempts": c.attempts + 1,
                 "worker": worker,
                 "started_at": now,
+                "celery_task_id": celery_task_id,  # the task running it now
             },
             where=and_(c.attempts < max_attempts, _claimable(now)),
         ).returning(*c)
