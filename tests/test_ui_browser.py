@@ -286,3 +286,13 @@ def test_the_retry_button_re_drives_a_failed_conversation(page, server, model):
     notes = texts(page, "#log .note.error")
     assert any("this request was refused" in n for n in notes) and any("retried" in n for n in notes)
     assert server.call("GET", f"/v1/conversations/{cid}")["state"] == "idle"
+
+
+def test_the_page_s_stream_parser_reads_each_field_of_a_server_sent_event(page):
+    parse = lambda block: page.execute_script("return parseFrame(arguments[0])", block)  # noqa: E731
+    assert parse('id: 7\nevent: event\ndata: {"seq":7}') == {"event": "event", "id": "7", "retry": None,
+                                                          "data": {"seq": 7}}
+    assert parse('event: delta\ndata: {"text":\ndata: "a:b"}')["data"] == {"text": "a:b"}  # lines joined
+    assert parse(": keep-alive")["data"] is None  # a comment carries nothing
+    assert parse("retry: 2000")["retry"] == 2000
+    assert parse("data:{not json")["data"] is None

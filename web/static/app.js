@@ -420,7 +420,8 @@ async function follow(cid, view, onFrame, onLive) {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
-        buffer = (buffer + value).replace(/\r\n?/g, "\n");
+        // line ends may be \r\n, \n or \r; a \r that ends a chunk waits for its possible \n
+        buffer = (buffer + value).replace(/\r\n|\r(?!$)/g, "\n");
         let cut;
         while ((cut = buffer.indexOf("\n\n")) >= 0) {
           const frame = parseFrame(buffer.slice(0, cut));
