@@ -634,3 +634,25 @@ def test_a_postgres_read_is_a_read_only_repeatable_read_snapshot_and_leaves_no_t
         assert engine.pool.checkedin() == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_use(pg_url, monkeypatch):
+    import psycopg
+
+    from agentq.store import engine as engines
+
+    monkeypatch.setattr(engines, "PING_AFTER_IDLE_S", 0.0)
+    store = Store.open(pg_url)
+    try:
+        cid = new_conversation(store).id
+        with store.engine.connect() as conn:
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        assert store.engine.pool.checkedin() == 1  # the dead connection waits in the pool
+        assert store.load_conversation(cid).id == cid  # checked on checkout, replaced
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
+    finally:
+        store.dispose()

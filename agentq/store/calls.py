@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, Update, bindparam, select, update
 
 from agentq.core.events import ToolCallRecord
-from agentq.store.engine import insert_ignoring
+from agentq.store.engine import insert_ignoring, param
 from agentq.store.schema import tool_calls
 
 OPEN_STATUSES = ("scheduled", "pending")
@@ -57,12 +58,14 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
 
 
 def load_call_txn(conn: Connection, conversation_id: str, call_id: str) -> ToolCallRecord | None:
-    row = conn.execute(
-        select(tool_calls).where(
-            tool_calls.c.conversation_id == conversation_id, tool_calls.c.id == call_id
-        )
-    ).first()
+    row = conn.execute(_LOAD_ONE, {"cid": conversation_id, "call_id": call_id}).first()
     return None if row is None else call_from_row(row)
+
+
+_LOAD_ONE = select(tool_calls).where(
+    tool_calls.c.conversation_id == param(tool_calls.c.conversation_id, "cid"),
+    tool_calls.c.id == param(tool_calls.c.id, "call_id"),
+)
 
 
 def list_calls_txn(
@@ -80,7 +83,17 @@ def list_calls_txn(
 
 
 def list_open_calls_txn(conn: Connection, conversation_id: str) -> list[ToolCallRecord]:
-    return list_calls_txn(conn, conversation_id, statuses=OPEN_STATUSES)
+    return [call_from_row(row) for row in conn.execute(_LIST_OPEN, {"cid": conversation_id})]
+
+
+_LIST_OPEN = (
+    select(tool_calls)
+    .where(
+        tool_calls.c.conversation_id == param(tool_calls.c.conversation_id, "cid"),
+        tool_calls.c.status.in_(OPEN_STATUSES),
+    )
+    .order_by(tool_calls.c.created_at, tool_calls.c.id)
+)
 
 
 def transition_call_txn(
@@ -94,18 +107,29 @@ def transition_call_txn(
     result: Any,
 ) -> bool:
     """Move a call on only from an expected status, so a second resolution changes nothing."""
+    params = {"cid": conversation_id, "call_id": call_id, "from": list(from_statuses),
+              "to": to_status, "result_value": result, "now": now}
+    statement = _transition(with_result=result is not None, terminal=to_status in TERMINAL_STATUSES)
+    return conn.execute(statement, params).rowcount == 1
+
+
+@cache
+def _transition(*, with_result: bool, terminal: bool) -> Update:
     c = tool_calls.c
-    values: dict[str, Any] = {"status": to_status}
-    if result is not None:
-        values["result"] = result
-    if to_status in TERMINAL_STATUSES:
-        values["resolved_at"] = now
-    outcome = conn.execute(
+    values: dict[str, Any] = {"status": param(c.status, "to")}
+    if with_result:
+        values["result"] = param(c.result, "result_value")
+    if terminal:
+        values["resolved_at"] = param(c.resolved_at, "now")
+    return (
         update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status.in_(from_statuses))
+        .where(
+            c.conversation_id == param(c.conversation_id, "cid"),
+            c.id == param(c.id, "call_id"),
+            c.status.in_(bindparam("from", expanding=True)),
+        )
         .values(**values)
     )
-    return outcome.rowcount == 1
 
 
 def list_overdue_calls_txn(conn: Connection, *, now: datetime, limit: int) -> list[ToolCallRecord]:

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, or_, select, update
+from sqlalchemy import Connection, Row, Update, and_, or_, select, update
 
 from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict
+from agentq.store.engine import param
 from agentq.store.schema import conversations, inbox
 
 STATUSES = ("active", "ended")
@@ -79,11 +81,15 @@ def load_conversation_txn(
     key-share locks that foreign-key checks take, so inserting a step for this
     conversation in another transaction does not wait for the lock.
     """
-    query = select(conversations).where(conversations.c.id == conversation_id)
-    if lock:
-        query = query.with_for_update(key_share=True)
-    row = conn.execute(query).first()
+    query = _LOCK_ONE if lock else _SELECT_ONE
+    row = conn.execute(query, {"conversation_id": conversation_id}).first()
     return None if row is None else conversation_from_row(row)
+
+
+# Built once: a step runs these every time, and building a statement costs more than
+# running it on a warm connection.
+_SELECT_ONE = select(conversations).where(conversations.c.id == param(conversations.c.id, "conversation_id"))
+_LOCK_ONE = _SELECT_ONE.with_for_update(key_share=True)
 
 
 def list_conversations_txn(
@@ -150,15 +156,25 @@ def advance_next_seq_txn(
 
     The `WHERE next_seq = old` makes a lost lock loud, not a gap.
     """
-    c = conversations.c
-    values: dict[str, Any] = {"next_seq": next_seq, "updated_at": now}
+    params = {"conversation_id": info.id, "old_seq": info.next_seq, "new_seq": next_seq, "now": now}
     if fsm is not None:
-        values["fsm_state"] = fsm.to_json()
-    result = conn.execute(
-        update(conversations).where(c.id == info.id, c.next_seq == info.next_seq).values(**values)
-    )
+        params["fsm"] = fsm.to_json()
+    result = conn.execute(_advance_next_seq(with_fsm=fsm is not None), params)
     if result.rowcount != 1:
         raise Conflict(f"conversation {info.id} changed under its lock")
+
+
+@cache
+def _advance_next_seq(*, with_fsm: bool) -> Update:
+    c = conversations.c
+    values = {"next_seq": param(c.next_seq, "new_seq"), "updated_at": param(c.updated_at, "now")}
+    if with_fsm:
+        values["fsm_state"] = param(c.fsm_state, "fsm")
+    return (
+        update(conversations)
+        .where(c.id == param(c.id, "conversation_id"), c.next_seq == param(c.next_seq, "old_seq"))
+        .values(**values)
+    )
 
 
 def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:

@@ -7,17 +7,20 @@ REPEATABLE READ snapshot, so the queries of one view agree with each other.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import Connection, Dialect, Engine, Table, event
+from sqlalchemy import BindParameter, Column, Connection, Dialect, Engine, Table, bindparam, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
 _READ = "agentq_read"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 
 
 def create_engine(url: str) -> Engine:
@@ -57,7 +60,27 @@ def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
 
 
 def _postgres_engine(url: sqlalchemy.URL) -> Engine:
-    return sqlalchemy.create_engine(url, pool_pre_ping=True)
+    engine = sqlalchemy.create_engine(url)
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # Like pool_pre_ping, but only for a connection that sat idle: a worker running
+        # steps back to back would otherwise pay a round trip for every transaction. A
+        # connection lost while in use fails that one step, and the pool starts afresh.
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as exc:
+            raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
+
+    return engine
 
 
 # psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
@@ -82,7 +105,17 @@ def begin_write(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
+def param(column: Column[Any], name: str | None = None) -> BindParameter[Any]:
+    """A named parameter of the column's type, for statements built once and run often."""
+    return bindparam(name or column.name, type_=column.type)
+
+
 def insert_ignoring(dialect: Dialect, table: Table) -> Any:
     """`INSERT … ON CONFLICT DO NOTHING` whose rowcount says whether the row went in."""
-    module = postgresql if dialect.name == "postgresql" else sqlite
+    return _insert_ignoring(dialect.name, table)
+
+
+@cache
+def _insert_ignoring(dialect_name: str, table: Table) -> Any:
+    module = postgresql if dialect_name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)

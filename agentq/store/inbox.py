@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, Select, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agentq.core.events import InboxItem
 from agentq.errors import Conflict
+from agentq.store.engine import param
 from agentq.store.schema import inbox
 
 
@@ -81,17 +83,30 @@ def take_inbox_txn(
 def list_inbox_txn(
     conn: Connection, conversation_id: str, *, taken: bool | None
 ) -> list[InboxItem]:
+    query = _inbox_list(taken)
+    return [inbox_from_row(row) for row in conn.execute(query, {"cid": conversation_id})]
+
+
+@cache
+def _inbox_list(taken: bool | None) -> Select[Any]:
     c = inbox.c
-    query = select(inbox).where(c.conversation_id == conversation_id).order_by(c.created_at, c.id)
+    query = (
+        select(inbox)
+        .where(c.conversation_id == param(c.conversation_id, "cid"))
+        .order_by(c.created_at, c.id)
+    )
     if taken is not None:
         query = query.where(c.taken_at.is_not(None) if taken else c.taken_at.is_(None))
-    return [inbox_from_row(row) for row in conn.execute(query)]
+    return query
 
 
 def inbox_waiting_txn(conn: Connection, conversation_id: str) -> bool:
     """Whether a message waits in the inbox (one indexed probe, no rows loaded)."""
-    c = inbox.c
-    query = select(
-        select(c.id).where(c.conversation_id == conversation_id, c.taken_at.is_(None)).exists()
-    )
-    return bool(conn.execute(query).scalar())
+    return bool(conn.execute(_WAITING, {"cid": conversation_id}).scalar())
+
+
+_WAITING = select(
+    select(inbox.c.id)
+    .where(inbox.c.conversation_id == param(inbox.c.conversation_id, "cid"), inbox.c.taken_at.is_(None))
+    .exists()
+)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, delete, or_, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agentq.store.engine import insert_ignoring
+from agentq.store.engine import insert_ignoring, param
 from agentq.store.schema import steps
 
 CLAIMABLE = ("scheduled", "failed_recoverable")
@@ -67,7 +68,7 @@ def schedule_step_txn(
         "created_at": now,
     }
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
-    result = conn.execute(insert_ignoring(conn.dialect, steps).values(**values))
+    result = conn.execute(insert_ignoring(conn.dialect, steps), values)
     return result.rowcount == 1
 
 
@@ -121,32 +122,40 @@ def schedule_and_claim_step_txn(
     The conflict branch carries the same conditions as `claim_step_txn`, so a step that
     is running under a live lease, finished, or out of attempts returns no row.
     """
-    c = steps.c
-    lease_until = now + timedelta(seconds=lease_s)
-    module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = (
-        module.insert(steps)
-        .values(
-            step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-            status="running", attempts=1, lease_until=lease_until, worker=worker,
-            celery_task_id=celery_task_id, round_id=round_id, created_at=now, started_at=now,
-        )
-    )
-    row = conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=[c.step_key],
-            set_={
-                "status": "running",
-                "lease_until": lease_until,
-                "attempts": c.attempts + 1,
-                "worker": worker,
-                "started_at": now,
-                "celery_task_id": celery_task_id,  # the task running it now
-            },
-            where=and_(c.attempts < max_attempts, _claimable(now)),
-        ).returning(*c)
-    ).first()
+    values = {
+        "step_key": step_key, "conversation_id": conversation_id, "kind": kind, "ref": ref,
+        "round_id": round_id, "celery_task_id": celery_task_id, "worker": worker,
+        "lease_until": now + timedelta(seconds=lease_s),
+    }
+    params = {"new_" + name: value for name, value in values.items()}
+    params.update(now=now, max_attempts=max_attempts)
+    row = conn.execute(_schedule_and_claim(conn.dialect.name), params).first()
     return None if row is None else step_from_row(row)
+
+
+@cache
+def _schedule_and_claim(dialect_name: str) -> Any:
+    c = steps.c
+    now = param(c.started_at, "now")
+    module = postgresql if dialect_name == "postgresql" else sqlite
+    given = (c.step_key, c.conversation_id, c.kind, c.ref, c.round_id, c.celery_task_id,
+             c.worker, c.lease_until)
+    values = {column.name: param(column, "new_" + column.name) for column in given}
+    values.update(status="running", attempts=1, created_at=now, started_at=now)
+    statement = module.insert(steps).values(values)
+    new = statement.excluded
+    return statement.on_conflict_do_update(
+        index_elements=[c.step_key],
+        set_={
+            "status": "running",
+            "lease_until": new.lease_until,
+            "attempts": c.attempts + 1,
+            "worker": new.worker,
+            "started_at": new.started_at,
+            "celery_task_id": new.celery_task_id,  # the task running it now
+        },
+        where=and_(c.attempts < bindparam("max_attempts"), _claimable(now)),
+    ).returning(*c)
 
 
 def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -196,12 +205,20 @@ def release_step_txn(
 def finish_step_txn(
     conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
 ) -> bool:
-    result = conn.execute(
-        update(steps)
-        .where(_owned(step_key, worker), steps.c.conversation_id == conversation_id)
-        .values(status="succeeded", finished_at=now, lease_until=None)
+    params = {"key": step_key, "by": worker, "cid": conversation_id, "now": now}
+    return conn.execute(_FINISH, params).rowcount == 1
+
+
+_FINISH = (
+    update(steps)
+    .where(
+        steps.c.step_key == param(steps.c.step_key, "key"),
+        steps.c.status == "running",
+        steps.c.worker == param(steps.c.worker, "by"),
+        steps.c.conversation_id == param(steps.c.conversation_id, "cid"),
     )
-    return result.rowcount == 1
+    .values(status="succeeded", finished_at=param(steps.c.finished_at, "now"), lease_until=None)
+)
 
 
 def add_step_retry_txn(conn: Connection, step_key: str) -> None:

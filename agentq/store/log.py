@@ -4,15 +4,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import cache
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, func, select
+from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
 from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import ConversationInfo, advance_next_seq_txn, conversation_from_row
-from agentq.store.engine import insert_ignoring
+from agentq.store.engine import insert_ignoring, param
 from agentq.store.inbox import list_inbox_txn
 from agentq.store.schema import conversations, events, summaries
 
@@ -97,15 +98,23 @@ def list_events_txn(
     limit: int | None,
     before_seq: int | None = None,
 ) -> list[Event]:
+    query = _events_page(limited=limit is not None, bounded=before_seq is not None)
+    params = {"conversation_id": conversation_id, "after_seq": after_seq,
+              "before_seq": before_seq, "limit": limit}
+    return [event_from_row(row) for row in conn.execute(query, params)]
+
+
+@cache
+def _events_page(*, limited: bool, bounded: bool) -> Select[Any]:
+    c = events.c
     query = (
         select(events)
-        .where(events.c.conversation_id == conversation_id, events.c.seq > after_seq)
-        .order_by(events.c.seq)
-        .limit(limit)
+        .where(c.conversation_id == param(c.conversation_id), c.seq > param(c.seq, "after_seq"))
+        .order_by(c.seq)
     )
-    if before_seq is not None:
-        query = query.where(events.c.seq < before_seq)
-    return [event_from_row(row) for row in conn.execute(query)]
+    if bounded:
+        query = query.where(c.seq < param(c.seq, "before_seq"))
+    return query.limit(bindparam("limit")) if limited else query
 
 
 def count_events_txn(conn: Connection, conversation_id: str, *, type: str | None) -> int:
@@ -135,7 +144,7 @@ def save_summary_txn(
         "version": version,
         "created_at": now,
     }
-    result = conn.execute(insert_ignoring(conn.dialect, summaries).values(**values))
+    result = conn.execute(insert_ignoring(conn.dialect, summaries), values)
     return result.rowcount == 1
 
 
@@ -173,24 +182,7 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
     queries run only when they can return something that counts (inv. 1 keeps the
     cache true to the log).
     """
-    latest_to_seq = (
-        select(func.max(summaries.c.to_seq))
-        .where(summaries.c.conversation_id == conversation_id)
-        .scalar_subquery()
-    )
-    joined = conversations.outerjoin(
-        summaries,
-        and_(
-            summaries.c.conversation_id == conversations.c.id,
-            summaries.c.to_seq == latest_to_seq,
-        ),
-    )
-    query = (
-        select(conversations, *(column.label("summary_" + column.name) for column in summaries.c))
-        .select_from(joined)
-        .where(conversations.c.id == conversation_id)
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_VIEW_HEAD, {"conversation_id": conversation_id}).first()
     if row is None:
         return None
     info = conversation_from_row(row)
@@ -213,6 +205,31 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
         open_calls=tuple(list_open_calls_txn(conn, info.id)) if has_open_calls else (),
         inbox=tuple(list_inbox_txn(conn, info.id, taken=False)) if between_turns else (),
     )
+
+
+def _view_head() -> Select[Any]:
+    """The conversation row joined to its latest summary (None when there is none)."""
+    cid = param(conversations.c.id, "conversation_id")
+    latest_to_seq = (
+        select(func.max(summaries.c.to_seq))
+        .where(summaries.c.conversation_id == cid)
+        .scalar_subquery()
+    )
+    joined = conversations.outerjoin(
+        summaries,
+        and_(
+            summaries.c.conversation_id == conversations.c.id,
+            summaries.c.to_seq == latest_to_seq,
+        ),
+    )
+    return (
+        select(conversations, *(column.label("summary_" + column.name) for column in summaries.c))
+        .select_from(joined)
+        .where(conversations.c.id == cid)
+    )
+
+
+_VIEW_HEAD = _view_head()  # built once: every step reads it
 
 
 def with_history_txn(conn: Connection, turn: View) -> View:
