@@ -93,7 +93,7 @@ def test_the_default_body_limit_is_one_mebibyte(api, alice, cid):
 
 def test_an_unknown_route_is_404_in_the_error_shape(api, alice):
     _error(api.get("/v1/nothing-here", alice), 404, "not_found")
-    _error(api.get("/", alice), 404, "not_found")
+    _error(api.get("/nothing-here", alice), 404, "not_found")
 
 
 def test_a_method_a_route_does_not_have_is_405_with_allow(api, alice, cid):

@@ -41,6 +41,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support.ui import WebDriverWait
@@ -162,7 +163,10 @@ def page(browser: WebDriver, server: DevServer) -> WebDriver:
 
 
 def wait(driver: WebDriver, condition, what: str):
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(condition, message=f"waiting for {what}")
+    # the page re-renders lists on its own; an element found a moment ago may be gone
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(
+        condition, message=f"waiting for {what}")
 
 
 def visible(driver: WebDriver, selector: str):
@@ -171,7 +175,9 @@ def visible(driver: WebDriver, selector: str):
 
 
 def texts(driver: WebDriver, selector: str) -> list[str]:
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+    """The texts of every match, read in one go in the page (so none can go stale midway)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText.trim());", selector)
 
 
 def test_the_page_and_its_files_are_served_under_a_policy_that_runs_only_them(api):
@@ -252,7 +258,7 @@ def test_the_approvals_page_lists_calls_of_every_conversation_and_rejects_one(pa
     calls = {cid: server.wait_for_state(cid, "awaiting_input")["pending"][0]["tool_call_id"] for cid in (first, second)}
 
     page.find_element(By.LINK_TEXT, "Approvals").click()
-    listed = lambda d: {e.text for e in d.find_elements(By.CSS_SELECTOR, "#approvals .approval .conversation-link")}
+    listed = lambda d: set(texts(d, "#approvals .approval .conversation-link"))
     wait(page, lambda d: {first, second} <= listed(d), "both waiting calls")
     card = page.find_element(By.CSS_SELECTOR, f"#approvals .approval[data-key='{first}/{calls[first]}']")
     assert '"to": "Bob"' in card.find_element(By.CSS_SELECTOR, ".args").text
