@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import signal
 import sys
 from typing import Sequence
 
@@ -139,7 +140,15 @@ def _cmd_chat(client, args: argparse.Namespace) -> int:
         print(f"conversation {cid} ({created['settings']['provider']}/{created['settings']['model']})")
     else:
         print(f"conversation {cid}")
+    _take_ctrl_c()
     return Chat(client, cid).run()
+
+
+def _take_ctrl_c() -> None:
+    """Make Ctrl-C reach the chat even if whatever started it ignored or blocked SIGINT
+    (both are inherited across exec); the chat's interrupt rests on it."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _cmd_inspect(client, args: argparse.Namespace) -> int:

@@ -99,10 +99,10 @@ def agentq(server: DevServer, *args: str, **env: str) -> subprocess.CompletedPro
 class Terminal:
     """`agentq chat …` in a pseudo-terminal; stopped by pid whatever happens."""
 
-    def __init__(self, server: DevServer, *args: str) -> None:
+    def __init__(self, server: DevServer, *args: str, preexec_fn=None) -> None:
         self.child = pexpect.spawn(sys.executable, ["-m", "agentq.cli", "chat", *args], cwd=str(ROOT),
                                    env=client_env(server), encoding="utf-8", timeout=WAIT_S,
-                                   dimensions=(50, 200))
+                                   dimensions=(50, 200), preexec_fn=preexec_fn)
         self.seen: list[str] = []
 
     def expect(self, pattern: str) -> str:
@@ -164,9 +164,15 @@ def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
                                      "text": "The payment to Bob was approved. All done."}
 
 
-def test_ctrl_c_during_an_answer_interrupts_the_turn_and_at_the_prompt_leaves(server, api):
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@pytest.mark.parametrize("started_by", ["a shell", "a parent that ignores and blocks SIGINT"])
+def test_ctrl_c_during_an_answer_interrupts_the_turn_and_at_the_prompt_leaves(server, api, started_by):
     cid = create(api, SLOW)
-    term = Terminal(server, cid)
+    term = Terminal(server, cid, preexec_fn=_ignore_ctrl_c if "ignores" in started_by else None)
     try:
         term.expect("you> ")
         term.child.sendline("Tell me everything")
