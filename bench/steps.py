@@ -4,7 +4,8 @@ A turn is model -> no-op tool -> model with the scripted provider and no delay. 
 turns per second (one conversation; 50 at once on two workers), the time one step
 adds next to the floor measured in the same run (an empty Celery task hop on the same
 broker plus one insert-and-commit), SQL statements and write transactions per step,
-and time and Postgres WAL bytes per turn at growing history.
+and time and Postgres WAL bytes per turn at growing history, without compaction and
+with it.
 
     python bench/steps.py [--turns 40] [--history 10,100,1000] [--skip-postgres]
 
@@ -44,6 +45,11 @@ SETTINGS = {
     "script": [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "ok"}],
     "script_repeat": True,
 }
+# The same conversation with compaction: a model call sees a summary and the last turns.
+# These turns are tiny (about 5 tokens each), so a small budget makes compaction come
+# round every few dozen turns, as a real budget does with real turns.
+COMPACTION_TOKENS = 256
+COMPACTED = {**SETTINGS, "compaction": {"max_context_tokens": COMPACTION_TOKENS, "min_keep_turns": 2}}
 
 
 # -- places to run --------------------------------------------------------------------------
@@ -198,9 +204,10 @@ def count_sql_per_step(db_url: str, turns: int = 20) -> dict[str, float]:
     return {name: value / (3 * turns) for name, value in in_steps.items()}
 
 
-def growth(commands: Commands, send, wal, marks: list[int]) -> list[tuple[int, float, float]]:
+def growth(commands: Commands, send, wal, marks: list[int],
+           settings: dict = SETTINGS) -> list[tuple[int, float, float]]:
     """Time and WAL bytes per turn around each history mark, on one conversation."""
-    cid = commands.create_conversation(SCOPE, SETTINGS).id
+    cid = commands.create_conversation(SCOPE, settings).id
     rows, done, window = [], 0, 5
     for mark in marks:
         if mark - window > done:
@@ -223,7 +230,7 @@ def ms(values: list[float], q: float) -> float:
 
 def report(name: str, workers: str, single: list[float], concurrent: float, added: list[float],
            hop: list[float], insert: list[float], sql: dict[str, float] | None,
-           rows: list[tuple[int, float, float]], has_wal: bool) -> None:
+           growths: dict[str, list[tuple[int, float, float]]], has_wal: bool) -> None:
     floor_p50 = ms(hop, 0.5) + ms(insert, 0.5)
     print(f"\n## {name}\n")
     print("| measure | value |")
@@ -237,10 +244,12 @@ def report(name: str, workers: str, single: list[float], concurrent: float, adde
     if sql:
         print(f"| SQL statements per step | {sql['statements']:.1f} |")
         print(f"| write transactions per step | {sql['writes']:.2f} |")
-    print("\n| at turn | ms per turn | " + ("WAL bytes per turn |" if has_wal else ""))
-    print("| --- | --- |" + (" --- |" if has_wal else ""))
-    for mark, seconds, wal_bytes in rows:
-        print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
+    for label, rows in growths.items():
+        print(f"\n{label}\n")
+        print("| at turn | ms per turn | " + ("WAL bytes per turn |" if has_wal else ""))
+        print("| --- | --- |" + (" --- |" if has_wal else ""))
+        for mark, seconds, wal_bytes in rows:
+            print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
 
 
 def bench_postgres(args, log_dir: Path) -> None:
@@ -266,13 +275,18 @@ def bench_postgres(args, log_dir: Path) -> None:
             added = fresh_steps_s(commands, send)
             hop = hop_s(app, reply, 100)
             insert = insert_commit_s(store.engine, 200)
-            rows = growth(commands, send, wal, args.history)
+            growths = {
+                "Without compaction (a model call reads and sends the whole log):":
+                    growth(commands, send, wal, args.history),
+                f"With compaction at {COMPACTION_TOKENS} tokens (a summary and the last turns):":
+                    growth(commands, send, wal, args.history, COMPACTED),
+            }
         with worker_processes(2, db_url, broker_url, log_dir):
             warm_up(app, reply)
             concurrent = run_concurrent(commands, send, 50, 3)
         sql = count_sql_per_step(db_url)
         report("PostgreSQL + Redis", "2 worker processes x 4 threads", single, concurrent,
-               added, hop, insert, sql, rows, True)
+               added, hop, insert, sql, growths, True)
         reply.close()
         app.close()
         store.dispose()
@@ -294,7 +308,11 @@ def bench_embedded(args) -> None:
             results["added"] = fresh_steps_s(commands, emb.send)
             results["hop"] = hop_s(emb.app, reply, 100)
             results["insert"] = insert_commit_s(store.engine, 200)
-            results["rows"] = growth(commands, emb.send, None, args.history)
+            results["rows"] = {
+                "Without compaction:": growth(commands, emb.send, None, args.history),
+                f"With compaction at {COMPACTION_TOKENS} tokens:":
+                    growth(commands, emb.send, None, args.history, COMPACTED),
+            }
             results["concurrent"] = run_concurrent(commands, emb.send, 50, 3)
             return 0
 

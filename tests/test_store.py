@@ -64,6 +64,15 @@ def schedule(store: Store, cid: str, key: str, *, seconds: float = 0) -> bool:
     )
 
 
+def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
+                       max_attempts: int = 5):
+    return store.schedule_and_claim_step(
+        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
+        celery_task_id=f"task-{key}-{worker}", worker=worker, lease_s=30, now=at(seconds),
+        max_attempts=max_attempts,
+    )
+
+
 # the log
 
 
@@ -394,15 +403,21 @@ def test_scheduling_a_step_twice_is_a_no_op(store):
     assert step.ref == {"after_seq": 1} and step.celery_task_id == "task-s1"
 
 
-def test_only_one_of_many_concurrent_claimants_wins(store):
+@pytest.mark.parametrize("how", ["claim a scheduled step", "schedule and claim a new step"])
+def test_only_one_of_many_concurrent_claimants_wins(store, how):
     cid = new_conversation(store).id
-    schedule(store, cid, "s1")
+    if how == "claim a scheduled step":
+        schedule(store, cid, "s1")
     barrier = threading.Barrier(8)
     won: list[str] = []
 
     def claim(worker: str) -> None:
         barrier.wait()
-        if store.claim_step("s1", worker=worker, lease_s=30, now=at(1), max_attempts=5):
+        if how == "claim a scheduled step":
+            claimed = store.claim_step("s1", worker=worker, lease_s=30, now=at(1), max_attempts=5)
+        else:
+            claimed = schedule_and_claim(store, cid, "s1", worker, seconds=1)
+        if claimed:
             won.append(worker)
 
     threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(8)]
@@ -437,15 +452,6 @@ def test_a_step_at_max_attempts_cannot_be_claimed(store):
     assert store.claim_step("s1", worker="w2", lease_s=30, now=at(60), max_attempts=1) is None
 
 
-def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
-                       max_attempts: int = 5):
-    return store.schedule_and_claim_step(
-        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
-        celery_task_id=f"task-{key}-{worker}", worker=worker, lease_s=30, now=at(seconds),
-        max_attempts=max_attempts,
-    )
-
-
 def test_schedule_and_claim_inserts_a_new_step_already_claimed(store):
     cid = new_conversation(store).id
     step = schedule_and_claim(store, cid, "s1", "w1", seconds=2)
@@ -468,26 +474,6 @@ def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
         assert tx.finish_step("s1", worker="w3", now=at(34))
     assert schedule_and_claim(store, cid, "s1", "w4", seconds=999) is None  # finished
     assert store.load_step("s1").status == "succeeded"
-
-
-def test_only_one_of_many_concurrent_schedule_and_claims_of_a_new_step_wins(store):
-    cid = new_conversation(store).id
-    barrier = threading.Barrier(8)
-    won: list[str] = []
-
-    def claim(worker: str) -> None:
-        barrier.wait()
-        if schedule_and_claim(store, cid, "s1", worker, seconds=1):
-            won.append(worker)
-
-    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(won) == 1
-    step = store.load_step("s1")
-    assert (step.status, step.attempts, step.worker) == ("running", 1, won[0])
 
 
 def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):

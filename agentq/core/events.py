@@ -198,7 +198,11 @@ class FsmState:
 
 @dataclass(frozen=True)
 class View:
-    """What a step loads: latest summary, the events after it, open calls, the inbox."""
+    """What a step loads: latest summary, the events after it, open calls, the inbox.
+
+    The store fills `inbox` only between turns (a message posted during a turn is dealt
+    with when it is posted) and `open_calls` only when `fsm` has some.
+    """
 
     conversation_id: str
     settings: Settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import cache
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
