@@ -85,3 +85,13 @@ def wait_for(condition: Callable[[], object], *, timeout_s: float = 60.0, what: 
             return value
         time.sleep(0.05)
     raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def stop(proc: subprocess.Popen, *, term_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `term_s`; waits for it either way."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=term_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

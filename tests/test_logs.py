@@ -5,7 +5,6 @@ import io
 import json
 import logging
 import re
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -24,7 +23,7 @@ from agentq.tools import Registry, Scope
 from agentq.worker import enqueue
 from tests.cluster import broker  # noqa: F401  (fixture)
 from tests.drive import drain
-from tests.processes import ROOT, wait_for, worker_env
+from tests.processes import ROOT, stop, wait_for, worker_env
 
 SCOPE = Scope(tenant="t1", user="u1")
 tool_log = logging.getLogger("tests.test_logs.tool")
@@ -230,12 +229,7 @@ def test_every_line_a_celery_worker_logs_is_json_and_its_steps_carry_their_keys(
                  and store.load_conversation(conv.id).fsm.state == "idle",
                  timeout_s=60, what=f"the turn to finish; worker log:\n{log_path.read_text()}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
     # Celery prints (never logs) one notice on SIGTERM; everything else is a log line.
     lines = [line for line in log_path.read_text().splitlines()
              if line.strip() and line != "worker: Warm shutdown (MainProcess)"]
@@ -267,12 +261,7 @@ def test_every_line_gunicorn_logs_for_the_api_is_json_and_metrics_answer_over_ht
                                         headers={"Authorization": "Bearer scrape-secret"})
         text = wait_for(lambda: _get(scrape), timeout_s=60, what="GET /metrics to answer")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
     assert "agentq_inbox_messages 0.0" in text
     entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     assert any(e["logger"] == "gunicorn.error" and e["message"].startswith("Starting gunicorn")
