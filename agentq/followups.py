@@ -37,4 +37,13 @@ class Expire:
     tool: str | None = field(default=None, compare=False)  # the tool's name, for Flower only
 
 
-FollowUp = Advance | RunTool | Expire
+@dataclass(frozen=True)
+class Compact:
+    """Write the summary of the log through `to_seq` (DESIGN section 8)."""
+
+    conversation_id: str
+    to_seq: int
+    step_key: str
+
+
+FollowUp = Advance | RunTool | Expire | Compact

@@ -11,14 +11,13 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Sequence
 
-from agentq.compact_step import run_compaction
 from agentq.core import drafts
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
 from agentq.core.keys import task_id
 from agentq.errors import Stale
-from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
 from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import CallContext, ModelResponse
@@ -39,7 +38,7 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
     request, evictions = rt.rendered(view)
     cut = compaction_cut(view, context_tokens=request_tokens(request))
     if cut is not None:  # summarize first; the model call comes on the next advance
-        return run_compaction(rt, view, cut - 1, task_id=task_id)
+        return [compaction(cid, cut - 1)]
     worker, record = rt.claim(cid, step, task_id)
     if record is None:
         return rt.not_claimed(cid, step)
@@ -65,7 +64,7 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
         except StepTimedOut as exc:
             return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
         except ContextTooLong as exc:
-            return _too_long(rt, view, step, worker, record.attempts, exc, task_id)
+            return _too_long(rt, view, step, worker, record.attempts, exc)
         except ProviderError as exc:
             if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                 rt.release(step, worker, "failed_recoverable", str(exc))
@@ -78,16 +77,19 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
     return _commit_response(rt, view, step, worker, response)
 
 
-def _too_long(
-    rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc, task_id: str | None
-) -> list[FollowUp]:
+def _too_long(rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
     """The provider refused the context: compact and retry once (DESIGN section 8)."""
     cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
     if cut is None:
         return rt.fail_step(view.conversation_id, step, worker, "failed_permanent",
                               "context_too_long", str(exc))
     rt.release(step, worker, "failed_recoverable", str(exc))
-    return run_compaction(rt, view, cut - 1, task_id=task_id)
+    return [compaction(view.conversation_id, cut - 1)]
+
+
+def compaction(conversation_id: str, to_seq: int) -> Compact:
+    """The compact step through `to_seq`, as its own task (`agentq.compact`)."""
+    return Compact(conversation_id, to_seq, Step.compact(conversation_id, to_seq).key)
 
 
 def _audit(rt: Runtime, view: View, step: Step, response: ModelResponse, evictions) -> None:

@@ -38,6 +38,7 @@ from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
 from agentq.logs import bind as bind_log_context
+from agentq.compact_step import run_compaction
 from agentq.model_round import call_model
 from agentq.providers.base import Provider, provider_for
 from agentq.pubsub import PubSub
@@ -153,6 +154,17 @@ class Runtime:
         """The request the next model call gets, and the tool results it had to shorten."""
         request = render(view, self.registry.specs(view.settings.tools))
         return evict(request, max_result_tokens=result_token_limit(view))
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
+        """Summarize the log through `to_seq` (the model call waits for it), then advance."""
+        view = self.store.load_view(conversation_id)
+        if view is None or to_seq > view.last_seq:
+            return []
+        if view.summary is not None and view.summary.to_seq >= to_seq:
+            return [Advance(conversation_id)]  # done already; its advance may have been lost
+        return run_compaction(self, view, to_seq, task_id=task_id)
 
     # -- tool steps ------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from kombu.exceptions import OperationalError
 
 from agentq.config import Config
 from agentq.core.keys import task_id
-from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.logs import log_context, use_format
 from agentq.runtime import Runtime
 
@@ -87,6 +87,11 @@ def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
         with log_context(conversation_id=conversation_id):
             enqueue(app, runtime().run_tool(conversation_id, tool_call_id))
 
+    @app.task(name="agentq.compact", shared=False, bind=True)
+    def compact(self: Task, conversation_id: str, to_seq: int) -> None:
+        with log_context(conversation_id=conversation_id):
+            enqueue(app, runtime().compact(conversation_id, to_seq, task_id=self.request.id))
+
     @app.task(name="agentq.expire", shared=False)
     def expire(conversation_id: str, tool_call_id: str) -> None:
         with log_context(conversation_id=conversation_id):
@@ -126,6 +131,9 @@ def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
                               argsrepr=_call_repr(item))
                 if eta is not None:
                     _announce_waiting(app, task_id(key), item)
+            case Compact(conversation_id=cid, to_seq=to_seq, step_key=key):
+                app.send_task("agentq.compact", args=[cid, to_seq], task_id=task_id(key),
+                              argsrepr=f"conversation={cid} to_seq={to_seq}")
 
 
 WAITING_EVENT = "task-waiting"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable
 
-from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.runtime import Runtime
 
 
@@ -22,6 +22,8 @@ def drain(runtime: Runtime, followups: Iterable[FollowUp], *, max_tasks: int = 5
                 queue.extend(runtime.advance(cid))
             case RunTool(conversation_id=cid, tool_call_id=call_id):
                 queue.extend(runtime.run_tool(cid, call_id))
+            case Compact(conversation_id=cid, to_seq=to_seq):
+                queue.extend(runtime.compact(cid, to_seq))
             case Expire(conversation_id=cid, tool_call_id=call_id, eta=eta):
                 if eta is None or eta <= runtime.clock():
                     queue.extend(runtime.expire(cid, call_id))

@@ -11,6 +11,7 @@ from agentq.config import Config
 from agentq.core.compaction import EVICTED_NOTE, compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.render import SUMMARY_PREFIX, validate
+from agentq.followups import Compact
 from agentq.providers.anthropic import messages_body
 from agentq.providers.base import provider_for
 from agentq.providers.errors import ContextTooLong
@@ -173,13 +174,15 @@ def test_two_compactions_racing_write_exactly_one_summary(store):
     conv = commands.create_conversation(SCOPE, settings(400))
     run_turns(runtime, conv.id, 2)
     commands.post_message(conv.id, "one more", SCOPE)
+    [compact] = runtime.advance(conv.id)  # the model call must wait for a summary
+    assert isinstance(compact, Compact)
     barrier = threading.Barrier(4)
 
-    def advance():
+    def race():
         barrier.wait()
-        runtime.advance(conv.id)
+        runtime.compact(conv.id, compact.to_seq)
 
-    threads = [threading.Thread(target=advance) for _ in range(4)]
+    threads = [threading.Thread(target=race) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -212,7 +215,8 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
         celery_task_id="dead", worker="dead-worker", lease_s=5.0, now=runtime.clock(),
         max_attempts=5,
     )
-    assert runtime.advance(conv.id) == []  # the lease is still the dead worker's
+    assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
+    assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's
     runtime.clock.tick(6)
     drain(runtime, follow)
     after = [s for s in store.list_summaries(conv.id) if s.to_seq not in before]

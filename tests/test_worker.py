@@ -34,3 +34,28 @@ def test_a_turn_with_a_server_tool_completes_on_a_real_worker(pg_store_clean, co
     assert len(set(rounds)) == 2
     assert events[2].round_id == rounds[0]
     assert {s.status for s in store.list_steps(conv.id)} == {"succeeded"}
+
+
+def test_compaction_runs_as_its_own_agentq_compact_task_on_a_real_worker(
+        pg_store_clean, commands, broker, workers):
+    from agentq.core.keys import task_id
+
+    store = pg_store_clean
+    conv = commands.create_conversation(SCOPE, {
+        "tools": [], "compaction": {"max_context_tokens": 64, "min_keep_turns": 1},
+    })
+    worker = workers("w1")
+    for turn in range(6):  # each answer echoes its question: the context passes 64 tokens
+        _, follow = commands.post_message(conv.id, f"question number {turn}, " * 4, SCOPE)
+        enqueue(broker, follow)
+        wait_for(lambda: store.load_conversation(conv.id).fsm.rounds == turn + 1
+                 and store.load_conversation(conv.id).fsm.state == "idle",
+                 timeout_s=60, what=f"turn {turn}; worker log:\n{worker.log_text()}")
+    compacts = [s for s in store.list_steps(conv.id) if s.kind == "compact"]
+    summaries = store.list_summaries(conv.id)
+    assert compacts and len(compacts) == len(summaries)
+    assert {s.status for s in compacts} == {"succeeded"}
+    # each ran in the agentq.compact task sent for it (uuid5 of its step key), not inside
+    # an advance, whose task id the row would name otherwise
+    assert all(s.celery_task_id == task_id(s.step_key) for s in compacts)
+    assert [s.to_seq for s in summaries] == sorted(s.ref["to_seq"] for s in compacts)
