@@ -46,8 +46,8 @@ SETTINGS = {
     "script_repeat": True,
 }
 # The same conversation with compaction: a model call sees a summary and the last turns.
-# These turns are tiny (about 5 tokens each), so a small budget makes compaction come
-# round every few dozen turns, as a real budget does with real turns.
+# With 256 tokens the summary and the kept turns fill the budget, so this conversation
+# writes a summary about every turn: the costliest way to keep a step's cost flat.
 COMPACTION_TOKENS = 256
 COMPACTED = {**SETTINGS, "compaction": {"max_context_tokens": COMPACTION_TOKENS, "min_keep_turns": 2}}
 
