@@ -16,6 +16,7 @@ from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
+from tests.ledger_support import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
 
@@ -442,8 +443,8 @@ def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_
     _, follow = commands.post_message(conv.id, "go", SCOPE)
     (run_tool,) = drain_until_tool(runtime, follow)
     for attempt in range(runtime.config.max_attempts):  # each claimant dies mid-step
-        assert store.claim_step(run_tool.step_key, worker=f"dead{attempt}", lease_s=1, now=clock(),
-                                max_attempts=runtime.config.max_attempts)
+        assert claim(store, run_tool.step_key, worker=f"dead{attempt}", lease_s=1, now=clock(),
+                     max_attempts=runtime.config.max_attempts)
         clock.tick(2)
     drain(runtime, [run_tool])
     events = store.list_events(conv.id)

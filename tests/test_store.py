@@ -20,6 +20,7 @@ from agentq.errors import Conflict, NotFound
 from agentq.store import ConversationInfo, Store
 from agentq.store.engine import create_engine
 from agentq.store.schema import metadata
+from tests.ledger_support import claim
 
 T0 = datetime(2026, 11, 21, 22, 14, 3, 123456, tzinfo=timezone.utc)
 
@@ -411,16 +412,16 @@ def test_only_one_of_many_concurrent_claimants_wins(store, how):
     barrier = threading.Barrier(8)
     won: list[str] = []
 
-    def claim(worker: str) -> None:
+    def contend(worker: str) -> None:
         barrier.wait()
         if how == "claim a scheduled step":
-            claimed = store.claim_step("s1", worker=worker, lease_s=30, now=at(1), max_attempts=5)
+            claimed = claim(store, "s1", worker=worker, lease_s=30, now=at(1), max_attempts=5)
         else:
             claimed = schedule_and_claim(store, cid, "s1", worker, seconds=1)
         if claimed:
             won.append(worker)
 
-    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(8)]
+    threads = [threading.Thread(target=contend, args=(f"w{n}",)) for n in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -433,23 +434,23 @@ def test_only_one_of_many_concurrent_claimants_wins(store, how):
 def test_a_live_lease_cannot_be_claimed(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
-    assert store.claim_step("s1", worker="w2", lease_s=30, now=at(29), max_attempts=5) is None
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    assert claim(store, "s1", worker="w2", lease_s=30, now=at(29), max_attempts=5) is None
 
 
 def test_an_expired_lease_can_be_claimed_again_and_attempts_increments(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
-    step = store.claim_step("s1", worker="w2", lease_s=30, now=at(31), max_attempts=5)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    step = claim(store, "s1", worker="w2", lease_s=30, now=at(31), max_attempts=5)
     assert (step.worker, step.attempts, step.started_at, step.lease_until) == ("w2", 2, at(31), at(61))
 
 
 def test_a_step_at_max_attempts_cannot_be_claimed(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    assert store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
-    assert store.claim_step("s1", worker="w2", lease_s=30, now=at(60), max_attempts=1) is None
+    assert claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
+    assert claim(store, "s1", worker="w2", lease_s=30, now=at(60), max_attempts=1) is None
 
 
 def test_schedule_and_claim_inserts_a_new_step_already_claimed(store):
@@ -479,7 +480,7 @@ def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
 def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
     assert not store.give_up_step("s1", max_attempts=1, now=at(29))
     assert not store.give_up_step("s1", max_attempts=2, now=at(31))
     assert store.give_up_step("s1", max_attempts=1, now=at(31))
@@ -491,8 +492,8 @@ def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):
 def test_finish_step_by_a_worker_that_lost_the_lease_returns_false(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
-    store.claim_step("s1", worker="w2", lease_s=30, now=at(31), max_attempts=5)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    claim(store, "s1", worker="w2", lease_s=30, now=at(31), max_attempts=5)
     with store.locked(cid) as tx:
         assert not tx.finish_step("s1", worker="w1", now=at(40))
         assert tx.finish_step("s1", worker="w2", now=at(41))
@@ -504,7 +505,7 @@ def test_finish_step_by_a_worker_that_lost_the_lease_returns_false(store):
 def test_heartbeat_renews_the_lease_only_for_the_owner(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
     assert store.heartbeat_step("s1", worker="w1", lease_s=30, now=at(20))
     assert not store.heartbeat_step("s1", worker="w2", lease_s=300, now=at(21))
     assert store.load_step("s1").lease_until == at(50)
@@ -513,22 +514,22 @@ def test_heartbeat_renews_the_lease_only_for_the_owner(store):
 def test_a_released_recoverable_step_can_be_claimed_again(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
     assert not store.release_step("s1", worker="w2", status="failed_recoverable", now=at(1))
     assert store.release_step("s1", worker="w1", status="failed_recoverable", now=at(1), error="503")
     step = store.load_step("s1")
     assert (step.status, step.last_error, step.lease_until, step.finished_at) == (
         "failed_recoverable", "503", None, None)
-    assert store.claim_step("s1", worker="w2", lease_s=30, now=at(2), max_attempts=5).attempts == 2
+    assert claim(store, "s1", worker="w2", lease_s=30, now=at(2), max_attempts=5).attempts == 2
 
 
 def test_releasing_a_step_as_terminal_sets_finished_at(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
-    store.claim_step("s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
     assert store.release_step("s1", worker="w1", status="failed_permanent", now=at(3), error="400")
     assert store.load_step("s1").finished_at == at(3)
-    assert store.claim_step("s1", worker="w1", lease_s=30, now=at(99), max_attempts=5) is None
+    assert claim(store, "s1", worker="w1", lease_s=30, now=at(99), max_attempts=5) is None
     with pytest.raises(ValueError):
         store.release_step("s1", worker="w1", status="succeeded", now=at(4))
 
@@ -545,9 +546,9 @@ def test_list_stale_steps_returns_expired_leases_and_old_waiting_steps(store):
     cid = new_conversation(store).id
     for key, seconds in [("expired", 0), ("live", 0), ("old", 1), ("fresh", 50), ("done", 0)]:
         schedule(store, cid, key, seconds=seconds)
-    store.claim_step("expired", worker="w", lease_s=10, now=at(0), max_attempts=5)
-    store.claim_step("live", worker="w", lease_s=100, now=at(0), max_attempts=5)
-    store.claim_step("done", worker="w", lease_s=10, now=at(0), max_attempts=5)
+    claim(store, "expired", worker="w", lease_s=10, now=at(0), max_attempts=5)
+    claim(store, "live", worker="w", lease_s=100, now=at(0), max_attempts=5)
+    claim(store, "done", worker="w", lease_s=10, now=at(0), max_attempts=5)
     with store.locked(cid) as tx:
         tx.finish_step("done", worker="w", now=at(1))
     stale = store.list_stale_steps(now=at(20), scheduled_before=at(30))
@@ -559,7 +560,7 @@ def test_delete_finished_steps_removes_only_old_finished_steps(store):
     for key in ["old", "new", "recoverable", "waiting"]:
         schedule(store, cid, key)
         if key != "waiting":
-            store.claim_step(key, worker="w", lease_s=10, now=at(0), max_attempts=5)
+            claim(store, key, worker="w", lease_s=10, now=at(0), max_attempts=5)
     store.release_step("old", worker="w", status="cancelled", now=at(1))
     store.release_step("new", worker="w", status="timeout", now=at(100))
     store.release_step("recoverable", worker="w", status="failed_recoverable", now=at(1))

@@ -78,31 +78,6 @@ def _claimable(now: datetime) -> Any:
     return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
 
 
-def claim_step_txn(
-    conn: Connection,
-    step_key: str,
-    *,
-    worker: str,
-    lease_s: float,
-    now: datetime,
-    max_attempts: int,
-) -> StepRecord | None:
-    c = steps.c
-    row = conn.execute(
-        update(steps)
-        .where(c.step_key == step_key, c.attempts < max_attempts, _claimable(now))
-        .values(
-            status="running",
-            lease_until=now + timedelta(seconds=lease_s),
-            attempts=c.attempts + 1,
-            worker=worker,
-            started_at=now,
-        )
-        .returning(*steps.c)
-    ).first()
-    return None if row is None else step_from_row(row)
-
-
 def schedule_and_claim_step_txn(
     conn: Connection,
     *,
@@ -119,8 +94,9 @@ def schedule_and_claim_step_txn(
 ) -> StepRecord | None:
     """Insert the step already claimed, or claim the existing row: one upsert, one round trip.
 
-    The conflict branch carries the same conditions as `claim_step_txn`, so a step that
-    is running under a live lease, finished, or out of attempts returns no row.
+    It is the only way a step is claimed: the conflict branch takes a row that is
+    scheduled, failed_recoverable or running under a lapsed lease, with attempts left;
+    a step running under a live lease, finished, or used up returns no row.
     """
     values = {
         "step_key": step_key, "conversation_id": conversation_id, "kind": kind, "ref": ref,

@@ -265,15 +265,6 @@ class Store(ApiKeys, Overviews, Metrics):
                 now=now,
             )
 
-    def claim_step(
-        self, step_key: str, *, worker: str, lease_s: float, now: datetime, max_attempts: int
-    ) -> StepRecord | None:
-        """Take the step for `lease_s` if it is waiting or its lease ran out; None if we lost."""
-        with begin_write(self.engine) as conn:
-            return ledger.claim_step_txn(
-                conn, step_key, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
-            )
-
     def schedule_and_claim_step(
         self,
         *,
