@@ -43,12 +43,13 @@ def run_compaction(
         runtime.providers(view.settings),
         lambda kind, data: kind == "retry" and runtime.pubsub.publish(cid, kind, data),
         lambda: runtime.store.add_step_retry(step.key),
+        timers=runtime.timers,
         max_attempts=runtime.config.max_attempts,
         **runtime.sleep_option(),
     )
     info = RoundInfo(cid, view.fsm.turn_id, None, step.key)
     renew = renewal(runtime.store, step.key, worker, runtime.config.lease_s, runtime.clock)
-    with Heartbeat(renew, lease_s=runtime.config.lease_s) as beat:
+    with Heartbeat(renew, timers=runtime.timers, lease_s=runtime.config.lease_s) as beat:
         try:
             response = call.run(request, ctx, info, beat.lost,
                                 timeout_s=view.settings.limits.llm_timeout_s)

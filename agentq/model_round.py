@@ -51,12 +51,14 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
         rt.providers(settings),
         lambda kind, data: rt.pubsub.publish(cid, kind, data),
         lambda: rt.store.add_step_retry(step.key),
+        timers=rt.timers,
         max_attempts=rt.config.max_attempts,
         **rt.sleep_option(),
     )
     info = RoundInfo(cid, view.fsm.turn_id, step.round_id, step.key)
     renew = renewal(rt.store, step.key, worker, rt.config.lease_s, rt.clock)
-    with Heartbeat(renew, lease_s=rt.config.lease_s, period_s=INTERRUPT_CHECK_S) as beat:
+    with Heartbeat(renew, timers=rt.timers, lease_s=rt.config.lease_s,
+                   period_s=INTERRUPT_CHECK_S) as beat:
         try:
             response = call.run(
                 request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from agentq.background import Timers
 from agentq.core.messages import Request
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
@@ -50,12 +51,14 @@ class ModelCall:
         publish: Callable[[str, dict], object],
         count_retry: Callable[[], object],
         *,
+        timers: Timers,
         max_attempts: int = 5,
         sleep: Callable[[float], None] = threading.Event().wait,
     ) -> None:
         self._provider = provider
         self._publish = publish
         self._count_retry = count_retry
+        self._timers = timers
         self._max_attempts = max_attempts
         self._sleep = sleep
 
@@ -75,9 +78,7 @@ class ModelCall:
             timed_out.set()
             cancel.set()  # closes the stream for real, not just stops waiting
 
-        timer = threading.Timer(timeout_s, on_timeout)
-        timer.daemon = True
-        timer.start()
+        timer = self._timers.call_later(timeout_s, on_timeout)
         tries = iter(range(ctx.attempt, ctx.attempt + self._max_attempts))
         try:
             return retrying(

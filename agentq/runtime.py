@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
+from agentq.background import Timers
 from agentq.config import Config
 from agentq.core import drafts
 from agentq.core.decide import (
@@ -78,6 +79,7 @@ class Runtime:
         self.clock = clock
         self.providers = providers
         self._sleep = sleep
+        self.timers = Timers()  # leases and time limits of this process's steps
 
     # -- advance ---------------------------------------------------------------------------
 
@@ -190,7 +192,7 @@ class Runtime:
         scope = Scope.from_json(conversation.fsm.scope) if conversation.fsm.scope else SYSTEM_SCOPE
         ctx = ToolContext(tool_call_id, conversation_id, scope)
         renew = renewal(self.store, step.key, worker, self.config.lease_s, self.clock)
-        with Heartbeat(renew, lease_s=self.config.lease_s):
+        with Heartbeat(renew, timers=self.timers, lease_s=self.config.lease_s):
             outcome = self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
         now = self.clock()
         try:

@@ -8,15 +8,12 @@ becomes an error `ToolOutcome` the model can read, never a crash.
 """
 from __future__ import annotations
 
-import contextvars
 import functools
 
 import importlib
 import inspect
-import threading
 import typing
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from agentq.background import DaemonThreads
 from agentq.core.messages import ToolSpec
 from agentq.errors import AgentqError
 
@@ -225,6 +223,7 @@ class Registry:
                 raise ValueError(f"two tools are named {item.name!r}")
             by_name[item.name] = item
         self._tools = by_name
+        self._threads = DaemonThreads("agentq-tool")
 
     @classmethod
     def from_modules(cls, modules: Iterable[str]) -> Registry:
@@ -281,27 +280,17 @@ class Registry:
         kwargs = item.validate(args)
         if item.context_param is not None:
             kwargs[item.context_param] = ctx
-        return _run(item, kwargs, item.timeout if item.timeout is not None else timeout_s)
+        timeout_s = item.timeout if item.timeout is not None else timeout_s
+        return _run(self._threads, item, kwargs, timeout_s)
 
 
-def _run(item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
-    future: Future[Any] = Future()
-
-    def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(item.fn(**kwargs))
-        except BaseException as exc:  # a tool's failure, whatever it is, belongs to the model
-            future.set_exception(exc)
-
-    # A daemon thread, not a pool: Python cannot kill a thread, so on timeout the thread is
-    # abandoned, and it must not hold the worker's shutdown hostage. The step's lease and
-    # attempt count (DESIGN section 5) keep an abandoned call from being trusted or rerun
-    # blindly; tools make side effects idempotent with ctx.tool_call_id.
-    # The tool logs with the step's log context (agentq.logs), copied into its thread.
-    threading.Thread(target=contextvars.copy_context().run, args=(target,),
-                     name=f"agentq-tool-{item.name}", daemon=True).start()
+def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
+    # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
+    # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
+    # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+    # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
+    # The tool logs with the step's log context (agentq.logs), which `submit` carries.
+    future = threads.submit(lambda: item.fn(**kwargs))
     try:
         error = future.exception(timeout=timeout_s)
     except FutureTimeout:

@@ -12,6 +12,7 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
+from agentq.background import Timers
 from agentq.core.render import render
 from agentq.model_step import ModelCall, RoundInfo
 from agentq.providers.anthropic import DEFAULT_MAX_TOKENS, EventReader
@@ -89,7 +90,8 @@ def test_thinking_blocks_are_not_answer_text(kit: Kit) -> None:
 
 def test_a_spend_limit_429_is_permanent(kit: Kit) -> None:
     kit.emulator.then(Fail(429, "spend limit reached", code="enforced_spend_limit_reached"))
-    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, max_attempts=3, sleep=lambda s: None)
+    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3,
+                     sleep=lambda s: None)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
     assert raised.value.code == "enforced_spend_limit_reached" and not raised.value.transient
@@ -100,7 +102,7 @@ def test_a_529_overloaded_is_retried_and_says_so(kit: Kit) -> None:
     kit.emulator.then(Fail(529, "Overloaded"), Reply(text="back"))
     notices = []
     call = ModelCall(kit.provider(), lambda kind, data: notices.append(data), lambda: None,
-                     max_attempts=3, sleep=lambda s: None)
+                     timers=Timers(), max_attempts=3, sleep=lambda s: None)
     response = call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
     assert response.text == "back" and "overloaded_error" in notices[0]["error"]
 

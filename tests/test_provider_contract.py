@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
 import agentq
+from agentq.background import Timers
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.messages import CallRef, Message, Request
@@ -63,7 +64,8 @@ class Recorded:
             self.retries += 1
 
         return ModelCall(kit.provider(), lambda kind, data: self.published.append((kind, data)),
-                         count, max_attempts=max_attempts, sleep=self.sleeps.append)
+                         count, timers=Timers(), max_attempts=max_attempts,
+                         sleep=self.sleeps.append)
 
     def notices(self) -> list[dict]:
         return [data for kind, data in self.published if kind == "retry"]
@@ -329,7 +331,7 @@ def test_the_key_is_never_logged_even_at_debug_level(kit: Kit, caplog: pytest.Lo
 def test_error_messages_never_carry_the_key(kit: Kit) -> None:
     secret = "sk-proj-Secret0123456789abcdefghij"
     call = ModelCall(kit.provider({**kit.env, kit.key_variable: secret}), lambda *a: None,
-                     lambda: None, max_attempts=1)
+                     lambda: None, timers=Timers(), max_attempts=1)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
     assert raised.value.status == 401

@@ -12,6 +12,7 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
+from agentq.background import Timers
 from agentq.core.keys import scripted_call_id
 from agentq.core.render import render
 from agentq.model_step import ModelCall, RoundInfo
@@ -86,7 +87,8 @@ def test_the_sdk_sends_the_key_as_a_bearer_and_retries_nothing_itself(kit: Kit) 
 def test_an_insufficient_quota_429_is_permanent(kit: Kit) -> None:
     kit.emulator.then(Fail(429, "You exceeded your current quota", type="insufficient_quota",
                            code="insufficient_quota"))
-    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, max_attempts=3, sleep=lambda s: None)
+    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3,
+                     sleep=lambda s: None)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
     assert raised.value.code == "insufficient_quota" and not raised.value.transient
