@@ -9,27 +9,31 @@ from typing import Any
 from sqlalchemy import Connection, Row, Update, bindparam, select, update
 
 from agentq.core.events import ToolCallRecord
+from agentq.store.conversations import ConversationInfo, conversation_from_row
 from agentq.store.engine import insert_ignoring, param
-from agentq.store.schema import tool_calls
+from agentq.store.schema import conversations, tool_calls
 
 OPEN_STATUSES = ("scheduled", "pending")
 TERMINAL_STATUSES = ("resolved", "errored", "expired", "cancelled", "done")
 
 
-def call_from_row(row: Row[Any]) -> ToolCallRecord:
+def call_from_row(row: Row[Any], prefix: str = "") -> ToolCallRecord:
+    def get(name: str) -> Any:
+        return row._mapping[prefix + name]
+
     return ToolCallRecord(
-        conversation_id=row.conversation_id,
-        id=row.id,
-        name=row.name,
-        executor=row.executor,
-        status=row.status,
-        args=row.args,
-        round_id=row.round_id,
-        turn_id=row.turn_id,
-        created_at=row.created_at,
-        result=row.result,
-        expires_at=row.expires_at,
-        resolved_at=row.resolved_at,
+        conversation_id=get("conversation_id"),
+        id=get("id"),
+        name=get("name"),
+        executor=get("executor"),
+        status=get("status"),
+        args=get("args"),
+        round_id=get("round_id"),
+        turn_id=get("turn_id"),
+        created_at=get("created_at"),
+        result=get("result"),
+        expires_at=get("expires_at"),
+        resolved_at=get("resolved_at"),
     )
 
 
@@ -65,6 +69,24 @@ def load_call_txn(conn: Connection, conversation_id: str, call_id: str) -> ToolC
 _LOAD_ONE = select(tool_calls).where(
     tool_calls.c.conversation_id == param(tool_calls.c.conversation_id, "cid"),
     tool_calls.c.id == param(tool_calls.c.id, "call_id"),
+)
+
+
+def load_call_and_conversation_txn(
+    conn: Connection, conversation_id: str, call_id: str
+) -> tuple[ConversationInfo, ToolCallRecord] | None:
+    """A call with its conversation row, in one statement: the two always agree."""
+    row = conn.execute(_LOAD_WITH_CONVERSATION, {"cid": conversation_id, "call_id": call_id}).first()
+    return None if row is None else (conversation_from_row(row), call_from_row(row, "call_"))
+
+
+_LOAD_WITH_CONVERSATION = (
+    select(conversations, *(column.label("call_" + column.name) for column in tool_calls.c))
+    .join(tool_calls, tool_calls.c.conversation_id == conversations.c.id)
+    .where(
+        conversations.c.id == param(conversations.c.id, "cid"),
+        tool_calls.c.id == param(tool_calls.c.id, "call_id"),
+    )
 )
 
 

@@ -86,23 +86,38 @@ def _postgres_engine(url: sqlalchemy.URL) -> Engine:
 # psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
 # SQLAlchemy puts the connection back to the defaults when it returns to the pool.
 _POSTGRES_READ = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+# psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
+_POSTGRES_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 
 @contextmanager
-def begin_read(engine: Engine) -> Iterator[Connection]:
-    """A read-only transaction over one consistent snapshot."""
+def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connection]:
+    """A read-only transaction over one consistent snapshot.
+
+    Without `one_snapshot`, each statement sees what was committed when it ran, and on
+    PostgreSQL the read needs no BEGIN and COMMIT: for a caller that reads one statement,
+    or bounds its later reads by what the first one saw.
+    """
     with engine.connect() as conn:
-        options = _POSTGRES_READ if engine.dialect.name == "postgresql" else {}
-        conn.execution_options(**{_READ: True}, **options)
+        if engine.dialect.name == "postgresql":
+            conn.execution_options(**(_POSTGRES_READ if one_snapshot else _POSTGRES_AUTOCOMMIT))
+        conn.execution_options(**{_READ: True})
         with conn.begin():
             yield conn
 
 
 @contextmanager
-def begin_write(engine: Engine) -> Iterator[Connection]:
-    """A write transaction: commits on normal exit, rolls back on an exception."""
-    with engine.connect() as conn, conn.begin():
-        yield conn
+def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Connection]:
+    """A write transaction: commits on normal exit, rolls back on an exception.
+
+    A caller that writes with `one_statement` is atomic without a transaction around it:
+    on PostgreSQL it runs in autocommit, one round trip instead of three.
+    """
+    with engine.connect() as conn:
+        if one_statement and engine.dialect.name == "postgresql":
+            conn.execution_options(**_POSTGRES_AUTOCOMMIT)
+        with conn.begin():
+            yield conn
 
 
 def param(column: Column[Any], name: str | None = None) -> BindParameter[Any]:

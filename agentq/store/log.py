@@ -199,8 +199,9 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
         status=info.status,
         fsm=fsm,
         summary=summary,
-        events=tuple(
-            list_events_txn(conn, info.id, after_seq=after_seq, limit=None)
+        events=tuple(  # bounded by the row: a reader outside one snapshot sees the same
+            list_events_txn(conn, info.id, after_seq=after_seq, limit=None,
+                            before_seq=info.next_seq)
         ),
         open_calls=tuple(list_open_calls_txn(conn, info.id)) if has_open_calls else (),
         inbox=tuple(list_inbox_txn(conn, info.id, taken=False)) if between_turns else (),

@@ -29,7 +29,7 @@ from agentq.store.txn import ConversationTxn
 
 
 class Snapshot:
-    """One conversation read from one snapshot; only valid inside `Store.snapshot`."""
+    """One conversation's log as of its row; only valid inside `Store.snapshot`."""
 
     def __init__(self, conn: Connection, conversation_id: str) -> None:
         self._conn = conn
@@ -97,7 +97,7 @@ class Store(ApiKeys, Overviews, Metrics):
         self, conversation_id: str, *, tenant: str | None = None
     ) -> ConversationInfo | None:
         """The conversation, or None if absent or owned by another `tenant`."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             info = conversations.load_conversation_txn(conn, conversation_id)
         if info is None or (tenant is not None and info.tenant != tenant):
             return None
@@ -113,21 +113,21 @@ class Store(ApiKeys, Overviews, Metrics):
         limit: int = 50,
     ) -> list[ConversationInfo]:
         """Conversations ordered by (created_at, id), the page after the one with `after_id`."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return conversations.list_conversations_txn(
                 conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
             )
 
     def list_stalled_conversations(self, *, updated_before: datetime, limit: int = 500) -> list[str]:
         """Conversations with work to do that have not moved since `updated_before`."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return conversations.list_stalled_conversations_txn(
                 conn, updated_before=updated_before, limit=limit
             )
 
     def list_conversation_ids(self, *, status: str | None = "active") -> list[str]:
         """Ids of conversations with `status` (every one when None), oldest first."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return conversations.list_conversation_ids_txn(conn, status=status)
 
     # the log
@@ -141,13 +141,13 @@ class Store(ApiKeys, Overviews, Metrics):
         before_seq: int | None = None,
     ) -> list[Event]:
         """Events with `after_seq` < seq (< `before_seq`), in seq order."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return log.list_events_txn(
                 conn, conversation_id, after_seq=after_seq, limit=limit, before_seq=before_seq
             )
 
     def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return log.count_events_txn(conn, conversation_id, type=type)
 
     def load_view(self, conversation_id: str, *, turn_only: bool = False) -> View | None:
@@ -157,13 +157,19 @@ class Store(ApiKeys, Overviews, Metrics):
 
     @contextmanager
     def snapshot(self, conversation_id: str) -> Iterator[Snapshot]:
-        """Reads of one conversation that all see the same moment (one read transaction)."""
-        with begin_read(self.engine) as conn:
+        """Reads of one conversation's log as of its row: what a step decides from.
+
+        Not one database snapshot (that costs PostgreSQL a BEGIN and a COMMIT): every event
+        read is bounded by the row's next_seq, and events never change. Open calls and the
+        inbox may be read newer than the row; whatever a step does about them is checked
+        again under the conversation's lock when it commits.
+        """
+        with begin_read(self.engine, one_snapshot=False) as conn:
             yield Snapshot(conn, conversation_id)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return log.list_summaries_txn(conn, conversation_id)
 
     def save_summary(
@@ -194,33 +200,29 @@ class Store(ApiKeys, Overviews, Metrics):
         self, conversation_id: str, *, status: str | None = None
     ) -> list[ToolCallRecord]:
         """Calls ordered by (created_at, id), only those with `status` when given."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             statuses = None if status is None else (status,)
             return calls.list_calls_txn(conn, conversation_id, statuses=statuses)
 
     def load_tool_call(self, conversation_id: str, call_id: str) -> ToolCallRecord | None:
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return calls.load_call_txn(conn, conversation_id, call_id)
 
     def load_call_and_conversation(
         self, conversation_id: str, call_id: str
     ) -> tuple[ConversationInfo, ToolCallRecord] | None:
-        """A call with its conversation, from one snapshot: all a tool step reads."""
-        with begin_read(self.engine) as conn:
-            call = calls.load_call_txn(conn, conversation_id, call_id)
-            if call is None:
-                return None
-            info = conversations.load_conversation_txn(conn, conversation_id, lock=False)
-            return None if info is None else (info, call)
+        """A call with its conversation, read together: all a tool step reads."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return calls.load_call_and_conversation_txn(conn, conversation_id, call_id)
 
     def list_overdue_calls(self, *, now: datetime, limit: int = 100) -> list[ToolCallRecord]:
         """Pending calls whose `expires_at` has come, soonest first, across conversations."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return calls.list_overdue_calls_txn(conn, now=now, limit=limit)
 
     def list_inbox(self, conversation_id: str, *, taken: bool | None = False) -> list[InboxItem]:
         """Inbox items by (created_at, id): untaken by default, taken, or all (None)."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return inbox.list_inbox_txn(conn, conversation_id, taken=taken)
 
     # the write transaction
@@ -280,7 +282,7 @@ class Store(ApiKeys, Overviews, Metrics):
         max_attempts: int,
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if we lost)."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
                 conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
                 round_id=round_id, celery_task_id=celery_task_id, worker=worker,
@@ -289,12 +291,12 @@ class Store(ApiKeys, Overviews, Metrics):
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
         """Fail a used-up claimable step permanently; True only for the one caller that did."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.give_up_step_txn(conn, step_key, max_attempts=max_attempts, now=now)
 
     def heartbeat_step(self, step_key: str, *, worker: str, lease_s: float, now: datetime) -> bool:
         """Renew the lease to now + `lease_s`; False if the step is no longer ours."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.heartbeat_step_txn(
                 conn, step_key, worker=worker, lease_s=lease_s, now=now
             )
@@ -303,37 +305,37 @@ class Store(ApiKeys, Overviews, Metrics):
         self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
     ) -> bool:
         """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.release_step_txn(
                 conn, step_key, worker=worker, status=status, now=now, error=error
             )
 
     def add_step_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             ledger.add_step_retry_txn(conn, step_key)
 
     def load_step(self, step_key: str) -> StepRecord | None:
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return ledger.load_step_txn(conn, step_key)
 
     def list_steps(self, conversation_id: str) -> list[StepRecord]:
         """Steps of the conversation, oldest first."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return ledger.list_steps_txn(conn, conversation_id)
 
     def list_stale_steps(
         self, *, now: datetime, scheduled_before: datetime, limit: int = 100
     ) -> list[StepRecord]:
         """Running steps past their lease, and waiting ones created before `scheduled_before`."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return ledger.list_stale_steps_txn(
                 conn, now=now, scheduled_before=scheduled_before, limit=limit
             )
 
     def delete_finished_steps(self, *, finished_before: datetime) -> int:
         """Delete finished steps (not failed_recoverable ones) older than `finished_before`."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.delete_finished_steps_txn(conn, finished_before=finished_before)
 
     # the model-call audit
@@ -361,7 +363,7 @@ class Store(ApiKeys, Overviews, Metrics):
 
     def list_model_calls(self, conversation_id: str) -> list[ModelCallRecord]:
         """The conversation's audited model calls, oldest first."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self.engine, one_snapshot=False) as conn:
             return audit.list_model_calls_txn(conn, conversation_id)
 
     def delete_model_calls(self, *, before: datetime) -> int:
