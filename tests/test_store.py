@@ -19,7 +19,7 @@ from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict, NotFound
 from agentq.store import ConversationInfo, Store
 from agentq.store.engine import create_engine
-from agentq.store.schema import metadata
+from agentq.store.schema import events, metadata
 from tests.ledger_support import claim
 
 T0 = datetime(2026, 11, 21, 22, 14, 3, 123456, tzinfo=timezone.utc)
@@ -301,6 +301,29 @@ def test_with_history_grows_a_turn_view_to_everything_after_the_summary(store):
         whole = snapshot.with_history(turn)
     assert [event.seq for event in whole.events] == [3, 4, 5, 6]
     assert whole == store.load_view(cid)
+
+
+def test_a_step_reads_the_log_only_up_to_the_rows_next_seq(store):
+    """A step's reads are not one snapshot: a commit landing between them must not show.
+
+    The event written here without moving next_seq is what a later statement could see of
+    an append committed after the conversation row was read.
+    """
+    cid = new_conversation(store).id
+    append(store, cid, user("a"), user("b"))
+    with store.locked(cid) as tx:
+        tx.set_fsm(FsmState(state="running", turn_id="t1", turn_seq=2), now=at(3))
+    with store.engine.begin() as conn:
+        conn.execute(events.insert().values(
+            id="late", conversation_id=cid, seq=3, type="user_msg", content={"text": "late"},
+            created_at=at(4),
+        ))
+    with store.snapshot(cid) as snapshot:
+        turn = snapshot.view(turn_only=True)
+        whole = snapshot.with_history(turn)
+    assert [event.seq for event in turn.events] == [2]
+    assert [event.seq for event in whole.events] == [1, 2]
+    assert whole.last_seq == 2
 
 
 def test_load_view_without_a_summary_holds_every_event(store):
@@ -620,6 +643,33 @@ def test_a_postgres_read_is_a_read_only_repeatable_read_snapshot_and_leaves_no_t
             assert conn.exec_driver_sql(show).one() == ("read committed", "off")
         assert engine.pool.checkedin() == 1
     finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_lone_postgres_statement_runs_in_autocommit_and_the_pool_forgets_it(pg_url):
+    from agentq.store.engine import begin_read, begin_write
+
+    engine = create_engine(pg_url)
+    engine.pool.dispose()
+    try:
+        with begin_write(engine, one_statement=True) as conn:
+            assert conn.connection.dbapi_connection.autocommit
+            conn.exec_driver_sql("CREATE TABLE lone (x int)")
+        with begin_read(engine, one_snapshot=False) as conn:
+            assert conn.connection.dbapi_connection.autocommit
+            assert conn.exec_driver_sql("SELECT count(*) FROM lone").scalar() == 0
+            with begin_write(engine) as other:  # commits between the two reads
+                other.exec_driver_sql("INSERT INTO lone VALUES (1)")
+            assert conn.exec_driver_sql("SELECT count(*) FROM lone").scalar() == 1
+        assert engine.pool.checkedin() == 2
+        with begin_write(engine) as conn, begin_write(engine) as second:
+            # both pooled connections are transactional again once back from the pool
+            assert not conn.connection.dbapi_connection.autocommit
+            assert not second.connection.dbapi_connection.autocommit
+    finally:
+        with begin_write(engine) as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS lone")
         engine.dispose()
 
 
