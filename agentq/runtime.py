@@ -6,13 +6,15 @@ runtime runs in tests on SQLite with no broker.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
 import threading
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from agentq.background import Timers
 from agentq.config import Config
@@ -47,6 +49,11 @@ from agentq.store import StepRecord, Store
 from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext
 
 log = logging.getLogger(__name__)
+
+# Notices of the running task, held until it has sent its follow-ups (Runtime.notices_held).
+_HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "agentq_held_notices", default=None
+)
 
 
 def utcnow() -> datetime:
@@ -385,8 +392,31 @@ class Runtime:
         return append_events(tx, new_drafts, now=self.clock())
 
     def notify(self, conversation_id: str, events: Sequence[Event]) -> None:
-        if events:
+        """Tell streams that `events` are in the log (now, or when `notices_held` ends)."""
+        if not events:
+            return
+        held = _HELD_NOTICES.get()
+        if held is None:
             self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
+        else:
+            held[conversation_id] = max(held.get(conversation_id, 0), events[-1].seq)
+
+    @contextmanager
+    def notices_held(self) -> Iterator[None]:
+        """Publish the block's notices when it ends, the newest per conversation.
+
+        A task holds them while it commits and sends its follow-ups: the next step's task
+        goes out first, and a notice (a Redis round trip) no longer delays it. A stream
+        reads the log itself on a notice, so a later notice loses nothing.
+        """
+        held: dict[str, int] = {}
+        token = _HELD_NOTICES.set(held)
+        try:
+            yield
+        finally:
+            _HELD_NOTICES.reset(token)
+            for conversation_id, last_seq in held.items():
+                self.pubsub.publish(conversation_id, "events", {"last_seq": last_seq})
 
     def eta(self, expires_at: datetime | None, now: datetime) -> datetime:
         horizon = now + timedelta(seconds=self.config.eta_horizon_s)

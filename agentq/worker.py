@@ -77,25 +77,28 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
 
 
 def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
+    def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
+        """Run a step and send its follow-ups, then publish its notices (notices_held)."""
+        rt = runtime()
+        with log_context(conversation_id=conversation_id), rt.notices_held():
+            enqueue(app, work(rt))
+
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
-        with log_context(conversation_id=conversation_id):
-            enqueue(app, runtime().advance(conversation_id, task_id=self.request.id))
+        step(conversation_id, lambda rt: rt.advance(conversation_id, task_id=self.request.id))
 
     @app.task(name="agentq.run_tool", shared=False)
     def run_tool(conversation_id: str, tool_call_id: str) -> None:
-        with log_context(conversation_id=conversation_id):
-            enqueue(app, runtime().run_tool(conversation_id, tool_call_id))
+        step(conversation_id, lambda rt: rt.run_tool(conversation_id, tool_call_id))
 
     @app.task(name="agentq.compact", shared=False, bind=True)
     def compact(self: Task, conversation_id: str, to_seq: int) -> None:
-        with log_context(conversation_id=conversation_id):
-            enqueue(app, runtime().compact(conversation_id, to_seq, task_id=self.request.id))
+        step(conversation_id,
+             lambda rt: rt.compact(conversation_id, to_seq, task_id=self.request.id))
 
     @app.task(name="agentq.expire", shared=False)
     def expire(conversation_id: str, tool_call_id: str) -> None:
-        with log_context(conversation_id=conversation_id):
-            enqueue(app, runtime().expire(conversation_id, tool_call_id))
+        step(conversation_id, lambda rt: rt.expire(conversation_id, tool_call_id))
 
     @app.task(name="agentq.sweep", shared=False)
     def sweep() -> None:

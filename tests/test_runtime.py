@@ -270,6 +270,19 @@ def test_every_delta_carries_the_round_id_of_its_own_response_seed_004(store, ru
     assert by_round == answers
 
 
+def test_held_notices_go_out_when_the_block_ends_the_newest_per_conversation(store, runtime, commands):
+    conv = commands.create_conversation(SCOPE, {"script": WEATHER})
+    _, follow = commands.post_message(conv.id, "hello", SCOPE)
+    events_notices = lambda: [d for k, d in runtime.pubsub.notices if k == "events"]  # noqa: E731
+    with runtime.notices_held():
+        drain(runtime, follow)  # the whole turn: three steps that each commit
+        assert events_notices() == []
+        assert [k for k, _ in runtime.pubsub.notices if k == "delta"]  # deltas stream at once
+    assert events_notices() == [{"last_seq": store.load_conversation(conv.id).next_seq - 1}]
+    runtime.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
+    assert len(events_notices()) == 2
+
+
 def test_a_resumed_conversation_runs_its_open_tool_calls_without_calling_the_model_seed_000(
     store, runtime, commands, providers
 ):

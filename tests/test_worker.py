@@ -59,3 +59,37 @@ def test_compaction_runs_as_its_own_agentq_compact_task_on_a_real_worker(
     # an advance, whose task id the row would name otherwise
     assert all(s.celery_task_id == task_id(s.step_key) for s in compacts)
     assert [s.to_seq for s in summaries] == sorted(s.ref["to_seq"] for s in compacts)
+
+
+def test_a_step_task_sends_its_follow_ups_before_it_publishes_its_notices(tmp_path):
+    """The next step's task goes out first: a notice (a Redis round trip) must not delay it."""
+    from agentq.commands import Commands
+    from agentq.config import Config
+    from agentq.pubsub import PubSub
+    from agentq.runtime import Runtime
+    from agentq.store import Store
+    from agentq.tools import Registry
+    from agentq.worker import create_celery
+
+    order: list[str] = []
+
+    class Recording(PubSub):
+        def publish(self, conversation_id, kind, data):
+            order.append(f"notice:{kind}")
+            return super().publish(conversation_id, kind, data)
+
+    store = Store.open(f"sqlite:///{tmp_path}/worker.db")
+    store.migrate()
+    registry = Registry.from_modules(["agentq.demo_tools"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recording("embedded://order"),
+                      config=Config())
+    app = create_celery(Config(broker_url="memory://", redis_url="embedded://order"),
+                        runtime=lambda: runtime)
+    app.send_task = lambda name, **_: order.append(f"task:{name}")
+    commands = Commands(store, registry)
+    script = [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "done"}]
+    cid = commands.create_conversation(SCOPE, {"script": script}).id
+    commands.post_message(cid, "go", SCOPE)
+    app.tasks["agentq.advance"](cid)  # the model step: it asks for its tool call
+    assert order == ["task:agentq.run_tool", "notice:events"]
+    store.dispose()
