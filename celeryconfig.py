@@ -12,7 +12,9 @@ accept_content = ["json"]
 result_serializer = "json"
 task_ignore_result = True
 worker_send_task_events = True
-task_send_sent_event = True
+# Off: a task-sent event for every step costs each step about 15% (bench/steps.py); turn it
+# on to see tasks that are queued but not yet received in Flower.
+task_send_sent_event = False
 # ETA tasks live in worker memory; keep them few and well under the visibility timeout.
 broker_transport_options = {"visibility_timeout": 300}
 worker_eta_task_limit = 1000

@@ -34,7 +34,7 @@ CELERY_DEFAULTS = {
     "result_serializer": "json",
     "task_ignore_result": True,
     "worker_send_task_events": True,
-    "task_send_sent_event": True,
+    "task_send_sent_event": False,  # see celeryconfig.py
     "broker_transport_options": {"visibility_timeout": 300},
     "worker_eta_task_limit": 1000,
     "broker_connection_retry_on_startup": True,

@@ -93,3 +93,14 @@ def test_a_step_task_sends_its_follow_ups_before_it_publishes_its_notices(tmp_pa
     app.tasks["agentq.advance"](cid)  # the model step: it asks for its tool call
     assert order == ["task:agentq.run_tool", "notice:events"]
     store.dispose()
+
+
+def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
+    """The README's promise: running without celeryconfig.py changes nothing."""
+    import celeryconfig
+
+    from agentq.worker import CELERY_DEFAULTS
+
+    written = {k: v for k, v in vars(celeryconfig).items() if not k.startswith("_") and k.islower()}
+    assert written == {k: v for k, v in CELERY_DEFAULTS.items() if k in written}
+    assert written["task_send_sent_event"] is False and written["worker_send_task_events"] is True
