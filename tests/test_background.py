@@ -20,13 +20,40 @@ def short_idle(monkeypatch):
     monkeypatch.setattr(background, "IDLE_S", 0.2)
 
 
-def test_timers_fire_in_order_of_due_time_on_one_thread():
+def test_timers_fire_in_order_of_due_time_off_the_callers_thread():
     timers, fired, done = Timers(), [], threading.Event()
     timers.call_later(0.06, lambda: (fired.append(("late", threading.get_ident())), done.set()))
     timers.call_later(0.02, lambda: fired.append(("early", threading.get_ident())))
     assert done.wait(5)
     assert [name for name, _ in fired] == ["early", "late"]
-    assert len({ident for _, ident in fired}) == 1 and fired[0][1] != threading.get_ident()
+    assert threading.get_ident() not in {ident for _, ident in fired}
+
+
+def test_a_callback_stuck_on_io_delays_no_other_timer():
+    timers, release, other = Timers(), threading.Event(), threading.Event()
+    timers.call_later(0.0, lambda: release.wait(5))  # a renewal on a dead connection
+    timers.call_later(0.05, other.set)
+    try:
+        assert other.wait(2)
+    finally:
+        release.set()
+
+
+def test_a_slow_periodic_call_never_overlaps_itself():
+    timers, running, overlaps, calls = Timers(), threading.Lock(), [], []
+
+    def slow() -> None:
+        if not running.acquire(blocking=False):
+            overlaps.append(time.monotonic())
+            return
+        calls.append(time.monotonic())
+        time.sleep(0.05)  # longer than the period
+        running.release()
+
+    timer = timers.call_every(0.01, slow)
+    wait_for(lambda: len(calls) >= 3, timeout_s=5, what="three calls")
+    timer.cancel()
+    assert overlaps == []
 
 
 def test_a_cancelled_timer_never_fires():
