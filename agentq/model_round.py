@@ -15,6 +15,7 @@ from agentq.core import drafts
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
+from agentq.core.fsm import fold
 from agentq.core.keys import task_id
 from agentq.errors import Stale
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
@@ -112,16 +113,18 @@ def _commit_response(
     cid = view.conversation_id
     now = rt.clock()
     turn_id = view.fsm.turn_id or ""
+    new_drafts, records = _response_drafts(rt, view, step, turn_id, response, now)
     try:
-        with rt.store.locked(cid) as tx:
-            if tx.conversation.next_seq - 1 != step.ref["after_seq"]:
-                raise Stale("the turn moved on while the model answered")
+        # The append comes first and takes the lock, if the turn has not moved on while the
+        # model answered (the log still ends at after_seq, so its cached state is view.fsm).
+        with rt.store.appending(
+            cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
+            state_after=lambda appended: fold(appended, view.fsm), now=now,
+        ) as (tx, events):
             if not tx.finish_step(step.key, worker=worker, now=now):
                 raise Stale("the step is no longer ours")
-            new_drafts, records = _response_drafts(rt, view, step, turn_id, response, now)
             tx.put_tool_calls(records)
             follow = _schedule_calls(rt, tx, records, now)
-            events, _ = rt.append(tx, new_drafts)
     except Stale:
         rt.store.release_step(step.key, worker=worker, status="cancelled", now=now)
         return []

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentq.core.events import EventDraft, FsmState, InboxItem, ToolCallRecord
 from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts
-from agentq.errors import Conflict, NotFound
+from agentq.errors import Conflict, NotFound, Stale
 from agentq.store import ConversationInfo, Store
 from agentq.store.engine import create_engine
 from agentq.store.schema import events, metadata
@@ -193,6 +193,74 @@ def test_a_rolled_back_locked_block_writes_nothing(store):
     assert store.list_tool_calls(cid) == []
     info = store.load_conversation(cid)
     assert (info.next_seq, info.fsm, info.updated_at) == (1, FsmState(), T0)
+
+
+def test_appending_where_the_log_ends_appends_and_writes_the_rest_under_the_lock(store):
+    cid = new_conversation(store).id
+    append(store, cid, user("a"))
+    running = FsmState(state="running", turn_id="t1")
+    with store.appending(cid, [user("b", 1), user("c", 1)], next_seq=2,
+                         state_after=lambda appended: running, now=at(2)) as (tx, events):
+        assert [event.seq for event in events] == [2, 3]
+        assert tx.conversation.next_seq == 4 and tx.conversation.fsm == running
+        tx.put_tool_calls([call(cid, "c1")])
+    assert [event.content["text"] for event in store.list_events(cid)] == ["a", "b", "c"]
+    assert [c.id for c in store.list_tool_calls(cid)] == ["c1"]
+    info = store.load_conversation(cid)
+    assert (info.next_seq, info.fsm, info.updated_at) == (4, running, at(2))
+
+
+def test_appending_after_the_log_moved_raises_stale_and_writes_nothing(store):
+    cid = new_conversation(store).id
+    append(store, cid, user("a"), user("b"))
+    ran = []
+    with pytest.raises(Stale), store.appending(
+        cid, [user("late")], next_seq=2, state_after=lambda appended: FsmState(state="running"),
+        now=at(5),
+    ):
+        ran.append("block")
+    assert ran == []
+    assert [event.content["text"] for event in store.list_events(cid)] == ["a", "b"]
+    info = store.load_conversation(cid)
+    assert (info.next_seq, info.fsm) == (3, FsmState())
+
+
+def test_a_rolled_back_appending_block_writes_nothing(store):
+    cid = new_conversation(store).id
+    with pytest.raises(RuntimeError), store.appending(
+        cid, [user("lost")], next_seq=1, state_after=lambda appended: FsmState(state="running"),
+        now=at(1),
+    ) as (tx, _):
+        tx.put_tool_calls([call(cid, "c1")])
+        raise RuntimeError("crash before commit")
+    assert store.list_events(cid) == [] and store.list_tool_calls(cid) == []
+    assert store.load_conversation(cid).next_seq == 1
+
+
+def test_appending_waits_for_the_lock_holder_then_finds_the_log_moved(store):
+    """Two writers at the same seq: one wins, the other waits for it and appends nothing."""
+    cid = new_conversation(store).id
+    holding, outcome = threading.Event(), []
+
+    def other_writer() -> None:
+        holding.wait(5)
+        try:
+            with store.appending(cid, [user("second")], next_seq=1,
+                                 state_after=lambda appended: FsmState(), now=at(2)):
+                outcome.append("appended")
+        except Stale:
+            outcome.append("stale")
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    with store.locked(cid) as tx:
+        holding.set()
+        thread.join(0.3)
+        assert thread.is_alive(), "the second writer must wait for the lock"
+        tx.append([user("first")])
+    thread.join(10)
+    assert outcome == ["stale"]
+    assert [event.content["text"] for event in store.list_events(cid)] == ["first"]
 
 
 def test_locked_raises_not_found_for_an_unknown_conversation(store):

@@ -164,6 +164,21 @@ def advance_next_seq_txn(
         raise Conflict(f"conversation {info.id} changed under its lock")
 
 
+def move_next_seq_txn(
+    conn: Connection, conversation_id: str, *, old_seq: int, new_seq: int, fsm: FsmState,
+    now: datetime,
+) -> ConversationInfo | None:
+    """Move `next_seq` from `old_seq` on, with the cached state; the row as moved, or None.
+
+    None means the log no longer ends before `old_seq`. The UPDATE holds the row's lock
+    until the transaction ends (inv. 8), like `SELECT … FOR UPDATE`.
+    """
+    params = {"conversation_id": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
+              "now": now, "fsm": fsm.to_json()}
+    row = conn.execute(_MOVE_NEXT_SEQ, params).first()
+    return None if row is None else conversation_from_row(row)
+
+
 @cache
 def _advance_next_seq(*, with_fsm: bool) -> Update:
     c = conversations.c
@@ -175,6 +190,9 @@ def _advance_next_seq(*, with_fsm: bool) -> Update:
         .where(c.id == param(c.id, "conversation_id"), c.next_seq == param(c.next_seq, "old_seq"))
         .values(**values)
     )
+
+
+_MOVE_NEXT_SEQ = _advance_next_seq(with_fsm=True).returning(*conversations.c)
 
 
 def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:

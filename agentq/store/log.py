@@ -12,7 +12,12 @@ from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
 from agentq.store.calls import list_open_calls_txn
-from agentq.store.conversations import ConversationInfo, advance_next_seq_txn, conversation_from_row
+from agentq.store.conversations import (
+    ConversationInfo,
+    advance_next_seq_txn,
+    conversation_from_row,
+    move_next_seq_txn,
+)
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.inbox import list_inbox_txn
 from agentq.store.schema import conversations, events, summaries
@@ -45,20 +50,7 @@ def append_txn(
     `state_after(events)` gives the cached state to store with them, in one UPDATE.
     """
     # inv. 8: seq comes from the locked row's next_seq, so it is gap-free.
-    appended = [
-        Event(
-            id=str(uuid.uuid4()),
-            conversation_id=info.id,
-            seq=info.next_seq + offset,
-            type=draft.type,
-            turn_id=draft.turn_id,
-            round_id=draft.round_id,
-            step_key=draft.step_key,
-            content=draft.content,
-            created_at=draft.created_at,
-        )
-        for offset, draft in enumerate(drafts)
-    ]
+    appended = _as_events(info.id, info.next_seq, drafts)
     if not appended:
         return [], info
     conn.execute(events.insert(), [_event_values(event) for event in appended])
@@ -74,6 +66,49 @@ def append_txn(
         fsm=None if state_after is None else fsm,
     )
     return appended, moved
+
+
+def append_at_txn(
+    conn: Connection,
+    conversation_id: str,
+    drafts: Sequence[EventDraft],
+    *,
+    next_seq: int,
+    state_after: Callable[[list[Event]], FsmState],
+    now: datetime,
+) -> tuple[list[Event], ConversationInfo] | None:
+    """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
+
+    The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
+    `SELECT … FOR UPDATE` before it: one statement fewer than `append_txn`.
+    """
+    appended = _as_events(conversation_id, next_seq, drafts)
+    moved = move_next_seq_txn(
+        conn, conversation_id, old_seq=next_seq, new_seq=next_seq + len(appended),
+        fsm=state_after(appended), now=now,
+    )
+    if moved is None:
+        return None
+    if appended:
+        conn.execute(events.insert(), [_event_values(event) for event in appended])
+    return appended, moved
+
+
+def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
+    return [
+        Event(
+            id=str(uuid.uuid4()),
+            conversation_id=conversation_id,
+            seq=next_seq + offset,
+            type=draft.type,
+            turn_id=draft.turn_id,
+            round_id=draft.round_id,
+            step_key=draft.step_key,
+            content=draft.content,
+            created_at=draft.created_at,
+        )
+        for offset, draft in enumerate(drafts)
+    ]
 
 
 def _event_values(event: Event) -> dict[str, Any]:

@@ -6,16 +6,24 @@ datetimes and the caller decides which clock counts.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from agentq.core.events import Event, FsmState, InboxItem, Summary, ToolCallRecord, View
+from agentq.core.events import (
+    Event,
+    EventDraft,
+    FsmState,
+    InboxItem,
+    Summary,
+    ToolCallRecord,
+    View,
+)
 from agentq.core.settings import Settings
-from agentq.errors import NotFound
+from agentq.errors import NotFound, Stale
 from agentq.store import audit, calls, conversations, fork, inbox, ledger, log
 from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
@@ -240,6 +248,32 @@ class Store(ApiKeys, Overviews, Metrics):
             if info is None:
                 raise NotFound(f"conversation {conversation_id} not found")
             yield ConversationTxn(conn, info)
+
+    @contextmanager
+    def appending(
+        self,
+        conversation_id: str,
+        drafts: Sequence[EventDraft],
+        *,
+        next_seq: int,
+        state_after: Callable[[list[Event]], FsmState],
+        now: datetime,
+    ) -> Iterator[tuple[ConversationTxn, list[Event]]]:
+        """Append drafts where the log ended when read, then write the rest under its lock.
+
+        For a writer that knows where the log ended (`next_seq`) and what it appends before
+        it starts: the append takes the lock (inv. 8), one statement instead of `locked`'s
+        `SELECT … FOR UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
+        log moved.
+        """
+        with begin_write(self.engine) as conn:
+            done = log.append_at_txn(
+                conn, conversation_id, drafts, next_seq=next_seq, state_after=state_after, now=now
+            )
+            if done is None:
+                raise Stale(f"the log of {conversation_id} no longer ends before seq {next_seq}")
+            events, moved = done
+            yield ConversationTxn(conn, moved), events
 
     # the steps ledger
 
