@@ -4,7 +4,7 @@ A turn is model -> no-op tool -> model with the scripted provider and no delay. 
 turns per second (one conversation; 50 at once on two workers), the time one step
 adds next to the floor measured in the same run (an empty Celery task hop on the same
 broker plus one insert-and-commit), SQL statements and write transactions per step,
-and time (the median of the 20 turns up to each mark) and Postgres WAL bytes per turn at
+and time and Postgres WAL bytes per turn (medians of the 20 turns up to each mark) at
 growing history, without compaction and with it.
 
     python bench/steps.py [--turns 40] [--history 10,100,1000] [--skip-postgres]
@@ -209,18 +209,24 @@ GROWTH_WINDOW = 20  # turns measured up to each mark: single turns vary by 2x on
 
 def growth(commands: Commands, send, wal, marks: list[int],
            settings: dict = SETTINGS) -> list[tuple[int, float, float]]:
-    """Median time and mean WAL bytes per turn over the turns up to each mark, on one conversation."""
+    """Median time and WAL bytes per turn over the turns up to each mark, on one conversation.
+
+    Medians, because a checkpoint inside the window makes the turns after it write whole
+    pages to the WAL, whatever the history.
+    """
     cid = commands.create_conversation(SCOPE, settings).id
     rows, done = [], 0
     for mark in marks:
         window = min(GROWTH_WINDOW, mark - done)
         if mark - window > done:
             run_turns(commands, send, cid, mark - window - done)
-        before = wal() if wal else 0
-        took = run_turns(commands, send, cid, window)
-        after = wal() if wal else 0
+        took, wal_bytes = [], []
+        for _ in range(window):
+            before = wal() if wal else 0
+            took.extend(run_turns(commands, send, cid, 1))
+            wal_bytes.append(wal() - before if wal else 0)
         done = mark
-        rows.append((mark, statistics.median(took), (after - before) / window))
+        rows.append((mark, statistics.median(took), statistics.median(wal_bytes)))
     return rows
 
 
@@ -249,7 +255,7 @@ def report(name: str, workers: str, single: list[float], concurrent: float, adde
         print(f"| write transactions per step | {sql['writes']:.2f} |")
     for label, rows in growths.items():
         print(f"\n{label}\n")
-        print("| at turn | ms per turn, median | " + ("WAL bytes per turn |" if has_wal else ""))
+        print("| at turn | ms per turn, median | " + ("WAL bytes per turn, median |" if has_wal else ""))
         print("| --- | --- |" + (" --- |" if has_wal else ""))
         for mark, seconds, wal_bytes in rows:
             print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
