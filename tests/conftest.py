@@ -4,7 +4,6 @@ A missing service skips its tests locally and fails them when the CI variable is
 """
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -15,16 +14,11 @@ import redis
 
 from agentq.store import Store, migrate
 from agentq.store.schema import metadata
+from tests.unavailable import unavailable
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 REDIS_CLAIM = "agentq:test-claim"
-
-
-def _unavailable(service: str, exc: Exception) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{service} is required when CI is set: {exc}")
-    pytest.skip(f"{service} is not available: {exc}")
 
 
 def _admin(dbname: str = "postgres") -> psycopg.Connection:
@@ -37,7 +31,7 @@ def pg_database_factory() -> Iterator[Callable[[], str]]:
     try:
         _admin().close()
     except psycopg.OperationalError as exc:
-        _unavailable("PostgreSQL", exc)
+        unavailable(f"PostgreSQL ({exc})")
     created: list[str] = []
 
     def make() -> str:
@@ -117,12 +111,12 @@ def redis_url() -> Iterator[str]:
         try:
             claimed = client.set(REDIS_CLAIM, token, nx=True, ex=7200)
         except redis.ConnectionError as exc:
-            _unavailable("Redis", exc)
+            unavailable(f"Redis ({exc})")
         if claimed:
             break
         client.close()
     else:
-        _unavailable("Redis", RuntimeError("every db index 1..15 is claimed"))
+        unavailable("Redis (every db index 1..15 is claimed)")
     for key in client.scan_iter():
         if key != REDIS_CLAIM.encode():
             client.delete(key)

@@ -24,6 +24,7 @@ import pytest
 from tests.api_support import api  # noqa: F401
 from tests.emulators import Fail, OpenAIEmulator, Reply
 from tests.processes import ROOT, wait_for
+from tests.unavailable import unavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -50,12 +51,6 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
     SELENIUM_MISSING: Exception | None = exc
 else:
     SELENIUM_MISSING = None
-
-
-def _unavailable(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} is required when CI is set")
-    pytest.skip(f"{what} is not available")
 
 
 @dataclass
@@ -133,9 +128,9 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
     if SELENIUM_MISSING is not None:
-        _unavailable(f"selenium ({SELENIUM_MISSING})")
+        unavailable(f"selenium ({SELENIUM_MISSING})")
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        _unavailable(f"{CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
+        unavailable(f"{CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
     options = Options()
     options.binary_location = str(CHROMIUM)
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
