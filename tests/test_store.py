@@ -1,6 +1,7 @@
 """The store's behaviour, on SQLite and PostgreSQL through the parametrized `store` fixture."""
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 from collections.abc import Callable
@@ -193,6 +194,17 @@ def test_a_rolled_back_locked_block_writes_nothing(store):
     assert store.list_tool_calls(cid) == []
     info = store.load_conversation(cid)
     assert (info.next_seq, info.fsm, info.updated_at) == (1, FsmState(), T0)
+
+
+def test_an_append_from_a_row_that_moved_is_a_loud_conflict_not_a_gap(store):
+    """inv. 8: if the row under the lock is not the row read, nothing is written."""
+    cid = new_conversation(store).id
+    append(store, cid, user("a"))
+    with pytest.raises(Conflict, match="changed under its lock"), store.locked(cid) as tx:
+        tx.conversation = dataclasses.replace(tx.conversation, next_seq=5)  # as if read elsewhere
+        tx.append([user("b")])
+    assert [event.seq for event in store.list_events(cid)] == [1]
+    assert store.load_conversation(cid).next_seq == 2
 
 
 def test_appending_where_the_log_ends_appends_and_writes_the_rest_under_the_lock(store):

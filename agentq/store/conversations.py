@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Update, and_, or_, select, update
+from sqlalchemy import Connection, Row, and_, or_, select, update
 
 from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
-from agentq.errors import Conflict
 from agentq.store.engine import param
 from agentq.store.schema import conversations, inbox
 
@@ -144,26 +142,6 @@ def list_conversation_ids_txn(conn: Connection, *, status: str | None) -> list[s
     return list(conn.execute(query).scalars())
 
 
-def advance_next_seq_txn(
-    conn: Connection,
-    info: ConversationInfo,
-    *,
-    next_seq: int,
-    now: datetime,
-    fsm: FsmState | None = None,
-) -> None:
-    """Move `next_seq` on (and the cached state with it, in the same UPDATE).
-
-    The `WHERE next_seq = old` makes a lost lock loud, not a gap.
-    """
-    params = {"conversation_id": info.id, "old_seq": info.next_seq, "new_seq": next_seq, "now": now}
-    if fsm is not None:
-        params["fsm"] = fsm.to_json()
-    result = conn.execute(_advance_next_seq(with_fsm=fsm is not None), params)
-    if result.rowcount != 1:
-        raise Conflict(f"conversation {info.id} changed under its lock")
-
-
 def move_next_seq_txn(
     conn: Connection, conversation_id: str, *, old_seq: int, new_seq: int, fsm: FsmState,
     now: datetime,
@@ -179,20 +157,19 @@ def move_next_seq_txn(
     return None if row is None else conversation_from_row(row)
 
 
-@cache
-def _advance_next_seq(*, with_fsm: bool) -> Update:
-    c = conversations.c
-    values = {"next_seq": param(c.next_seq, "new_seq"), "updated_at": param(c.updated_at, "now")}
-    if with_fsm:
-        values["fsm_state"] = param(c.fsm_state, "fsm")
-    return (
-        update(conversations)
-        .where(c.id == param(c.id, "conversation_id"), c.next_seq == param(c.next_seq, "old_seq"))
-        .values(**values)
+_MOVE_NEXT_SEQ = (
+    update(conversations)
+    .where(
+        conversations.c.id == param(conversations.c.id, "conversation_id"),
+        conversations.c.next_seq == param(conversations.c.next_seq, "old_seq"),
     )
-
-
-_MOVE_NEXT_SEQ = _advance_next_seq(with_fsm=True).returning(*conversations.c)
+    .values(
+        next_seq=param(conversations.c.next_seq, "new_seq"),
+        updated_at=param(conversations.c.updated_at, "now"),
+        fsm_state=param(conversations.c.fsm_state, "fsm"),
+    )
+    .returning(*conversations.c)
+)
 
 
 def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:

@@ -11,13 +11,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
+from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
-from agentq.store.conversations import (
-    ConversationInfo,
-    advance_next_seq_txn,
-    conversation_from_row,
-    move_next_seq_txn,
-)
+from agentq.store.conversations import ConversationInfo, conversation_from_row, move_next_seq_txn
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.inbox import list_inbox_txn
 from agentq.store.schema import conversations, events, summaries
@@ -49,23 +45,17 @@ def append_txn(
 
     `state_after(events)` gives the cached state to store with them, in one UPDATE.
     """
-    # inv. 8: seq comes from the locked row's next_seq, so it is gap-free.
-    appended = _as_events(info.id, info.next_seq, drafts)
-    if not appended:
+    if not drafts:
         return [], info
-    conn.execute(events.insert(), [_event_values(event) for event in appended])
-    fsm = info.fsm if state_after is None else state_after(appended)
-    moved = replace(
-        info,
-        fsm=fsm,
-        next_seq=appended[-1].seq + 1,
-        updated_at=now or max(info.updated_at, *(event.created_at for event in appended)),
+    # inv. 8: seq comes from the locked row's next_seq, so it is gap-free.
+    done = append_at_txn(
+        conn, info.id, drafts, next_seq=info.next_seq,
+        state_after=state_after or (lambda _: info.fsm),
+        now=now or max(info.updated_at, *(draft.created_at for draft in drafts)),
     )
-    advance_next_seq_txn(
-        conn, info, next_seq=moved.next_seq, now=moved.updated_at,
-        fsm=None if state_after is None else fsm,
-    )
-    return appended, moved
+    if done is None:  # a lost lock is loud, never a gap
+        raise Conflict(f"conversation {info.id} changed under its lock")
+    return done
 
 
 def append_at_txn(
