@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import Conflict, InvalidInput, NotFound
@@ -134,6 +135,7 @@ def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtim
     assert events[2].round_id == first and events[3].content["status"] == "ok"
     assert events[4].content["text"] == "Cold in Oslo."
     assert store.load_conversation(cid).fsm.state == "idle"
+    assert check_conversation(store, cid) == []  # inv. 1: the commit's cached state is the log's
 
 
 def test_running_every_step_again_changes_nothing_and_calls_the_model_once_per_round(
@@ -191,6 +193,7 @@ def test_a_human_call_suspends_the_conversation_until_it_is_resolved(store, runt
     drain(runtime, follow)
     assert types(store, cid)[4:] == ["resolution", "tool_result", "assistant_msg"]
     assert store.load_tool_call(cid, call_id).status == "resolved"
+    assert check_conversation(store, cid) == []
 
 
 def test_a_suspension_creates_no_error_entry(store, runtime, commands):
@@ -374,6 +377,7 @@ def test_an_interrupt_keeps_the_partial_answer_and_starts_the_next_turn_with_a_n
     assert first_round == {kept.round_id} and fresh.round_id != kept.round_id
     llm_steps = {s.round_id: s.status for s in store.list_steps(conv.id) if s.kind == "llm"}
     assert llm_steps[kept.round_id] == "cancelled"
+    assert check_conversation(store, conv.id) == []  # the dropped commit left no trace
 
 
 def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflicts(
