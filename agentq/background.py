@@ -133,7 +133,7 @@ class Timers:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            else:
+            elif self._heap[0][2] is timer:  # due before the one it sleeps for: wake it
                 self._cond.notify()
         return timer
 

@@ -29,6 +29,19 @@ def test_timers_fire_in_order_of_due_time_off_the_callers_thread():
     assert threading.get_ident() not in {ident for _, ident in fired}
 
 
+def test_a_sooner_timer_does_not_wait_for_a_later_one():
+    timers, soon, started = Timers(), threading.Event(), threading.Event()
+    timers.call_later(0.0, started.set)
+    assert started.wait(5)  # the timer thread runs
+    later = timers.call_later(30, soon.set)
+    time.sleep(0.1)  # and now sleeps until the later one is due
+    timers.call_later(0.01, soon.set)
+    try:
+        assert soon.wait(5)
+    finally:
+        later.cancel()
+
+
 def test_a_callback_stuck_on_io_delays_no_other_timer():
     timers, release, other = Timers(), threading.Event(), threading.Event()
     timers.call_later(0.0, lambda: release.wait(5))  # a renewal on a dead connection
