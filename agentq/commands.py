@@ -19,7 +19,7 @@ from agentq.core.timefmt import to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
 from agentq.interrupts import PartialText, close_turn
-from agentq.runtime import append_events, close_call_drafts, utcnow
+from agentq.runtime.runtime import append_events, close_call_drafts, utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.tools import Registry, Scope
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from agentq.core import drafts
 from agentq.core.events import EventDraft, FsmState, ToolCallRecord
-from agentq.runtime import append_events, close_call_drafts
+from agentq.runtime.runtime import append_events, close_call_drafts
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from agentq.background import DaemonThreads
+from agentq.threads import DaemonThreads
 from agentq.core.messages import ToolSpec
 from agentq.errors import AgentqError
 

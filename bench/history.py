@@ -27,7 +27,7 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.core import drafts  # noqa: E402
 from agentq.core.events import ToolCallRecord  # noqa: E402
-from agentq.runtime import append_events  # noqa: E402
+from agentq.runtime.runtime import append_events  # noqa: E402
 from agentq.worker import build_runtime  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.steps import SCOPE  # noqa: E402

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from agentq import background
-from agentq.background import DaemonThreads, Timers
+from agentq import threads as threads_module
+from agentq.runtime import timers as timers_module
+from agentq.runtime.timers import Timers
+from agentq.threads import DaemonThreads
 from tests.processes import wait_for
 
 REQUEST = contextvars.ContextVar("request", default=None)
@@ -17,7 +19,8 @@ REQUEST = contextvars.ContextVar("request", default=None)
 
 @pytest.fixture
 def short_idle(monkeypatch):
-    monkeypatch.setattr(background, "IDLE_S", 0.2)
+    monkeypatch.setattr(timers_module, "IDLE_S", 0.2)
+    monkeypatch.setattr(threads_module, "IDLE_S", 0.2)
 
 
 def test_timers_fire_in_order_of_due_time_off_the_callers_thread():

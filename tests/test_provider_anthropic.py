@@ -12,9 +12,9 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
-from agentq.background import Timers
+from agentq.runtime.timers import Timers
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo
+from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.providers.anthropic import DEFAULT_MAX_TOKENS, EventReader
 from agentq.providers.answer import Answer
 from agentq.providers.base import Delta

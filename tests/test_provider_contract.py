@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
 import agentq
-from agentq.background import Timers
+from agentq.runtime.timers import Timers
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.messages import CallRef, Message, Request
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import Delta, ModelResponse, provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.pubsub import PubSub

@@ -12,10 +12,10 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
-from agentq.background import Timers
+from agentq.runtime.timers import Timers
 from agentq.core.keys import scripted_call_id
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo
+from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.providers.answer import Answer
 from agentq.providers.errors import ProviderError
 from agentq.providers.openai import _ChunkReader

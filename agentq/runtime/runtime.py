@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
-from agentq.background import Timers
+from agentq.runtime.timers import Timers
 from agentq.config import Config
 from agentq.core import drafts
 from agentq.core.decide import (
@@ -39,10 +39,10 @@ from agentq.core.render import render
 from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
-from agentq.lease import Heartbeat, renewal
+from agentq.runtime.leases import Heartbeat, renewal
 from agentq.logs import bind as bind_log_context
-from agentq.compact_step import run_compaction
-from agentq.model_round import call_model
+from agentq.runtime.compact_step import run_compaction
+from agentq.runtime.llm_step import call_model
 from agentq.providers.base import Provider, provider_for
 from agentq.pubsub import PubSub
 from agentq.store import StepRecord, Store

@@ -14,8 +14,8 @@ from agentq.core.compaction import summary_request
 from agentq.core.decide import Step
 from agentq.core.events import View
 from agentq.followups import Advance, FollowUp
-from agentq.lease import Heartbeat, renewal
-from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.leases import Heartbeat, renewal
+from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import CallContext
 from agentq.providers.errors import ProviderError
 

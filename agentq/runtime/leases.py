@@ -10,7 +10,7 @@ import threading
 from datetime import datetime
 from typing import Callable
 
-from agentq.background import Timer, Timers
+from agentq.runtime.timers import Timer, Timers
 
 log = logging.getLogger(__name__)
 

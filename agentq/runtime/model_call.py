@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentq.background import Timers
+from agentq.runtime.timers import Timers
 from agentq.core.messages import Request
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError

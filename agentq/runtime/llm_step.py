@@ -19,8 +19,8 @@ from agentq.core.fsm import fold
 from agentq.core.keys import task_id
 from agentq.errors import Stale
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
-from agentq.lease import Heartbeat, renewal
-from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.leases import Heartbeat, renewal
+from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import ContextTooLong, ProviderError
 
