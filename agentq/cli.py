@@ -112,7 +112,7 @@ def _on_the_api(command):
     def run(config: Config, args: argparse.Namespace) -> int:
         import os
 
-        from agentq.client import Client, ClientError, endpoint
+        from agentq.clients.api import Client, ClientError, endpoint
 
         try:
             with Client(endpoint(args.url, args.key, os.environ)) as client:
@@ -129,7 +129,7 @@ def _on_the_api(command):
 
 
 def _cmd_chat(client, args: argparse.Namespace) -> int:
-    from agentq.chat import Chat, parse_settings
+    from agentq.clients.chat import Chat, parse_settings
 
     cid = args.id
     if cid is None:
@@ -154,8 +154,8 @@ def _take_ctrl_c() -> None:
 def _cmd_inspect(client, args: argparse.Namespace) -> int:
     import json
 
-    from agentq.client import ApiError
-    from agentq.timeline import header, timeline
+    from agentq.clients.api import ApiError
+    from agentq.clients.timeline import header, timeline
 
     conversation = client.conversation(args.id)
     events = client.all_events(args.id)
@@ -177,7 +177,7 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(client, args: argparse.Namespace) -> int:
-    from agentq.client import ApiError
+    from agentq.clients.api import ApiError
 
     try:
         forked = client.fork(args.id, args.at)

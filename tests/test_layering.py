@@ -94,7 +94,7 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
             assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"
 
 
-API_CLIENTS = ("agentq/client.py", "agentq/chat.py", "agentq/timeline.py")
+API_CLIENTS = ("agentq/clients/api.py", "agentq/clients/chat.py", "agentq/clients/timeline.py")
 
 
 @pytest.mark.parametrize("name", API_CLIENTS)
@@ -105,5 +105,5 @@ def test_the_terminal_commands_are_clients_of_the_http_api_only(name):
         assert not any(imported == i or imported.startswith(i + ".") for i in inside), (
             f"{name} imports {imported}"
         )
-    if name == "agentq/timeline.py":  # pure formatting, no I/O
+    if name == "agentq/clients/timeline.py":  # pure formatting, no I/O
         assert not {i.split(".")[0] for i in imported_roots(ROOT / name)} & IO_MODULES

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
-from agentq.client import ApiError, Client, ClientError, StreamItem
-from agentq.timeline import call_text, summarize
+from agentq.clients.api import ApiError, Client, ClientError, StreamItem
+from agentq.clients.timeline import call_text, summarize
 
 try:  # line editing and history where the platform has it
     import readline
