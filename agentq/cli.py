@@ -9,7 +9,7 @@ import sys
 from typing import Sequence
 
 from agentq.config import Config
-from agentq.logs import configure as configure_logging
+from agentq.logconfig import configure as configure_logging
 
 
 def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:

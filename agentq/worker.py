@@ -20,7 +20,7 @@ from kombu.exceptions import OperationalError
 from agentq.config import Config
 from agentq.core.keys import task_id
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
-from agentq.logs import log_context, use_format
+from agentq.logconfig import log_context, use_format
 from agentq.runtime import Runtime
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import pytest
 import agentq
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.logs import JsonFormatter, PlainFormatter, bind, log_context, use_format
+from agentq.logconfig import JsonFormatter, PlainFormatter, bind, log_context, use_format
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.store import Store

@@ -20,7 +20,7 @@ import agentq
 from agentq.runtime.timers import Timers
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.messages import CallRef, Message, Request
+from agentq.core.request import CallRef, Message, Request
 from agentq.core.render import render
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import Delta, ModelResponse, provider_for

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from agentq.core.keys import scripted_call_id
-from agentq.core.messages import Message, Request
+from agentq.core.request import Message, Request
 from agentq.core.settings import Settings, parse_settings
 from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider, provider_for
 from agentq.providers.anthropic import AnthropicProvider

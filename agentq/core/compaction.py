@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from agentq.core.events import Event, View
 from agentq.core.keys import canonical_json
-from agentq.core.messages import Message, Request
+from agentq.core.request import Message, Request
 from agentq.core.render import output_text, render
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_anthropic
 from agentq.providers.answer import Answer

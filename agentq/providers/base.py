@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentq.core.messages import CallRef, Request
+from agentq.core.request import CallRef, Request
 from agentq.core.settings import Settings
 from agentq.providers.errors import ProviderUnavailable
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import openai
 
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_openai
 from agentq.providers.answer import Answer

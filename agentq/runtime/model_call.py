@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agentq.runtime.timers import Timers
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying

@@ -34,13 +34,13 @@ from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
 from agentq.core.fsm import fold, round_closed
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.compaction import evict, result_token_limit
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.render import render
 from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.runtime.leases import Heartbeat, renewal
-from agentq.logs import bind as bind_log_context
+from agentq.logconfig import bind as bind_log_context
 from agentq.runtime.compact_step import run_compaction
 from agentq.runtime.llm_step import call_model
 from agentq.providers.base import Provider, provider_for

@@ -24,7 +24,7 @@ from agentq.core.events import (
 )
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
-from agentq.store import audit, calls, conversations, fork, inbox, ledger, log
+from agentq.store import audit, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
@@ -45,11 +45,11 @@ class Snapshot:
 
     def view(self, *, turn_only: bool = False) -> View | None:
         """As `Store.load_view`."""
-        return log.load_view_txn(self._conn, self._id, turn_only=turn_only)
+        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only)
 
     def with_history(self, turn: View) -> View:
         """A turn-only view grown to everything after the latest summary: a model call's context."""
-        return log.with_history_txn(self._conn, turn)
+        return eventlog.with_history_txn(self._conn, turn)
 
 
 class Store(ApiKeys, Overviews, Metrics):
@@ -150,18 +150,18 @@ class Store(ApiKeys, Overviews, Metrics):
     ) -> list[Event]:
         """Events with `after_seq` < seq (< `before_seq`), in seq order."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.list_events_txn(
+            return eventlog.list_events_txn(
                 conn, conversation_id, after_seq=after_seq, limit=limit, before_seq=before_seq
             )
 
     def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.count_events_txn(conn, conversation_id, type=type)
+            return eventlog.count_events_txn(conn, conversation_id, type=type)
 
     def load_view(self, conversation_id: str, *, turn_only: bool = False) -> View | None:
         """Latest summary, the events after it (or only the current turn's), open calls, inbox."""
         with begin_read(self.engine) as conn:
-            return log.load_view_txn(conn, conversation_id, turn_only=turn_only)
+            return eventlog.load_view_txn(conn, conversation_id, turn_only=turn_only)
 
     @contextmanager
     def snapshot(self, conversation_id: str) -> Iterator[Snapshot]:
@@ -178,7 +178,7 @@ class Store(ApiKeys, Overviews, Metrics):
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.list_summaries_txn(conn, conversation_id)
+            return eventlog.list_summaries_txn(conn, conversation_id)
 
     def save_summary(
         self,
@@ -192,7 +192,7 @@ class Store(ApiKeys, Overviews, Metrics):
     ) -> bool:
         """Insert a summary; False if one with that `to_seq` exists already."""
         with begin_write(self.engine) as conn:
-            return log.save_summary_txn(
+            return eventlog.save_summary_txn(
                 conn,
                 conversation_id=conversation_id,
                 from_seq=from_seq,
@@ -267,7 +267,7 @@ class Store(ApiKeys, Overviews, Metrics):
         log moved.
         """
         with begin_write(self.engine) as conn:
-            done = log.append_at_txn(
+            done = eventlog.append_at_txn(
                 conn, conversation_id, drafts, next_seq=next_seq, state_after=state_after, now=now
             )
             if done is None:

@@ -24,7 +24,7 @@ from agentq.store.ledger import (
     load_step_txn,
     schedule_step_txn,
 )
-from agentq.store.log import append_txn, load_view_txn, save_summary_txn
+from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
 
 
 class ConversationTxn:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import builders as b
 from agentq.core.compaction import estimate_tokens, event_tokens, find_cut, request_tokens
-from agentq.core.messages import CallRef, Message, Request, ToolSpec
+from agentq.core.request import CallRef, Message, Request, ToolSpec
 from strategies import conversation_logs
 
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.core.messages import Message, Request, ToolSpec
+from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.settings import Settings, parse_settings
 from agentq.providers.anthropic import AnthropicProvider
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
