@@ -86,7 +86,7 @@ def _cmd_api(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
-    from agentq.runtime.runtime import utcnow
+    from agentq.clock import utcnow
     from agentq.store import Store
 
     store = Store.open(config.database_url)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
+from agentq.clock import utcnow
 from agentq.core import drafts
 from agentq.core.decide import admit, ends_a_turn
 from agentq.core.fsm import RETRIED, round_closed
@@ -19,7 +20,6 @@ from agentq.core.timefmt import to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
 from agentq.interrupts import PartialText, close_turn
-from agentq.runtime.runtime import append_events, close_call_drafts, utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.tools import Registry, Scope
 
@@ -104,7 +104,7 @@ class Commands:
                 close_turn(tx, by=_by(scope), now=now, partial_text=self.partial_text)
             turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
-            append_events(tx, [drafts.user_msg(
+            tx.append_and_fold([drafts.user_msg(
                 text, turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
                 created_at=created,
             )], now=now)
@@ -137,8 +137,8 @@ class Commands:
             ):
                 raise Conflict(f"tool call {tool_call_id} is no longer pending")
             by = _by(scope)
-            _, fsm = append_events(
-                tx, close_call_drafts(call, status, result, by=by, now=now), now=now
+            _, fsm = tx.append_and_fold(
+                drafts.closed_call(call, status, result, by=by, created_at=now), now=now
             )
             closed = tx.load_call(tool_call_id)
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
@@ -159,7 +159,7 @@ class Commands:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state != "failed":
                 raise Conflict(f"only a failed conversation can be retried; it is {conv.fsm.state}")
-            append_events(tx, [drafts.error(
+            tx.append_and_fold([drafts.error(
                 "retried", f"re-driven by {_by(scope)}", status=RETRIED, step_key=None,
                 turn_id=conv.fsm.turn_id, round_id=None, created_at=now,
             )], now=now)

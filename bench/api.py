@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 
 from agentq.pubsub import PubSub  # noqa: E402
-from agentq.runtime.runtime import utcnow  # noqa: E402
+from agentq.clock import utcnow  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 

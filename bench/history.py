@@ -27,7 +27,6 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.core import drafts  # noqa: E402
 from agentq.core.events import ToolCallRecord  # noqa: E402
-from agentq.runtime.runtime import append_events  # noqa: E402
 from agentq.worker import build_runtime  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.steps import SCOPE  # noqa: E402
@@ -46,7 +45,7 @@ def prefill(store, cid: str, turns: int) -> None:
             for turn in range(start, min(start + 500, turns)):
                 batch.extend(_turn(cid, turn, now, calls))
             tx.put_tool_calls(calls)
-            append_events(tx, batch, now=now)
+            tx.append_and_fold(batch, now=now)
 
 
 def _turn(cid: str, turn: int, now: datetime, calls: list) -> list:

@@ -13,10 +13,11 @@ import socket
 import threading
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable, Iterator, Sequence
 
 from agentq.runtime.timers import Timers
+from agentq.clock import utcnow
 from agentq.config import Config
 from agentq.core import drafts
 from agentq.core.decide import (
@@ -31,7 +32,7 @@ from agentq.core.decide import (
     decide,
 )
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
-from agentq.core.fsm import fold, round_closed
+from agentq.core.fsm import round_closed
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.compaction import evict, result_token_limit
 from agentq.core.request import Request
@@ -54,10 +55,6 @@ log = logging.getLogger(__name__)
 _HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
     "agentq_held_notices", default=None
 )
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def worker_id() -> str:
@@ -255,9 +252,9 @@ class Runtime:
                     result={"status": "expired", "output": None},
                 ):
                     raise Stale("the call is no longer pending")
-                events, fsm = self.append(tx, close_call_drafts(
+                events, fsm = self.append(tx, drafts.closed_call(
                     call, "expired", f"no answer before {format_ts(call.expires_at)}",
-                    by="system", now=now,
+                    by="system", created_at=now,
                 ))
         except Stale:
             return []
@@ -389,7 +386,7 @@ class Runtime:
 
     def append(self, tx, new_drafts: Sequence[EventDraft]) -> tuple[list[Event], FsmState]:
         """Append under the lock and keep the cached state in step with the log (inv. 1)."""
-        return append_events(tx, new_drafts, now=self.clock())
+        return tx.append_and_fold(new_drafts, now=self.clock())
 
     def notify(self, conversation_id: str, events: Sequence[Event]) -> None:
         """Tell streams that `events` are in the log (now, or when `notices_held` ends)."""
@@ -422,20 +419,3 @@ class Runtime:
         horizon = now + timedelta(seconds=self.config.eta_horizon_s)
         return horizon if expires_at is None else min(expires_at, horizon)
 
-
-def append_events(tx, new_drafts: Sequence[EventDraft], *, now: datetime):
-    """Append drafts and fold them onto the cached state, in the caller's transaction."""
-    cached = tx.conversation.fsm
-    events = tx.append(new_drafts, state_after=lambda appended: fold(appended, cached), now=now)
-    return events, tx.conversation.fsm
-
-
-def close_call_drafts(call, status: str, output, *, by: str, now: datetime) -> list[EventDraft]:
-    """A resolution and the tool_result that closes the call (inv. 3)."""
-    result_status = {"resolved": "ok", "errored": "error"}.get(status, status)
-    return [
-        drafts.resolution(call.id, status, by, turn_id=call.turn_id, round_id=call.round_id,
-                          created_at=now),
-        drafts.tool_result(call.id, result_status, output, turn_id=call.turn_id,
-                           round_id=call.round_id, step_key=None, created_at=now),
-    ]

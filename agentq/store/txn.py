@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
+from agentq.core.fsm import fold
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
 from agentq.store.inbox import (
@@ -54,6 +55,14 @@ class ConversationTxn:
             self._conn, self.conversation, drafts, state_after=state_after, now=now
         )
         return appended
+
+    def append_and_fold(
+        self, drafts: Sequence[EventDraft], *, now: datetime
+    ) -> tuple[list[Event], FsmState]:
+        """Append drafts and fold them onto the cached state (inv. 1): what every writer does."""
+        cached = self.conversation.fsm
+        events = self.append(drafts, state_after=lambda appended: fold(appended, cached), now=now)
+        return events, self.conversation.fsm
 
     def view(self) -> View:
         """The current turn's view as this transaction sees it, own writes included."""
