@@ -78,9 +78,9 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
 
 def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
     def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
-        """Run a step and send its follow-ups, then publish its notices (notices_held)."""
+        """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
-        with log_context(conversation_id=conversation_id), rt.notices_held():
+        with log_context(conversation_id=conversation_id), rt.notices.held():
             enqueue(app, work(rt))
 
     @app.task(name="agentq.advance", shared=False, bind=True)

@@ -17,6 +17,7 @@ from agentq.providers.base import provider_for
 from agentq.providers.errors import ContextTooLong
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
+from agentq.runtime.llm_step import rendered
 from agentq.store import Store
 from agentq.tools import Registry, Scope
 from tests.drive import drain
@@ -203,7 +204,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
         before = {s.to_seq for s in store.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
         view = store.load_view(conv.id)
-        request, _ = runtime.rendered(view)
+        request, _ = rendered(view, runtime.registry)
         cut = compaction_cut(view, context_tokens=request_tokens(request))
         if cut is not None:
             break

@@ -277,12 +277,12 @@ def test_held_notices_go_out_when_the_block_ends_the_newest_per_conversation(sto
     conv = commands.create_conversation(SCOPE, {"script": WEATHER})
     _, follow = commands.post_message(conv.id, "hello", SCOPE)
     events_notices = lambda: [d for k, d in runtime.pubsub.notices if k == "events"]  # noqa: E731
-    with runtime.notices_held():
+    with runtime.notices.held():
         drain(runtime, follow)  # the whole turn: three steps that each commit
         assert events_notices() == []
         assert [k for k, _ in runtime.pubsub.notices if k == "delta"]  # deltas stream at once
     assert events_notices() == [{"last_seq": store.load_conversation(conv.id).next_seq - 1}]
-    runtime.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
+    runtime.notices.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
     assert len(events_notices()) == 2
 
 

@@ -8,72 +8,72 @@ unique on (conversation, to_seq): a duplicate or raced compaction writes nothing
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import threading
 
 from agentq.core.compaction import summary_request
 from agentq.core.decide import Step
 from agentq.core.events import View
-from agentq.followups import Advance, FollowUp
-from agentq.runtime.leases import Heartbeat, renewal
-from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import CallContext
-from agentq.providers.errors import ProviderError
-
-if TYPE_CHECKING:
-    from agentq.runtime import Runtime
+from agentq.followups import Advance, Compact, FollowUp
+from agentq.providers.base import CallContext, ModelResponse
+from agentq.runtime.context import StepContext
+from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
+from agentq.runtime.model_call import ModelCalls, RoundInfo
 
 log = logging.getLogger(__name__)
 
 
-def run_compaction(
-    runtime: Runtime, view: View, to_seq: int, *, task_id: str | None = None
+def compaction(conversation_id: str, to_seq: int) -> Compact:
+    """The compact step through `to_seq`, as its own task (`agentq.compact`)."""
+    return Compact(conversation_id, to_seq, Step.compact(conversation_id, to_seq).key)
+
+
+def compact(
+    lifecycle: Lifecycle, calls: ModelCalls, conversation_id: str, to_seq: int,
+    *, task_id: str | None = None,
 ) -> list[FollowUp]:
+    """Summarize the log through `to_seq` (the model call waits for it), then advance."""
+    view = lifecycle.ctx.store.load_view(conversation_id)
+    if view is None or to_seq > view.last_seq:
+        return []
+    if view.summary is not None and view.summary.to_seq >= to_seq:
+        return [Advance(conversation_id)]  # done already; its advance may have been lost
+    return lifecycle.run(CompactStep(lifecycle.ctx, calls, view, to_seq), task_id=task_id)
+
+
+class CompactStep(StepWork[ModelResponse]):
     """Summarize the view's events up to `to_seq`, then ask for the next step again."""
-    cid = view.conversation_id
-    step = Step.compact(cid, to_seq)
-    worker, record = runtime.claim(cid, step, task_id)
-    if record is None:
-        return runtime.not_claimed(cid, step)
-    request = summary_request(view, to_seq)
-    ctx = CallContext(
-        conversation_id=cid, step_key=step.key, round_id=None, attempt=record.retries + 1,
-        rounds_committed=view.fsm.rounds, settings=view.settings, purpose="summary",
-    )
-    call = ModelCall(
-        runtime.providers(view.settings),
-        lambda kind, data: kind == "retry" and runtime.pubsub.publish(cid, kind, data),
-        lambda: runtime.store.add_step_retry(step.key),
-        timers=runtime.timers,
-        max_attempts=runtime.config.max_attempts,
-        **runtime.sleep_option(),
-    )
-    info = RoundInfo(cid, view.fsm.turn_id, None, step.key)
-    renew = renewal(runtime.store, step.key, worker, runtime.config.lease_s, runtime.clock)
-    with Heartbeat(renew, timers=runtime.timers, lease_s=runtime.config.lease_s) as beat:
-        try:
-            response = call.run(request, ctx, info, beat.lost,
-                                timeout_s=view.settings.limits.llm_timeout_s)
-        except StepTimedOut as exc:
-            return runtime.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
-        except ProviderError as exc:
-            if exc.transient:
-                runtime.release(step, worker, "failed_recoverable", str(exc))
-                return []
-            return runtime.fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
-        except Cancelled:
-            runtime.release(step, worker, "cancelled", None)
-            return []
-    previous = view.summary
-    now = runtime.clock()
-    with runtime.store.locked(cid) as tx:
-        if tx.finish_step(step.key, worker=worker, now=now):
-            tx.save_summary(
-                from_seq=previous.to_seq + 1 if previous else 1,
-                to_seq=to_seq,
-                content={"text": response.text, "usage": response.usage},
-                version=previous.version + 1 if previous else 1,
-                now=now,
-            )
-            log.info("step committed: summary through seq %d", to_seq,
-                     extra={"status": "succeeded"})
-    return [Advance(cid)]
+
+    def __init__(self, ctx: StepContext, calls: ModelCalls, view: View, to_seq: int) -> None:
+        super().__init__(ctx, view.conversation_id, Step.compact(view.conversation_id, to_seq))
+        self.calls = calls
+        self.view = view
+        self.to_seq = to_seq
+
+    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
+        view = self.view
+        request = summary_request(view, self.to_seq)
+        ctx = CallContext(
+            conversation_id=view.conversation_id, step_key=self.step.key, round_id=None,
+            attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=view.settings,
+            purpose="summary",
+        )
+        info = RoundInfo(view.conversation_id, view.fsm.turn_id, None, self.step.key)
+        call = self.calls.start(view.settings, info, deltas=False)
+        return call.run(request, ctx, info, lost, timeout_s=view.settings.limits.llm_timeout_s)
+
+    def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
+        """Save the summary; a step no longer ours writes nothing, a later advance sorts it out."""
+        previous = self.view.summary
+        now = self.ctx.clock()
+        with self.ctx.store.locked(self.conversation_id) as tx:
+            if tx.finish_step(self.step.key, worker=claim.worker, now=now):
+                tx.save_summary(
+                    from_seq=previous.to_seq + 1 if previous else 1,
+                    to_seq=self.to_seq,
+                    content={"text": result.text, "usage": result.usage},
+                    version=previous.version + 1 if previous else 1,
+                    now=now,
+                )
+                log.info("step committed: summary through seq %d", self.to_seq,
+                         extra={"status": "succeeded"})
+        return [Advance(self.conversation_id)]

@@ -1,4 +1,4 @@
-"""One model round: the context, compaction first if due, the model call, and its commit.
+"""The llm step: the context, compaction first if due, the model call, and its commit.
 
 The commit appends the assistant_msg with its tool calls (and an error result for any
 call the model invented or got wrong), schedules the tool steps in the same
@@ -8,24 +8,29 @@ and the tools can lose a call (inv. 3, 4).
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from agentq.core import drafts
-from agentq.core.compaction import compaction_cut, request_tokens
+from agentq.core.compaction import compaction_cut, evict, request_tokens, result_token_limit
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id
+from agentq.core.render import render
+from agentq.core.request import Request
 from agentq.errors import Stale
-from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
-from agentq.runtime.leases import Heartbeat, renewal
-from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import ContextTooLong, ProviderError
-
-if TYPE_CHECKING:
-    from agentq.runtime import Runtime
+from agentq.providers.errors import ContextTooLong
+from agentq.runtime.compact_step import compaction
+from agentq.runtime.context import StepContext
+from agentq.runtime.expire_step import eta
+from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
+from agentq.runtime.model_call import ModelCalls, RoundInfo
+from agentq.store import ConversationTxn
+from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
 
@@ -33,160 +38,150 @@ log = logging.getLogger(__name__)
 INTERRUPT_CHECK_S = 0.5
 
 
-def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = None) -> list[FollowUp]:
+def rendered(view: View, registry: Registry) -> tuple[Request, tuple[dict, ...]]:
+    """The request the next model call gets, and the tool results it had to shorten."""
+    request = render(view, registry.specs(view.settings.tools))
+    return evict(request, max_result_tokens=result_token_limit(view))
+
+
+def call_model(
+    lifecycle: Lifecycle, calls: ModelCalls, registry: Registry, view: View, step: Step,
+    *, task_id: str | None = None,
+) -> list[FollowUp]:
     """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
-    cid = view.conversation_id
-    request, evictions = rt.rendered(view)
+    request, evictions = rendered(view, registry)
     cut = compaction_cut(view, context_tokens=request_tokens(request))
     if cut is not None:  # summarize first; the model call comes on the next advance
-        return [compaction(cid, cut - 1)]
-    worker, record = rt.claim(cid, step, task_id)
-    if record is None:
-        return rt.not_claimed(cid, step)
-    settings = view.settings
-    ctx = CallContext(
-        conversation_id=cid, step_key=step.key, round_id=step.round_id,
-        attempt=record.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
-    )
-    call = ModelCall(
-        rt.providers(settings),
-        lambda kind, data: rt.pubsub.publish(cid, kind, data),
-        lambda: rt.store.add_step_retry(step.key),
-        timers=rt.timers,
-        max_attempts=rt.config.max_attempts,
-        **rt.sleep_option(),
-    )
-    info = RoundInfo(cid, view.fsm.turn_id, step.round_id, step.key)
-    renew = renewal(rt.store, step.key, worker, rt.config.lease_s, rt.clock)
-    with Heartbeat(renew, timers=rt.timers, lease_s=rt.config.lease_s,
-                   period_s=INTERRUPT_CHECK_S) as beat:
+        return [compaction(view.conversation_id, cut - 1)]
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, request, evictions)
+    return lifecycle.run(work, task_id=task_id)
+
+
+class LlmStep(StepWork[ModelResponse]):
+    """One model round: stream the response, then commit it with its tool calls."""
+
+    heartbeat_s = INTERRUPT_CHECK_S
+
+    def __init__(
+        self, ctx: StepContext, calls: ModelCalls, registry: Registry, view: View, step: Step,
+        request: Request, evictions: tuple[dict, ...],
+    ) -> None:
+        super().__init__(ctx, view.conversation_id, step)
+        self.calls = calls
+        self.registry = registry
+        self.view = view
+        self.request = request
+        self.evictions = evictions
+
+    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
+        view, step = self.view, self.step
+        settings = view.settings
+        ctx = CallContext(
+            conversation_id=view.conversation_id, step_key=step.key, round_id=step.round_id,
+            attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
+        )
+        info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
+        call = self.calls.start(settings, info)
         try:
-            response = call.run(
-                request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
-            )
-        except StepTimedOut as exc:
-            return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
-        except ContextTooLong as exc:
-            return _too_long(rt, view, step, worker, record.attempts, exc)
-        except ProviderError as exc:
-            if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
-                rt.release(step, worker, "failed_recoverable", str(exc))
-                return []
-            return rt.fail_step(cid, step, worker, "failed_permanent", exc.code, str(exc))
-        except Cancelled:
-            rt.release(step, worker, "cancelled", None)
-            return []
-    _audit(rt, view, step, response, evictions)
-    return _commit_response(rt, view, step, worker, response)
+            return call.run(self.request, ctx, info, lost, timeout_s=settings.limits.llm_timeout_s)
+        except ContextTooLong as exc:  # compact and retry once (DESIGN section 8)
+            first = claim.attempts == 1
+            cut = compaction_cut(self.view, context_tokens=0, force=True) if first else None
+            if cut is None:
+                raise  # the turn fails with it
+            raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
 
-
-def _too_long(rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
-    """The provider refused the context: compact and retry once (DESIGN section 8)."""
-    cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
-    if cut is None:
-        return rt.fail_step(view.conversation_id, step, worker, "failed_permanent",
-                              "context_too_long", str(exc))
-    rt.release(step, worker, "failed_recoverable", str(exc))
-    return [compaction(view.conversation_id, cut - 1)]
-
-
-def compaction(conversation_id: str, to_seq: int) -> Compact:
-    """The compact step through `to_seq`, as its own task (`agentq.compact`)."""
-    return Compact(conversation_id, to_seq, Step.compact(conversation_id, to_seq).key)
-
-
-def _audit(rt: Runtime, view: View, step: Step, response: ModelResponse, evictions) -> None:
-    """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
-    if not rt.config.audit:
-        return
-    rt.store.record_model_call(
-        conversation_id=view.conversation_id, step_key=step.key, sent=response.sent,
-        model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
-        summary_version=view.summary.version if view.summary else None,
-        evictions=list(evictions), now=rt.clock(),
-    )
-
-
-def _commit_response(
-    rt: Runtime, view: View, step: Step, worker: str, response: ModelResponse
-) -> list[FollowUp]:
-    cid = view.conversation_id
-    now = rt.clock()
-    turn_id = view.fsm.turn_id or ""
-    new_drafts, records = _response_drafts(rt, view, step, turn_id, response, now)
-    try:
+    def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
+        self._audit(result)
+        view, step = self.view, self.step
+        cid = view.conversation_id
+        now = self.ctx.clock()
+        turn_id = view.fsm.turn_id or ""
+        new_drafts, records = self._response_drafts(turn_id, result, now)
         # The append comes first and takes the lock, if the turn has not moved on while the
         # model answered (the log still ends at after_seq, so its cached state is view.fsm).
-        with rt.store.appending(
+        with self.ctx.store.appending(
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), now=now,
         ) as (tx, events):
-            if not tx.finish_step(step.key, worker=worker, now=now):
+            if not tx.finish_step(step.key, worker=claim.worker, now=now):
                 raise Stale("the step is no longer ours")
             tx.put_tool_calls(records)
-            follow = _schedule_calls(rt, tx, records, now)
-    except Stale:
-        rt.store.release_step(step.key, worker=worker, status="cancelled", now=now)
-        return []
-    rt.notify(cid, events)
-    log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
-    return follow
+            follow = self._schedule_calls(tx, records, now)
+        self.ctx.notify(cid, events)
+        log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
+        return follow
 
-
-def _schedule_calls(rt: Runtime, tx, records: Sequence[ToolCallRecord], now: datetime) -> list[FollowUp]:
-    """Schedule the round's tool steps with its events, so no crash can lose one."""
-    cid = tx.conversation.id
-    follow: list[FollowUp] = []
-    for record in records:
-        if record.status == "scheduled":
-            step = Step.tool(cid, record.id)
-            tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
-                             celery_task_id=task_id(step.key), now=now)
-            follow.append(RunTool(cid, record.id, step.key, tool=record.name))
-        elif record.status == "pending":
-            key = Step.expire(cid, record.id).key
-            follow.append(Expire(cid, record.id, key, rt.eta(record.expires_at, now),
-                                 tool=record.name))
-    if follow or records:  # every call refused: the model reads why and speaks again
-        return follow or [Advance(cid)]
-    # the turn is over: only a waiting message gives the conversation more to do
-    return [Advance(cid)] if tx.inbox_waiting() else []
-
-
-def _response_drafts(rt: Runtime, view, step, turn_id, response, now):
-    """The assistant_msg, its tool calls, early error results and the suspension."""
-    settings = view.settings
-    common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
-    out: list[EventDraft] = [
-        drafts.assistant_msg(response.text, usage=response.usage, **common)
-    ]
-    records: list[ToolCallRecord] = []
-    results: list[EventDraft] = []
-    pending: list[str] = []
-    for call in response.tool_calls:
-        problem = rt.registry.check(call.name, call.args, settings.tools)
-        tool = rt.registry.get(call.name)
-        executor = tool.executor if (tool and problem is None) else "server"
-        expires_at = (
-            now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+    def _audit(self, response: ModelResponse) -> None:
+        """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
+        if not self.ctx.config.audit:
+            return
+        view = self.view
+        self.ctx.store.record_model_call(
+            conversation_id=view.conversation_id, step_key=self.step.key, sent=response.sent,
+            model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
+            summary_version=view.summary.version if view.summary else None,
+            evictions=list(self.evictions), now=self.ctx.clock(),
         )
-        out.append(drafts.tool_call(
-            call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
-        ))
-        status = "pending" if executor != "server" else "scheduled"
-        result = None
-        if problem is not None:  # an invented tool or bad arguments: the model reads why
-            status, result = "done", {"status": "error", "output": problem.output}
-            results.append(drafts.tool_result(call.id, "error", problem.output, **common))
-        elif executor != "server":
-            pending.append(call.id)
-        records.append(ToolCallRecord(
-            conversation_id=view.conversation_id, id=call.id, name=call.name,
-            executor=executor, status=status, args=call.args, round_id=step.round_id,
-            turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
-            resolved_at=now if result is not None else None,
-        ))
-    out.extend(results)
-    if pending:
-        out.append(drafts.suspension(pending, **common))
-    return out, records
+
+    def _schedule_calls(
+        self, tx: ConversationTxn, records: Sequence[ToolCallRecord], now: datetime
+    ) -> list[FollowUp]:
+        """Schedule the round's tool steps with its events, so no crash can lose one."""
+        cid = tx.conversation.id
+        follow: list[FollowUp] = []
+        for record in records:
+            if record.status == "scheduled":
+                step = Step.tool(cid, record.id)
+                tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
+                                 celery_task_id=task_id(step.key), now=now)
+                follow.append(RunTool(cid, record.id, step.key, tool=record.name))
+            elif record.status == "pending":
+                key = Step.expire(cid, record.id).key
+                when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
+                follow.append(Expire(cid, record.id, key, when, tool=record.name))
+        if follow or records:  # every call refused: the model reads why and speaks again
+            return follow or [Advance(cid)]
+        # the turn is over: only a waiting message gives the conversation more to do
+        return [Advance(cid)] if tx.inbox_waiting() else []
+
+    def _response_drafts(
+        self, turn_id: str, response: ModelResponse, now: datetime
+    ) -> tuple[list[EventDraft], list[ToolCallRecord]]:
+        """The assistant_msg, its tool calls, early error results and the suspension."""
+        view, step = self.view, self.step
+        settings = view.settings
+        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+        out: list[EventDraft] = [
+            drafts.assistant_msg(response.text, usage=response.usage, **common)
+        ]
+        records: list[ToolCallRecord] = []
+        results: list[EventDraft] = []
+        pending: list[str] = []
+        for call in response.tool_calls:
+            problem = self.registry.check(call.name, call.args, settings.tools)
+            tool = self.registry.get(call.name)
+            executor = tool.executor if (tool and problem is None) else "server"
+            expires_at = (
+                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+            )
+            out.append(drafts.tool_call(
+                call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
+            ))
+            status = "pending" if executor != "server" else "scheduled"
+            result = None
+            if problem is not None:  # an invented tool or bad arguments: the model reads why
+                status, result = "done", {"status": "error", "output": problem.output}
+                results.append(drafts.tool_result(call.id, "error", problem.output, **common))
+            elif executor != "server":
+                pending.append(call.id)
+            records.append(ToolCallRecord(
+                conversation_id=view.conversation_id, id=call.id, name=call.name,
+                executor=executor, status=status, args=call.args, round_id=step.round_id,
+                turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
+                resolved_at=now if result is not None else None,
+            ))
+        out.extend(results)
+        if pending:
+            out.append(drafts.suspension(pending, **common))
+        return out, records

@@ -1,4 +1,4 @@
-"""One model call of an llm step: stream deltas, retry transient errors, honour the time limit.
+"""One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
 "current round" (seed 004).
@@ -13,6 +13,7 @@ from typing import Callable
 
 from agentq.runtime.timers import Timers
 from agentq.core.request import Request
+from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
@@ -131,3 +132,29 @@ class ModelCall:
             "next_delay_s": round(delay_s, 3),
             "transient": err.transient,
         })
+
+
+@dataclass(frozen=True)
+class ModelCalls:
+    """How this worker makes model calls: its providers, where deltas and retries go, its timers."""
+
+    providers: Callable[[Settings], Provider]
+    publish: Callable[[str, str, dict], object]  # conversation id, kind, data
+    count_retry: Callable[[str], object]  # step key
+    timers: Timers
+    max_attempts: int
+    sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)
+
+    def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
+        """A call for one step; without `deltas`, only its retries are published."""
+        cid = info.conversation_id
+
+        def publish(kind: str, data: dict) -> None:
+            if deltas or kind == "retry":
+                self.publish(cid, kind, data)
+
+        sleep = {} if self.sleep is None else {"sleep": self.sleep}
+        return ModelCall(
+            self.providers(settings), publish, lambda: self.count_retry(info.step_key),
+            timers=self.timers, max_attempts=self.max_attempts, **sleep,
+        )
