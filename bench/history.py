@@ -74,11 +74,12 @@ def summarize_all_but_last(store, cid: str, keep_turns: int) -> None:
     starts = [e.seq for e in events if e.type == "user_msg"]
     if len(starts) <= keep_turns:
         return
-    store.save_summary(
-        conversation_id=cid, from_seq=1, to_seq=starts[-keep_turns] - 1,
-        content={"text": f"{len(starts) - keep_turns} earlier turns, each a no-op tool call."},
-        version=1, now=datetime.now(timezone.utc),
-    )
+    with store.locked(cid) as tx:
+        tx.save_summary(
+            from_seq=1, to_seq=starts[-keep_turns] - 1,
+            content={"text": f"{len(starts) - keep_turns} earlier turns, each a no-op tool call."},
+            version=1, now=datetime.now(timezone.utc),
+        )
 
 
 def measure(db_url: str, turns: int, measured: int, compaction: bool) -> tuple[float, float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api_support import APPROVAL, WEATHER, Api, alice, api, mallory  # noqa: F401
+from tests.store_support import save_summary
 
 
 def test_creating_a_conversation_answers_201_with_its_state_and_location(api, alice):
@@ -89,8 +90,8 @@ def test_reading_a_conversation_shows_pending_calls_inbox_and_summary(api, alice
     api.say(cid, "pay Bob", alice)
     api.run()
     api.say(cid, "and then?", alice)  # the turn awaits a person: queued
-    api.store.save_summary(conversation_id=cid, from_seq=1, to_seq=1, content={"text": "asked"},
-                           version=1, now=api.clock())
+    save_summary(api.store, conversation_id=cid, from_seq=1, to_seq=1, content={"text": "asked"},
+                 version=1, now=api.clock())
     body = api.get(f"/v1/conversations/{cid}", alice).json
     assert body["state"] == "awaiting_input"
     assert body["last_seq"] == len(api.types(cid))

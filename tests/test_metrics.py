@@ -13,6 +13,7 @@ from agentq.pubsub import PubSub
 from agentq.store import Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
 from agentq.tools import Registry, Scope
+from tests.store_support import schedule_step
 from web.app import create_app
 from web.auth import KeyRing
 from web.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
@@ -49,7 +50,7 @@ def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int =
     if claimed:
         store.schedule_and_claim_step(**args, worker="w1", lease_s=30, max_attempts=5)
     else:
-        store.schedule_step(**args)
+        schedule_step(store, **args)
     return key
 
 

@@ -17,7 +17,7 @@ from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
-from tests.ledger_support import claim
+from tests.store_support import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
 

@@ -2,7 +2,7 @@
 from agentq.store.conversations import ConversationInfo
 from agentq.store.ledger import StepRecord
 from agentq.store.migrations import migrate
-from agentq.store.store import Store, open_store
+from agentq.store.store import Store
 from agentq.store.txn import ConversationTxn
 
-__all__ = ["ConversationInfo", "ConversationTxn", "StepRecord", "Store", "migrate", "open_store"]
+__all__ = ["ConversationInfo", "ConversationTxn", "StepRecord", "Store", "migrate"]

@@ -172,14 +172,6 @@ _MOVE_NEXT_SEQ = (
 )
 
 
-def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:
-    conn.execute(
-        update(conversations)
-        .where(conversations.c.id == conversation_id)
-        .values(fsm_state=fsm.to_json(), updated_at=now)
-    )
-
-
 def set_status_txn(conn: Connection, conversation_id: str, status: str, *, now: datetime) -> None:
     if status not in STATUSES:
         raise ValueError(f"unknown conversation status {status!r}")

@@ -142,13 +142,6 @@ def _events_page(*, limited: bool, bounded: bool) -> Select[Any]:
     return query.limit(bindparam("limit")) if limited else query
 
 
-def count_events_txn(conn: Connection, conversation_id: str, *, type: str | None) -> int:
-    query = select(func.count()).where(events.c.conversation_id == conversation_id)
-    if type is not None:
-        query = query.where(events.c.type == type)
-    return conn.execute(query).scalar_one()
-
-
 def save_summary_txn(
     conn: Connection,
     *,

@@ -154,10 +154,6 @@ class Store(ApiKeys, Overviews, Metrics):
                 conn, conversation_id, after_seq=after_seq, limit=limit, before_seq=before_seq
             )
 
-    def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
-        with begin_read(self.engine, one_snapshot=False) as conn:
-            return eventlog.count_events_txn(conn, conversation_id, type=type)
-
     def load_view(self, conversation_id: str, *, turn_only: bool = False) -> View | None:
         """Latest summary, the events after it (or only the current turn's), open calls, inbox."""
         with begin_read(self.engine) as conn:
@@ -179,28 +175,6 @@ class Store(ApiKeys, Overviews, Metrics):
         """Every summary of the conversation, by to_seq."""
         with begin_read(self.engine, one_snapshot=False) as conn:
             return eventlog.list_summaries_txn(conn, conversation_id)
-
-    def save_summary(
-        self,
-        *,
-        conversation_id: str,
-        from_seq: int,
-        to_seq: int,
-        content: dict[str, Any],
-        version: int,
-        now: datetime,
-    ) -> bool:
-        """Insert a summary; False if one with that `to_seq` exists already."""
-        with begin_write(self.engine) as conn:
-            return eventlog.save_summary_txn(
-                conn,
-                conversation_id=conversation_id,
-                from_seq=from_seq,
-                to_seq=to_seq,
-                content=content,
-                version=version,
-                now=now,
-            )
 
     # tool calls and inbox
 
@@ -276,30 +250,6 @@ class Store(ApiKeys, Overviews, Metrics):
             yield ConversationTxn(conn, moved), events
 
     # the steps ledger
-
-    def schedule_step(
-        self,
-        *,
-        step_key: str,
-        conversation_id: str,
-        kind: str,
-        ref: dict[str, Any],
-        round_id: str | None,
-        celery_task_id: str,
-        now: datetime,
-    ) -> bool:
-        """Record a step as scheduled; False (and nothing changed) if it exists already."""
-        with begin_write(self.engine) as conn:
-            return ledger.schedule_step_txn(
-                conn,
-                step_key=step_key,
-                conversation_id=conversation_id,
-                kind=kind,
-                ref=ref,
-                round_id=round_id,
-                celery_task_id=celery_task_id,
-                now=now,
-            )
 
     def schedule_and_claim_step(
         self,
@@ -405,7 +355,3 @@ class Store(ApiKeys, Overviews, Metrics):
         with begin_write(self.engine) as conn:
             return audit.delete_model_calls_txn(conn, before=before)
 
-
-def open_store(url: str) -> Store:
-    """`Store.open(url)`."""
-    return Store.open(url)

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
-from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
+from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -22,7 +22,6 @@ from agentq.store.ledger import (
     StepRecord,
     cancel_open_steps_txn,
     finish_step_txn,
-    load_step_txn,
     schedule_step_txn,
 )
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
@@ -96,10 +95,6 @@ class ConversationTxn:
             result=result,
         )
 
-    def set_fsm(self, fsm: FsmState, *, now: datetime) -> None:
-        set_fsm_txn(self._conn, self._id, fsm, now=now)
-        self.conversation = replace(self.conversation, fsm=fsm, updated_at=now)
-
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)
         self.conversation = replace(self.conversation, status=status, updated_at=now)
@@ -123,7 +118,7 @@ class ConversationTxn:
     def save_summary(
         self, *, from_seq: int, to_seq: int, content: dict[str, Any], version: int, now: datetime
     ) -> bool:
-        """Store.save_summary inside this transaction, beside the compact step's finish."""
+        """Insert a summary beside the compact step's finish; False if that `to_seq` has one."""
         return save_summary_txn(
             self._conn,
             conversation_id=self._id,
@@ -150,6 +145,3 @@ class ConversationTxn:
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
         return cancel_open_steps_txn(self._conn, self._id, kinds=kinds, now=now)
-
-    def now_step(self, step_key: str) -> StepRecord | None:
-        return load_step_txn(self._conn, step_key)
