@@ -154,7 +154,7 @@ def _take_ctrl_c() -> None:
 def _cmd_inspect(client, args: argparse.Namespace) -> int:
     import json
 
-    from agentq.clients.api import ApiError
+    from agentq.clients.api import ErrorResponse
     from agentq.clients.timeline import header, timeline
 
     conversation = client.conversation(args.id)
@@ -167,7 +167,7 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
     if summary is not None:
         try:  # the summary in use, with its version and text
             summary = client.context(args.id)["summary"] or summary
-        except ApiError:
+        except ErrorResponse:
             pass
     for line in header(conversation, summary):
         print(line)
@@ -177,11 +177,11 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(client, args: argparse.Namespace) -> int:
-    from agentq.clients.api import ApiError
+    from agentq.clients.api import ErrorResponse
 
     try:
         forked = client.fork(args.id, args.at)
-    except ApiError as exc:
+    except ErrorResponse as exc:
         if exc.status != 409:
             raise
         print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
