@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import update
 
 from agentq.core.events import FsmState
-from agentq.store import ConversationTxn, StepRecord, Store
+from agentq.store import ConversationTxn, NewStep, StepRecord, Store
 from agentq.store.engine import begin_write
 from agentq.store.eventlog import save_summary_txn
 from agentq.store.ledger import load_step_txn, schedule_step_txn
@@ -22,22 +22,19 @@ def claim(store: Store, step_key: str, *, worker: str, lease_s: float, now: date
     """`schedule_and_claim_step` with the row's own fields: its conflict branch claims."""
     row = store.load_step(step_key)
     assert row is not None, f"no step {step_key} to claim"
-    return store.schedule_and_claim_step(
-        step_key=step_key, conversation_id=row.conversation_id, kind=row.kind, ref=row.ref,
-        round_id=row.round_id, celery_task_id=row.celery_task_id, worker=worker,
-        lease_s=lease_s, now=now, max_attempts=max_attempts,
-    )
+    step = NewStep(step_key, row.conversation_id, row.kind, row.ref, row.round_id,
+                   row.celery_task_id)
+    return store.schedule_and_claim_step(step, worker=worker, lease_s=lease_s, now=now,
+                                         max_attempts=max_attempts)
 
 
 def schedule_step(store: Store, *, step_key: str, conversation_id: str, kind: str,
                   ref: dict[str, Any], round_id: str | None, celery_task_id: str,
                   now: datetime) -> bool:
     """Record a step as scheduled; False (and nothing changed) if it exists already."""
+    step = NewStep(step_key, conversation_id, kind, ref, round_id, celery_task_id)
     with begin_write(store.engine) as conn:
-        return schedule_step_txn(
-            conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-            round_id=round_id, celery_task_id=celery_task_id, now=now,
-        )
+        return schedule_step_txn(conn, step, now=now)
 
 
 def save_summary(store: Store, *, conversation_id: str, from_seq: int, to_seq: int,

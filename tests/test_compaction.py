@@ -18,7 +18,7 @@ from agentq.providers.errors import ContextTooLong
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
 from agentq.runtime.llm_step import rendered
-from agentq.store import Store
+from agentq.store import NewStep, Store
 from agentq.tools import Registry, Scope
 from tests.drive import drain
 from tests.emulators import anthropic_api, openai_api
@@ -211,11 +211,8 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
         drain(runtime, follow)
     assert cut is not None
     step = Step.compact(conv.id, cut - 1)
-    store.schedule_and_claim_step(
-        step_key=step.key, conversation_id=conv.id, kind="compact", ref=step.ref, round_id=None,
-        celery_task_id="dead", worker="dead-worker", lease_s=5.0, now=runtime.clock(),
-        max_attempts=5,
-    )
+    store.schedule_and_claim_step(NewStep.of(step, conv.id, "dead"), worker="dead-worker",
+                                  lease_s=5.0, now=runtime.clock(), max_attempts=5)
     assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
     assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's
     runtime.clock.tick(6)

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentq.commands import Commands
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.pubsub import PubSub
-from agentq.store import Store
+from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
 from agentq.tools import Registry, Scope
 from tests.store_support import schedule_step
@@ -46,11 +46,12 @@ def _samples(text: str) -> dict[tuple[str, frozenset], float]:
 def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int = 0) -> str:
     key = f"{kind}-{ref}-{uuid.uuid4().hex[:8]}"
     args = dict(step_key=key, conversation_id=cid, kind=kind, ref={"n": ref}, round_id=None,
-                celery_task_id=key, now=T0)
+                celery_task_id=key)
     if claimed:
-        store.schedule_and_claim_step(**args, worker="w1", lease_s=30, max_attempts=5)
+        store.schedule_and_claim_step(NewStep(**args), worker="w1", lease_s=30, now=T0,
+                                      max_attempts=5)
     else:
-        schedule_step(store, **args)
+        schedule_step(store, **args, now=T0)
     return key
 
 

@@ -26,6 +26,7 @@ from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import Delta, ModelResponse, provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.pubsub import PubSub
+from agentq.store import ModelCallRecord
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
@@ -374,11 +375,11 @@ def test_an_audit_row_holds_exactly_the_body_that_was_sent(kit: Kit, store) -> N
     info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
     request = render(SHAPES["multi_tool_rounds"], [WEATHER])
     response = kit.answer(request, settings=kit.settings(temperature=0.5))
-    store.record_model_call(
-        conversation_id=info.id, step_key="step-1", sent=response.sent, model=kit.settings().model,
-        usage=response.usage, latency_ms=response.latency_ms, summary_version=None, evictions=[],
-        now=b.T0,
-    )
+    store.record_model_call(ModelCallRecord(
+        id="audit-1", conversation_id=info.id, step_key="step-1", rendered_context=response.sent,
+        model=kit.settings().model, usage=response.usage, latency_ms=response.latency_ms,
+        summary_version=None, evictions=[], created_at=b.T0,
+    ))
     [row] = store.list_model_calls(info.id)
     assert row.rendered_context == kit.emulator.received[-1]
     assert row.usage == response.usage and row.latency_ms == response.latency_ms
@@ -388,8 +389,11 @@ def test_an_audit_row_holds_exactly_the_body_that_was_sent(kit: Kit, store) -> N
 def test_old_audit_rows_are_deleted_by_their_ttl(kit: Kit, store) -> None:
     info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
     for hours in (0, 1, 2):
-        store.record_model_call(conversation_id=info.id, step_key=None, sent={"n": hours}, model="m",
-                                usage={}, latency_ms=1, now=b.T0 + timedelta(hours=hours))
+        store.record_model_call(ModelCallRecord(
+            id=f"audit-{hours}", conversation_id=info.id, step_key=None, rendered_context={"n": hours},
+            model="m", usage={}, latency_ms=1, summary_version=None, evictions=None,
+            created_at=b.T0 + timedelta(hours=hours),
+        ))
     assert store.delete_model_calls(before=b.T0 + timedelta(hours=1, minutes=30)) == 2
     assert [row.rendered_context for row in store.list_model_calls(info.id)] == [{"n": 2}]
 

@@ -18,7 +18,7 @@ from agentq.core.events import EventDraft, FsmState, InboxItem, ToolCallRecord
 from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict, NotFound, Stale
-from agentq.store import ConversationInfo, Store
+from agentq.store import ConversationInfo, NewStep, Store
 from agentq.store.engine import create_engine
 from agentq.store.schema import events, metadata
 from tests.store_support import claim, load_step_in, save_summary, schedule_step, set_fsm
@@ -68,11 +68,9 @@ def schedule(store: Store, cid: str, key: str, *, seconds: float = 0) -> bool:
 
 def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
                        max_attempts: int = 5):
-    return store.schedule_and_claim_step(
-        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
-        celery_task_id=f"task-{key}-{worker}", worker=worker, lease_s=30, now=at(seconds),
-        max_attempts=max_attempts,
-    )
+    step = NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}-{worker}")
+    return store.schedule_and_claim_step(step, worker=worker, lease_s=30, now=at(seconds),
+                                         max_attempts=max_attempts)
 
 
 # the log

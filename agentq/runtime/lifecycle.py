@@ -25,6 +25,7 @@ from agentq.providers.errors import ProviderError
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
+from agentq.store import NewStep
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,7 @@ class Lifecycle:
         config = self.ctx.config
         worker = worker_id()
         record = self.ctx.store.schedule_and_claim_step(
-            step_key=step.key, conversation_id=conversation_id, kind=step.kind, ref=step.ref,
-            round_id=step.round_id, celery_task_id=task_id or step_task_id(step.key),
+            NewStep.of(step, conversation_id, task_id or step_task_id(step.key)),
             worker=worker, lease_s=config.lease_s, now=self.ctx.clock(),
             max_attempts=config.max_attempts,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from datetime import datetime, timedelta
 from typing import Sequence
 
@@ -29,7 +30,7 @@ from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCalls, RoundInfo
-from agentq.store import ConversationTxn
+from agentq.store import ConversationTxn, ModelCallRecord, NewStep
 from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
@@ -117,12 +118,13 @@ class LlmStep(StepWork[ModelResponse]):
         if not self.ctx.config.audit:
             return
         view = self.view
-        self.ctx.store.record_model_call(
-            conversation_id=view.conversation_id, step_key=self.step.key, sent=response.sent,
-            model=view.settings.model, usage=response.usage, latency_ms=response.latency_ms,
+        self.ctx.store.record_model_call(ModelCallRecord(
+            id=str(uuid.uuid4()), conversation_id=view.conversation_id, step_key=self.step.key,
+            rendered_context=response.sent, model=view.settings.model, usage=response.usage,
+            latency_ms=response.latency_ms,
             summary_version=view.summary.version if view.summary else None,
-            evictions=list(self.evictions), now=self.ctx.clock(),
-        )
+            evictions=list(self.evictions), created_at=self.ctx.clock(),
+        ))
 
     def _schedule_calls(
         self, tx: ConversationTxn, records: Sequence[ToolCallRecord], now: datetime
@@ -133,8 +135,7 @@ class LlmStep(StepWork[ModelResponse]):
         for record in records:
             if record.status == "scheduled":
                 step = Step.tool(cid, record.id)
-                tx.schedule_step(step_key=step.key, kind="tool", ref=step.ref,
-                                 celery_task_id=task_id(step.key), now=now)
+                tx.schedule_step(NewStep.of(step, cid, task_id(step.key)), now=now)
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
                 key = Step.expire(cid, record.id).key

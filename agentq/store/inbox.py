@@ -11,19 +11,11 @@ from sqlalchemy.exc import IntegrityError
 from agentq.core.events import InboxItem
 from agentq.errors import Conflict
 from agentq.store.engine import param
-from agentq.store.schema import inbox
+from agentq.store.schema import inbox, record_from_row
 
 
 def inbox_from_row(row: Row[Any]) -> InboxItem:
-    return InboxItem(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        content=row.content,
-        on_busy=row.on_busy,
-        created_at=row.created_at,
-        idempotency_key=row.idempotency_key,
-        scope=row.scope,
-    )
+    return record_from_row(InboxItem, row)
 
 
 def add_inbox_txn(

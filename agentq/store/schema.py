@@ -1,14 +1,18 @@
 """The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (DESIGN section 12).
 
-The Alembic migrations create exactly these tables; a test compares the two.
+The Alembic migrations create exactly these tables; a test compares the two. Columns
+are named as the fields of the records they hold, so a row maps to its record by name.
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
+    Row,
     Boolean,
     Column,
     Dialect,
@@ -206,3 +210,17 @@ api_keys = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp),
 )
+
+
+Record = TypeVar("Record")
+
+
+def record_from_row(cls: type[Record], row: Row[Any], prefix: str = "") -> Record:
+    """The dataclass `cls` from the columns of `row` named as its fields (after `prefix`)."""
+    mapping = row._mapping
+    return cls(**{name: mapping[prefix + name] for name in _field_names(cls)})
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in fields(cls))

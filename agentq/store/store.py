@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -29,7 +28,7 @@ from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
-from agentq.store.ledger import StepRecord
+from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
@@ -252,25 +251,12 @@ class Store(ApiKeys, Overviews, Metrics):
     # the steps ledger
 
     def schedule_and_claim_step(
-        self,
-        *,
-        step_key: str,
-        conversation_id: str,
-        kind: str,
-        ref: dict[str, Any],
-        round_id: str | None,
-        celery_task_id: str,
-        worker: str,
-        lease_s: float,
-        now: datetime,
-        max_attempts: int,
+        self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if we lost)."""
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
-                conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-                round_id=round_id, celery_task_id=celery_task_id, worker=worker,
-                lease_s=lease_s, now=now, max_attempts=max_attempts,
+                conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -324,26 +310,10 @@ class Store(ApiKeys, Overviews, Metrics):
 
     # the model-call audit
 
-    def record_model_call(
-        self,
-        *,
-        conversation_id: str,
-        step_key: str | None,
-        sent: dict[str, Any] | None,
-        model: str | None,
-        usage: dict[str, Any] | None,
-        latency_ms: int | None,
-        summary_version: int | None = None,
-        evictions: list[Any] | None = None,
-        now: datetime,
-    ) -> str:
+    def record_model_call(self, record: ModelCallRecord) -> None:
         """Write one `model_calls` row: the request body exactly as sent, and its cost."""
         with begin_write(self.engine) as conn:
-            return audit.record_model_call_txn(
-                conn, conversation_id=conversation_id, step_key=step_key, sent=sent, model=model,
-                usage=usage, latency_ms=latency_ms, summary_version=summary_version,
-                evictions=evictions, now=now,
-            )
+            audit.insert_model_call_txn(conn, record)
 
     def list_model_calls(self, conversation_id: str) -> list[ModelCallRecord]:
         """The conversation's audited model calls, oldest first."""

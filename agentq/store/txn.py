@@ -19,6 +19,7 @@ from agentq.store.inbox import (
     take_inbox_txn,
 )
 from agentq.store.ledger import (
+    NewStep,
     StepRecord,
     cancel_open_steps_txn,
     finish_step_txn,
@@ -133,14 +134,9 @@ class ConversationTxn:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
 
-    def schedule_step(
-        self, *, step_key: str, kind: str, ref: dict[str, Any], celery_task_id: str, now: datetime
-    ) -> bool:
-        """Schedule a step of this conversation in the same transaction as the events."""
-        return schedule_step_txn(
-            self._conn, step_key=step_key, conversation_id=self._id, kind=kind, ref=ref,
-            round_id=None, celery_task_id=celery_task_id, now=now,
-        )
+    def schedule_step(self, step: NewStep, *, now: datetime) -> bool:
+        """Schedule a step in the same transaction as the events that ask for it."""
+        return schedule_step_txn(self._conn, step, now=now)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
