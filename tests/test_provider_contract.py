@@ -23,7 +23,8 @@ from agentq.config import Config
 from agentq.core.request import CallRef, Message, Request
 from agentq.core.render import render
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import Delta, ModelResponse, provider_for
+from agentq.providers.base import Delta, ModelResponse
+from agentq.providers.factory import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.pubsub import PubSub
 from agentq.store import ModelCallRecord

@@ -1,19 +1,17 @@
-"""The provider seam: what a model call yields, what it is told, and which one to use.
+"""The provider seam: what a model call yields and what it is told (`factory` picks one).
 
 Adapters (scripted, openai, anthropic) implement `Provider`; the runtime only
 ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`.
 """
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentq.core.request import CallRef, Request
 from agentq.core.settings import Settings
-from agentq.providers.errors import ProviderUnavailable
 
 
 @dataclass(frozen=True)
@@ -69,23 +67,3 @@ class Provider(Protocol):
         """
         ...
 
-
-def provider_for(settings: Settings, env: Mapping[str, str] | None = None) -> Provider:
-    """The provider a conversation's settings name; API keys are read from `env` at call time.
-
-    `env` defaults to the process environment: keys live there, never in settings.
-    """
-    # Imported here because every adapter imports this module.
-    if settings.provider == "scripted":
-        from agentq.providers.scripted import ScriptedProvider
-
-        return ScriptedProvider()
-    if settings.provider == "openai":
-        from agentq.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(os.environ if env is None else env)
-    if settings.provider == "anthropic":
-        from agentq.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(os.environ if env is None else env)
-    raise ProviderUnavailable(f"provider {settings.provider!r} is not available in this build")
