@@ -1,23 +1,22 @@
 """The API under test: the Flask app on a real store, follow-ups captured and run in-process.
 
-Import the fixtures into a test module (`from tests.api_support import api, alice, ...`);
-`api.run()` drains what the API sent through the runtime, like a worker would.
+The `api`, `alice` and `mallory` fixtures (conftest.py) build on `Api`; `api.run()` drains
+what the API sent through the runtime, like a worker would.
 """
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterator
-
-import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry
+from tests.clock import Clock
 from tests.drive import drain
 from web.app import create_app
 from web.auth import KeyRing
@@ -35,25 +34,12 @@ APPROVAL = [
 ]
 
 
-class Clock:
-    """A clock the test moves by hand; it starts at the real now, so keys and streams agree."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 class Api:
     """An app, its test client, and a runtime that plays the worker on demand."""
 
     def __init__(self, store, **app_config: Any) -> None:
         self.store = store
-        self.clock = Clock()
+        self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
         registry = Registry.from_modules(TOOLS)
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
@@ -155,19 +141,3 @@ def parse_frame(raw: str) -> Frame:
 def events_of(frames: list[Frame]) -> list[dict]:
     return [f.data for f in frames if f.event == "event"]
 
-
-@pytest.fixture
-def api(store) -> Api:
-    return Api(store)
-
-
-@pytest.fixture
-def alice(api: Api) -> dict[str, str]:
-    """A key of tenant acme, acting for user alice."""
-    return api.key("acme", "alice")
-
-
-@pytest.fixture
-def mallory(api: Api) -> dict[str, str]:
-    """A valid key of another tenant."""
-    return api.key("evil", "mallory")

@@ -7,7 +7,7 @@ from sqlalchemy import select
 from agentq import cli
 from agentq.config import Config
 from agentq.store.schema import api_keys
-from tests.api_support import APPROVAL, Api, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL
 from web.app import create_app
 from web.auth import KeyRing, parse_bootstrap
 from web.services import build_services

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_support import APPROVAL, WEATHER, Api, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL, WEATHER
 from tests.store_support import save_summary
 
 

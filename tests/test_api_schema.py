@@ -8,7 +8,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api_support import APPROVAL, Api, alice, api  # noqa: F401
+from tests.api_support import APPROVAL, Api
 
 STREAM = "/v1/conversations/{conversation_id}/stream"
 OPERATIONS = {

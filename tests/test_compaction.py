@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
@@ -18,11 +16,11 @@ from agentq.providers.errors import ContextTooLong
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
 from agentq.runtime.llm_step import rendered
-from agentq.store import NewStep, Store
+from agentq.store import NewStep
 from agentq.tools import Registry, Scope
-from tests.drive import drain
+from tests.clock import Clock
+from tests.drive import Recorder, drain
 from tests.emulators import anthropic_api, openai_api
-from tests.test_runtime import Clock, Recorder
 
 SCOPE = Scope(tenant="t1", user="u1")
 TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
@@ -56,13 +54,6 @@ class RecordingProviders:
                 return inner.stream(request, ctx, cancel)
 
         return Recording()
-
-
-@pytest.fixture
-def sqlite_store(sqlite_url_factory):
-    store = Store.open(sqlite_url_factory())
-    yield store
-    store.dispose()
 
 
 def make_runtime(store, providers, **config):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,13 +13,13 @@ from agentq.pubsub import PubSub
 from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
 from agentq.tools import Registry, Scope
+from tests.clock import T0
 from tests.store_support import schedule_step
 from web.app import create_app
 from web.auth import KeyRing
 from web.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
 from web.services import Services
 
-T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=timezone.utc)
 SCRAPED_AT = T0 + timedelta(hours=1)
 SCOPE = Scope(tenant="acme", user="u1")
 TOKEN = "scrape-secret"

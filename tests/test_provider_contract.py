@@ -33,7 +33,9 @@ from agentq.tools import Registry, Scope
 from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
-from tests.emulators.shapes import SHAPES, b, conversation_logs
+from tests.core import builders as b
+from tests.core.strategies import conversation_logs
+from tests.emulators.shapes import SHAPES
 
 PROVIDERS = ["openai", "anthropic"]
 SCOPE = Scope(tenant="t1", user="u1")

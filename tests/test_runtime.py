@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -13,38 +12,13 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.providers.factory import provider_for
-from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
-from tests.drive import drain
+from tests.clock import Clock
+from tests.drive import Recorder, drain
 from tests.store_support import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-class Recorder(PubSub):
-    """Embedded pub/sub that also keeps what was published."""
-
-    def __init__(self) -> None:
-        super().__init__("embedded://runtime-tests")
-        self.notices: list[tuple[str, dict]] = []
-
-    def publish(self, conversation_id, kind, data):
-        self.notices.append((kind, data))
-        return super().publish(conversation_id, kind, data)
 
 
 class CountingProviders:

@@ -21,10 +21,8 @@ from agentq.errors import Conflict, NotFound, Stale
 from agentq.store import ConversationInfo, NewStep, Store
 from agentq.store.engine import create_engine
 from agentq.store.schema import events, metadata
+from tests.clock import T0
 from tests.store_support import claim, load_step_in, save_summary, schedule_step, set_fsm
-
-T0 = datetime(2026, 11, 21, 22, 14, 3, 123456, tzinfo=timezone.utc)
-
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)

@@ -21,7 +21,6 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.api_support import api  # noqa: F401
 from tests.emulators import Fail, OpenAIEmulator, Reply
 from tests.processes import ROOT, wait_for
 from tests.unavailable import unavailable

@@ -1,4 +1,4 @@
-"""The worker's reusable threads: timers on one thread, tool calls on daemon threads."""
+"""Timers on one thread (runtime/timers.py) and tool calls on reusable daemon threads (threads.py)."""
 from __future__ import annotations
 
 import contextvars
