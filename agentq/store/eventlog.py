@@ -60,7 +60,7 @@ def append_at_txn(
     """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
 
     The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
-    `SELECT … FOR UPDATE` before it: one statement fewer than `append_txn`.
+    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
     moved = move_next_seq_txn(

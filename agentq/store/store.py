@@ -236,7 +236,7 @@ class Store(ApiKeys, Overviews, Metrics):
 
         For a writer that knows where the log ended (`next_seq`) and what it appends before
         it starts: the append takes the lock (inv. 8), one statement instead of `locked`'s
-        `SELECT … FOR UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
+        `SELECT … FOR NO KEY UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
         log moved.
         """
         with begin_write(self.engine) as conn:
