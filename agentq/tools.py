@@ -21,9 +21,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from agentq.threads import DaemonThreads
 from agentq.core.request import ToolSpec
 from agentq.errors import AgentqError
+from agentq.threads import DaemonThreads
 
 Executor = Literal["server", "human", "client"]
 EXECUTORS: tuple[str, ...] = ("server", "human", "client")

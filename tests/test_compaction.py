@@ -11,8 +11,8 @@ from agentq.core.decide import Step
 from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
 from agentq.providers.anthropic import messages_body
-from agentq.providers.factory import provider_for
 from agentq.providers.errors import ContextTooLong
+from agentq.providers.factory import provider_for
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
 from agentq.runtime.llm_step import rendered

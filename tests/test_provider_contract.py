@@ -17,24 +17,24 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
 import agentq
-from agentq.runtime.timers import Timers
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.request import CallRef, Message, Request
 from agentq.core.render import render
-from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
+from agentq.core.request import CallRef, Message, Request
 from agentq.providers.base import Delta, ModelResponse
-from agentq.providers.factory import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.factory import provider_for
 from agentq.pubsub import PubSub
-from agentq.store import ModelCallRecord
 from agentq.runtime import Runtime
+from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.timers import Timers
+from agentq.store import ModelCallRecord
 from agentq.tools import Registry, Scope
+from tests.core import builders as b
+from tests.core.strategies import conversation_logs
 from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
-from tests.core import builders as b
-from tests.core.strategies import conversation_logs
 from tests.emulators.shapes import SHAPES
 
 PROVIDERS = ["openai", "anthropic"]

@@ -24,6 +24,7 @@ from agentq.store.schema import events, metadata
 from tests.clock import T0
 from tests.store_support import claim, load_step_in, save_summary, schedule_step, set_fsm
 
+
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.clients.chat import answer_for, parse_settings
 from agentq.clients.api import endpoint
+from agentq.clients.chat import answer_for, parse_settings
 from agentq.clients.timeline import clip, clock, header, summarize, timeline
 
 T1, T2 = "11111111-aaaa-4000-8000-000000000001", "22222222-bbbb-4000-8000-000000000002"

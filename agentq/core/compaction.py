@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from agentq.core.events import Event, View
 from agentq.core.keys import canonical_json
-from agentq.core.request import Message, Request
 from agentq.core.render import output_text, render
+from agentq.core.request import Message, Request
 
 
 def estimate_tokens(text: str) -> int:

@@ -18,7 +18,7 @@ from agentq.core.compaction import compaction_cut, evict, request_tokens, result
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
-from agentq.core.keys import task_id
+from agentq.core.keys import task_id as step_task_id
 from agentq.core.render import render
 from agentq.core.request import Request
 from agentq.errors import Stale
@@ -135,7 +135,7 @@ class LlmStep(StepWork[ModelResponse]):
         for record in records:
             if record.status == "scheduled":
                 step = Step.tool(cid, record.id)
-                tx.schedule_step(NewStep.of(step, cid, task_id(step.key)), now=now)
+                tx.schedule_step(NewStep.of(step, cid, step_task_id(step.key)), now=now)
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
                 key = Step.expire(cid, record.id).key

@@ -11,12 +11,12 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentq.runtime.timers import Timers
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
+from agentq.runtime.timers import Timers
 
 log = logging.getLogger(__name__)
 

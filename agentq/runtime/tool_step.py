@@ -17,7 +17,7 @@ from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo
-from agentq.tools import SYSTEM_SCOPE, ToolOutcome, Registry, Scope, ToolContext
+from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 

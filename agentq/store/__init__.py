@@ -6,4 +6,7 @@ from agentq.store.migrations import migrate
 from agentq.store.store import Store
 from agentq.store.txn import ConversationTxn
 
-__all__ = ["ConversationInfo", "ConversationTxn", "ModelCallRecord", "NewStep", "StepRecord", "Store", "migrate"]
+__all__ = [
+    "ConversationInfo", "ConversationTxn", "ModelCallRecord", "NewStep", "StepRecord", "Store",
+    "migrate",
+]

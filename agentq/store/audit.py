@@ -5,13 +5,13 @@ people, never read by a step, and expire (`delete_model_calls_txn`) on a TTL.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select
 
-from agentq.store.schema import model_calls, record_from_row
+from agentq.store.schema import model_calls, record_from_row, record_values
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ModelCallRecord:
 
 
 def insert_model_call_txn(conn: Connection, record: ModelCallRecord) -> None:
-    conn.execute(model_calls.insert().values(asdict(record)))
+    conn.execute(model_calls.insert().values(record_values(record)))
 
 
 def list_model_calls_txn(conn: Connection, conversation_id: str) -> list[ModelCallRecord]:

@@ -5,7 +5,7 @@ nothing and learns it from the row count.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.decide import Step
 from agentq.store.engine import insert_ignoring, param
-from agentq.store.schema import record_from_row, steps
+from agentq.store.schema import record_from_row, record_values, steps
 
 CLAIMABLE = ("scheduled", "failed_recoverable")
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
@@ -64,7 +64,7 @@ def step_from_row(row: Row[Any]) -> StepRecord:
 
 
 def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool:
-    values = {**asdict(step), "status": "scheduled", "created_at": now}
+    values = {**record_values(step), "status": "scheduled", "created_at": now}
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
     result = conn.execute(insert_ignoring(conn.dialect, steps), values)
     return result.rowcount == 1
@@ -86,7 +86,7 @@ def schedule_and_claim_step_txn(
     scheduled, failed_recoverable or running under a lapsed lease, with attempts left;
     a step running under a live lease, finished, or used up returns no row.
     """
-    values = {**asdict(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
+    values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
     params.update(now=now, max_attempts=max_attempts)
     row = conn.execute(_schedule_and_claim(conn.dialect.name), params).first()

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
-    Row,
     Boolean,
     Column,
     Dialect,
@@ -21,6 +20,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    Row,
     String,
     Table,
     Text,
@@ -219,6 +219,11 @@ def record_from_row(cls: type[Record], row: Row[Any], prefix: str = "") -> Recor
     """The dataclass `cls` from the columns of `row` named as its fields (after `prefix`)."""
     mapping = row._mapping
     return cls(**{name: mapping[prefix + name] for name in _field_names(cls)})
+
+
+def record_values(record: object) -> dict[str, Any]:
+    """The columns of a row that holds `record` (a shallow copy: nothing nested is copied)."""
+    return {name: getattr(record, name) for name in _field_names(type(record))}
 
 
 @cache

@@ -24,8 +24,8 @@ from agentq.core.events import (
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
 from agentq.store import audit, calls, conversations, eventlog, fork, inbox, ledger
-from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
+from agentq.store.audit import ModelCallRecord
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import NewStep, StepRecord

@@ -12,6 +12,7 @@ from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallR
 from agentq.core.fsm import fold
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
+from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -25,7 +26,6 @@ from agentq.store.ledger import (
     finish_step_txn,
     schedule_step_txn,
 )
-from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
 
 
 class ConversationTxn:
