@@ -174,3 +174,11 @@ def test_the_cycle_finder_sees_a_cycle_and_an_import_made_for_type_hints_only():
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentq.x import Y\n"
     assert imports_in(source, "agentq", {"agentq.x", "agentq.y"}) == {"agentq.x"}
     assert imports_in("from . import y\n", "agentq", {"agentq.x", "agentq.y"}) == {"agentq.y"}
+
+
+RUNTIME_PARTS = [p for p in modules("agentq/runtime") if p.name not in ("__init__.py", "runtime.py")]
+
+
+@pytest.mark.parametrize("path", RUNTIME_PARTS, ids=lambda p: p.name)
+def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wires_them(path):
+    assert not imported_roots(path) & {"agentq.runtime", "agentq.runtime.runtime"}, path.name
