@@ -43,7 +43,8 @@ from agentq.lease import Heartbeat, renewal
 from agentq.logs import bind as bind_log_context
 from agentq.compact_step import run_compaction
 from agentq.model_round import call_model
-from agentq.providers.base import Provider, provider_for
+from agentq.providers.access import provider_for
+from agentq.providers.base import Provider
 from agentq.pubsub import PubSub
 from agentq.store import StepRecord, Store
 from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext
