@@ -13,13 +13,25 @@ from datetime import datetime
 
 from agentq.config import Config
 from agentq.errors import Conflict, NotFound, Unavailable
-from agentq.keybox import KeyBox
+from agentq.keybox import KeyBox, KeyBoxError
 from agentq.policy import Policy, PolicyError
 from agentq.profiles import Profile
 from agentq.providers.access import Owner
+from agentq.providers.errors import ProviderError
 from agentq.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def keybox_for(config: Config, policy: Policy) -> KeyBox | None:
+    """The KeyBox of AGENTQ_ENCRYPTION_KEYS; a profile that takes tenants' keys needs one."""
+    keybox = KeyBox.from_setting(config.encryption_keys)
+    taking = [p.name for p in policy.profiles.values() if p.tenant_keys != "never"]
+    if taking and keybox is None:
+        raise PolicyError(f"profiles {', '.join(taking)} take tenants' own keys, which are "
+                          "stored encrypted: set AGENTQ_ENCRYPTION_KEYS "
+                          "(`agentq tenant-keys new-encryption-key` makes one)")
+    return keybox
 
 
 class OwnKeys:
@@ -35,14 +47,7 @@ class OwnKeys:
     @classmethod
     def from_config(cls, config: Config, store: Store, policy: Policy,
                     clock: Callable[[], datetime]) -> OwnKeys:
-        """OwnKeys with AGENTQ_ENCRYPTION_KEYS; a profile that takes tenants' keys needs them."""
-        keybox = KeyBox.from_setting(config.encryption_keys)
-        taking = [p.name for p in policy.profiles.values() if p.tenant_keys != "never"]
-        if taking and keybox is None:
-            raise PolicyError(f"profiles {', '.join(taking)} take tenants' own keys, which are "
-                              "stored encrypted: set AGENTQ_ENCRYPTION_KEYS "
-                              "(`agentq tenant-keys new-encryption-key` makes one)")
-        return cls(store, policy, keybox, clock)
+        return cls(store, policy, keybox_for(config, policy), clock)
 
     def put(self, tenant: str, profile_name: str, secret: str) -> None:
         """Set (or replace) the tenant's key for a profile that takes tenants' keys."""
@@ -70,7 +75,12 @@ class OwnKeys:
             return None
         if not found.sealed or self.keybox is None:
             return Owner(found.tenant)
-        return Owner(found.tenant, self.keybox.open(found.sealed, found.tenant, profile_name))
+        try:
+            return Owner(found.tenant, self.keybox.open(found.sealed, found.tenant, profile_name))
+        except KeyBoxError as exc:
+            log.error("tenant %s, profile %s: %s", found.tenant, profile_name, exc)
+            raise ProviderError(f"your key for profile {profile_name!r} cannot be read: set it "
+                                "again", code="own_key_unreadable") from None
 
     def reseal_all(self) -> int:
         """Seal every stored key with the newest encryption key; returns how many moved."""

@@ -21,6 +21,7 @@ from agentq.config import Config
 from agentq.core.keys import task_id
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.logs import log_context, use_format
+from agentq.own_keys import OwnKeys, keybox_for
 from agentq.policy import Policy
 from agentq.runtime import Runtime
 
@@ -194,7 +195,6 @@ def quiet_in_process_worker() -> None:
 
 def build_runtime(config: Config, policy: Policy | None = None) -> Runtime:
     """Wire store, registry, pub/sub and the operator's policy for one process."""
-    from agentq.own_keys import OwnKeys
     from agentq.providers.access import ModelAccess
     from agentq.pubsub import PubSub
     from agentq.runtime import utcnow
@@ -214,7 +214,10 @@ def build_runtime(config: Config, policy: Policy | None = None) -> Runtime:
 
 
 _config = Config.from_env()
-app = create_celery(_config, functools.cache(lambda: build_runtime(_config)))
+# A policy the processes cannot use stops them at start, not at their first task.
+_policy = Policy.from_config(_config)
+keybox_for(_config, _policy)
+app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy)))
 
 
 @signals.after_setup_logger.connect

@@ -1,7 +1,7 @@
 """Data migrations: a database written by an older agentq keeps working after `agentq migrate`."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -63,29 +63,27 @@ def _insert_old_rows(url: str) -> None:
     engine.dispose()
 
 
-def test_old_settings_name_a_profile_lose_their_endpoint_and_come_under_the_ceilings(at_0001):
+@pytest.fixture
+def upgraded(at_0001: str) -> Iterator[Store]:
+    """The old rows, after `agentq migrate`."""
     _insert_old_rows(at_0001)
     store = Store.open(at_0001)
-    try:
-        store.migrate()
-        hostile = store.load_conversation("hostile").settings
-        assert (hostile.profile, hostile.model) == ("openai", "gpt-4o")
-        dumped = hostile.model_dump()
-        assert "base_url" not in dumped and "api_key_ref" not in dumped
-        assert (hostile.limits.max_rounds_per_turn, hostile.limits.llm_timeout_s,
-                hostile.limits.tool_timeout_s, hostile.limits.read_timeout_s) == (100, 900.0, 300.0, 900.0)
-        scripted = store.load_conversation("scripted").settings
-        assert scripted.profile == "scripted" and scripted.script[0].delay_s == 60.0
-        parse_settings(dumped)  # what is stored now is what a tenant could send
-    finally:
-        store.dispose()
+    store.migrate()
+    yield store
+    store.dispose()
 
 
-def test_old_inbox_rows_keep_the_order_they_were_taken_in(at_0001):
-    _insert_old_rows(at_0001)
-    store = Store.open(at_0001)
-    try:
-        store.migrate()
-        assert [item.id for item in store.load_view("scripted").inbox] == ["early", "late"]
-    finally:
-        store.dispose()
+def test_old_settings_name_a_profile_lose_their_endpoint_and_come_under_the_ceilings(upgraded):
+    hostile = upgraded.load_conversation("hostile").settings
+    assert (hostile.profile, hostile.model) == ("openai", "gpt-4o")
+    dumped = hostile.model_dump()
+    assert "base_url" not in dumped and "api_key_ref" not in dumped
+    assert (hostile.limits.max_rounds_per_turn, hostile.limits.llm_timeout_s,
+            hostile.limits.tool_timeout_s, hostile.limits.read_timeout_s) == (100, 900.0, 300.0, 900.0)
+    scripted = upgraded.load_conversation("scripted").settings
+    assert scripted.profile == "scripted" and scripted.script[0].delay_s == 60.0
+    parse_settings(dumped)  # what is stored now is what a tenant could send
+
+
+def test_old_inbox_rows_keep_the_order_they_were_taken_in(upgraded):
+    assert [item.id for item in upgraded.load_view("scripted").inbox] == ["early", "late"]

@@ -137,3 +137,14 @@ def test_reseal_moves_every_stored_key_to_the_newest_encryption_key(sqlite_url_f
         assert KeyBox([new]).open(stored.sealed, "acme", "byok") == TENANT_KEY
     finally:
         store.dispose()
+
+
+def test_a_key_sealed_under_a_retired_encryption_key_fails_the_turn_asking_for_it_again(byok_api: Api, store):
+    acme = byok_api.key("acme")
+    byok_api.client.put("/v1/profiles/byok/key", json={"api_key": TENANT_KEY}, headers=acme)
+    byok_api.own_keys.keybox = KeyBox([new_encryption_key()])  # the old encryption key is gone
+    cid = byok_api.create(acme, profile="byok", model="m")
+    byok_api.say(cid, "hello", acme)
+    byok_api.run()
+    [error] = [e.content for e in store.list_events(cid) if e.type == "error"]
+    assert error["code"] == "own_key_unreadable" and "set it again" in error["message"]

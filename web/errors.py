@@ -72,7 +72,7 @@ def _on_agentq_error(exc: AgentqError) -> Response:
         return _on_unexpected(exc)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
     if status == 503:
-        log.warning("answered 503 %s: %s", exc.code, exc)
+        log.warning("answered 503 %s: %s (%s)", exc.code, exc, exc.__cause__)
     return error_response(status, exc.code, str(exc), exc.details, headers)
 
 
