@@ -13,6 +13,10 @@ from typing import Any, Iterator
 
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.keybox import KeyBox, new_encryption_key
+from agentq.own_keys import OwnKeys
+from agentq.policy import Policy
+from agentq.providers.access import ModelAccess
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry
@@ -35,20 +39,29 @@ APPROVAL = [
 
 
 class Api:
-    """An app, its test client, and a runtime that plays the worker on demand."""
+    """An app, its test client, and a runtime that plays the worker on demand.
 
-    def __init__(self, store, **app_config: Any) -> None:
+    `policy` is the operator's (the built-in one by default) and `env` the worker's
+    environment its profiles read keys from (none by default).
+    """
+
+    def __init__(self, store, *, policy: Policy | None = None, env: dict[str, str] | None = None,
+                 **app_config: Any) -> None:
         self.store = store
         self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
+        self.policy = policy or Policy.default()
         registry = Registry.from_modules(TOOLS)
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
+        self.own_keys = OwnKeys(store, self.policy, KeyBox([new_encryption_key()]), self.clock)
+        access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env)
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
-                               clock=self.clock, sleep=lambda s: None)
+                               clock=self.clock, sleep=lambda s: None, providers=access.provider_for)
         self.sent: list = []
         self.services = Services(
             store=store, pubsub=self.pubsub,
-            commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text),
-            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0),
+            commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text,
+                              policy=self.policy),
+            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()

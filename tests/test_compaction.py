@@ -12,7 +12,7 @@ from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
 from agentq.providers.anthropic import messages_body
 from agentq.providers.errors import ContextTooLong
-from agentq.providers.factory import provider_for
+from agentq.providers.access import provider_for
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
 from agentq.runtime.llm_step import rendered

@@ -21,9 +21,10 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.render import render
 from agentq.core.request import CallRef, Message, Request
+from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import Delta, ModelResponse
 from agentq.providers.errors import ContextTooLong, ProviderError
-from agentq.providers.factory import provider_for
+from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
@@ -344,31 +345,34 @@ def test_error_messages_never_carry_the_key(kit: Kit) -> None:
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
-def test_the_key_comes_from_the_variable_that_api_key_ref_names(kit: Kit) -> None:
+def test_the_key_comes_from_the_variable_the_operators_profile_names(kit: Kit) -> None:
     env = {"TEAM_MODEL_KEY": kit.emulator.api_key}
-    settings = kit.settings(api_key_ref="TEAM_MODEL_KEY", base_url=kit.emulator.base_url)
-    assert kit.answer(settings=settings, env=env).text == "ok"
+    assert kit.answer(env=env, profile={"key_env": "TEAM_MODEL_KEY"}).text == "ok"
+    assert kit.emulator.received, "the call went to the profile's endpoint"
 
 
-def test_a_missing_key_is_a_permanent_error_naming_the_variable(kit: Kit) -> None:
+def test_a_missing_key_is_a_permanent_error_that_names_the_profile_not_the_variable(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(ProviderError) as raised:
-        kit.run(settings=kit.settings(api_key_ref="NOT_SET_ANYWHERE"), env={})
+        kit.run(env={}, profile={"key_env": "NOT_SET_ANYWHERE"})
     assert raised.value.code == "missing_api_key" and not raised.value.transient
-    assert "NOT_SET_ANYWHERE" in raised.value.message and kit.emulator.received == []
+    assert "NOT_SET_ANYWHERE" not in raised.value.message and repr(kit.name) in raised.value.message
+    assert kit.emulator.received == []
+    assert "NOT_SET_ANYWHERE" in caplog.text  # the operator's log says which variable
 
 
-def test_settings_base_url_wins_over_the_environment(kit: Kit) -> None:
+def test_the_profiles_endpoint_is_the_only_one_the_environment_cannot_move_it(kit: Kit) -> None:
     dead = "http://127.0.0.1:9/v1"
-    env = {kit.key_variable: kit.emulator.api_key, **{k: dead for k in kit.env if k != kit.key_variable}}
-    assert kit.answer(settings=kit.settings(base_url=kit.emulator.base_url), env=env).text == "ok"
+    env = {**kit.env, "OPENAI_BASE_URL": dead, "ANTHROPIC_BASE_URL": dead}
+    assert kit.answer(env=env).text == "ok" and kit.emulator.received
 
 
-def test_stored_settings_hold_the_variable_name_never_the_key(kit: Kit, store) -> None:
-    settings = kit.settings(api_key_ref="TEAM_MODEL_KEY")
-    info = store.create_conversation(tenant="t1", settings=settings, now=b.T0)
-    loaded = store.load_conversation(info.id)
-    assert loaded.settings.api_key_ref == "TEAM_MODEL_KEY"
-    assert kit.emulator.api_key not in json.dumps(loaded.settings.model_dump())
+def test_stored_settings_name_the_profile_and_hold_no_key(kit: Kit, store) -> None:
+    info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
+    loaded = store.load_conversation(info.id).settings.model_dump()
+    assert loaded["profile"] == kit.name and "base_url" not in loaded and "api_key_ref" not in loaded
+    assert kit.emulator.api_key not in json.dumps(loaded)
 
 
 # ---- the audit ------------------------------------------------------------------------------------
@@ -410,9 +414,9 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
                       Reply(text="Cold in Oslo; the second call was malformed."))
     registry = Registry.from_modules(["agentq.demo_tools"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://provider-tests"),
-                      config=Config(), providers=lambda s: provider_for(s, env=kit.env),
+                      config=Config(), providers=kit.access().provider_for,
                       sleep=lambda s: None)
-    commands = Commands(store, registry)
+    commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"]))
     _, follow = commands.post_message(conversation.id, "Weather in Oslo?", SCOPE)
     drain(runtime, follow)

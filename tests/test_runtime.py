@@ -11,7 +11,8 @@ from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.providers.factory import provider_for
+from agentq.providers.access import provider_for
+from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.clock import Clock

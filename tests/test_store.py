@@ -351,11 +351,11 @@ def test_load_view_during_a_turn_returns_latest_summary_events_after_it_and_open
     assert view.fsm == running
 
 
-def test_load_view_between_turns_returns_the_untaken_inbox_in_order(store):
+def test_load_view_between_turns_returns_the_untaken_inbox_in_arrival_order_whatever_created_at_says(store):
     cid = _view_fixture(store, FsmState(state="idle", turn_id="t1"))
     view = store.load_view(cid)
-    assert [item.id for item in view.inbox] == ["m1", "m2"]
-    assert view.inbox[0] == message(cid, "m1", seconds=1)
+    assert [item.id for item in view.inbox] == ["m2", "m1"]  # m2 arrived first, with a later created_at
+    assert view.inbox[0] == message(cid, "m2", seconds=2)
     assert view.open_calls == ()  # the cached state has none open (inv. 1)
 
 
@@ -451,7 +451,8 @@ def test_find_inbox_by_key_returns_the_message_with_that_key(store):
     cid = new_conversation(store).id
     with store.locked(cid) as tx:
         tx.add_inbox(message(cid, "m1", key="k1"), queued=True, turn_id="t1", taken_at=None)
-        assert tx.find_inbox_by_key("k1") == {"message_id": "m1", "turn_id": "t1", "queued": True}
+        assert tx.find_inbox_by_key("k1") == {"message_id": "m1", "turn_id": "t1", "queued": True,
+                                              "request_hash": None}
         assert tx.find_inbox_by_key("k2") is None
 
 

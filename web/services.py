@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from flask import current_app
 
 from agentq.commands import Commands
+from agentq.clock import utcnow
 from agentq.config import Config
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
+from agentq.own_keys import OwnKeys
+from agentq.policy import Policy
 from agentq.pubsub import PubSub
 from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
@@ -39,6 +42,12 @@ class Services:
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
+    own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+
+    @property
+    def policy(self) -> Policy:
+        """The operator's policy the commands admit settings with."""
+        return self.commands.policy
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
@@ -86,6 +95,7 @@ def build_services(config: Config) -> Services:
     from agentq.worker import create_celery, enqueue
 
     store = Store.open(config.database_url)
+    policy = Policy.from_config(config)
     celery = create_celery(config, runtime=_no_runtime)
     pubsub = PubSub(config.redis_url)
     checks: dict[str, Check] = {
@@ -102,13 +112,14 @@ def build_services(config: Config) -> Services:
     return Services(
         store=store,
         commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          partial_text=pubsub.partial_text),
+                          partial_text=pubsub.partial_text, policy=policy),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
         metrics_token=config.metrics_token,
+        own_keys=OwnKeys.from_config(config, store, policy, utcnow),
     )
 
 
@@ -132,4 +143,5 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         keys=KeyRing(store, api_key),
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
+        own_keys=embedded.own_keys,
     )

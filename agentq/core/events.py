@@ -143,6 +143,7 @@ class InboxItem:
     created_at: datetime
     idempotency_key: str | None = None
     scope: dict[str, Any] = field(default_factory=dict)
+    request_hash: str | None = None  # what the request said, for Idempotency-Key reuse
 
 
 @dataclass(frozen=True)

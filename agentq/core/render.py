@@ -102,7 +102,7 @@ def render(view: View, tools: Sequence[ToolSpec] = ()) -> Request:
         system=view.settings.system,
         messages=tuple(messages),
         tools=tuple(tools),
-        model=view.settings.model,
+        model=view.settings.model or "",
     )
     return repair(request)
 

@@ -1,7 +1,8 @@
-"""The provider seam: what a model call yields and what it is told (`factory` picks one).
+"""The provider seam: what a model call yields, what it is told, and where it goes (`factory` picks one).
 
 Adapters (scripted, openai, anthropic) implement `Provider`; the runtime only
-ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`.
+ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`. Which adapter,
+endpoint and key serve a conversation is the operator's profile (`providers.access`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 
 from agentq.core.request import CallRef, Request
 from agentq.core.settings import Settings
+from agentq.providers.errors import ProviderError
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,26 @@ class ModelResponse:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """Where one model call goes and the key it carries, from the operator's profile.
+
+    Resolved per call by `access.resolve_endpoint`, the one place that picks a URL and a
+    key; adapters take both from here and nowhere else. The key never shows in a repr.
+    """
+
+    profile: str
+    kind: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def require(self) -> tuple[str, str]:
+        """(base_url, api_key) of a networked endpoint."""
+        if not self.base_url or not self.api_key:
+            raise ProviderError(f"profile {self.profile!r} has no endpoint", code="no_endpoint")
+        return self.base_url, self.api_key
+
+
+@dataclass(frozen=True)
 class CallContext:
     """What a provider may know about the step it serves.
 
@@ -52,6 +74,7 @@ class CallContext:
     rounds_committed: int
     settings: Settings
     purpose: str = "answer"  # or "summary": a compact step asks for the running summary
+    endpoint: Endpoint | None = None  # set by access.ProfiledProvider for the adapter
 
 
 class Provider(Protocol):

@@ -15,7 +15,7 @@ from agentq.config import Config
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.followups import FollowUp
 from agentq.providers.base import Provider
-from agentq.providers.factory import provider_for
+from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import compact_step, expire_step, llm_step, repair, tool_step, turns
 from agentq.runtime.context import StepContext

@@ -180,9 +180,14 @@ inbox = Table(
     Column("scope", Json, nullable=False),
     Column("queued", Boolean, nullable=False),
     Column("turn_id", String(ID)),
-    Column("created_at", Timestamp, nullable=False),
+    Column("created_at", Timestamp, nullable=False),  # as the client said: only recorded
     Column("taken_at", Timestamp),
+    # The order messages arrived in, per conversation (1, 2, …): turns start in this order,
+    # whatever created_at a client sent.
+    Column("arrival", Integer, nullable=False),
+    Column("request_hash", String(64)),  # sha256 of the request, for Idempotency-Key reuse
     UniqueConstraint("conversation_id", "idempotency_key"),
+    Index(None, "conversation_id", "arrival", unique=True),
 )
 
 model_calls = Table(
@@ -199,6 +204,18 @@ model_calls = Table(
     Column("evictions", Json),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "created_at"),
+)
+
+# A tenant's own provider key for one profile, sealed (agentq.keybox); never stored in clear.
+tenant_keys = Table(
+    "tenant_keys",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("profile", String(ID), nullable=False),
+    Column("sealed", Text, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    PrimaryKeyConstraint("tenant", "profile"),
 )
 
 api_keys = Table(

@@ -32,6 +32,7 @@ from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 
 
@@ -51,7 +52,7 @@ class Snapshot:
         return eventlog.with_history_txn(self._conn, turn)
 
 
-class Store(ApiKeys, Overviews, Metrics):
+class Store(ApiKeys, TenantKeys, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
