@@ -203,7 +203,9 @@ class Commands:
         """End a conversation; its log is kept (inv. 1)."""
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
-            tx.set_status("ended", now=self.clock())
+            now = self.clock()
+            tx.set_status("ended", now=now)
+            tx.cancel_waiting_steps(now=now)  # a step that waits for a slot would hold its place
         info = self.store.load_conversation(conversation_id)
         assert info is not None
         return info

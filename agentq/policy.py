@@ -72,6 +72,10 @@ class Policy:
         own = self.tenants.get(tenant)
         return self.ceilings.overridden(own.ceilings) if own and own.ceilings else self.ceilings
 
+    def running_steps(self, tenant: str) -> int | None:
+        """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
+        return self.ceilings_for(tenant).running_steps
+
     def admit(self, settings: Settings, tenant: str) -> Settings:
         """The settings a conversation of `tenant` is created with, or InvalidInput (422)."""
         profile = self.profile(settings.profile, tenant)

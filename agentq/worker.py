@@ -210,6 +210,7 @@ def build_runtime(config: Config, policy: Policy | None = None) -> Runtime:
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=ModelAccess(policy, own_keys.owner).provider_for,
+        running_steps=policy.running_steps,
     )
 
 

@@ -23,7 +23,7 @@ def claim(store: Store, step_key: str, *, worker: str, lease_s: float, now: date
     row = store.load_step(step_key)
     assert row is not None, f"no step {step_key} to claim"
     step = NewStep(step_key, row.conversation_id, row.kind, row.ref, row.round_id,
-                   row.celery_task_id)
+                   row.celery_task_id, row.tenant)
     return store.schedule_and_claim_step(step, worker=worker, lease_s=lease_s, now=now,
                                          max_attempts=max_attempts)
 
@@ -32,7 +32,10 @@ def schedule_step(store: Store, *, step_key: str, conversation_id: str, kind: st
                   ref: dict[str, Any], round_id: str | None, celery_task_id: str,
                   now: datetime) -> bool:
     """Record a step as scheduled; False (and nothing changed) if it exists already."""
-    step = NewStep(step_key, conversation_id, kind, ref, round_id, celery_task_id)
+    conversation = store.load_conversation(conversation_id)
+    assert conversation is not None, f"no conversation {conversation_id}"
+    step = NewStep(step_key, conversation_id, kind, ref, round_id, celery_task_id,
+                   conversation.tenant)
     with begin_write(store.engine) as conn:
         return schedule_step_txn(conn, step, now=now)
 

@@ -202,7 +202,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
         drain(runtime, follow)
     assert cut is not None
     step = Step.compact(conv.id, cut - 1)
-    store.schedule_and_claim_step(NewStep.of(step, conv.id, "dead"), worker="dead-worker",
+    store.schedule_and_claim_step(NewStep.of(step, conv.id, "dead", tenant=conv.tenant), worker="dead-worker",
                                   lease_s=5.0, now=runtime.clock(), max_attempts=5)
     assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
     assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's

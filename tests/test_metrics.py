@@ -48,8 +48,8 @@ def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int =
     args = dict(step_key=key, conversation_id=cid, kind=kind, ref={"n": ref}, round_id=None,
                 celery_task_id=key)
     if claimed:
-        store.schedule_and_claim_step(NewStep(**args), worker="w1", lease_s=30, now=T0,
-                                      max_attempts=5)
+        store.schedule_and_claim_step(NewStep(**args, tenant=SCOPE.tenant), worker="w1",
+                                      lease_s=30, now=T0, max_attempts=5)
     else:
         schedule_step(store, **args, now=T0)
     return key

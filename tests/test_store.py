@@ -67,7 +67,7 @@ def schedule(store: Store, cid: str, key: str, *, seconds: float = 0) -> bool:
 
 def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
                        max_attempts: int = 5):
-    step = NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}-{worker}")
+    step = NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}-{worker}", "acme")
     return store.schedule_and_claim_step(step, worker=worker, lease_s=30, now=at(seconds),
                                          max_attempts=max_attempts)
 
@@ -646,7 +646,7 @@ def test_list_stale_steps_returns_expired_leases_and_old_waiting_steps(store):
     with store.locked(cid) as tx:
         tx.finish_step("done", worker="w", now=at(1))
     stale = store.list_stale_steps(now=at(20), scheduled_before=at(30))
-    assert sorted(step.step_key for step in stale) == ["expired", "old"]
+    assert sorted(step.step_key for step, _ in stale) == ["expired", "old"]
 
 
 def test_delete_finished_steps_removes_only_old_finished_steps(store):

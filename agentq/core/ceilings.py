@@ -1,9 +1,11 @@
-"""Operator ceilings: the most a tenant's settings may ask for (inv. 9).
+"""Operator ceilings: the most a tenant's settings may ask for, and its share of the workers (inv. 9).
 
 Time limits, rounds per turn, a scripted answer's delay and output budgets all hold a
 worker slot or spend the operator's money, so each has a ceiling. A value the tenant set
 above its ceiling is refused, with the ceiling's name; a default above it (the tenant set
 nothing) comes down to the ceiling, so lowering a ceiling never breaks a plain request.
+`running_steps` is not a setting: it caps how many of a tenant's steps run at once, across
+every worker, where steps are claimed (agentq.store.ledger).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ class Ceilings(BaseModel):
     script_responses: int = Field(default=1000, ge=0)
     max_tokens: int = Field(default=128_000, ge=1)
     max_context_tokens: int = Field(default=1_000_000, ge=64)  # and max_result_tokens
+    # Steps of one tenant running at once on all workers; the others wait for a slot (None: no cap).
+    running_steps: int | None = Field(default=None, ge=1)
 
     def overridden(self, overrides: dict[str, Any]) -> Ceilings:
         """These ceilings with some replaced (a tenant's own, say)."""

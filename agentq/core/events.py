@@ -209,6 +209,7 @@ class View:
     open_calls: tuple[ToolCallRecord, ...] = ()
     inbox: tuple[InboxItem, ...] = ()
     fsm: FsmState = field(default_factory=lambda: FsmState())
+    tenant: str = ""  # who owns the conversation: whose share of the workers its steps use
 
     @property
     def last_seq(self) -> int:

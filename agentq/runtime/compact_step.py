@@ -44,7 +44,8 @@ class CompactStep(StepWork[ModelResponse]):
     """Summarize the view's events up to `to_seq`, then ask for the next step again."""
 
     def __init__(self, ctx: StepContext, calls: ModelCalls, view: View, to_seq: int) -> None:
-        super().__init__(ctx, view.conversation_id, Step.compact(view.conversation_id, to_seq))
+        super().__init__(ctx, view.conversation_id, view.tenant,
+                         Step.compact(view.conversation_id, to_seq))
         self.calls = calls
         self.view = view
         self.to_seq = to_seq

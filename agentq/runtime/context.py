@@ -16,6 +16,11 @@ from agentq.followups import Advance, FollowUp
 from agentq.store import Store
 
 
+def no_cap(tenant: str) -> int | None:
+    """Every tenant may run any number of steps at once."""
+    return None
+
+
 @dataclass(frozen=True)
 class StepContext:
     """The worker's wiring that a step may use; nothing in it is a step's own state."""
@@ -24,6 +29,8 @@ class StepContext:
     clock: Callable[[], datetime]
     config: Config
     notify: Callable[[str, Sequence[Event]], None]
+    # How many of a tenant's steps may run at once on all workers (the operator's policy).
+    running_steps: Callable[[str], int | None] = no_cap
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str

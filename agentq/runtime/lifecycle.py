@@ -4,7 +4,9 @@ A step kind that runs under a claim (llm, compact, tool) is a `StepWork`: what i
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and
-the release of a commit that lost its race.
+the release of a commit that lost its race. A tenant's share of the workers is kept here
+too (inv. 9): a step past its tenant's cap is left waiting and its task ends at once,
+and a step that stops running wakes the one of its tenant that has waited longest.
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from agentq.providers.errors import ProviderError
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
+from agentq.runtime.repair import redrive
 from agentq.store import NewStep
+from agentq.store.ledger import WAITING
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,13 @@ class Claim:
     retries: int  # model-call retries counted on the step so far
 
 
+class Waits:
+    """A claim refused for the tenant's cap: the step is left waiting for a slot."""
+
+
+WAITS = Waits()
+
+
 class Deferred(Exception):
     """The step must wait for `followups` (a summary first): it is released to run after them."""
 
@@ -62,9 +73,10 @@ class StepWork(ABC, Generic[Result]):
     # How often the lease is renewed while the work runs (None: a third of the lease).
     heartbeat_s: float | None = None
 
-    def __init__(self, ctx: StepContext, conversation_id: str, step: Step) -> None:
+    def __init__(self, ctx: StepContext, conversation_id: str, tenant: str, step: Step) -> None:
         self.ctx = ctx
         self.conversation_id = conversation_id
+        self.tenant = tenant  # whose share of the workers the step runs in
         self.step = step
 
     @abstractmethod
@@ -95,9 +107,17 @@ class Lifecycle:
         `task_id` is the Celery task running the step, recorded on its ledger row (by
         default the step's own deterministic task id, which tool tasks are sent with).
         """
-        claim = self.claim(work.conversation_id, work.step, task_id)
+        cap = self.ctx.running_steps(work.tenant)
+        claim = self.claim(work, task_id, cap=cap)
         if claim is None:
             return self._not_claimed(work)
+        if claim is WAITS:  # it holds no worker while it waits; a freed slot wakes it
+            return []
+        followups = self._run_claimed(work, claim)
+        return followups if cap is None else followups + self._woken(work.tenant)
+
+    def _run_claimed(self, work: StepWork[Result], claim: Claim) -> list[FollowUp]:
+        """Run the claimed step with its lease kept, then commit it or record how it failed."""
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat:
             try:
                 result = work.run(claim, beat.lost)
@@ -122,21 +142,28 @@ class Lifecycle:
             )
             return []
 
-    def claim(self, conversation_id: str, step: Step, task_id: str | None) -> Claim | None:
-        """Schedule the step if new and claim it for this worker; None if we did not win."""
-        config = self.ctx.config
+    def claim(
+        self, work: StepWork[Result], task_id: str | None, *, cap: int | None
+    ) -> Claim | Waits | None:
+        """Schedule the step if new and claim it for this worker; None if we did not win,
+        WAITS if its tenant already runs `cap` steps (or earlier ones wait for a slot)."""
+        config, step, cid = self.ctx.config, work.step, work.conversation_id
         worker = worker_id()
         record = self.ctx.store.schedule_and_claim_step(
-            NewStep.of(step, conversation_id, task_id or step_task_id(step.key)),
+            NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
             worker=worker, lease_s=config.lease_s, now=self.ctx.clock(),
-            max_attempts=config.max_attempts,
+            max_attempts=config.max_attempts, cap=cap,
         )
-        bind_log_context(conversation_id=conversation_id, step_key=step.key,
+        bind_log_context(conversation_id=cid, step_key=step.key,
                          step_kind=step.kind, round_id=step.round_id)
         if record is None:
             return None
+        if record.status == WAITING:
+            log.info("step waits for a slot: tenant %s runs %d steps at once at most",
+                     work.tenant, cap, extra={"status": WAITING})
+            return WAITS
         log.info("step claimed", extra={"attempt": record.attempts})
-        return Claim(conversation_id, step, worker, record.attempts, record.retries)
+        return Claim(cid, step, worker, record.attempts, record.retries)
 
     def release(self, claim: Claim, status: str, error: str | None) -> None:
         """Give a claimed step back with `status` (a no-op if it is no longer ours)."""
@@ -151,6 +178,15 @@ class Lifecycle:
         self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
                                     now=self.ctx.clock(), error=message)
         return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message)
+
+    def _woken(self, tenant: str) -> list[FollowUp]:
+        """A slot of `tenant` is free again: the step of its that has waited longest takes it.
+
+        Careful: a step that went waiting while this one was finishing may be missed here;
+        the sweeper wakes it (`repair.sweep`).
+        """
+        waiting = self.ctx.store.next_waiting_step(tenant)
+        return [] if waiting is None else [redrive(*waiting)]
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (attempts used up)."""

@@ -67,7 +67,7 @@ class LlmStep(StepWork[ModelResponse]):
         self, ctx: StepContext, calls: ModelCalls, registry: Registry, view: View, step: Step,
         request: Request, evictions: tuple[dict, ...],
     ) -> None:
-        super().__init__(ctx, view.conversation_id, step)
+        super().__init__(ctx, view.conversation_id, view.tenant, step)
         self.calls = calls
         self.registry = registry
         self.view = view
@@ -135,7 +135,8 @@ class LlmStep(StepWork[ModelResponse]):
         for record in records:
             if record.status == "scheduled":
                 step = Step.tool(cid, record.id)
-                tx.schedule_step(NewStep.of(step, cid, step_task_id(step.key)), now=now)
+                tx.schedule_step(NewStep.of(step, cid, step_task_id(step.key),
+                                             tenant=tx.conversation.tenant), now=now)
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
                 key = Step.expire(cid, record.id).key

@@ -10,24 +10,45 @@ from datetime import timedelta
 from agentq.core.decide import Step
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.runtime.context import StepContext
+from agentq.store import StepRecord
 
 
 def sweep(ctx: StepContext) -> list[FollowUp]:
-    """Re-drive what the broker lost: overdue calls, stale steps, stalled conversations."""
+    """Re-drive what the broker lost: overdue calls, stale steps, stalled conversations, and
+    waiting steps whose tenant has a free slot (a lease ran out, or a wake-up was missed)."""
     store, now = ctx.store, ctx.clock()
     follow: list[FollowUp] = []
     for call in store.list_overdue_calls(now=now):
         key = Step.expire(call.conversation_id, call.id).key
         follow.append(Expire(call.conversation_id, call.id, key, None))
     grace = timedelta(seconds=ctx.config.sweep_s)
-    for step in store.list_stale_steps(now=now, scheduled_before=now - grace):
-        if step.kind == "tool":
-            follow.append(RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key))
-        else:
-            follow.append(Advance(step.conversation_id))
+    for step, tool in store.list_stale_steps(now=now, scheduled_before=now - grace):
+        follow.append(redrive(step, tool))
+    follow.extend(_waiting_with_a_free_slot(ctx))
     for conversation_id in store.list_stalled_conversations(updated_before=now - grace):
         follow.append(Advance(conversation_id))
     return list(dict.fromkeys(follow))
+
+
+def redrive(step: StepRecord, tool: str | None) -> FollowUp:
+    """The task that takes the step up again: its tool call, or its conversation's advance."""
+    if step.kind == "tool":
+        return RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key, tool=tool)
+    return Advance(step.conversation_id)
+
+
+def _waiting_with_a_free_slot(ctx: StepContext) -> list[FollowUp]:
+    """Each tenant's first waiting steps, as many as it has slots free (in arrival order)."""
+    running, waiting = ctx.store.list_waiting_steps(now=ctx.clock())
+    taken: dict[str, int] = dict(running)
+    follow: list[FollowUp] = []
+    for step, tool in waiting:
+        cap = ctx.running_steps(step.tenant)
+        if cap is not None and taken.get(step.tenant, 0) >= cap:
+            continue
+        taken[step.tenant] = taken.get(step.tenant, 0) + 1
+        follow.append(redrive(step, tool))
+    return follow
 
 
 def gc(ctx: StepContext, *, keep_s: float) -> int:

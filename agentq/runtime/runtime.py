@@ -18,7 +18,7 @@ from agentq.providers.base import Provider
 from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import compact_step, expire_step, llm_step, repair, tool_step, turns
-from agentq.runtime.context import StepContext
+from agentq.runtime.context import StepContext, no_cap
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
 from agentq.runtime.model_call import ModelCalls
@@ -41,6 +41,7 @@ class Runtime:
         clock: Callable[[], datetime] = utcnow,
         providers: Callable[..., Provider] = provider_for,
         sleep: Callable[[float], None] | None = None,
+        running_steps: Callable[[str], int | None] = no_cap,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -51,7 +52,8 @@ class Runtime:
         self._sleep = sleep
         self.timers = Timers()  # leases and time limits of this process's steps
         self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
-        self._ctx = StepContext(store, clock, config, self.notices.notify)
+        # running_steps: how many of a tenant's steps may run at once (Policy.running_steps)
+        self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
 

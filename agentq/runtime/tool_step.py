@@ -46,7 +46,8 @@ class ToolStep(StepWork[ToolOutcome]):
         self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
         call: ToolCallRecord,
     ) -> None:
-        super().__init__(ctx, conversation.id, Step.tool(conversation.id, call.id))
+        step = Step.tool(conversation.id, call.id)
+        super().__init__(ctx, conversation.id, conversation.tenant, step)
         self.registry = registry
         self.conversation = conversation
         self.call = call

@@ -192,6 +192,7 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
     between_turns = fsm.state not in ("running", "awaiting_input")
     return View(
         conversation_id=info.id,
+        tenant=info.tenant,
         settings=info.settings,
         status=info.status,
         fsm=fsm,

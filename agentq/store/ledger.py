@@ -1,23 +1,41 @@
 """The steps ledger (DESIGN section 5): schedule, claim, heartbeat, release, finish.
 
 Every transition is one conditional UPDATE, so a claimant that lost a race changes
-nothing and learns it from the row count.
+nothing and learns it from the row count. A claim may also be held to its tenant's share
+of the workers (`cap`): past it the step is left `waiting`, in order of arrival, and
+holds no worker until a slot of its tenant frees.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, delete, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.decide import Step
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.schema import record_from_row, record_values, steps
 
-CLAIMABLE = ("scheduled", "failed_recoverable")
+READY = ("scheduled", "failed_recoverable")  # a worker may take these as soon as it gets them
+WAITING = "waiting"  # refused a slot by its tenant's cap; taken in arrival order as slots free
+CLAIMABLE = (*READY, WAITING)
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
 
@@ -32,10 +50,12 @@ class NewStep:
     ref: dict[str, Any]
     round_id: str | None
     celery_task_id: str
+    tenant: str  # the conversation's, whose share of the workers the step uses
 
     @classmethod
-    def of(cls, step: Step, conversation_id: str, celery_task_id: str) -> NewStep:
-        return cls(step.key, conversation_id, step.kind, step.ref, step.round_id, celery_task_id)
+    def of(cls, step: Step, conversation_id: str, celery_task_id: str, *, tenant: str) -> NewStep:
+        return cls(step.key, conversation_id, step.kind, step.ref, step.round_id, celery_task_id,
+                   tenant)
 
 
 @dataclass(frozen=True)
@@ -44,6 +64,7 @@ class StepRecord:
 
     step_key: str
     conversation_id: str
+    tenant: str
     kind: str
     ref: dict[str, Any]
     status: str
@@ -70,7 +91,7 @@ def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool
     return result.rowcount == 1
 
 
-def _claimable(now: datetime) -> Any:
+def claimable(now: datetime) -> Any:
     """Waiting, or running under a lease that ran out before `now`."""
     c = steps.c
     return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
@@ -78,31 +99,85 @@ def _claimable(now: datetime) -> Any:
 
 def schedule_and_claim_step_txn(
     conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
-    max_attempts: int,
+    max_attempts: int, cap: int | None = None,
 ) -> StepRecord | None:
-    """Insert the step already claimed, or claim the existing row: one upsert, one round trip.
+    """Insert the step already claimed, or claim the existing row; None if it is not ours to take.
 
     It is the only way a step is claimed: the conflict branch takes a row that is
-    scheduled, failed_recoverable or running under a lapsed lease, with attempts left;
-    a step running under a live lease, finished, or used up returns no row.
+    scheduled, failed_recoverable, waiting or running under a lapsed lease, with attempts
+    left; a step running under a live lease, finished, or used up returns no row.
+
+    With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
+    live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting` and
+    the row comes back with that status. The caller's transaction must serialize the
+    tenant's claims (`lock_tenant_txn`), or two could both take the last slot.
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
-    params.update(now=now, max_attempts=max_attempts)
-    row = conn.execute(_schedule_and_claim(conn.dialect.name), params).first()
+    params.update(now=now, max_attempts=max_attempts, cap=cap)
+    dialect = conn.dialect.name
+    if cap is None:
+        return _first(conn.execute(_schedule_and_claim(dialect, capped=False), params).first())
+    row = conn.execute(_schedule_and_claim(dialect, capped=True), params).first()
+    if row is None:  # no slot, or not ours to take: it waits only in the first case
+        row = conn.execute(_wait_for_slot(dialect), params).first()
+    return _first(row)
+
+
+def lock_tenant_txn(conn: Connection, tenant: str) -> None:
+    """Hold the tenant's claim lock until the transaction ends (PostgreSQL; SQLite's writers
+    are serialized already). A claim counts the tenant's slots in a statement after this one,
+    so it sees every claim that held the lock before it."""
+    if conn.dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
+        conn.execute(_LOCK_TENANT, {"space": TENANT_LOCKS, "key": key})
+
+
+TENANT_LOCKS = 0x61677471  # "agtq": the first key of agentq's advisory locks, the tenant's hash the second
+_LOCK_TENANT = select(func.pg_advisory_xact_lock(bindparam("space"), bindparam("key")))
+
+
+def _first(row: Row[Any] | None) -> StepRecord | None:
     return None if row is None else step_from_row(row)
 
 
+def _free_slot(now: Any) -> ColumnElement[bool]:
+    """Fewer than :cap of the tenant's steps run under a live lease or wait ahead of this one.
+
+    Ahead means arrived earlier (created_at, then step_key): a waiting step keeps its place,
+    and a new step does not pass one that waits. The count stops at :cap (LIMIT).
+    """
+    mine, other = steps.alias("mine"), steps.alias("other")
+    key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
+    arrival = func.coalesce(
+        select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
+    )
+    running = and_(other.c.status == "running", other.c.lease_until >= now)
+    ahead = and_(other.c.status == WAITING,
+                 tuple_(other.c.created_at, other.c.step_key) < tuple_(arrival, key))
+    taken = (
+        select(literal(1).label("one")).select_from(other)
+        .where(other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead))
+        .limit(bindparam("cap")).subquery()
+    )
+    return select(func.count()).select_from(taken).scalar_subquery() < bindparam("cap")
+
+
+_GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "celery_task_id")
+
+
 @cache
-def _schedule_and_claim(dialect_name: str) -> Any:
+def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
     c = steps.c
     now = param(c.started_at, "now")
     module = postgresql if dialect_name == "postgresql" else sqlite
-    given = (c.step_key, c.conversation_id, c.kind, c.ref, c.round_id, c.celery_task_id,
-             c.worker, c.lease_until)
-    values = {column.name: param(column, "new_" + column.name) for column in given}
-    values.update(status="running", attempts=1, created_at=now, started_at=now)
-    statement = module.insert(steps).values(values)
+    values = {name: param(c[name], "new_" + name) for name in (*_GIVEN, "worker", "lease_until")}
+    values.update(status=literal("running"), attempts=literal(1), created_at=now, started_at=now)
+    if capped:  # the row is proposed only when a slot is free
+        row = select(*(value.label(name) for name, value in values.items())).where(_free_slot(now))
+        statement = module.insert(steps).from_select(list(values), row)
+    else:
+        statement = module.insert(steps).values(values)
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],
@@ -114,7 +189,23 @@ def _schedule_and_claim(dialect_name: str) -> Any:
             "started_at": new.started_at,
             "celery_task_id": new.celery_task_id,  # the task running it now
         },
-        where=and_(c.attempts < bindparam("max_attempts"), _claimable(now)),
+        where=and_(c.attempts < bindparam("max_attempts"), claimable(now)),
+    ).returning(*c)
+
+
+@cache
+def _wait_for_slot(dialect_name: str) -> Any:
+    """Leave a claimable step (or a new one) waiting for a slot of its tenant; no row if it
+    is running under a live lease, finished or used up."""
+    c = steps.c
+    now = param(c.created_at, "now")
+    module = postgresql if dialect_name == "postgresql" else sqlite
+    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
+    statement = module.insert(steps).values({**values, "status": WAITING, "created_at": now})
+    return statement.on_conflict_do_update(
+        index_elements=[c.step_key],
+        set_={"status": WAITING, "worker": None, "lease_until": None},
+        where=and_(c.attempts < bindparam("max_attempts"), claimable(now)),
     ).returning(*c)
 
 
@@ -123,7 +214,7 @@ def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now:
     c = steps.c
     result = conn.execute(
         update(steps)
-        .where(c.step_key == step_key, c.attempts >= max_attempts, _claimable(now))
+        .where(c.step_key == step_key, c.attempts >= max_attempts, claimable(now))
         .values(
             status="failed_permanent",
             lease_until=None,
@@ -202,19 +293,15 @@ def list_steps_txn(conn: Connection, conversation_id: str) -> list[StepRecord]:
     return [step_from_row(row) for row in conn.execute(query)]
 
 
-def list_stale_steps_txn(
-    conn: Connection, *, now: datetime, scheduled_before: datetime, limit: int
-) -> list[StepRecord]:
+def cancel_waiting_steps_txn(conn: Connection, conversation_id: str, *, now: datetime) -> int:
+    """Cancel the conversation's steps that wait for a slot (it ended: none of them will run)."""
     c = steps.c
-    expired = and_(c.status == "running", c.lease_until < now)
-    waiting = and_(c.status.in_(CLAIMABLE), c.created_at < scheduled_before)
-    query = (
-        select(steps)
-        .where(or_(expired, waiting))
-        .order_by(c.created_at, c.step_key)
-        .limit(limit)
+    result = conn.execute(
+        update(steps)
+        .where(c.conversation_id == conversation_id, c.status == WAITING)
+        .values(status="cancelled", finished_at=now, last_error="the conversation ended")
     )
-    return [step_from_row(row) for row in conn.execute(query)]
+    return result.rowcount
 
 
 def delete_finished_steps_txn(conn: Connection, *, finished_before: datetime) -> int:

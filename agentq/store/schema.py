@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -152,6 +153,7 @@ steps = Table(
     metadata,
     Column("step_key", String(64), primary_key=True),
     _conversation_fk(),
+    Column("tenant", String(ID), nullable=False),  # the conversation's: whose share it uses
     Column("kind", String(16), nullable=False),
     Column("ref", Json, nullable=False),
     Column("status", String(32), nullable=False),
@@ -167,6 +169,10 @@ steps = Table(
     Column("finished_at", Timestamp),
     Index(None, "status", "lease_until"),
     Index(None, "conversation_id"),
+    # A tenant's steps that hold or wait for a slot, by arrival: what a capped claim counts.
+    Index("ix_steps_tenant_busy", "tenant", "status", "created_at",
+          postgresql_where=text("status IN ('running', 'waiting')"),
+          sqlite_where=text("status IN ('running', 'waiting')")),
 )
 
 inbox = Table(

@@ -23,7 +23,7 @@ from agentq.core.events import (
 )
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
-from agentq.store import audit, calls, conversations, eventlog, fork, inbox, ledger
+from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.conversations import ConversationInfo
@@ -252,12 +252,21 @@ class Store(ApiKeys, TenantKeys, Overviews, Metrics):
     # the steps ledger
 
     def schedule_and_claim_step(
-        self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int
+        self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int,
+        cap: int | None = None,
     ) -> StepRecord | None:
-        """Schedule the step if new and claim it, in one statement (None if we lost)."""
-        with begin_write(self.engine, one_statement=True) as conn:
+        """Schedule the step if new and claim it (None if it is not ours to take).
+
+        With `cap`, the most steps of its tenant that may run at once: past it, the step is
+        left waiting and comes back with status `waiting`. Uncapped, this is one statement;
+        capped, one transaction that first takes the tenant's claim lock.
+        """
+        with begin_write(self.engine, one_statement=cap is None) as conn:
+            if cap is not None:
+                ledger.lock_tenant_txn(conn, step.tenant)
             return ledger.schedule_and_claim_step_txn(
-                conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
+                conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts,
+                cap=cap,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -297,12 +306,25 @@ class Store(ApiKeys, TenantKeys, Overviews, Metrics):
 
     def list_stale_steps(
         self, *, now: datetime, scheduled_before: datetime, limit: int = 100
-    ) -> list[StepRecord]:
-        """Running steps past their lease, and waiting ones created before `scheduled_before`."""
+    ) -> list[tuple[StepRecord, str | None]]:
+        """Running steps past their lease, and ready ones created before `scheduled_before`,
+        each with its tool's name (None for steps of other kinds)."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return ledger.list_stale_steps_txn(
+            return backlog.list_stale_steps_txn(
                 conn, now=now, scheduled_before=scheduled_before, limit=limit
             )
+
+    def next_waiting_step(self, tenant: str) -> tuple[StepRecord, str | None] | None:
+        """The tenant's step that has waited longest for a slot, with its tool's name."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return backlog.next_waiting_step_txn(conn, tenant)
+
+    def list_waiting_steps(
+        self, *, now: datetime, per_tenant: int = 100
+    ) -> tuple[dict[str, int], list[tuple[StepRecord, str | None]]]:
+        """Per tenant with waiting steps: its steps running now, and its first waiting ones."""
+        with begin_read(self.engine) as conn:
+            return backlog.list_waiting_steps_txn(conn, now=now, per_tenant=per_tenant)
 
     def delete_finished_steps(self, *, finished_before: datetime) -> int:
         """Delete finished steps (not failed_recoverable ones) older than `finished_before`."""

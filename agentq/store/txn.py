@@ -23,6 +23,7 @@ from agentq.store.ledger import (
     NewStep,
     StepRecord,
     cancel_open_steps_txn,
+    cancel_waiting_steps_txn,
     finish_step_txn,
     schedule_step_txn,
 )
@@ -141,3 +142,7 @@ class ConversationTxn:
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
         return cancel_open_steps_txn(self._conn, self._id, kinds=kinds, now=now)
+
+    def cancel_waiting_steps(self, *, now: datetime) -> int:
+        """Cancel this conversation's steps that wait for a slot, so none keeps its place."""
+        return cancel_waiting_steps_txn(self._conn, self._id, now=now)

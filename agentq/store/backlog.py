@@ -1,0 +1,76 @@
+"""The steps to take up again: stale ones the sweeper re-drives, and those that wait for a
+slot of their tenant (woken in arrival order). Each comes with its tool's name, which a
+tool step's task is routed by (agentq.queues).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, or_, select
+
+from agentq.store.ledger import READY, WAITING, StepRecord, step_from_row
+from agentq.store.schema import steps, tool_calls
+
+
+def list_stale_steps_txn(
+    conn: Connection, *, now: datetime, scheduled_before: datetime, limit: int
+) -> list[tuple[StepRecord, str | None]]:
+    """Steps whose lease ran out, and ready ones created before `scheduled_before`, oldest
+    first, each with its tool's name (None for other kinds). Waiting steps are not stale:
+    they wait for their tenant's slots (`list_waiting_steps_txn`)."""
+    c = steps.c
+    expired = and_(c.status == "running", c.lease_until < now)
+    ready = and_(c.status.in_(READY), c.created_at < scheduled_before)
+    query = _with_tool(
+        select(steps).where(or_(expired, ready)).order_by(c.created_at, c.step_key).limit(limit)
+    )
+    return _steps_with_tools(conn.execute(query))
+
+
+def next_waiting_step_txn(conn: Connection, tenant: str) -> tuple[StepRecord, str | None] | None:
+    """The tenant's waiting step that arrived first, with its tool's name: the next to run."""
+    c = steps.c
+    query = _with_tool(
+        select(steps).where(c.tenant == tenant, c.status == WAITING)
+        .order_by(c.created_at, c.step_key).limit(1)
+    )
+    found = _steps_with_tools(conn.execute(query))
+    return found[0] if found else None
+
+
+def list_waiting_steps_txn(
+    conn: Connection, *, now: datetime, per_tenant: int
+) -> tuple[dict[str, int], list[tuple[StepRecord, str | None]]]:
+    """For each tenant with waiting steps: how many of its steps run under a live lease, and
+    its first `per_tenant` waiting steps in arrival order (with their tools' names)."""
+    c = steps.c
+    waiting_tenants = select(c.tenant).where(c.status == WAITING).distinct()
+    running = conn.execute(
+        select(c.tenant, func.count()).where(
+            c.status == "running", c.lease_until >= now, c.tenant.in_(waiting_tenants)
+        ).group_by(c.tenant)
+    ).all()
+    place = func.row_number().over(partition_by=c.tenant, order_by=(c.created_at, c.step_key))
+    ranked = select(steps, place.label("place")).where(c.status == WAITING).subquery("ranked")
+    query = _with_tool(
+        select(*(ranked.c[name] for name in steps.c.keys()))
+        .where(ranked.c.place <= per_tenant)
+        .order_by(ranked.c.tenant, ranked.c.place),
+        ranked,
+    )
+    return {tenant: int(n) for tenant, n in running}, _steps_with_tools(conn.execute(query))
+
+
+def _with_tool(query: Any, rows: Any = steps) -> Any:
+    """`query` over step rows, with the name of each tool step's call as `tool`."""
+    call_id = rows.c.ref["tool_call_id"].as_string()
+    calls = tool_calls.alias("call")
+    joined = rows.outerjoin(
+        calls, and_(calls.c.conversation_id == rows.c.conversation_id, calls.c.id == call_id)
+    )
+    return query.select_from(joined).add_columns(calls.c.name.label("tool"))
+
+
+def _steps_with_tools(result: Any) -> list[tuple[StepRecord, str | None]]:
+    return [(step_from_row(row), row.tool) for row in result]
