@@ -34,11 +34,12 @@ class Embedded:
             partial_text=self.runtime.pubsub.partial_text, policy=policy,
         )
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
-        self.app = create_celery(config, lambda: self.runtime)
+        self.tool_queues = self.runtime.registry.queues
+        self.app = create_celery(config, lambda: self.runtime, tool_queues=self.tool_queues)
         self.stopping = threading.Event()
 
     def send(self, followups) -> None:
-        enqueue(self.app, followups)
+        enqueue(self.app, followups, tool_queues=self.tool_queues)
 
     def run(self, main: Callable[[Embedded], int], *, concurrency: int = 4) -> int:
         """Run `main` beside a worker and a sweeper; stop both when it returns."""

@@ -12,6 +12,7 @@ import functools
 
 import importlib
 import inspect
+import re
 import typing
 from collections.abc import Callable, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -93,6 +94,7 @@ class Tool:
     expires_in: float | None = None
     timeout: float | None = None
     requires_user_scope: bool = False
+    queue: str | None = None  # the Celery queue its calls go to (None: agentq.queues.TOOLS)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -123,11 +125,16 @@ def tool(
     expires_in: float | None = None,
     timeout: float | None = None,
     requires_user_scope: bool = False,
+    queue: str | None = None,
 ) -> Any:
-    """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`)."""
+    """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
+
+    `queue` sends its calls to a Celery queue of their own, for workers started with
+    `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
+    """
 
     def wrap(function: Callable[..., Any]) -> Tool:
-        _check_options(executor, expires_in, timeout)
+        _check_options(executor, expires_in, timeout, queue)
         tool_name = name or function.__name__
         args_model, context_param = _signature_model(function, tool_name)
         expires = None if executor == "server" else float(expires_in or DEFAULT_EXPIRES_IN_S)
@@ -141,18 +148,27 @@ def tool(
             expires_in=expires,
             timeout=None if timeout is None else float(timeout),
             requires_user_scope=requires_user_scope,
+            queue=queue,
         )
 
     return wrap(fn) if fn is not None else wrap
 
 
-def _check_options(executor: str, expires_in: float | None, timeout: float | None) -> None:
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
+
+
+def _check_options(
+    executor: str, expires_in: float | None, timeout: float | None, queue: str | None
+) -> None:
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if expires_in is not None and (executor == "server" or expires_in <= 0):
         raise ValueError("expires_in is a positive number of seconds, for human and client tools")
     if timeout is not None and (executor != "server" or timeout <= 0):
         raise ValueError("timeout is a positive number of seconds, for server tools")
+    if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
+        raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-'), "
+                         "for server tools")
 
 
 def _signature_model(function: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], str | None]:
@@ -237,6 +253,11 @@ class Registry:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    @property
+    def queues(self) -> dict[str, str]:
+        """The queue of each tool that names one of its own, by tool name."""
+        return {name: item.queue for name, item in self._tools.items() if item.queue}
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -2,6 +2,7 @@
 
 Each task calls the runtime and sends the follow-ups it returns. Task ids of steps are
 uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them, the ledger does.
+Tasks go to a queue per kind of work (agentq.queues).
 """
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import importlib
 import logging
 import os
 import warnings
+from collections.abc import Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Callable, Iterable
 
 from celery import Celery, Task, signals
 from celery.exceptions import SecurityWarning
+from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError
 
 from agentq.config import Config
@@ -23,7 +27,9 @@ from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.logconfig import log_context, use_format
 from agentq.own_keys import OwnKeys, keybox_for
 from agentq.policy import Policy
+from agentq.queues import MODEL, TASK_QUEUES, all_queues
 from agentq.runtime import Runtime
+from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,7 @@ CELERY_DEFAULTS = {
 
 
 EMBEDDED_POLL_S = 0.005
+NO_TOOL_QUEUES: Mapping[str, str] = MappingProxyType({})
 
 
 def _project_overrides() -> dict:
@@ -57,10 +64,18 @@ def _project_overrides() -> dict:
     return {k: v for k, v in vars(module).items() if not k.startswith("_") and k.islower()}
 
 
-def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
-    """A Celery app for `config`; `runtime` builds the Runtime once per worker process."""
+def create_celery(
+    config: Config, runtime: Callable[[], Runtime],
+    *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
+) -> Celery:
+    """A Celery app for `config`; `runtime` builds the Runtime once per worker process.
+
+    `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
+    `-Q` takes them too, and their calls are sent there.
+    """
     app = Celery("agentq", set_as_current=False)
     app.conf.update(CELERY_DEFAULTS)
+    app.conf.update(_queues(tool_queues))
     app.conf.update(_project_overrides())
     app.conf.update(
         broker_url=config.broker_url,
@@ -74,16 +89,28 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
         app.conf.update(worker_send_task_events=False, task_send_sent_event=False,
                         worker_enable_remote_control=False,
                         broker_transport_options={"polling_interval": EMBEDDED_POLL_S})
-    _register_tasks(app, runtime)
+    _register_tasks(app, runtime, tool_queues)
     return app
 
 
-def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
+def _queues(tool_queues: Mapping[str, str]) -> dict:
+    """Every queue declared (a worker without -Q takes them all), each task routed to its own."""
+    return {
+        "task_queues": [Queue(name, Exchange(name), routing_key=name)
+                        for name in all_queues(tool_queues)],
+        "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
+        "task_default_queue": MODEL,
+    }
+
+
+def _register_tasks(
+    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str]
+) -> None:
     def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
         """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            enqueue(app, work(rt))
+            enqueue(app, work(rt), tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
@@ -104,7 +131,7 @@ def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
 
     @app.task(name="agentq.sweep", shared=False)
     def sweep() -> None:
-        enqueue(app, runtime().sweep())
+        enqueue(app, runtime().sweep(), tool_queues=tool_queues)
 
     @app.task(name="agentq.gc", shared=False)
     def gc() -> int:
@@ -116,11 +143,15 @@ def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
         runtime().pubsub.client.rpush(reply_to, "pong")
 
 
-def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
+def enqueue(
+    app: Celery, followups: Iterable[FollowUp],
+    *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
+) -> None:
     """Send each follow-up as its task; step tasks carry their deterministic id.
 
-    `argsrepr` is what Flower and the worker log show as a task's arguments: named ids and
-    the tool, instead of a bare list of uuids.
+    Each task goes to its kind's queue (the app's task_routes), a tool call to its tool's
+    own queue if it names one (`tool_queues`). `argsrepr` is what Flower and the worker log
+    show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
     """
     followups = list(followups)
     _crash_point("after_commit", followups)
@@ -128,9 +159,9 @@ def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
         match item:
             case Advance(conversation_id=cid):
                 app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}")
-            case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key):
+            case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key, tool=tool):
                 app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
-                              argsrepr=_call_repr(item))
+                              queue=tool_queues.get(tool or ""), argsrepr=_call_repr(item))
             case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
                 app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
                               argsrepr=_call_repr(item))
@@ -193,20 +224,21 @@ def quiet_in_process_worker() -> None:
     warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
-def build_runtime(config: Config, policy: Policy | None = None) -> Runtime:
+def build_runtime(
+    config: Config, policy: Policy | None = None, registry: Registry | None = None
+) -> Runtime:
     """Wire store, registry, pub/sub and the operator's policy for one process."""
     from agentq.providers.access import ModelAccess
     from agentq.pubsub import PubSub
     from agentq.clock import utcnow
     from agentq.store import Store
-    from agentq.tools import Registry
 
     store = Store.open(config.database_url)
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     return Runtime(
         store=store,
-        registry=Registry.from_modules(list(config.tools)),
+        registry=registry or Registry.from_modules(list(config.tools)),
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=ModelAccess(policy, own_keys.owner).provider_for,
@@ -218,7 +250,10 @@ _config = Config.from_env()
 # A policy the processes cannot use stops them at start, not at their first task.
 _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
-app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy)))
+# The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
+_registry = Registry.from_modules(list(_config.tools))
+app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy, _registry)),
+                    tool_queues=_registry.queues)
 
 
 @signals.after_setup_logger.connect

@@ -186,9 +186,11 @@ def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., Wor
     """Start worker processes; every one is killed by pid when the test ends."""
     started: list[WorkerProcess] = []
 
-    def start(name: str = "w1", concurrency: int = 4, **env_extra: str) -> WorkerProcess:
+    def start(name: str = "w1", concurrency: int = 4, queues: str | None = None,
+              **env_extra: str) -> WorkerProcess:
         env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
-        worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency)
+        worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency,
+                               queues=queues)
         started.append(worker.start())
         return worker
 

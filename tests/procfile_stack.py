@@ -1,4 +1,4 @@
-"""The Procfile's four processes under `honcho start`, on a given database and Redis db.
+"""The Procfile's processes under `honcho start`, on a given database and Redis db.
 
 Honcho starts each process in a session of its own and, on SIGTERM, stops each one's
 process group. The stack remembers every process it saw (the ones honcho reports and
@@ -22,8 +22,9 @@ from pathlib import Path
 from tests.processes import ROOT, wait_for
 
 BIN = Path(sys.executable).parent
-PROCESSES = ("web", "worker", "beat", "flower")
-STARTED = re.compile(r"(\w+)\.1 started \(pid=(\d+)\)")
+PROCESSES = ("web", "worker-model", "worker-tools", "worker-timers", "beat", "flower")
+STARTED = re.compile(r"([\w-]+)\.1 started \(pid=(\d+)\)")
+FLOWER_PORT_OFFSET = 100 * PROCESSES.index("flower")  # honcho: the base port plus 100 a line
 
 
 def _port_free(port: int) -> bool:
@@ -36,10 +37,10 @@ def _port_free(port: int) -> bool:
 
 
 def free_base_port() -> int:
-    """A base for honcho's ports: web gets it, flower (the fourth process) it plus 300."""
+    """A base for honcho's ports: web gets it, flower (the last process) it plus 500."""
     for _ in range(200):
         base = random.randrange(20000, 32000)  # below the ephemeral range
-        if _port_free(base) and _port_free(base + 300):
+        if _port_free(base) and _port_free(base + FLOWER_PORT_OFFSET):
             return base
     raise RuntimeError("no free pair of ports for web and flower")
 
@@ -67,7 +68,7 @@ class ProcfileStack:
     def __init__(self, database_url: str, redis_url: str, log_path: Path, **extra_env: str) -> None:
         self.base_port = free_base_port()
         self.api = f"http://127.0.0.1:{self.base_port}"
-        self.flower = f"http://127.0.0.1:{self.base_port + 300}"
+        self.flower = f"http://127.0.0.1:{self.base_port + FLOWER_PORT_OFFSET}"
         self.log_path = log_path
         self.env = {
             **os.environ,

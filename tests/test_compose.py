@@ -16,10 +16,12 @@ import pytest
 import yaml
 from honcho.environ import parse_procfile
 
+from agentq.queues import QUEUES
 from tests.processes import ROOT
 from tests.unavailable import unavailable
 
-PROCESSES = ("web", "worker", "beat", "flower")
+WORKERS = ("worker-model", "worker-tools", "worker-timers")
+PROCESSES = ("web", *WORKERS, "beat", "flower")
 COMPOSE_ENV = {"HOST": "0.0.0.0"}  # in a container the port mapping decides who can connect
 
 
@@ -58,8 +60,11 @@ def as_argv(command: str) -> list[str]:
     return argv[1:] if argv[:1] == ["exec"] else argv
 
 
-def test_the_procfile_has_the_four_processes(procfile):
+def test_the_procfile_has_its_processes_with_a_worker_per_queue(procfile):
     assert tuple(procfile) == PROCESSES
+    taken = [as_argv(expand(procfile[name], {})) for name in WORKERS]
+    assert [argv[argv.index("-Q") + 1] for argv in taken] == list(QUEUES)
+    assert len({argv[argv.index("-n") + 1] for argv in taken}) == len(WORKERS)  # a node name each
 
 
 def test_every_process_runs_with_the_procfiles_command(compose, procfile):
@@ -67,7 +72,7 @@ def test_every_process_runs_with_the_procfiles_command(compose, procfile):
     migrate, web = expand(procfile["web"], COMPOSE_ENV).split(" && ")
     assert services["migrate"]["command"] == as_argv(migrate)
     assert services["web"]["command"] == as_argv(web)
-    for name in ("worker", "beat", "flower"):
+    for name in (*WORKERS, "beat", "flower"):
         assert services[name]["command"] == as_argv(expand(procfile[name], COMPOSE_ENV)), name
 
 
@@ -96,7 +101,10 @@ def test_the_services_others_wait_on_have_health_checks(compose):
     assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
     assert "/readyz" in services["web"]["healthcheck"]["test"][-1]
     assert "/healthcheck" in services["flower"]["healthcheck"]["test"][-1]
-    assert "inspect ping" in services["worker"]["healthcheck"]["test"][-1]
+    for name in WORKERS:  # each pings its own node
+        node = services[name]["command"][services[name]["command"].index("-n") + 1]
+        check = services[name]["healthcheck"]["test"][-1]
+        assert "inspect ping" in check and node.replace("%h", "$$HOSTNAME") in check, name
 
 
 def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
@@ -110,7 +118,7 @@ def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
 
 def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_off(compose, procfile):
     web = procfile["web"].split(" && ")[-1]
-    for command in (web, procfile["worker"]):
+    for command in (web, *(procfile[name] for name in WORKERS)):
         assert assignments(command) == {"AGENTQ_DEMO": "${AGENTQ_DEMO:-off}"}
         assert assignments(expand(command, {})) == {"AGENTQ_DEMO": "off"}
     assert compose["x-agentq-env"]["AGENTQ_DEMO"] == "off"
@@ -142,7 +150,7 @@ def test_docker_compose_accepts_the_file(compose_command):
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)["services"]
     assert set(PROCESSES) | {"postgres", "redis", "migrate"} <= set(resolved)
-    assert resolved["worker"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert resolved["worker-model"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
 def test_docker_compose_refuses_a_broken_file(compose_command, tmp_path):

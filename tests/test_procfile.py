@@ -1,9 +1,9 @@
 """The Procfile as shipped, under `honcho start`, on PostgreSQL and Redis, watched through Flower.
 
 One stack per module (starting it is most of the cost): the API under gunicorn, a prefork
-worker, beat and Flower, on a fresh database that the web process migrates. The tests talk
-to it over HTTP only, read the step ledger from the database, and ask Flower's API what it
-saw. Every process is stopped by pid at the end, and the module fails if one survives.
+worker per queue, beat and Flower, on a fresh database that the web process migrates. The
+tests talk to it over HTTP only, read the step ledger from the database, and ask Flower's
+API what it saw. Every process is stopped by pid at the end, and the module fails if one survives.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pytest
 
 from agentq.core.decide import Step
 from agentq.core.keys import task_id
-from tests.procfile_stack import BIN, ProcfileStack
+from agentq.queues import QUEUES
+from tests.procfile_stack import BIN, PROCESSES, ProcfileStack
 from tests.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
@@ -96,11 +97,25 @@ def flower_tasks_of(stack: ProcfileStack, cid: str) -> dict[str, dict]:
             if f"conversation={cid}" in (task.get("args") or "")}
 
 
-def test_all_four_processes_run_under_honcho(stack):
-    assert set(stack.process_pids()) == {"web", "worker", "beat", "flower"}
+def test_every_process_runs_under_honcho(stack):
+    assert set(stack.process_pids()) == set(PROCESSES)
     assert stack.get(stack.api + "/readyz")[0] == 200
     sweeps = stack.flower_tasks(taskname="agentq.sweep", state="SUCCESS")
-    assert sweeps and all(t["worker"] for t in sweeps.values())  # beat sent, a worker ran it
+    # beat sent them, the worker of the timers queue ran them
+    assert sweeps and all(t["worker"].startswith("timers@") for t in sweeps.values())
+
+
+def test_flower_shows_each_queue_and_the_worker_that_takes_it(stack):
+    def queues():
+        status, body = stack.get(f"{stack.flower}/api/queues/length")
+        names = {q["name"] for q in (body or {}).get("active_queues", [])} if status == 200 else set()
+        return names if set(QUEUES) <= names else None
+    wait_for(queues, timeout_s=30, what="Flower to list agentq's queues")
+    status, workers = stack.get(f"{stack.flower}/api/workers?refresh=1")
+    assert status == 200
+    taken = {name.split("@")[0]: sorted(q["name"] for q in info.get("active_queues", []))
+             for name, info in workers.items()}
+    assert taken == {"model": ["agentq.model"], "tools": ["agentq.tools"], "timers": ["agentq.timers"]}
 
 
 def test_flower_shows_a_turns_tasks_by_name_with_readable_args_as_the_ledger_has_them(stack, key):
@@ -123,10 +138,12 @@ def test_flower_shows_a_turns_tasks_by_name_with_readable_args_as_the_ledger_has
     run_tool = tasks[tool_step["celery_task_id"]]
     assert run_tool["name"] == "agentq.run_tool" and run_tool["state"] == "SUCCESS"
     assert run_tool["args"] == f"tool=get_weather conversation={cid} call={call_id}"
+    assert run_tool["worker"].startswith("tools@")  # the worker of the tools queue ran it
     assert tool_step["celery_task_id"] == task_id(Step.tool(cid, call_id).key)
     # the model steps ran in advance tasks: the first sent the tool task, the tool task the next
     advances = {tid: t for tid, t in tasks.items() if t["name"] == "agentq.advance"}
     assert all(t["args"] == f"conversation={cid}" for t in advances.values())
+    assert all(t["worker"].startswith("model@") for t in advances.values())
     assert run_tool["parent_id"] in advances
     assert any(t["parent_id"] == tool_step["celery_task_id"] for t in advances.values())
     # each model step's row names the advance task that ran it: the one that sent the

@@ -151,11 +151,20 @@ def test_the_decorator_keeps_expires_in_and_timeout() -> None:
         {"executor": "human", "timeout": 5},
         {"timeout": 0},
         {"executor": "human", "expires_in": -1},
+        {"executor": "human", "queue": "people"},
+        {"queue": ""},
+        {"queue": "spaces are not queue names"},
     ],
 )
 def test_inconsistent_decorator_options_are_rejected(options: dict) -> None:
     with pytest.raises(ValueError):
         tool(**options)(lambda: None)
+
+
+def test_a_tool_may_name_a_queue_of_its_own_and_the_registry_lists_those_by_tool() -> None:
+    gpu = tool(name="render", queue="gpu")(lambda scene: scene)
+    assert gpu.queue == "gpu" and demo_tools.get_weather.queue is None
+    assert Registry([gpu, demo_tools.get_weather]).queues == {"render": "gpu"}
 
 
 def test_var_args_are_rejected_because_they_have_no_schema() -> None:

@@ -103,3 +103,76 @@ def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
     written = {k: v for k, v in vars(celeryconfig).items() if not k.startswith("_") and k.islower()}
     assert written == {k: v for k, v in CELERY_DEFAULTS.items() if k in written}
     assert written["task_send_sent_event"] is False and written["worker_send_task_events"] is True
+
+
+# queues: a worker per kind of work, or one for all
+
+
+def test_each_task_goes_to_the_queue_of_its_kind_and_a_tool_to_its_own_if_it_names_one():
+    from agentq.config import Config
+    from agentq.followups import Advance, Compact, Expire, RunTool
+    from agentq.worker import create_celery
+
+    app = create_celery(Config(broker_url="memory://", redis_url="embedded://queues"),
+                        runtime=lambda: None, tool_queues={"render": "gpu"})
+    routed: dict[str, str] = {}
+
+    def send_task(name, **options):
+        queue = app.amqp.router.route(dict(options), name)["queue"].name
+        routed[options.get("argsrepr") or name] = queue
+
+    app.send_task = send_task
+    enqueue(app, [Advance("c"), Compact("c", 3, "k0"), RunTool("c", "weather", "k1", tool="get_weather"),
+                  RunTool("c", "scene", "k2", tool="render"), Expire("c", "ask", "k3", None)],
+            tool_queues={"render": "gpu"})
+    for beat_task in ("agentq.sweep", "agentq.gc"):
+        app.send_task(beat_task)
+    assert routed == {
+        "conversation=c": "agentq.model",
+        "conversation=c to_seq=3": "agentq.model",
+        "tool=get_weather conversation=c call=weather": "agentq.tools",
+        "tool=render conversation=c call=scene": "gpu",
+        "conversation=c call=ask": "agentq.timers",
+        "agentq.sweep": "agentq.timers",
+        "agentq.gc": "agentq.timers",
+    }
+    # a worker started without -Q takes every one of them
+    assert [q.name for q in app.conf.task_queues] == [
+        "agentq.model", "agentq.tools", "agentq.timers", "gpu"]
+
+
+def test_a_worker_started_without_queues_runs_a_tool_that_has_a_queue_of_its_own(
+        pg_store_clean, commands, broker, workers):
+    store = pg_store_clean
+    conv = commands.create_conversation(SCOPE, {"script": [
+        {"tool_calls": [{"name": "own_queue_lookup", "args": {"key": "k"}}]}, {"text": "found"}]})
+    worker = workers("w1")
+    enqueue(broker, commands.post_message(conv.id, "look it up", SCOPE)[1])
+    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
+             and store.load_conversation(conv.id).fsm.rounds == 2,
+             timeout_s=60, what=f"the turn; worker log:\n{worker.log_text()}")
+    [result] = [e for e in store.list_events(conv.id) if e.type == "tool_result"]
+    assert result.content["output"] == "own value of k"
+
+
+def test_a_slow_tool_holds_no_worker_of_model_calls_or_deadlines(
+        pg_store_clean, commands, broker, workers):
+    store = pg_store_clean
+    tool_worker = workers("tools", concurrency=1, queues="agentq.tools")
+    model_worker = workers("model", concurrency=1, queues="agentq.model,agentq.timers")
+    slow = commands.create_conversation(SCOPE, {"script": [
+        {"tool_calls": [{"name": "sleep", "args": {"seconds": 60}}]}, {"text": "slept"}]})
+    enqueue(broker, commands.post_message(slow.id, "sleep", SCOPE)[1])
+    logs = lambda: f"tools:\n{tool_worker.log_text()}\nmodel:\n{model_worker.log_text()}"  # noqa: E731
+    wait_for(lambda: [s.status for s in store.list_steps(slow.id) if s.kind == "tool"] == ["running"],
+             timeout_s=60, what=f"the slow tool to start; {logs()}")
+    # the only tool worker sleeps: a model turn and a person's deadline still come through
+    quick = commands.create_conversation(SCOPE, {"script": [
+        {"tool_calls": [{"name": "quick_approve", "args": {"amount": 1}}]}, {"text": "expired"}]})
+    enqueue(broker, commands.post_message(quick.id, "approve?", SCOPE)[1])
+    wait_for(lambda: store.load_conversation(quick.id).fsm.state == "idle"
+             and store.load_conversation(quick.id).fsm.rounds == 2,
+             timeout_s=30, what=f"the other turn, past its call's deadline; {logs()}")
+    [result] = [e for e in store.list_events(quick.id) if e.type == "tool_result"]
+    assert result.content["status"] == "expired"
+    assert [s.status for s in store.list_steps(slow.id) if s.kind == "tool"] == ["running"]

@@ -53,3 +53,9 @@ def quick_approve(amount: float) -> None:
 def big_result(size: int) -> str:
     """A result of `size` characters (eviction tests)."""
     return "x" * size
+
+
+@agentq.tool(queue="agentq.tests.own")
+def own_queue_lookup(key: str) -> str:
+    """Look a key up on the workers of a queue of its own (queue routing tests)."""
+    return f"own value of {key}"

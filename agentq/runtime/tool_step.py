@@ -23,9 +23,17 @@ log = logging.getLogger(__name__)
 
 
 def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
-    """One run_tool task per open server call; the ledger makes repeats harmless."""
-    cid = view.conversation_id
-    return [RunTool(cid, step.ref["tool_call_id"], step.key) for step in steps]
+    """One run_tool task per open server call; the ledger makes repeats harmless.
+
+    Each names its tool, which routes it to the tool's queue (agentq.queues).
+    """
+    names = {e.content["tool_call_id"]: e.content["name"]
+             for e in view.events if e.type == "tool_call"}
+    follow: list[FollowUp] = []
+    for step in steps:
+        call_id = step.ref["tool_call_id"]
+        follow.append(RunTool(view.conversation_id, call_id, step.key, tool=names.get(call_id)))
+    return follow
 
 
 def run_tool(
