@@ -150,7 +150,13 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
 
 
 def _listed(values: dict) -> str:
-    return ", ".join(f"{k} {int(v) if float(v).is_integer() else v}" for k, v in values.items())
+    return ", ".join(f"{k} {_number(v)}" for k, v in values.items())
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "none"  # running_steps: no cap
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _on_the_api(command):

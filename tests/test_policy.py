@@ -83,6 +83,17 @@ def test_a_file_with_profiles_offers_exactly_those(policy: Policy):
     assert policy.ceilings_for("globex").llm_timeout_s == 120
 
 
+def test_a_tenants_share_of_the_workers_is_its_own_or_the_default_and_none_caps_nobody(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[ceilings]\nrunning_steps = 4\n[tenants.big.ceilings]\nrunning_steps = 16\n")
+    policy = load_policy(str(path))
+    assert (policy.running_steps("big"), policy.running_steps("small")) == (16, 4)
+    assert load_policy(None).running_steps("anyone") is None
+    path.write_text("[ceilings]\nrunning_steps = 0\n")
+    with pytest.raises(PolicyError, match="running_steps"):
+        load_policy(str(path))
+
+
 def test_a_file_with_only_ceilings_keeps_the_built_in_profiles(tmp_path: Path):
     path = tmp_path / "p.toml"
     path.write_text("[ceilings]\nscripted_delay_s = 1\n")
@@ -215,3 +226,15 @@ def test_a_profile_that_requires_the_tenants_key_never_falls_back_to_the_operato
     with pytest.raises(ProviderError) as raised:
         resolve_endpoint(profile, Owner("acme", None), {"OP_KEY": "op-secret"})
     assert raised.value.code == "missing_api_key" and "PUT /v1/profiles/p/key" in raised.value.message
+
+
+def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path, monkeypatch, capsys):
+    from agentq import cli
+
+    path = tmp_path / "p.toml"
+    path.write_text("[tenants.big.ceilings]\nrunning_steps = 16\n")
+    monkeypatch.setenv("AGENTQ_POLICY", str(path))
+    assert cli.main(["policy"]) == 0
+    printed = capsys.readouterr().out
+    assert "llm_timeout_s 900" in printed and "running_steps none" in printed
+    assert "tenant big: ceilings running_steps 16" in printed

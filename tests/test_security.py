@@ -11,7 +11,10 @@ What a hostile tenant tries, and what must hold:
    a missing key is reported without the name of the variable that should hold it.
 4. Ceilings: time limits, rounds, scripted delays and budgets above the operator's
    ceilings are refused with the ceiling's name.
-5. A hostile client's inputs: an out-of-range Last-Event-ID, a created_at that would jump
+5. Starvation: a tenant whose steps take minutes cannot hold every worker. Past its share
+   (`running_steps`) its steps wait holding no worker, so another tenant's turn runs at
+   once; a waiting step starts when a slot of its own tenant frees (real worker processes).
+6. A hostile client's inputs: an out-of-range Last-Event-ID, a created_at that would jump
    the queue, an Idempotency-Key reused with another body, numbers that are not numbers,
    and a database that restarts under the API.
 """
@@ -25,14 +28,18 @@ from typing import Any
 
 import pytest
 
+from agentq.commands import Commands
 from agentq.core.settings import Settings
-from agentq.policy import Policy
+from agentq.policy import Policy, load_policy
 from agentq.profiles import Profile
 from agentq.store import Store, migrate
+from agentq.tools import Registry, Scope
+from agentq.worker import enqueue
 from tests.api_support import Api, events_of, parse_frame
 from tests.emulators import Fail
 from tests.emulators.openai_api import OpenAIEmulator
 from tests.hostile import Listener, Redirector, TcpProxy
+from tests.processes import wait_for
 
 OPERATOR_KEY = "sk-operator-live-7f3a9c1e5b2d4f6a8c0e"
 SECRETS = {
@@ -265,7 +272,52 @@ def test_a_demo_tool_cannot_be_asked_to_sleep_for_ten_minutes(hostile):
     assert result["content"]["status"] == "error" and "less than or equal to 60" in result["content"]["output"]
 
 
-# ---- 5. a hostile client's inputs ------------------------------------------------------------------
+# ---- 5. starvation ---------------------------------------------------------------------------------
+
+SLOW = [{"text": "slow", "delay_s": 90}]
+
+
+@pytest.mark.worker
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_tenant_with_four_slow_steps_on_four_slots_leaves_room_for_another_tenants_turn(
+        tmp_path, pg_store_clean, broker, workers):
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text("[ceilings]\nscripted_delay_s = 120\nrunning_steps = 3\n")
+    store = pg_store_clean
+    commands = Commands(store, Registry([]), policy=load_policy(str(policy_file)))
+    worker = workers("w1", concurrency=4, AGENTQ_POLICY=str(policy_file))
+    bulk, small = Scope("bulk", "u1"), Scope("small", "u2")
+    slow = [commands.create_conversation(bulk, {"script": SLOW}).id for _ in range(4)]
+    for cid in slow:
+        enqueue(broker, commands.post_message(cid, "take your time", bulk)[1])
+
+    def bulk_steps() -> dict[str, list[str]]:
+        statuses: dict[str, list[str]] = {}
+        for cid in slow:
+            for step in store.list_steps(cid):
+                statuses.setdefault(step.status, []).append(cid)
+        return statuses
+
+    held = wait_for(lambda: (lambda s: s if len(s.get("running", ())) == 3 and s.get("waiting") else None)(
+        bulk_steps()), timeout_s=60, what=f"three slow steps running; worker log:\n{worker.log_text()}")
+    # the fourth waits in the ledger, holding no worker: the other tenant's turn takes the slot
+    quick = commands.create_conversation(small, {"script": [{"text": "quick"}]}).id
+    enqueue(broker, commands.post_message(quick, "now, please", small)[1])
+    wait_for(lambda: store.load_conversation(quick).fsm.state == "idle"
+             and store.load_conversation(quick).fsm.rounds == 1,
+             timeout_s=2.0, what=f"the other tenant's turn; worker log:\n{worker.log_text()}")
+    assert bulk_steps() == held  # meanwhile the slow tenant still runs three, one waiting
+
+    # a slot of its own frees (a turn cancelled): the waiting step takes it
+    [waiting] = held["waiting"]
+    enqueue(broker, commands.cancel(held["running"][0], bulk))
+    wait_for(lambda: [s.status for s in store.list_steps(waiting)] == ["running"], timeout_s=30,
+             what=f"the waiting step to start; worker log:\n{worker.log_text()}")
+    assert len(bulk_steps()["running"]) == 3
+
+
+# ---- 6. a hostile client's inputs ------------------------------------------------------------------
 
 
 def test_a_last_event_id_past_any_seq_means_after_the_end_never_a_broken_stream(api):

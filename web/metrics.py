@@ -27,8 +27,8 @@ bp = Blueprint("metrics", __name__)
 
 # Zero rows still make a series, so a rate or an alert never sees one vanish.
 STEP_KINDS = ("llm", "tool", "compact")
-STEP_STATUSES = ("scheduled", "running", "succeeded", "failed_recoverable", "failed_permanent",
-                 "timeout", "cancelled")
+STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
+                 "failed_permanent", "timeout", "cancelled")
 EXECUTORS = ("human", "client")
 
 
