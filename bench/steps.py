@@ -8,6 +8,11 @@ and time and Postgres WAL bytes per turn (medians of the 20 turns up to each mar
 growing history, without compaction and with it.
 
     python bench/steps.py [--turns 40] [--history 10,100,1000] [--skip-postgres]
+                          [--running-steps N]
+
+`--running-steps N` runs every step under a tenant cap of N (the policy's `running_steps`),
+so the capped claim and the wake-up after each step are measured; N above the number of
+worker slots never makes a step wait.
 
 Postgres (127.0.0.1:5432) and Redis (127.0.0.1:6379) for the first tables; the
 embedded table needs nothing. Every database it makes is dropped at the end.
@@ -176,7 +181,8 @@ def insert_commit_s(engine, samples: int) -> list[float]:
 
 def count_sql_per_step(db_url: str, turns: int = 20) -> dict[str, float]:
     """Statements and write transactions per step, runtime run in-process on `db_url`."""
-    config = Config(database_url=db_url, redis_url="embedded://bench-count")
+    config = Config(database_url=db_url, redis_url="embedded://bench-count",
+                    policy_path=os.environ.get("AGENTQ_POLICY"))
     runtime = build_runtime(config)
     runtime.store.migrate()
     commands = Commands(runtime.store, runtime.registry)
@@ -303,7 +309,8 @@ def bench_postgres(args, log_dir: Path) -> None:
 
 def bench_embedded(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        config = Config(database_url=f"sqlite:///{tmp}/bench.db", sweep_s=5.0)
+        config = Config(database_url=f"sqlite:///{tmp}/bench.db", sweep_s=5.0,
+                        policy_path=os.environ.get("AGENTQ_POLICY"))
         embedded = Embedded(config)
         results = {}
 
@@ -340,10 +347,16 @@ def main() -> None:
     parser.add_argument("--history", default="10,100,1000")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-embedded", action="store_true")
+    parser.add_argument("--running-steps", type=int, default=None,
+                        help="cap each tenant's running steps (default: no cap)")
     args = parser.parse_args()
     args.history = [int(x) for x in args.history.split(",")]
     os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
     with tempfile.TemporaryDirectory() as logs:
+        if args.running_steps is not None:  # the workers and the SQL count read it
+            policy = Path(logs) / "policy.toml"
+            policy.write_text(f"[ceilings]\nrunning_steps = {args.running_steps}\n")
+            os.environ["AGENTQ_POLICY"] = str(policy)
         if not args.skip_postgres:
             bench_postgres(args, Path(logs))
         if not args.skip_embedded:

@@ -16,14 +16,17 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Integer,
     Row,
     and_,
     bindparam,
+    case,
     delete,
     func,
     literal,
     or_,
     select,
+    true,
     tuple_,
     update,
 )
@@ -101,54 +104,48 @@ def schedule_and_claim_step_txn(
     conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
     max_attempts: int, cap: int | None = None,
 ) -> StepRecord | None:
-    """Insert the step already claimed, or claim the existing row; None if it is not ours to take.
+    """Insert the step already claimed, or claim the existing row, in one statement; None if it
+    is not ours to take.
 
     It is the only way a step is claimed: the conflict branch takes a row that is
     scheduled, failed_recoverable, waiting or running under a lapsed lease, with attempts
     left; a step running under a live lease, finished, or used up returns no row.
 
     With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
-    live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting` and
-    the row comes back with that status. The caller's transaction must serialize the
-    tenant's claims (`lock_tenant_txn`), or two could both take the last slot.
+    live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
+    attempt counted, and the row comes back with that status (inv. 9).
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
-    params.update(now=now, max_attempts=max_attempts, cap=cap)
-    dialect = conn.dialect.name
-    if cap is None:
-        return _first(conn.execute(_schedule_and_claim(dialect, capped=False), params).first())
-    row = conn.execute(_schedule_and_claim(dialect, capped=True), params).first()
-    if row is None:  # no slot, or not ours to take: it waits only in the first case
-        row = conn.execute(_wait_for_slot(dialect), params).first()
-    return _first(row)
-
-
-def lock_tenant_txn(conn: Connection, tenant: str) -> None:
-    """Hold the tenant's claim lock until the transaction ends (PostgreSQL; SQLite's writers
-    are serialized already). A claim counts the tenant's slots in a statement after this one,
-    so it sees every claim that held the lock before it."""
-    if conn.dialect.name == "postgresql":
-        key = int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
-        conn.execute(_LOCK_TENANT, {"space": TENANT_LOCKS, "key": key})
-
-
-TENANT_LOCKS = 0x61677471  # "agtq": the first key of agentq's advisory locks, the tenant's hash the second
-_LOCK_TENANT = select(func.pg_advisory_xact_lock(bindparam("space"), bindparam("key")))
-
-
-def _first(row: Row[Any] | None) -> StepRecord | None:
+    params.update(now=now, max_attempts=max_attempts)
+    if cap is not None:
+        params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
+    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None)
+    row = conn.execute(statement, params).first()
     return None if row is None else step_from_row(row)
 
 
-def _free_slot(now: Any) -> ColumnElement[bool]:
-    """Fewer than :cap of the tenant's steps run under a live lease or wait ahead of this one.
+def tenant_lock_key(tenant: str) -> int:
+    """The second key of the tenant's claim lock on PostgreSQL (a signed 32-bit hash; the
+    first, 0x61677471 "agtq", is agentq's, written in `agentq_slots_taken`)."""
+    return int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
 
-    Ahead means arrived earlier (created_at, then step_key): a waiting step keeps its place,
-    and a new step does not pass one that waits. The count stops at :cap (LIMIT).
+
+def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
+    """How many of the tenant's steps run under a live lease or wait ahead of this one (up
+    to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
+
+    On PostgreSQL the count is `agentq_slots_taken` (migration 0003): it takes the tenant's
+    advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
+    so it sees every claim that held the lock before; counted in this statement's snapshot,
+    two claims at once could both take the last slot. SQLite runs one writer at a time.
     """
-    mine, other = steps.alias("mine"), steps.alias("other")
     key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
+    cap = bindparam("cap", type_=Integer)
+    if dialect_name == "postgresql":
+        return func.agentq_slots_taken(tenant, key, now, cap,
+                                       bindparam("lock_key", type_=Integer), type_=Integer)
+    mine, other = steps.alias("mine"), steps.alias("other")
     arrival = func.coalesce(
         select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
     )
@@ -158,9 +155,9 @@ def _free_slot(now: Any) -> ColumnElement[bool]:
     taken = (
         select(literal(1).label("one")).select_from(other)
         .where(other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead))
-        .limit(bindparam("cap")).subquery()
+        .limit(cap).subquery()
     )
-    return select(func.count()).select_from(taken).scalar_subquery() < bindparam("cap")
+    return select(func.count()).select_from(taken).scalar_subquery()
 
 
 _GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "celery_task_id")
@@ -171,40 +168,32 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
     c = steps.c
     now = param(c.started_at, "now")
     module = postgresql if dialect_name == "postgresql" else sqlite
-    values = {name: param(c[name], "new_" + name) for name in (*_GIVEN, "worker", "lease_until")}
-    values.update(status=literal("running"), attempts=literal(1), created_at=now, started_at=now)
-    if capped:  # the row is proposed only when a slot is free
-        row = select(*(value.label(name) for name, value in values.items())).where(_free_slot(now))
-        statement = module.insert(steps).from_select(list(values), row)
+    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
+    claimed = {"status": literal("running"), "worker": param(c.worker, "new_worker"),
+               "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
+               "created_at": now, "started_at": now}
+    if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
+        slot = select((_slots_taken(dialect_name, now) < bindparam("cap", type_=Integer))
+                      .label("free")).subquery("slot")
+        waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
+        chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
+                  for name, value in claimed.items()}
+        row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
+        statement = module.insert(steps).from_select(
+            [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
     else:
-        statement = module.insert(steps).values(values)
+        statement = module.insert(steps).values({**values, **claimed})
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],
         set_={
-            "status": "running",
+            "status": new.status,  # running, or waiting for a slot
             "lease_until": new.lease_until,
-            "attempts": c.attempts + 1,
+            "attempts": c.attempts + new.attempts,
             "worker": new.worker,
-            "started_at": new.started_at,
-            "celery_task_id": new.celery_task_id,  # the task running it now
+            "started_at": func.coalesce(new.started_at, c.started_at),
+            "celery_task_id": new.celery_task_id,  # the task that took it up last
         },
-        where=and_(c.attempts < bindparam("max_attempts"), claimable(now)),
-    ).returning(*c)
-
-
-@cache
-def _wait_for_slot(dialect_name: str) -> Any:
-    """Leave a claimable step (or a new one) waiting for a slot of its tenant; no row if it
-    is running under a live lease, finished or used up."""
-    c = steps.c
-    now = param(c.created_at, "now")
-    module = postgresql if dialect_name == "postgresql" else sqlite
-    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
-    statement = module.insert(steps).values({**values, "status": WAITING, "created_at": now})
-    return statement.on_conflict_do_update(
-        index_elements=[c.step_key],
-        set_={"status": WAITING, "worker": None, "lease_until": None},
         where=and_(c.attempts < bindparam("max_attempts"), claimable(now)),
     ).returning(*c)
 

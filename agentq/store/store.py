@@ -255,15 +255,12 @@ class Store(ApiKeys, TenantKeys, Overviews, Metrics):
         self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int,
         cap: int | None = None,
     ) -> StepRecord | None:
-        """Schedule the step if new and claim it (None if it is not ours to take).
+        """Schedule the step if new and claim it, in one statement (None if it is not ours).
 
         With `cap`, the most steps of its tenant that may run at once: past it, the step is
-        left waiting and comes back with status `waiting`. Uncapped, this is one statement;
-        capped, one transaction that first takes the tenant's claim lock.
+        left waiting and comes back with status `waiting`.
         """
-        with begin_write(self.engine, one_statement=cap is None) as conn:
-            if cap is not None:
-                ledger.lock_tenant_txn(conn, step.tenant)
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
                 conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts,
                 cap=cap,
