@@ -108,6 +108,12 @@ def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
 # queues: a worker per kind of work, or one for all
 
 
+def idle_after(store, cid: str, *, rounds: int) -> bool:
+    """The conversation's turn is over after `rounds` model rounds."""
+    fsm = store.load_conversation(cid).fsm
+    return fsm.state == "idle" and fsm.rounds == rounds
+
+
 def test_each_task_goes_to_the_queue_of_its_kind_and_a_tool_to_its_own_if_it_names_one():
     from agentq.config import Config
     from agentq.followups import Advance, Compact, Expire, RunTool
@@ -148,8 +154,7 @@ def test_a_worker_started_without_queues_runs_a_tool_that_has_a_queue_of_its_own
         {"tool_calls": [{"name": "own_queue_lookup", "args": {"key": "k"}}]}, {"text": "found"}]})
     worker = workers("w1")
     enqueue(broker, commands.post_message(conv.id, "look it up", SCOPE)[1])
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
-             and store.load_conversation(conv.id).fsm.rounds == 2,
+    wait_for(lambda: idle_after(store, conv.id, rounds=2),
              timeout_s=60, what=f"the turn; worker log:\n{worker.log_text()}")
     [result] = [e for e in store.list_events(conv.id) if e.type == "tool_result"]
     assert result.content["output"] == "own value of k"
@@ -170,8 +175,7 @@ def test_a_slow_tool_holds_no_worker_of_model_calls_or_deadlines(
     quick = commands.create_conversation(SCOPE, {"script": [
         {"tool_calls": [{"name": "quick_approve", "args": {"amount": 1}}]}, {"text": "expired"}]})
     enqueue(broker, commands.post_message(quick.id, "approve?", SCOPE)[1])
-    wait_for(lambda: store.load_conversation(quick.id).fsm.state == "idle"
-             and store.load_conversation(quick.id).fsm.rounds == 2,
+    wait_for(lambda: idle_after(store, quick.id, rounds=2),
              timeout_s=30, what=f"the other turn, past its call's deadline; {logs()}")
     [result] = [e for e in store.list_events(quick.id) if e.type == "tool_result"]
     assert result.content["status"] == "expired"
