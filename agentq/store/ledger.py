@@ -94,8 +94,9 @@ def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool
     return result.rowcount == 1
 
 
-def claimable(now: datetime) -> Any:
-    """Waiting, or running under a lease that ran out before `now`."""
+def _claimable(now: datetime) -> Any:
+    """Scheduled, failed_recoverable, waiting for a slot, or running under a lease that ran
+    out before `now`."""
     c = steps.c
     return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
 
@@ -194,7 +195,7 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
             "started_at": func.coalesce(new.started_at, c.started_at),
             "celery_task_id": new.celery_task_id,  # the task that took it up last
         },
-        where=and_(c.attempts < bindparam("max_attempts"), claimable(now)),
+        where=and_(c.attempts < bindparam("max_attempts"), _claimable(now)),
     ).returning(*c)
 
 
@@ -203,7 +204,7 @@ def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now:
     c = steps.c
     result = conn.execute(
         update(steps)
-        .where(c.step_key == step_key, c.attempts >= max_attempts, claimable(now))
+        .where(c.step_key == step_key, c.attempts >= max_attempts, _claimable(now))
         .values(
             status="failed_permanent",
             lease_until=None,
