@@ -53,7 +53,7 @@ class ModelCall:
         *,
         timers: Timers,
         max_attempts: int = 5,
-        sleep: Callable[[float], None] = threading.Event().wait,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._provider = provider
         self._publish = publish
@@ -71,7 +71,11 @@ class ModelCall:
         *,
         timeout_s: float,
     ) -> ModelResponse:
-        """The final response; raises ProviderError, StepTimedOut or Cancelled."""
+        """The final response; raises ProviderError, StepTimedOut or Cancelled.
+
+        A backoff between attempts waits on `cancel`, which the time limit sets too: an
+        interrupt or the limit ends the wait at once, however long a retry-after asked for.
+        """
         timed_out = threading.Event()
 
         def on_timeout() -> None:
@@ -80,12 +84,17 @@ class ModelCall:
 
         timer = self._timers.call_later(timeout_s, on_timeout)
         tries = iter(range(ctx.attempt, ctx.attempt + self._max_attempts))
+
+        def attempt() -> ModelResponse:
+            _stop_if_cancelled(cancel, timed_out, ctx)
+            return self._stream_once(request, ctx, info, cancel, next(tries), timed_out)
+
         try:
             return retrying(
-                lambda: self._stream_once(request, ctx, info, cancel, next(tries), timed_out),
+                attempt,
                 max_attempts=self._max_attempts,
                 on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
-                sleep=self._sleep,
+                sleep=self._sleep or cancel.wait,
             )
         finally:
             timer.cancel()
@@ -114,9 +123,8 @@ class ModelCall:
                 })
             else:
                 final = item
-        if timed_out.is_set():
-            raise StepTimedOut(f"the model call passed its time limit of {ctx.settings.limits.llm_timeout_s}s")
         if final is None:
+            _stop_if_cancelled(cancel, timed_out, ctx, "".join(parts))
             raise Cancelled("".join(parts))
         return final
 
@@ -131,3 +139,15 @@ class ModelCall:
             "next_delay_s": round(delay_s, 3),
             "transient": err.transient,
         })
+
+
+def _stop_if_cancelled(
+    cancel: threading.Event, timed_out: threading.Event, ctx: CallContext, partial_text: str = ""
+) -> None:
+    """Raise StepTimedOut past the time limit, Cancelled after an interrupt; else nothing."""
+    if timed_out.is_set():
+        raise StepTimedOut(
+            f"the model call passed its time limit of {ctx.settings.limits.llm_timeout_s}s"
+        )
+    if cancel.is_set():
+        raise Cancelled(partial_text)
