@@ -27,7 +27,7 @@ class Embedded:
         self.runtime.store.migrate()
         self.commands = Commands(
             self.runtime.store, self.runtime.registry,
-            partial_text=self.runtime.pubsub.partial_text,
+            close_round=self.runtime.pubsub.close_round,
         )
         self.app = create_celery(config, lambda: self.runtime)
         self.stopping = threading.Event()

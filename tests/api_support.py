@@ -61,7 +61,7 @@ class Api:
         self.sent: list = []
         self.services = Services(
             store=store, pubsub=self.pubsub,
-            commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text),
+            commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round),
             send=self.sent.extend, keys=KeyRing(store, None, cache_s=0),
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)

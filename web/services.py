@@ -102,7 +102,7 @@ def build_services(config: Config) -> Services:
     return Services(
         store=store,
         commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          partial_text=pubsub.partial_text),
+                          close_round=pubsub.close_round),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),
