@@ -8,10 +8,12 @@ and the tools can lose a call (inv. 3, 4).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Sequence
 
 from agentq.core import drafts
+from agentq.core.budget import Context, fit
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
@@ -31,15 +33,18 @@ log = logging.getLogger(__name__)
 
 # How often a streaming model step checks that it was not interrupted (its lease renewal).
 INTERRUPT_CHECK_S = 0.5
+# A request refused as too long, with nothing left to compact, is sent this much shorter,
+# at most this many times.
+SHORTER_BY = 0.75
+SHORTER_TRIES = 4
 
 
 def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = None) -> list[FollowUp]:
     """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
     cid = view.conversation_id
-    request, evictions = rt.rendered(view)
-    cut = compaction_cut(view, context_tokens=request_tokens(request))
-    if cut is not None:  # summarize first; the model call comes on the next advance
-        return [compaction(cid, cut - 1)]
+    context = rt.context(view)
+    if context.cut is not None:  # summarize first; the model call comes on the next advance
+        return [compaction(cid, context.cut - 1)]
     worker, record = rt.claim(cid, step, task_id)
     if record is None:
         return rt.not_claimed(cid, step)
@@ -61,13 +66,11 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
     with Heartbeat(renew, timers=rt.timers, lease_s=rt.config.lease_s,
                    period_s=INTERRUPT_CHECK_S) as beat:
         try:
-            response = call.run(
-                request, ctx, info, beat.lost, timeout_s=settings.limits.llm_timeout_s
-            )
+            response, context = _answer(call, context, view, ctx, info, beat.lost)
         except StepTimedOut as exc:
             return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
         except ContextTooLong as exc:
-            return _too_long(rt, view, step, worker, record.attempts, exc)
+            return _too_long(rt, view, step, worker, exc)
         except ProviderError as exc:
             if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                 rt.release(step, worker, "failed_recoverable", str(exc))
@@ -76,16 +79,53 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
         except Cancelled:
             rt.release(step, worker, "cancelled", None)
             return []
-    _audit(rt, view, step, response, evictions)
+    _audit(rt, view, step, response, context.evictions)
     return _commit_response(rt, view, step, worker, response)
 
 
-def _too_long(rt: Runtime, view: View, step: Step, worker: str, attempts: int, exc) -> list[FollowUp]:
-    """The provider refused the context: compact and retry once (DESIGN section 8)."""
-    cut = compaction_cut(view, context_tokens=0, force=True) if attempts == 1 else None
+def _answer(call: ModelCall, context: Context, view: View, ctx: CallContext, info: RoundInfo,
+            cancel) -> tuple[ModelResponse, Context]:
+    """The model's answer, and the context it was given.
+
+    The provider counts tokens its own way: a request it refuses as too long is sent
+    shorter when no compaction can help (only the current turn is left), and when one
+    can, the refusal goes to `_too_long`.
+    """
+    tries = 0
+    while True:
+        try:
+            response = call.run(context.request, ctx, info, cancel,
+                                timeout_s=view.settings.limits.llm_timeout_s)
+            return response, context
+        except ContextTooLong:
+            shorter = _shorter(context, view) if tries < SHORTER_TRIES else None
+            if shorter is None:
+                raise
+            context, tries = shorter, tries + 1
+
+
+def _shorter(context: Context, view: View) -> Context | None:
+    """The context shortened below what was refused, if no compaction can help and
+    something is left to shorten."""
+    if compaction_cut(view, context_tokens=0, force=True) is not None:
+        return None
+    sent = request_tokens(context.request)
+    request, evictions = fit(context.rendered, view, budget=int(sent * SHORTER_BY))
+    if request_tokens(request) >= sent:
+        return None
+    return replace(context, request=request, evictions=evictions)
+
+
+def _too_long(rt: Runtime, view: View, step: Step, worker: str, exc) -> list[FollowUp]:
+    """The provider refused the context: compact down to the current turn, and retry.
+
+    With only the current turn left, the request was shortened as far as it goes (the
+    system prompt, tool schemas and call arguments stay whole): the turn fails.
+    """
+    cut = compaction_cut(view, context_tokens=0, force=True)
     if cut is None:
         return rt.fail_step(view.conversation_id, step, worker, "failed_permanent",
-                              "context_too_long", str(exc))
+                            "context_too_long", str(exc))
     rt.release(step, worker, "failed_recoverable", str(exc))
     return [compaction(view.conversation_id, cut - 1)]
 

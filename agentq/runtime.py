@@ -33,9 +33,7 @@ from agentq.core.decide import (
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, View
 from agentq.core.fsm import fold, round_closed
 from agentq.core.keys import task_id as step_task_id
-from agentq.core.compaction import evict, result_token_limit
-from agentq.core.messages import Request
-from agentq.core.render import render
+from agentq.core.budget import Context, plan_context
 from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
@@ -159,10 +157,10 @@ class Runtime:
 
     # -- model calls -----------------------------------------------------------------------
 
-    def rendered(self, view: View) -> tuple[Request, tuple[dict, ...]]:
-        """The request the next model call gets, and the tool results it had to shorten."""
-        request = render(view, self.registry.specs(view.settings.tools))
-        return evict(request, max_result_tokens=result_token_limit(view))
+    def context(self, view: View) -> Context:
+        """The request the next model call gets (and what was shortened in it), or the
+        compaction due before it."""
+        return plan_context(view, self.registry.specs(view.settings.tools))
 
     # -- compaction ------------------------------------------------------------------------
 

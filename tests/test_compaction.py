@@ -8,7 +8,8 @@ import pytest
 from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.compaction import EVICTED_NOTE, compaction_cut, request_tokens
+from agentq.core.budget import EVICTED_NOTE
+from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
@@ -202,9 +203,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
     for turn in range(12):  # run turns until the next model call needs a summary first
         before = {s.to_seq for s in store.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
-        view = store.load_view(conv.id)
-        request, _ = runtime.rendered(view)
-        cut = compaction_cut(view, context_tokens=request_tokens(request))
+        cut = runtime.context(store.load_view(conv.id)).cut
         if cut is not None:
             break
         drain(runtime, follow)
@@ -260,9 +259,10 @@ def test_an_oversized_tool_result_is_shortened_in_the_context_only_and_audited(s
     assert len(result.content["output"]) == 20000  # the log keeps it whole
     last = [r for purpose, r in providers.requests if purpose == "answer"][-1]
     tool_text = next(m.text for m in last.messages if m.role == "tool")
-    assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400))
+    assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400, what="result"))
     answer = sqlite_store.list_events(conv.id)[-1]
     (audit,) = [a for a in sqlite_store.list_model_calls(conv.id) if a.step_key == answer.step_key]
     assert audit.evictions == [
-        {"tool_call_id": result.content["tool_call_id"], "chars": 20000, "kept_chars": 400}
+        {"kind": "tool_result", "tool_call_id": result.content["tool_call_id"], "chars": 20000,
+         "kept_chars": 400}
     ]
