@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from agentq import breakers
+from agentq.core.breaker import Wait
 from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import View
@@ -18,8 +20,8 @@ from agentq.core.summaries import summary_request, transcript
 from agentq.followups import Advance, FollowUp
 from agentq.lease import Heartbeat, renewal
 from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import CallContext
-from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.base import CallContext, endpoint_for
+from agentq.providers.errors import CircuitOpen, ContextTooLong, ProviderError
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
@@ -37,6 +39,9 @@ def run_compaction(
     """Summarize the view's events up to `to_seq`, then ask for the next step again."""
     cid = view.conversation_id
     step = Step.compact(cid, to_seq)
+    endpoint = endpoint_for(view.settings)
+    if (wait := runtime.breakers.admit(endpoint)) is not None:  # the endpoint keeps failing
+        return breakers.hold(runtime, view, step, wait)
     worker, record = runtime.claim(cid, step, task_id)
     if record is None:
         return runtime.not_claimed(cid, step)
@@ -45,7 +50,7 @@ def run_compaction(
         rounds_committed=view.fsm.rounds, settings=view.settings, purpose="summary",
     )
     call = ModelCall(
-        runtime.providers(view.settings),
+        runtime.breakers.guard(runtime.providers(view.settings), endpoint),
         lambda kind, data: kind == "retry" and runtime.pubsub.publish(cid, kind, data),
         lambda: runtime.store.add_step_retry(step.key),
         timers=runtime.timers,
@@ -59,6 +64,8 @@ def run_compaction(
             text, usage = _summarize(call, view, to_seq, ctx, info, beat.lost)
         except StepTimedOut as exc:
             return runtime.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
+        except CircuitOpen as exc:  # it opened during our retries
+            return breakers.hold(runtime, view, step, Wait(exc.until, exc.message), worker=worker)
         except ProviderError as exc:
             if exc.transient:
                 runtime.release(step, worker, "failed_recoverable", str(exc))

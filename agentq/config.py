@@ -55,6 +55,8 @@ class Config:
     audit_ttl_s: float = 7 * 24 * 3600.0
     log_format: str = "plain"
     metrics_token: str | None = None
+    breaker_failures: int = 5
+    breaker_open_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -74,6 +76,8 @@ class Config:
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
             log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),
             metrics_token=env.get("AGENTQ_METRICS_TOKEN") or None,
+            breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
+            breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
         )
 
     @property

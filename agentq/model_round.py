@@ -12,7 +12,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Sequence
 
+from agentq import breakers
 from agentq.core import drafts
+from agentq.core.breaker import Wait
 from agentq.core.budget import Context, fit
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
@@ -23,8 +25,8 @@ from agentq.errors import Stale
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.lease import Heartbeat, renewal
 from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.base import CallContext, ModelResponse, endpoint_for
+from agentq.providers.errors import CircuitOpen, ContextTooLong, ProviderError
 
 if TYPE_CHECKING:
     from agentq.runtime import Runtime
@@ -45,6 +47,9 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
     context = rt.context(view)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(cid, context.cut - 1)]
+    endpoint = endpoint_for(view.settings)
+    if (wait := rt.breakers.admit(endpoint)) is not None:  # the endpoint keeps failing
+        return breakers.hold(rt, view, step, wait)
     worker, record = rt.claim(cid, step, task_id)
     if record is None:
         return rt.not_claimed(cid, step)
@@ -54,7 +59,7 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
         attempt=record.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
     )
     call = ModelCall(
-        rt.providers(settings),
+        rt.breakers.guard(rt.providers(settings), endpoint),
         lambda kind, data: rt.pubsub.publish(cid, kind, data),
         lambda: rt.store.add_step_retry(step.key),
         timers=rt.timers,
@@ -71,6 +76,8 @@ def call_model(rt: Runtime, view: View, step: Step, *, task_id: str | None = Non
             return rt.fail_step(cid, step, worker, "timeout", "step_timeout", str(exc))
         except ContextTooLong as exc:
             return _too_long(rt, view, step, worker, exc)
+        except CircuitOpen as exc:  # it opened during our retries
+            return breakers.hold(rt, view, step, Wait(exc.until, exc.message), worker=worker)
         except ProviderError as exc:
             if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                 rt.release(step, worker, "failed_recoverable", str(exc))

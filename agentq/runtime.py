@@ -17,7 +17,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
 from agentq.background import Timers
+from agentq.breakers import CircuitBreakers, board_for
 from agentq.config import Config
+from agentq.core.breaker import BreakerPolicy
 from agentq.core import drafts
 from agentq.core.decide import (
     AwaitInput,
@@ -85,6 +87,9 @@ class Runtime:
         self.providers = providers
         self._sleep = sleep
         self.timers = Timers()  # leases and time limits of this process's steps
+        policy = BreakerPolicy(failures_to_open=config.breaker_failures,
+                               open_s=config.breaker_open_s)
+        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
 
     # -- advance ---------------------------------------------------------------------------
 

@@ -124,8 +124,8 @@ def enqueue(app: Celery, followups: Iterable[FollowUp]) -> None:
     _crash_point("after_commit", followups)
     for item in followups:
         match item:
-            case Advance(conversation_id=cid):
-                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}")
+            case Advance(conversation_id=cid, eta=eta):
+                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}", eta=eta)
             case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key):
                 app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
                               argsrepr=_call_repr(item))

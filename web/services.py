@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from agentq.breakers import Board, board_for
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import NotFound
@@ -39,6 +40,7 @@ class Services:
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
+    breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
@@ -108,6 +110,7 @@ def build_services(config: Config) -> Services:
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
+        breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
     )
 

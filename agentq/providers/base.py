@@ -70,6 +70,21 @@ class Provider(Protocol):
         ...
 
 
+def endpoint_for(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint (base URL) a conversation's model calls go to, which its circuit breaker
+    is kept by; None for the scripted provider, which calls nothing."""
+    from agentq.providers.connection import base_url
+
+    env = os.environ if env is None else env
+    if settings.provider == "openai":
+        from agentq.providers import openai as adapter
+    elif settings.provider == "anthropic":
+        from agentq.providers import anthropic as adapter  # type: ignore[no-redef]
+    else:
+        return None
+    return base_url(settings, env, adapter.URL_VARIABLE, adapter.DEFAULT_BASE_URL).rstrip("/")
+
+
 def provider_for(settings: Settings, env: Mapping[str, str] | None = None) -> Provider:
     """The provider a conversation's settings name; API keys are read from `env` at call time.
 

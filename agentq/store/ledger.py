@@ -178,6 +178,26 @@ def release_step_txn(
     return result.rowcount == 1
 
 
+def hold_step_txn(
+    conn: Connection, step_key: str, *, until: datetime, reason: str, worker: str | None
+) -> bool:
+    """Hold a scheduled step until `until` (it waits on a provider's circuit breaker).
+
+    Its `lease_until` says when: the sweeper leaves it be until then. With `worker`, the
+    running step is given back by that worker first, and the attempt it used is not counted.
+    True when the hold moved later (its re-drive is due at `until`).
+    """
+    c = steps.c
+    values: dict[str, Any] = {"status": "scheduled", "lease_until": until, "last_error": reason}
+    if worker is not None:
+        where = _owned(step_key, worker)
+        values.update(worker=None, attempts=c.attempts - 1)
+    else:
+        where = and_(c.step_key == step_key, c.status.in_(CLAIMABLE),
+                     or_(c.lease_until.is_(None), c.lease_until < until))
+    return conn.execute(update(steps).where(where).values(**values)).rowcount == 1
+
+
 def finish_step_txn(
     conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
 ) -> bool:
@@ -223,7 +243,8 @@ def list_stale_steps_txn(
 ) -> list[StepRecord]:
     c = steps.c
     expired = and_(c.status == "running", c.lease_until < now)
-    waiting = and_(c.status.in_(CLAIMABLE), c.created_at < scheduled_before)
+    waiting = and_(c.status.in_(CLAIMABLE), c.created_at < scheduled_before,
+                   or_(c.lease_until.is_(None), c.lease_until < now))  # not held (hold_step)
     query = (
         select(steps)
         .where(or_(expired, waiting))

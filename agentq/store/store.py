@@ -27,6 +27,7 @@ from agentq.errors import NotFound, Stale
 from agentq.store import audit, calls, conversations, fork, inbox, ledger, log
 from agentq.store.audit import ModelCallRecord
 from agentq.store.api_keys import ApiKeys
+from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import StepRecord
@@ -52,7 +53,7 @@ class Snapshot:
         return log.with_history_txn(self._conn, turn)
 
 
-class Store(ApiKeys, Overviews, Metrics):
+class Store(ApiKeys, Breakers, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
@@ -343,6 +344,32 @@ class Store(ApiKeys, Overviews, Metrics):
             return ledger.release_step_txn(
                 conn, step_key, worker=worker, status=status, now=now, error=error
             )
+
+    def hold_step(
+        self,
+        *,
+        step_key: str,
+        conversation_id: str,
+        kind: str,
+        ref: dict[str, Any],
+        round_id: str | None,
+        celery_task_id: str,
+        until: datetime,
+        reason: str,
+        now: datetime,
+        worker: str | None = None,
+    ) -> bool:
+        """Schedule the step if new, and hold it until `until`; True if the hold moved later.
+
+        With `worker`, the step is ours and running: it is given back, its attempt uncounted.
+        """
+        with begin_write(self.engine) as conn:
+            if worker is None:
+                ledger.schedule_step_txn(
+                    conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
+                    round_id=round_id, celery_task_id=celery_task_id, now=now,
+                )
+            return ledger.hold_step_txn(conn, step_key, until=until, reason=reason, worker=worker)
 
     def add_step_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""
