@@ -243,11 +243,12 @@ def hold(rt: Runtime, view: View, step: Step, wait: Wait, *, worker: str | None 
     wait_s = max((wait.until - now).total_seconds(), 0.0)
     share = int(step.key[:8], 16) / 0xFFFFFFFF
     until = wait.until + timedelta(seconds=min(wait_s * SPREAD, MAX_SPREAD_S) * share)
-    moved = rt.store.hold_step(
-        step_key=step.key, conversation_id=view.conversation_id, kind=step.kind, ref=step.ref,
-        round_id=step.round_id, celery_task_id=task_id(step.key), until=until,
-        reason=wait.reason, now=now, worker=worker,
-    )
+    if worker is None:  # not claimed: make sure it is in the ledger to be held
+        rt.store.schedule_step(
+            step_key=step.key, conversation_id=view.conversation_id, kind=step.kind,
+            ref=step.ref, round_id=step.round_id, celery_task_id=task_id(step.key), now=now,
+        )
+    moved = rt.store.hold_step(step.key, until=until, reason=wait.reason, worker=worker)
     if not moved:
         return []
     log.warning("step held until %s: %s", format_ts(until), wait.reason,

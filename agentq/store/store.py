@@ -346,29 +346,11 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
             )
 
     def hold_step(
-        self,
-        *,
-        step_key: str,
-        conversation_id: str,
-        kind: str,
-        ref: dict[str, Any],
-        round_id: str | None,
-        celery_task_id: str,
-        until: datetime,
-        reason: str,
-        now: datetime,
-        worker: str | None = None,
+        self, step_key: str, *, until: datetime, reason: str, worker: str | None = None
     ) -> bool:
-        """Schedule the step if new, and hold it until `until`; True if the hold moved later.
-
-        With `worker`, the step is ours and running: it is given back, its attempt uncounted.
-        """
-        with begin_write(self.engine) as conn:
-            if worker is None:
-                ledger.schedule_step_txn(
-                    conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-                    round_id=round_id, celery_task_id=celery_task_id, now=now,
-                )
+        """Hold a scheduled step until `until`; True if the hold moved later. With `worker`,
+        the step is ours and running: it is given back first, its attempt uncounted."""
+        with begin_write(self.engine, one_statement=True) as conn:
             return ledger.hold_step_txn(conn, step_key, until=until, reason=reason, worker=worker)
 
     def add_step_retry(self, step_key: str) -> None:
