@@ -99,11 +99,16 @@ def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[str, Any]
 def _from_hash(endpoint: str, stored: dict) -> Breaker | None:
     if not stored:
         return None
-    text = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else str(v))
-            for k, v in stored.items()}
-    return Breaker(endpoint, state=text["state"], failures=int(text["failures"]),  # type: ignore[arg-type]
-                   trips=int(text["trips"]), until=parse_ts(text["until"]) if text["until"] else None,
-                   last_error=text["last_error"] or None, version=int(text["version"]))
+    text = {_text(name): _text(value) for name, value in stored.items()}
+    return Breaker(
+        endpoint, state=text["state"], failures=int(text["failures"]),  # type: ignore[arg-type]
+        trips=int(text["trips"]), until=parse_ts(text["until"]) if text["until"] else None,
+        last_error=text["last_error"] or None, version=int(text["version"]),
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def board_for(pubsub_url: str, client: redis.Redis, store: Board) -> Board:

@@ -53,7 +53,9 @@ class ProviderUnavailable(ProviderError):
 class CircuitOpen(ProviderError):
     """The endpoint's circuit breaker is open: no call goes to it before `until` (a datetime)."""
 
-    def __init__(self, message: str, *, until=None, endpoint: str = "", code: str = "circuit_open") -> None:
+    def __init__(
+        self, message: str, *, until=None, endpoint: str = "", code: str = "circuit_open"
+    ) -> None:
         super().__init__(message, transient=False, code=code)
         self.until = until
         self.endpoint = endpoint
