@@ -157,7 +157,7 @@ def test_context_too_long_from_the_provider_compacts_and_retries_once(sqlite_sto
     assert sqlite_store.list_events(conv.id, after_seq=summary.to_seq)[0].type == "user_msg"
 
 
-def test_a_context_too_long_with_nothing_left_to_cut_fails_the_turn(sqlite_store):
+def test_a_context_too_long_with_nothing_left_to_cut_or_shorten_fails_the_turn(sqlite_store):
     providers = RecordingProviders(fail_first_without_summary=True)
     runtime = make_runtime(sqlite_store, providers)
     commands = Commands(sqlite_store, runtime.registry, clock=runtime.clock)
