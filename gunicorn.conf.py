@@ -7,7 +7,7 @@ on the command line (Procfile, docker-compose.yml).
 from gunicorn.glogging import Logger
 
 from agentq.config import Config
-from agentq.logs import configure, use_format
+from agentq.logconfig import configure, use_format
 
 
 class AgentqLogger(Logger):

@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 import redis
 
@@ -22,18 +22,11 @@ from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
     Breaker, BreakerPolicy, Wait, admit, after_failure, after_success,
 )
-from agentq.core.decide import Step
-from agentq.core.events import View
-from agentq.core.keys import task_id
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.timefmt import format_ts, parse_ts
-from agentq.followups import Advance, FollowUp
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import CircuitOpen, ProviderError
 from agentq.providers.retry import PROVIDER_FAILURES, classify
-
-if TYPE_CHECKING:
-    from agentq.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -230,37 +223,3 @@ class _Guarded:
                 self._breakers.record(self._endpoint, error)  # a failure, or an answer (4xx)
             raise
 
-
-# A held step is re-driven up to this share of its wait later (its own, fixed share), so the
-# steps waiting on one breaker do not all come back at once.
-SPREAD = 0.2
-MAX_SPREAD_S = 15.0
-
-
-def hold(rt: Runtime, view: View, step: Step, wait: Wait, *, worker: str | None = None) -> list[FollowUp]:
-    """Hold a step whose endpoint's breaker says wait, without a thread: it is re-driven then.
-
-    The step is scheduled and held in the ledger until the re-drive (the sweeper leaves it
-    be), a `retry` notice says why, and an advance goes with that time as its ETA. A step
-    held again for the same time (a sweeper's re-drive) sends nothing more.
-    """
-    now = rt.clock()
-    wait_s = max((wait.until - now).total_seconds(), 0.0)
-    share = int(step.key[:8], 16) / 0xFFFFFFFF
-    until = wait.until + timedelta(seconds=min(wait_s * SPREAD, MAX_SPREAD_S) * share)
-    if worker is None:  # not claimed: make sure it is in the ledger to be held
-        rt.store.schedule_step(
-            step_key=step.key, conversation_id=view.conversation_id, kind=step.kind,
-            ref=step.ref, round_id=step.round_id, celery_task_id=task_id(step.key), now=now,
-        )
-    moved = rt.store.hold_step(step.key, until=until, reason=wait.reason, worker=worker)
-    if not moved:
-        return []
-    log.warning("step held until %s: %s", format_ts(until), wait.reason,
-                extra={"status": "scheduled"})
-    rt.pubsub.publish(view.conversation_id, "retry", {
-        "round_id": step.round_id, "turn_id": view.fsm.turn_id, "attempt": None,
-        "error": wait.reason, "next_delay_s": round((until - now).total_seconds(), 3),
-        "transient": True, "circuit": "open",
-    })
-    return [Advance(view.conversation_id, eta=rt.eta(until, now))]

@@ -13,8 +13,6 @@ from agentq.core.fsm import fold
 from agentq.core.render import render, validate
 from agentq.store import ConversationInfo, Store
 
-TERMINAL_STEP = ("succeeded", "failed_permanent", "timeout", "cancelled")
-
 
 @dataclass(frozen=True)
 class Violation:

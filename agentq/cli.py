@@ -1,4 +1,5 @@
-"""The `agentq` command: migrate, demo, dev, api, keys, check, and the API clients chat, inspect, fork."""
+"""The `agentq` command: migrate, demo, dev, api, keys, tenant-keys, policy, check, and the API
+clients chat, inspect, fork."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,8 @@ import sys
 from typing import Sequence
 
 from agentq.config import Config
-from agentq.logs import configure as configure_logging
+from agentq.logconfig import configure as configure_logging
+from agentq.policy import PolicyError
 
 
 def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
@@ -86,7 +88,7 @@ def _cmd_api(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
-    from agentq.runtime import utcnow
+    from agentq.clock import utcnow
     from agentq.store import Store
 
     store = Store.open(config.database_url)
@@ -107,12 +109,56 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
         store.dispose()
 
 
+def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.keybox import new_encryption_key
+    from agentq.own_keys import OwnKeys
+    from agentq.policy import Policy
+    from agentq.clock import utcnow
+    from agentq.store import Store
+
+    if args.action == "new-encryption-key":
+        print(new_encryption_key())
+        return 0
+    store = Store.open(config.database_url)
+    try:
+        own_keys = OwnKeys.from_config(config, store, Policy.from_config(config), utcnow)
+        moved = own_keys.reseal_all()
+    finally:
+        store.dispose()
+    print(f"re-sealed {moved} tenant key(s) with the newest encryption key")
+    return 0
+
+
+def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
+    """Print the policy as the processes will read it: profiles, their keys' state, ceilings."""
+    import os
+
+    from agentq.policy import Policy
+
+    policy = Policy.from_config(config)
+    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'})")
+    for p in policy.profiles.values():
+        where = p.url or "offline"
+        key = "" if p.kind_of.offline else (
+            f", key in {p.key_variable} ({'set' if os.environ.get(p.key_variable or '') else 'NOT SET'})")
+        print(f"  profile {p.name}: {p.kind} at {where}{key}; models {', '.join(p.models)}; "
+              f"tenant keys {p.tenant_keys}; tenants {', '.join(p.tenants) if p.tenants else 'all'}")
+    print("  ceilings: " + _listed(policy.ceilings.model_dump()))
+    for name, tenant in policy.tenants.items():
+        print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
+    return 0
+
+
+def _listed(values: dict) -> str:
+    return ", ".join(f"{k} {int(v) if float(v).is_integer() else v}" for k, v in values.items())
+
+
 def _on_the_api(command):
     """Run a client command with its Client; an expected failure is one line on stderr, exit 1."""
     def run(config: Config, args: argparse.Namespace) -> int:
         import os
 
-        from agentq.client import Client, ClientError, endpoint
+        from agentq.clients.api import Client, ClientError, endpoint
 
         try:
             with Client(endpoint(args.url, args.key, os.environ)) as client:
@@ -129,15 +175,15 @@ def _on_the_api(command):
 
 
 def _cmd_chat(client, args: argparse.Namespace) -> int:
-    from agentq.chat import Chat, parse_settings
+    from agentq.clients.chat import Chat, parse_settings
 
     cid = args.id
     if cid is None:
-        options = {"provider": args.provider, "model": args.model, "system": args.system}
+        options = {"profile": args.profile, "model": args.model, "system": args.system}
         settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
         created = client.create_conversation(settings)
         cid = created["id"]
-        print(f"conversation {cid} ({created['settings']['provider']}/{created['settings']['model']})")
+        print(f"conversation {cid} ({created['settings']['profile']}/{created['settings']['model']})")
     else:
         print(f"conversation {cid}")
     _take_ctrl_c()
@@ -154,8 +200,8 @@ def _take_ctrl_c() -> None:
 def _cmd_inspect(client, args: argparse.Namespace) -> int:
     import json
 
-    from agentq.client import ApiError
-    from agentq.timeline import header, timeline
+    from agentq.clients.api import ErrorResponse
+    from agentq.clients.timeline import header, timeline
 
     conversation = client.conversation(args.id)
     events = client.all_events(args.id)
@@ -167,7 +213,7 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
     if summary is not None:
         try:  # the summary in use, with its version and text
             summary = client.context(args.id)["summary"] or summary
-        except ApiError:
+        except ErrorResponse:
             pass
     for line in header(conversation, summary):
         print(line)
@@ -177,11 +223,11 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(client, args: argparse.Namespace) -> int:
-    from agentq.client import ApiError
+    from agentq.clients.api import ErrorResponse
 
     try:
         forked = client.fork(args.id, args.at)
-    except ApiError as exc:
+    except ErrorResponse as exc:
         if exc.status != 409:
             raise
         print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
@@ -232,9 +278,18 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("revoke", help="revoke a key by id").add_argument("key_id")
     actions.add_parser("list", help="keys without their secrets").add_argument("--tenant")
     keys.set_defaults(run=_cmd_keys)
+    tenant_keys = sub.add_parser("tenant-keys", help="tenants' own provider keys, sealed at rest")
+    sealing = tenant_keys.add_subparsers(dest="action", required=True)
+    sealing.add_parser("new-encryption-key", help="print a new key for AGENTQ_ENCRYPTION_KEYS")
+    sealing.add_parser("reseal", help="seal every stored key with the newest encryption key")
+    tenant_keys.set_defaults(run=_cmd_tenant_keys)
+    sub.add_parser("policy", help="print the profiles and ceilings the processes will use").set_defaults(
+        run=_cmd_policy
+    )
     chat = sub.add_parser("chat", help="talk to a conversation in the terminal (over the HTTP API)")
     chat.add_argument("id", nargs="?", help="attach to this conversation (default: create one)")
-    chat.add_argument("--provider", help="provider of a new conversation (scripted, openai, anthropic)")
+    chat.add_argument("--profile", "--provider", dest="profile",
+                      help="model profile of a new conversation (`agentq policy` lists them)")
     chat.add_argument("--model", help="model of a new conversation")
     chat.add_argument("--system", help="system prompt of a new conversation")
     chat.add_argument("--settings", help="more settings of a new conversation: JSON, or @file")
@@ -261,7 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentq: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_format, level=logging.INFO if args.verbose else logging.WARNING)
-    return args.run(config, args)
+    try:
+        return args.run(config, args)
+    except PolicyError as exc:
+        print(f"agentq: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -5,21 +5,24 @@ Commands write first and return follow-ups; they never call a model or a tool
 """
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
+from agentq.clock import utcnow
 from agentq.core import drafts
 from agentq.core.decide import admit, ends_a_turn
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.keys import canonical_json
 from agentq.core.settings import Settings, parse_settings
-from agentq.core.timefmt import to_utc
+from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
 from agentq.interrupts import CloseRound, close_turn
-from agentq.runtime import append_events, close_call_drafts, utcnow
+from agentq.policy import Policy
 from agentq.store import ConversationInfo, Store
 from agentq.tools import Registry, Scope
 
@@ -48,20 +51,27 @@ class Commands:
         registry: Registry,
         clock: Callable[[], datetime] = utcnow,
         close_round: CloseRound = lambda round_id: "",
+        policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.close_round = close_round
+        self.policy = policy or Policy.default()
 
     def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
-        """Validate the settings (tools must exist) and store a new, idle conversation."""
+        """Validate the settings (tools must exist, the operator's policy must allow them)
+        and store a new, idle conversation with the settings the policy made of them."""
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
+        admitted = self._admit(parsed, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=admitted, now=self.clock())
+
+    def _admit(self, settings: Settings, scope: Scope) -> Settings:
         try:
-            self.registry.specs(parsed.tools)
+            self.registry.specs(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        return self.store.create_conversation(tenant=scope.tenant, settings=parsed, now=self.clock())
+        return self.policy.admit(settings, scope.tenant)
 
     def post_message(
         self,
@@ -80,16 +90,22 @@ class Commands:
             raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
+        asked = request_hash(text, on_busy, created_at)
         with self.store.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
             if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
+                if first.pop("request_hash") not in (None, asked):
+                    raise InvalidInput(
+                        "this Idempotency-Key was used with a different request: send the same "
+                        "request to replay it, or use a new key", code="idempotency_key_reused",
+                    )
                 return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
             if conv.status == "ended":
                 raise Conflict("the conversation has ended")
             item = InboxItem(
                 id=str(uuid.uuid4()), conversation_id=conversation_id,
                 content={"text": text}, on_busy=on_busy, created_at=created,
-                idempotency_key=idempotency_key, scope=scope.to_json(),
+                idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
             )
             action = admit(conv.fsm.state, on_busy)
             if action == "append" and conv.fsm.state == "idle" and tx.view().inbox:
@@ -104,7 +120,7 @@ class Commands:
                 close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
             turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
-            append_events(tx, [drafts.user_msg(
+            tx.append_and_fold([drafts.user_msg(
                 text, turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
                 created_at=created,
             )], now=now)
@@ -137,8 +153,8 @@ class Commands:
             ):
                 raise Conflict(f"tool call {tool_call_id} is no longer pending")
             by = _by(scope)
-            _, fsm = append_events(
-                tx, close_call_drafts(call, status, result, by=by, now=now), now=now
+            _, fsm = tx.append_and_fold(
+                drafts.closed_call(call, status, result, by=by, created_at=now), now=now
             )
             closed = tx.load_call(tool_call_id)
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
@@ -159,7 +175,7 @@ class Commands:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state != "failed":
                 raise Conflict(f"only a failed conversation can be retried; it is {conv.fsm.state}")
-            append_events(tx, [drafts.error(
+            tx.append_and_fold([drafts.error(
                 "retried", f"re-driven by {_by(scope)}", status=RETRIED, step_key=None,
                 turn_id=conv.fsm.turn_id, round_id=None, created_at=now,
             )], now=now)
@@ -180,6 +196,7 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
+        self._admit(source.settings, scope)  # the policy may have changed since
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -190,6 +207,13 @@ class Commands:
         info = self.store.load_conversation(conversation_id)
         assert info is not None
         return info
+
+
+def request_hash(text: str, on_busy: str, created_at: datetime | None) -> str:
+    """What a message's request said, as one hash: a key replayed with another is refused."""
+    asked = {"content": text, "on_busy": on_busy,
+             "created_at": None if created_at is None else format_ts(to_utc(created_at))}
+    return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:

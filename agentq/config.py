@@ -6,7 +6,7 @@ once and hand it to what they create.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 EMBEDDED_BROKER = "memory://"
@@ -34,8 +34,22 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
     return raw
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(f"{name} must be on or off, got {env.get(name)!r}")
+    return raw in ("1", "true", "yes", "on")
+
+
+def _tools(env: Mapping[str, str], demo: bool) -> tuple[str, ...]:
+    """AGENTQ_TOOLS; unset, the demo tools in demo mode and none otherwise ("none": none)."""
+    raw = env.get("AGENTQ_TOOLS", "").strip()
+    if raw.lower() == "none":
+        return ()
+    named = tuple(t.strip() for t in raw.split(",") if t.strip())
+    return named or (DEFAULT_TOOLS if demo else ())
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class Config:
     broker_url: str = EMBEDDED_BROKER
     redis_url: str = EMBEDDED_PUBSUB
     tools: tuple[str, ...] = DEFAULT_TOOLS
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     lease_s: float = 30.0
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
@@ -54,19 +68,24 @@ class Config:
     audit: bool = False
     audit_ttl_s: float = 7 * 24 * 3600.0
     log_format: str = "plain"
-    metrics_token: str | None = None
+    metrics_token: str | None = field(default=None, repr=False)
+    # Demo mode: the scripted profile and the demo tools are offered unless named otherwise.
+    demo: bool = True
+    policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
+    # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
+    encryption_keys: str | None = field(default=None, repr=False)
     breaker_failures: int = 5
     breaker_open_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        tools = tuple(t.strip() for t in env.get("AGENTQ_TOOLS", "").split(",") if t.strip())
+        demo = _flag(env, "AGENTQ_DEMO", default=True)
         return cls(
             database_url=env.get("AGENTQ_DATABASE_URL") or cls.database_url,
             broker_url=env.get("AGENTQ_BROKER_URL") or cls.broker_url,
             redis_url=env.get("AGENTQ_REDIS_URL") or cls.redis_url,
-            tools=tools or DEFAULT_TOOLS,
+            tools=_tools(env, demo),
             api_key=env.get("AGENTQ_API_KEY") or None,
             lease_s=_float(env, "AGENTQ_LEASE_S", cls.lease_s),
             sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
@@ -76,6 +95,9 @@ class Config:
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
             log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),
             metrics_token=env.get("AGENTQ_METRICS_TOKEN") or None,
+            demo=demo,
+            policy_path=env.get("AGENTQ_POLICY") or None,
+            encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,
             breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
             breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
         )

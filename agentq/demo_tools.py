@@ -42,7 +42,7 @@ def noop() -> str:
 
 
 @tool
-def sleep(seconds: Annotated[float, Field(ge=0, le=600)]) -> str:
+def sleep(seconds: Annotated[float, Field(ge=0, le=60)]) -> str:
     """Wait for some seconds, then say so."""
     time.sleep(seconds)
     return f"slept {seconds:g}s"

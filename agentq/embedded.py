@@ -12,6 +12,9 @@ from typing import Callable
 
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.own_keys import OwnKeys
+from agentq.policy import Policy
+from agentq.clock import utcnow
 from agentq.runtime import Runtime
 from agentq.worker import build_runtime, create_celery, enqueue, quiet_in_process_worker
 
@@ -23,12 +26,14 @@ class Embedded:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.runtime: Runtime = build_runtime(config)
+        policy = Policy.from_config(config)
+        self.runtime: Runtime = build_runtime(config, policy)
         self.runtime.store.migrate()
         self.commands = Commands(
             self.runtime.store, self.runtime.registry,
-            close_round=self.runtime.pubsub.close_round,
+            close_round=self.runtime.pubsub.close_round, policy=policy,
         )
+        self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.app = create_celery(config, lambda: self.runtime)
         self.stopping = threading.Event()
 

@@ -3,9 +3,21 @@ from __future__ import annotations
 
 
 class AgentqError(Exception):
-    """Root of every error agentq raises on purpose."""
+    """Root of every error agentq raises on purpose.
+
+    `code` names the cause for clients; `details` (plain JSON) says more, e.g. which
+    settings passed which ceiling. Both may be set per instance.
+    """
 
     code = "agentq_error"
+    details = None
+
+    def __init__(self, message: str = "", *, code: str | None = None, details=None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        if details is not None:
+            self.details = details
 
 
 class NotFound(AgentqError):
@@ -20,6 +32,12 @@ class Conflict(AgentqError):
 
 class InvalidInput(AgentqError):
     code = "invalid_input"
+
+
+class Unavailable(AgentqError):
+    """A service agentq depends on (the database) cannot be reached now; try again shortly."""
+
+    code = "unavailable"
 
 
 class Stale(AgentqError):

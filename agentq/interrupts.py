@@ -13,7 +13,6 @@ from typing import Callable
 
 from agentq.core import drafts
 from agentq.core.events import EventDraft, FsmState, ToolCallRecord
-from agentq.runtime import append_events, close_call_drafts
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 
@@ -40,7 +39,7 @@ def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmSta
     closing: list[EventDraft] = [marker]
     for call in tx.view().open_calls:
         closing.extend(_cancel_call(tx, call, by=by, now=now))
-    _, fsm = append_events(tx, closing, now=now)
+    _, fsm = tx.append_and_fold(closing, now=now)
     return fsm
 
 
@@ -51,7 +50,7 @@ def _cancel_call(tx, call: ToolCallRecord, *, by: str, now: datetime) -> list[Ev
     ):
         return []
     if call.status == "pending":  # a person was asked: say the question was withdrawn
-        return close_call_drafts(call, "cancelled", CANCELLED_OUTPUT, by=by, now=now)
+        return drafts.closed_call(call, "cancelled", CANCELLED_OUTPUT, by=by, created_at=now)
     return [drafts.tool_result(
         call.id, "cancelled", CANCELLED_OUTPUT, turn_id=call.turn_id, round_id=call.round_id,
         step_key=None, created_at=now,

@@ -21,9 +21,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from agentq.background import DaemonThreads
-from agentq.core.messages import ToolSpec
+from agentq.core.request import ToolSpec
 from agentq.errors import AgentqError
+from agentq.threads import DaemonThreads
 
 Executor = Literal["server", "human", "client"]
 EXECUTORS: tuple[str, ...] = ("server", "human", "client")
@@ -289,7 +289,7 @@ def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: 
     # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
     # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
     # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
-    # The tool logs with the step's log context (agentq.logs), which `submit` carries.
+    # The tool logs with the step's log context (agentq.logconfig), which `submit` carries.
     future = threads.submit(lambda: item.fn(**kwargs))
     try:
         error = future.exception(timeout=timeout_s)

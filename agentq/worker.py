@@ -20,7 +20,9 @@ from kombu.exceptions import OperationalError
 from agentq.config import Config
 from agentq.core.keys import task_id
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
-from agentq.logs import log_context, use_format
+from agentq.logconfig import log_context, use_format
+from agentq.own_keys import OwnKeys, keybox_for
+from agentq.policy import Policy
 from agentq.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -78,9 +80,9 @@ def create_celery(config: Config, runtime: Callable[[], Runtime]) -> Celery:
 
 def _register_tasks(app: Celery, runtime: Callable[[], Runtime]) -> None:
     def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
-        """Run a step and send its follow-ups, then publish its notices (notices_held)."""
+        """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
-        with log_context(conversation_id=conversation_id), rt.notices_held():
+        with log_context(conversation_id=conversation_id), rt.notices.held():
             enqueue(app, work(rt))
 
     @app.task(name="agentq.advance", shared=False, bind=True)
@@ -191,22 +193,33 @@ def quiet_in_process_worker() -> None:
     warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
-def build_runtime(config: Config) -> Runtime:
-    """Wire store, registry and pub/sub for one process."""
+def build_runtime(config: Config, policy: Policy | None = None) -> Runtime:
+    """Wire store, registry, pub/sub and the operator's policy for one process."""
+    from agentq.providers.access import ModelAccess
     from agentq.pubsub import PubSub
+    from agentq.clock import utcnow
     from agentq.store import Store
     from agentq.tools import Registry
 
+    store = Store.open(config.database_url)
+    policy = policy or Policy.from_config(config)
+    own_keys = OwnKeys.from_config(config, store, policy, utcnow)
+    access = ModelAccess(policy, own_keys.owner)
     return Runtime(
-        store=Store.open(config.database_url),
+        store=store,
         registry=Registry.from_modules(list(config.tools)),
         pubsub=PubSub(config.redis_url),
         config=config,
+        providers=access.provider_for,
+        endpoints=access.endpoint_url,
     )
 
 
 _config = Config.from_env()
-app = create_celery(_config, functools.cache(lambda: build_runtime(_config)))
+# A policy the processes cannot use stops them at start, not at their first task.
+_policy = Policy.from_config(_config)
+keybox_for(_config, _policy)
+app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy)))
 
 
 @signals.after_setup_logger.connect

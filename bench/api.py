@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+from agentq.clock import utcnow  # noqa: E402
 from agentq.pubsub import PubSub  # noqa: E402
-from agentq.runtime import utcnow  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 

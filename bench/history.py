@@ -27,7 +27,6 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.core import drafts  # noqa: E402
 from agentq.core.events import ToolCallRecord  # noqa: E402
-from agentq.runtime import append_events  # noqa: E402
 from agentq.worker import build_runtime  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.steps import SCOPE  # noqa: E402
@@ -46,7 +45,7 @@ def prefill(store, cid: str, turns: int) -> None:
             for turn in range(start, min(start + 500, turns)):
                 batch.extend(_turn(cid, turn, now, calls))
             tx.put_tool_calls(calls)
-            append_events(tx, batch, now=now)
+            tx.append_and_fold(batch, now=now)
 
 
 def _turn(cid: str, turn: int, now: datetime, calls: list) -> list:
@@ -75,11 +74,12 @@ def summarize_all_but_last(store, cid: str, keep_turns: int) -> None:
     starts = [e.seq for e in events if e.type == "user_msg"]
     if len(starts) <= keep_turns:
         return
-    store.save_summary(
-        conversation_id=cid, from_seq=1, to_seq=starts[-keep_turns] - 1,
-        content={"text": f"{len(starts) - keep_turns} earlier turns, each a no-op tool call."},
-        version=1, now=datetime.now(timezone.utc),
-    )
+    with store.locked(cid) as tx:
+        tx.save_summary(
+            from_seq=1, to_seq=starts[-keep_turns] - 1,
+            content={"text": f"{len(starts) - keep_turns} earlier turns, each a no-op tool call."},
+            version=1, now=datetime.now(timezone.utc),
+        )
 
 
 def measure(db_url: str, turns: int, measured: int, compaction: bool) -> tuple[float, float]:

@@ -1,23 +1,26 @@
 """The API under test: the Flask app on a real store, follow-ups captured and run in-process.
 
-Import the fixtures into a test module (`from tests.api_support import api, alice, ...`);
-`api.run()` drains what the API sent through the runtime, like a worker would.
+The `api`, `alice` and `mallory` fixtures (conftest.py) build on `Api`; `api.run()` drains
+what the API sent through the runtime, like a worker would.
 """
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterator
-
-import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.keybox import KeyBox, new_encryption_key
+from agentq.own_keys import OwnKeys
+from agentq.policy import Policy
+from agentq.providers.access import ModelAccess
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry
+from tests.clock import Clock
 from tests.drive import drain
 from web.app import create_app
 from web.auth import KeyRing
@@ -35,34 +38,30 @@ APPROVAL = [
 ]
 
 
-class Clock:
-    """A clock the test moves by hand; it starts at the real now, so keys and streams agree."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 class Api:
-    """An app, its test client, and a runtime that plays the worker on demand."""
+    """An app, its test client, and a runtime that plays the worker on demand.
 
-    def __init__(self, store, **app_config: Any) -> None:
+    `policy` is the operator's (the built-in one by default) and `env` the worker's
+    environment its profiles read keys from (none by default).
+    """
+
+    def __init__(self, store, *, policy: Policy | None = None, env: dict[str, str] | None = None,
+                 **app_config: Any) -> None:
         self.store = store
-        self.clock = Clock()
+        self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
+        self.policy = policy or Policy.default()
         registry = Registry.from_modules(TOOLS)
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
+        self.own_keys = OwnKeys(store, self.policy, KeyBox([new_encryption_key()]), self.clock)
+        access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env)
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
-                               clock=self.clock, sleep=lambda s: None)
+                               clock=self.clock, sleep=lambda s: None, providers=access.provider_for)
         self.sent: list = []
         self.services = Services(
             store=store, pubsub=self.pubsub,
-            commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round),
-            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0),
+            commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
+                              policy=self.policy),
+            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()
@@ -155,19 +154,3 @@ def parse_frame(raw: str) -> Frame:
 def events_of(frames: list[Frame]) -> list[dict]:
     return [f.data for f in frames if f.event == "event"]
 
-
-@pytest.fixture
-def api(store) -> Api:
-    return Api(store)
-
-
-@pytest.fixture
-def alice(api: Api) -> dict[str, str]:
-    """A key of tenant acme, acting for user alice."""
-    return api.key("acme", "alice")
-
-
-@pytest.fixture
-def mallory(api: Api) -> dict[str, str]:
-    """A valid key of another tenant."""
-    return api.key("evil", "mallory")

@@ -1,4 +1,5 @@
-"""Shared fixtures: real PostgreSQL, SQLite and Redis, one test body for every backend.
+"""Shared fixtures: real PostgreSQL, SQLite and Redis, one test body for every backend; the
+API under test with its tenants' keys; worker and beat processes on the real services.
 
 A missing service skips its tests locally and fails them when the CI variable is set.
 """
@@ -6,14 +7,23 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 import redis
+from celery import Celery
 
+from agentq.commands import Commands
+from agentq.config import Config
 from agentq.store import Store, migrate
 from agentq.store.schema import metadata
+from agentq.tools import Registry
+from agentq.worker import create_celery
+from tests.api_support import Api
+from tests.processes import FAST_RECOVERY, ROOT, WorkerProcess, worker_env
 from tests.unavailable import unavailable
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -94,6 +104,14 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
+def sqlite_store(sqlite_url_factory: Callable[..., str]) -> Iterator[Store]:
+    """A store on a fresh SQLite file, for tests that need one backend only."""
+    opened = Store.open(sqlite_url_factory())
+    yield opened
+    opened.dispose()
+
+
+@pytest.fixture
 def pg_store_clean(pg_url: str) -> Iterator[Store]:
     """A Store on the per-run PostgreSQL database, emptied first (for worker processes)."""
     _empty_tables(pg_url)
@@ -123,3 +141,80 @@ def redis_url() -> Iterator[str]:
     yield f"redis://{REDIS_HOST}:{REDIS_PORT}/{index}"
     client.flushdb()
     client.close()
+
+
+# the HTTP API, in-process
+
+
+@pytest.fixture
+def api(store: Store) -> Api:
+    return Api(store)
+
+
+@pytest.fixture
+def alice(api: Api) -> dict[str, str]:
+    """A key of tenant acme, acting for user alice."""
+    return api.key("acme", "alice")
+
+
+@pytest.fixture
+def mallory(api: Api) -> dict[str, str]:
+    """A valid key of another tenant."""
+    return api.key("evil", "mallory")
+
+
+# worker and beat processes on the real Redis and PostgreSQL
+
+
+@pytest.fixture
+def broker(redis_url: str) -> Iterator[Celery]:
+    """A Celery app that only sends, on the test run's own Redis database."""
+    app = create_celery(Config(broker_url=redis_url, redis_url=redis_url), runtime=lambda: None)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def commands(pg_store_clean: Store) -> Commands:
+    """Commands on the emptied PostgreSQL store that worker processes share."""
+    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    return Commands(pg_store_clean, registry)
+
+
+@pytest.fixture
+def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start worker processes; every one is killed by pid when the test ends."""
+    started: list[WorkerProcess] = []
+
+    def start(name: str = "w1", concurrency: int = 4, **env_extra: str) -> WorkerProcess:
+        env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
+        worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency)
+        started.append(worker.start())
+        return worker
+
+    yield start
+    for worker in started:
+        worker.kill()
+
+
+@pytest.fixture
+def beat(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[[], subprocess.Popen]]:
+    """Start one `celery beat` (the sweeper every second); killed by pid at the end."""
+    procs: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        env = worker_env(pg_url, redis_url, redis_url, **FAST_RECOVERY)
+        log = open(tmp_path / "beat.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "beat", "-l", "WARNING",
+             "--schedule", str(tmp_path / "beat-schedule")],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -1,10 +1,11 @@
-"""Run follow-ups synchronously, in order, with no broker: the fast path of runtime tests."""
+"""The fast path of runtime tests: follow-ups run in order with no broker, and a recording pub/sub."""
 from __future__ import annotations
 
 from collections import deque
 from typing import Iterable
 
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
+from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 
 
@@ -33,3 +34,15 @@ def drain(runtime: Runtime, followups: Iterable[FollowUp], *, max_tasks: int = 5
                 else:
                     later.append(item)
     return later
+
+
+class Recorder(PubSub):
+    """Embedded pub/sub that also keeps what was published."""
+
+    def __init__(self) -> None:
+        super().__init__("embedded://runtime-tests")
+        self.notices: list[tuple[str, dict]] = []
+
+    def publish(self, conversation_id, kind, data):
+        self.notices.append((kind, data))
+        return super().publish(conversation_id, kind, data)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+# Leases and sweeps short enough that a test sees a dead worker's step taken over.
+FAST_RECOVERY = {"AGENTQ_LEASE_S": "2", "AGENTQ_SWEEP_S": "1"}
 
 
 def worker_env(database_url: str, broker_url: str, redis_url: str, **extra: str) -> dict[str, str]:

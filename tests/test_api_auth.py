@@ -7,7 +7,7 @@ from sqlalchemy import select
 from agentq import cli
 from agentq.config import Config
 from agentq.store.schema import api_keys
-from tests.api_support import APPROVAL, Api, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL
 from web.app import create_app
 from web.auth import KeyRing, parse_bootstrap
 from web.services import build_services
@@ -20,7 +20,7 @@ def _secured_operations(api) -> list[tuple[str, str]]:
 
 
 def _call(api, method, path, headers, cid="c1", call_id="call_x"):
-    url = path.format(conversation_id=cid, call_id=call_id)
+    url = path.format(conversation_id=cid, call_id=call_id, profile="openai")
     bodies = {"resolution": {"status": "resolved"}, "fork": {"at_seq": 0}}
     body = bodies.get(url.rsplit("/", 1)[-1], {"content": "hi"})
     return api.client.open(url, method=method.upper(), headers=headers,
@@ -33,7 +33,8 @@ def _call(api, method, path, headers, cid="c1", call_id="call_x"):
 ])
 def test_every_secured_route_answers_401_without_a_valid_key(api, headers):
     operations = _secured_operations(api)
-    assert len(operations) == 14 and ("get", "/v1/tool-calls") in operations
+    assert len(operations) == 17 and ("get", "/v1/tool-calls") in operations
+    assert ("put", "/v1/profiles/{profile}/key") in operations
     for method, path in operations:
         response = _call(api, method, path, headers)
         assert response.status_code == 401, (method, path)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_support import APPROVAL, WEATHER, Api, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL, WEATHER
+from tests.store_support import save_summary
 
 
 def test_creating_a_conversation_answers_201_with_its_state_and_location(api, alice):
@@ -21,7 +22,8 @@ def test_creating_a_conversation_answers_201_with_its_state_and_location(api, al
 def test_creating_with_every_setting_defaulted_works(api, alice):
     response = api.client.post("/v1/conversations", json={}, headers=alice)
     assert response.status_code == 201
-    assert response.json["settings"]["provider"] == "scripted"
+    assert response.json["settings"]["profile"] == "scripted"
+    assert response.json["settings"]["model"] == "scripted"  # the profile's default model
 
 
 def test_creating_with_a_tool_nobody_registered_is_422_and_stores_nothing(api, alice):
@@ -89,8 +91,8 @@ def test_reading_a_conversation_shows_pending_calls_inbox_and_summary(api, alice
     api.say(cid, "pay Bob", alice)
     api.run()
     api.say(cid, "and then?", alice)  # the turn awaits a person: queued
-    api.store.save_summary(conversation_id=cid, from_seq=1, to_seq=1, content={"text": "asked"},
-                           version=1, now=api.clock())
+    save_summary(api.store, conversation_id=cid, from_seq=1, to_seq=1, content={"text": "asked"},
+                 version=1, now=api.clock())
     body = api.get(f"/v1/conversations/{cid}", alice).json
     assert body["state"] == "awaiting_input"
     assert body["last_seq"] == len(api.types(cid))
@@ -137,7 +139,7 @@ def test_context_shows_the_next_request_and_that_it_is_valid(api, alice):
     api.say(cid, "weather?", alice)
     api.run()
     body = api.get(f"/v1/conversations/{cid}/context", alice).json
-    assert body["provider"] == "scripted"
+    assert body["profile"] == "scripted" and body["kind"] == "scripted"
     roles = [m["role"] for m in body["request"]["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert [t["name"] for t in body["request"]["tools"]] == ["get_weather"]
@@ -146,10 +148,10 @@ def test_context_shows_the_next_request_and_that_it_is_valid(api, alice):
 
 
 def test_context_of_an_anthropic_conversation_is_in_its_wire_shape(api, alice):
-    cid = api.create(alice, provider="anthropic", model="claude-x", system="Be brief.")
+    cid = api.create(alice, profile="anthropic", model="claude-x", system="Be brief.")
     api.say(cid, "hello", alice)
     body = api.get(f"/v1/conversations/{cid}/context", alice).json
-    assert body["provider"] == "anthropic" and body["model"] == "claude-x"
+    assert body["profile"] == "anthropic" and body["kind"] == "anthropic" and body["model"] == "claude-x"
     assert body["wire"]["system"] == "Be brief."
     assert body["wire"]["messages"][0]["role"] == "user"
     assert body["validation"]["valid"] is True

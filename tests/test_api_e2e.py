@@ -137,8 +137,12 @@ def test_a_conversation_with_a_server_tool_and_an_approval_runs_over_http(stack)
                                   {"content": "Weather in Oslo? Then pay Bob 20 EUR."},
                                   headers={"Idempotency-Key": "e2e-1"})
     assert status == 202 and answer["queued"] is False
-    assert http.request("POST", f"/v1/conversations/{cid}/messages", {"content": "again"},
+    assert http.request("POST", f"/v1/conversations/{cid}/messages",
+                        {"content": "Weather in Oslo? Then pay Bob 20 EUR."},
                         headers={"Idempotency-Key": "e2e-1"}) == (202, answer)
+    status, refused = http.request("POST", f"/v1/conversations/{cid}/messages", {"content": "again"},
+                                   headers={"Idempotency-Key": "e2e-1"})
+    assert status == 422 and refused["error"]["code"] == "idempotency_key_reused"
 
     state = wait_for(lambda: _awaiting(http, cid), timeout_s=60,
                      what=f"the approval; worker log:\n{worker.log_text()}")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.api_support import Api, alice, api, mallory  # noqa: F401
+from tests.api_support import Api
 
 POSTS = ["/v1/conversations", "/v1/conversations/{cid}/messages",
          "/v1/conversations/{cid}/tool-calls/call_x/resolution"]

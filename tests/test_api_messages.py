@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agentq.followups import Advance
-from tests.api_support import APPROVAL, WEATHER, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL, WEATHER
 
 
 def test_a_message_to_an_idle_conversation_starts_a_turn_and_sends_an_advance(api, alice):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_support import APPROVAL, WEATHER, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL, WEATHER
 
 PENDING = "/v1/tool-calls?status=pending"
 

@@ -8,7 +8,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api_support import APPROVAL, Api, alice, api  # noqa: F401
+from tests.api_support import APPROVAL, Api
 
 STREAM = "/v1/conversations/{conversation_id}/stream"
 OPERATIONS = {
@@ -25,6 +25,8 @@ OPERATIONS = {
     ("post", "/v1/conversations/{conversation_id}/retry"),
     ("post", "/v1/conversations/{conversation_id}/fork"),
     ("get", "/v1/tool-calls"),
+    ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
+    ("delete", "/v1/profiles/{profile}/key"),
 }
 
 
@@ -80,7 +82,7 @@ def fuzzed(store):
     # test_api_errors), which a JSON schema cannot declare, so it is not generated here.
     config = SchemathesisConfig.from_dict({"generation": {"allow-x00": False}})
     schema = schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config)
-    return schema, headers, {"conversation_id": cid, "call_id": call.id}
+    return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai"}
 
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,

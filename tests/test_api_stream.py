@@ -7,9 +7,7 @@ import pytest
 
 from agentq.pubsub import channel
 from agentq.tools import Scope
-from tests.api_support import (  # noqa: F401
-    APPROVAL, WEATHER, Api, SseReader, alice, api, events_of, mallory,
-)
+from tests.api_support import APPROVAL, WEATHER, SseReader, events_of
 
 
 def _stream(api, cid, headers, **query):

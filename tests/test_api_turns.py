@@ -1,7 +1,7 @@
 """Cancel, retry and fork over HTTP: each one a command, each refusing what it cannot do."""
 from __future__ import annotations
 
-from tests.api_support import APPROVAL, WEATHER, alice, api, mallory  # noqa: F401
+from tests.api_support import APPROVAL, WEATHER
 
 
 def post(api, path, headers, body=None):

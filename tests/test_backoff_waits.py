@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.background import Timers
-from agentq.model_step import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.timers import Timers
 from tests.emulators import Fail
 from tests.emulators.kit import HELLO, Kit, running
 

@@ -21,14 +21,13 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.breaker import Breaker, BreakerPolicy
 from agentq.followups import Advance
-from agentq.providers.base import provider_for
 from agentq.providers.errors import ProviderError
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
-from tests.drive import drain
+from tests.clock import Clock
+from tests.drive import Recorder, drain
 from tests.emulators import Fail, Reply
 from tests.emulators.kit import Kit, running
-from tests.test_runtime import Clock, Recorder
 
 SCOPE = Scope(tenant="t1", user="u1")
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
@@ -119,25 +118,17 @@ def kit(served: Kit) -> Iterator[Kit]:
     served.emulator.clear()
 
 
-@pytest.fixture
-def sqlite_store(sqlite_url_factory):
-    from agentq.store import Store
-
-    opened = Store.open(sqlite_url_factory())
-    yield opened
-    opened.dispose()
-
-
 def make_runtime(kit: Kit, store) -> Runtime:
+    access = kit.access()
     return Runtime(store=store, registry=Registry.from_modules(["agentq.demo_tools"]),
                    pubsub=Recorder(), clock=Clock(), sleep=lambda s: None,
                    config=Config(max_attempts=3, breaker_failures=3, breaker_open_s=30.0),
-                   providers=lambda s: provider_for(s, env=kit.env))
+                   providers=access.provider_for, endpoints=access.endpoint_url)
 
 
 def start_turn(runtime: Runtime, kit: Kit, text: str = "Weather?"):
-    commands = Commands(runtime.store, runtime.registry, clock=runtime.clock)
-    conversation = commands.create_conversation(SCOPE, kit.settings(base_url=kit.emulator.base_url))
+    commands = Commands(runtime.store, runtime.registry, clock=runtime.clock, policy=kit.policy())
+    conversation = commands.create_conversation(SCOPE, kit.settings())
     _, follow = commands.post_message(conversation.id, text, SCOPE)
     return conversation.id, follow
 

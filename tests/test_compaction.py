@@ -3,26 +3,24 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.budget import EVICTED_NOTE
+from agentq.core.budget import EVICTED_NOTE, plan_context
 from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
 from agentq.providers.anthropic import messages_body
-from agentq.providers.base import provider_for
 from agentq.providers.errors import ContextTooLong
+from agentq.providers.access import provider_for
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
-from agentq.store import Store
+from agentq.store import NewStep
 from agentq.tools import Registry, Scope
-from tests.drive import drain
+from tests.clock import Clock
+from tests.drive import Recorder, drain
 from tests.emulators import anthropic_api, openai_api
-from tests.test_runtime import Clock, Recorder
 
 SCOPE = Scope(tenant="t1", user="u1")
 TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
@@ -56,13 +54,6 @@ class RecordingProviders:
                 return inner.stream(request, ctx, cancel)
 
         return Recording()
-
-
-@pytest.fixture
-def sqlite_store(sqlite_url_factory):
-    store = Store.open(sqlite_url_factory())
-    yield store
-    store.dispose()
 
 
 def make_runtime(store, providers, **config):
@@ -203,17 +194,15 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
     for turn in range(12):  # run turns until the next model call needs a summary first
         before = {s.to_seq for s in store.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
-        cut = runtime.context(store.load_view(conv.id)).cut
+        view = store.load_view(conv.id)
+        cut = plan_context(view, runtime.registry.specs(view.settings.tools)).cut
         if cut is not None:
             break
         drain(runtime, follow)
     assert cut is not None
     step = Step.compact(conv.id, cut - 1)
-    store.schedule_and_claim_step(
-        step_key=step.key, conversation_id=conv.id, kind="compact", ref=step.ref, round_id=None,
-        celery_task_id="dead", worker="dead-worker", lease_s=5.0, now=runtime.clock(),
-        max_attempts=5,
-    )
+    store.schedule_and_claim_step(NewStep.of(step, conv.id, "dead"), worker="dead-worker",
+                                  lease_s=5.0, now=runtime.clock(), max_attempts=5)
     assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
     assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's
     runtime.clock.tick(6)

@@ -14,10 +14,8 @@ import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.providers.base import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
-from agentq.store import Store
 from agentq.tools import Registry, Scope
 from tests.drive import drain
 from tests.emulators import ByRequest, Call, Reply, anthropic_api
@@ -31,14 +29,6 @@ TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
 def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
     with running(request.param) as emulator:
         yield Kit(request.param, emulator)
-
-
-@pytest.fixture
-def sqlite_store(sqlite_url_factory) -> Iterator[Store]:
-    """The runtime's store plays no part here: SQLite only."""
-    store = Store.open(sqlite_url_factory())
-    yield store
-    store.dispose()
 
 
 @pytest.fixture
@@ -91,9 +81,9 @@ def conversation_through(kit: Kit, store, budget: int, *, turns: int, min_keep_t
     kit.emulator.default = a_model_that_uses_tools(summary_chars, result_chars)
     registry = Registry.from_modules(TOOLS)
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://compaction-providers"),
-                      config=Config(), providers=lambda s: provider_for(s, env=kit.env),
+                      config=Config(), providers=kit.access().provider_for,
                       sleep=lambda s: None)
-    commands = Commands(store, registry)
+    commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(
         tools=["big_result", "get_weather"],
         compaction={"max_context_tokens": budget, "min_keep_turns": min_keep_turns},

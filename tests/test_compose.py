@@ -42,8 +42,19 @@ def expand(command: str, env: dict[str, str]) -> str:
     return expanded
 
 
+def assignments(command: str) -> dict[str, str]:
+    """The `NAME=value` words a command line starts with (the environment it adds)."""
+    found = {}
+    for word in shlex.split(command):
+        name, sep, value = word.partition("=")
+        if not sep or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+            break
+        found[name] = value
+    return found
+
+
 def as_argv(command: str) -> list[str]:
-    argv = shlex.split(command)
+    argv = shlex.split(command)[len(assignments(command)):]
     return argv[1:] if argv[:1] == ["exec"] else argv
 
 
@@ -95,6 +106,17 @@ def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
     assert envs[0]["AGENTQ_DATABASE_URL"].startswith("postgresql+psycopg://")
     assert envs[0]["AGENTQ_BROKER_URL"].startswith("redis://redis:6379/")
     assert envs[0]["AGENTQ_REDIS_URL"].startswith("redis://redis:6379/")
+
+
+def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_off(compose, procfile):
+    web = procfile["web"].split(" && ")[-1]
+    for command in (web, procfile["worker"]):
+        assert assignments(command) == {"AGENTQ_DEMO": "${AGENTQ_DEMO:-off}"}
+        assert assignments(expand(command, {})) == {"AGENTQ_DEMO": "off"}
+    assert compose["x-agentq-env"]["AGENTQ_DEMO"] == "off"
+    readme = (ROOT / "README.md").read_text()
+    production = readme[readme.index("### Production"):]
+    assert "AGENTQ_DEMO=off" in production
 
 
 def test_there_is_exactly_one_beat(compose):

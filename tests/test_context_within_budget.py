@@ -16,14 +16,15 @@ from hypothesis import strategies as st
 from agentq.core.budget import fit, plan_context
 from agentq.core.compaction import request_tokens
 from agentq.core.events import Event, Summary, View
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.render import check_anthropic, check_openai, render, to_anthropic, to_openai, validate
 from agentq.core.summaries import smallest_summary_budget, summary_request, transcript
 from agentq.providers.anthropic import messages_body
 from agentq.providers.openai import chat_body
 from tests.emulators import anthropic_api, openai_api
 from tests.emulators.kit import WEATHER
-from tests.emulators.shapes import b, conversation_logs
+from tests.core import builders as b
+from tests.core.strategies import conversation_logs
 
 TOOLS = (WEATHER,)
 SIZES = st.sampled_from([0, 0, 12, 90, 700, 3000])

@@ -15,7 +15,6 @@ import redis
 
 from agentq.tools import Scope
 from agentq.worker import enqueue
-from tests.cluster import beat, broker, commands, workers  # noqa: F401  (fixtures)
 from tests.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

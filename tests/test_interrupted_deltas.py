@@ -11,7 +11,7 @@ import time
 import uuid
 
 from agentq.pubsub import PubSub
-from tests.api_support import SseReader, alice, api  # noqa: F401
+from tests.api_support import SseReader
 
 ROUND = "round-1"
 
@@ -58,7 +58,7 @@ def test_a_new_attempt_starts_the_kept_text_afresh():
 SLOW = [{"text": " ".join(f"word{i}" for i in range(120)), "chunks": 120, "delay_s": 3.0}]
 
 
-def test_an_interrupted_round_streams_nothing_after_its_interrupted_assistant_msg(api, alice):  # noqa: F811
+def test_an_interrupted_round_streams_nothing_after_its_interrupted_assistant_msg(api, alice):
     cid = api.create(alice, script=SLOW)
     api.say(cid, "talk", alice)
     reader = SseReader(api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,

@@ -94,7 +94,7 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
             assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"
 
 
-API_CLIENTS = ("agentq/client.py", "agentq/chat.py", "agentq/timeline.py")
+API_CLIENTS = ("agentq/clients/api.py", "agentq/clients/chat.py", "agentq/clients/timeline.py")
 
 
 @pytest.mark.parametrize("name", API_CLIENTS)
@@ -105,5 +105,80 @@ def test_the_terminal_commands_are_clients_of_the_http_api_only(name):
         assert not any(imported == i or imported.startswith(i + ".") for i in inside), (
             f"{name} imports {imported}"
         )
-    if name == "agentq/timeline.py":  # pure formatting, no I/O
+    if name == "agentq/clients/timeline.py":  # pure formatting, no I/O
         assert not {i.split(".")[0] for i in imported_roots(ROOT / name)} & IO_MODULES
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, ours: set[str]) -> set[str]:
+    """Modules of `ours` that `path` imports anywhere: at the top, in a function, for types only."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return imports_in(path.read_text(), package, ours)
+
+
+def imports_in(source: str, package: str, ours: set[str]) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, one level up per extra dot
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:  # `from package import module` imports the module
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in ours else base)
+    return found & ours
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = modules("agentq") + modules("web")
+    ours = {module_name(path) for path in paths}
+    return {module_name(path): imported_modules(path, ours) - {module_name(path)} for path in paths}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` as a path that ends where it starts, or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name in done:
+            return None
+        path.append(name)
+        for imported in sorted(graph[name]):
+            if (cycle := visit(imported)) is not None:
+                return cycle
+        path.pop()
+        done.add(name)
+        return None
+
+    return next((cycle for name in sorted(graph) if (cycle := visit(name))), None)
+
+
+def test_the_import_graph_of_agentq_and_web_has_no_cycle_not_even_for_type_hints():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_sees_a_cycle_and_an_import_made_for_type_hints_only():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentq.x import Y\n"
+    assert imports_in(source, "agentq", {"agentq.x", "agentq.y"}) == {"agentq.x"}
+    assert imports_in("from . import y\n", "agentq", {"agentq.x", "agentq.y"}) == {"agentq.y"}
+
+
+RUNTIME_PARTS = [p for p in modules("agentq/runtime") if p.name not in ("__init__.py", "runtime.py")]
+
+
+@pytest.mark.parametrize("path", RUNTIME_PARTS, ids=lambda p: p.name)
+def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wires_them(path):
+    assert not imported_roots(path) & {"agentq.runtime", "agentq.runtime.runtime"}, path.name

@@ -15,13 +15,12 @@ import pytest
 import agentq
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.logs import JsonFormatter, PlainFormatter, bind, log_context, use_format
+from agentq.logconfig import JsonFormatter, PlainFormatter, bind, log_context, use_format
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.store import Store
 from agentq.tools import Registry, Scope
 from agentq.worker import enqueue
-from tests.cluster import broker  # noqa: F401  (fixture)
 from tests.drive import drain
 from tests.processes import ROOT, stop, wait_for, worker_env
 
@@ -57,13 +56,6 @@ def json_lines() -> Iterator[io.StringIO]:
     for logger, level in zip(loggers, previous):
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-@pytest.fixture
-def sqlite_store(sqlite_url_factory) -> Iterator[Store]:
-    store = Store.open(sqlite_url_factory())
-    yield store
-    store.dispose()
 
 
 class ShimmedRuntime(Runtime):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,15 +10,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentq.commands import Commands
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.pubsub import PubSub
-from agentq.store import Store
+from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
 from agentq.tools import Registry, Scope
+from tests.clock import T0
+from tests.store_support import schedule_step
 from web.app import create_app
 from web.auth import KeyRing
 from web.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
 from web.services import Services
 
-T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=timezone.utc)
 SCRAPED_AT = T0 + timedelta(hours=1)
 SCOPE = Scope(tenant="acme", user="u1")
 TOKEN = "scrape-secret"
@@ -45,11 +46,12 @@ def _samples(text: str) -> dict[tuple[str, frozenset], float]:
 def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int = 0) -> str:
     key = f"{kind}-{ref}-{uuid.uuid4().hex[:8]}"
     args = dict(step_key=key, conversation_id=cid, kind=kind, ref={"n": ref}, round_id=None,
-                celery_task_id=key, now=T0)
+                celery_task_id=key)
     if claimed:
-        store.schedule_and_claim_step(**args, worker="w1", lease_s=30, max_attempts=5)
+        store.schedule_and_claim_step(NewStep(**args), worker="w1", lease_s=30, now=T0,
+                                      max_attempts=5)
     else:
-        store.schedule_step(**args)
+        schedule_step(store, **args, now=T0)
     return key
 
 

@@ -38,7 +38,8 @@ APPROVAL = [
 def stack(tmp_path_factory, pg_database_factory, redis_url) -> Iterator[ProcfileStack]:
     database_url = pg_database_factory()  # empty: the web process runs `agentq migrate`
     log = tmp_path_factory.mktemp("procfile") / "honcho.log"
-    stack = ProcfileStack(database_url, redis_url, log, AGENTQ_SWEEP_S="2").start()
+    # The Procfile turns the demo off, as production should; these turns are scripted.
+    stack = ProcfileStack(database_url, redis_url, log, AGENTQ_SWEEP_S="2", AGENTQ_DEMO="on").start()
     try:
         stack.wait_ready()
         yield stack

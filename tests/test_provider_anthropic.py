@@ -12,13 +12,13 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
-from agentq.background import Timers
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo
 from agentq.providers.anthropic import DEFAULT_MAX_TOKENS, EventReader
 from agentq.providers.answer import Answer
 from agentq.providers.base import Delta
 from agentq.providers.errors import ProviderError
+from agentq.runtime.model_call import ModelCall, RoundInfo
+from agentq.runtime.timers import Timers
 from tests.emulators import AnthropicEmulator, Call, Fail, Reply
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES

@@ -17,21 +17,26 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
 import agentq
-from agentq.background import Timers
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.messages import CallRef, Message, Request
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo, StepTimedOut
-from agentq.providers.base import Delta, ModelResponse, provider_for
+from agentq.core.request import CallRef, Message, Request
+from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
+from agentq.providers.base import Delta, ModelResponse
 from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
+from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
+from agentq.runtime.timers import Timers
+from agentq.store import ModelCallRecord
 from agentq.tools import Registry, Scope
+from tests.core import builders as b
+from tests.core.strategies import conversation_logs
 from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
-from tests.emulators.shapes import SHAPES, b, conversation_logs
+from tests.emulators.shapes import SHAPES
 
 PROVIDERS = ["openai", "anthropic"]
 SCOPE = Scope(tenant="t1", user="u1")
@@ -340,31 +345,34 @@ def test_error_messages_never_carry_the_key(kit: Kit) -> None:
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
-def test_the_key_comes_from_the_variable_that_api_key_ref_names(kit: Kit) -> None:
+def test_the_key_comes_from_the_variable_the_operators_profile_names(kit: Kit) -> None:
     env = {"TEAM_MODEL_KEY": kit.emulator.api_key}
-    settings = kit.settings(api_key_ref="TEAM_MODEL_KEY", base_url=kit.emulator.base_url)
-    assert kit.answer(settings=settings, env=env).text == "ok"
+    assert kit.answer(env=env, profile={"key_env": "TEAM_MODEL_KEY"}).text == "ok"
+    assert kit.emulator.received, "the call went to the profile's endpoint"
 
 
-def test_a_missing_key_is_a_permanent_error_naming_the_variable(kit: Kit) -> None:
+def test_a_missing_key_is_a_permanent_error_that_names_the_profile_not_the_variable(
+    kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(ProviderError) as raised:
-        kit.run(settings=kit.settings(api_key_ref="NOT_SET_ANYWHERE"), env={})
+        kit.run(env={}, profile={"key_env": "NOT_SET_ANYWHERE"})
     assert raised.value.code == "missing_api_key" and not raised.value.transient
-    assert "NOT_SET_ANYWHERE" in raised.value.message and kit.emulator.received == []
+    assert "NOT_SET_ANYWHERE" not in raised.value.message and repr(kit.name) in raised.value.message
+    assert kit.emulator.received == []
+    assert "NOT_SET_ANYWHERE" in caplog.text  # the operator's log says which variable
 
 
-def test_settings_base_url_wins_over_the_environment(kit: Kit) -> None:
+def test_the_profiles_endpoint_is_the_only_one_the_environment_cannot_move_it(kit: Kit) -> None:
     dead = "http://127.0.0.1:9/v1"
-    env = {kit.key_variable: kit.emulator.api_key, **{k: dead for k in kit.env if k != kit.key_variable}}
-    assert kit.answer(settings=kit.settings(base_url=kit.emulator.base_url), env=env).text == "ok"
+    env = {**kit.env, "OPENAI_BASE_URL": dead, "ANTHROPIC_BASE_URL": dead}
+    assert kit.answer(env=env).text == "ok" and kit.emulator.received
 
 
-def test_stored_settings_hold_the_variable_name_never_the_key(kit: Kit, store) -> None:
-    settings = kit.settings(api_key_ref="TEAM_MODEL_KEY")
-    info = store.create_conversation(tenant="t1", settings=settings, now=b.T0)
-    loaded = store.load_conversation(info.id)
-    assert loaded.settings.api_key_ref == "TEAM_MODEL_KEY"
-    assert kit.emulator.api_key not in json.dumps(loaded.settings.model_dump())
+def test_stored_settings_name_the_profile_and_hold_no_key(kit: Kit, store) -> None:
+    info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
+    loaded = store.load_conversation(info.id).settings.model_dump()
+    assert loaded["profile"] == kit.name and "base_url" not in loaded and "api_key_ref" not in loaded
+    assert kit.emulator.api_key not in json.dumps(loaded)
 
 
 # ---- the audit ------------------------------------------------------------------------------------
@@ -374,11 +382,11 @@ def test_an_audit_row_holds_exactly_the_body_that_was_sent(kit: Kit, store) -> N
     info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
     request = render(SHAPES["multi_tool_rounds"], [WEATHER])
     response = kit.answer(request, settings=kit.settings(temperature=0.5))
-    store.record_model_call(
-        conversation_id=info.id, step_key="step-1", sent=response.sent, model=kit.settings().model,
-        usage=response.usage, latency_ms=response.latency_ms, summary_version=None, evictions=[],
-        now=b.T0,
-    )
+    store.record_model_call(ModelCallRecord(
+        id="audit-1", conversation_id=info.id, step_key="step-1", rendered_context=response.sent,
+        model=kit.settings().model, usage=response.usage, latency_ms=response.latency_ms,
+        summary_version=None, evictions=[], created_at=b.T0,
+    ))
     [row] = store.list_model_calls(info.id)
     assert row.rendered_context == kit.emulator.received[-1]
     assert row.usage == response.usage and row.latency_ms == response.latency_ms
@@ -388,8 +396,11 @@ def test_an_audit_row_holds_exactly_the_body_that_was_sent(kit: Kit, store) -> N
 def test_old_audit_rows_are_deleted_by_their_ttl(kit: Kit, store) -> None:
     info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
     for hours in (0, 1, 2):
-        store.record_model_call(conversation_id=info.id, step_key=None, sent={"n": hours}, model="m",
-                                usage={}, latency_ms=1, now=b.T0 + timedelta(hours=hours))
+        store.record_model_call(ModelCallRecord(
+            id=f"audit-{hours}", conversation_id=info.id, step_key=None, rendered_context={"n": hours},
+            model="m", usage={}, latency_ms=1, summary_version=None, evictions=None,
+            created_at=b.T0 + timedelta(hours=hours),
+        ))
     assert store.delete_model_calls(before=b.T0 + timedelta(hours=1, minutes=30)) == 2
     assert [row.rendered_context for row in store.list_model_calls(info.id)] == [{"n": 2}]
 
@@ -403,9 +414,9 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
                       Reply(text="Cold in Oslo; the second call was malformed."))
     registry = Registry.from_modules(["agentq.demo_tools"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://provider-tests"),
-                      config=Config(), providers=lambda s: provider_for(s, env=kit.env),
+                      config=Config(), providers=kit.access().provider_for,
                       sleep=lambda s: None)
-    commands = Commands(store, registry)
+    commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"]))
     _, follow = commands.post_message(conversation.id, "Weather in Oslo?", SCOPE)
     drain(runtime, follow)

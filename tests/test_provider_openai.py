@@ -12,13 +12,13 @@ from types import SimpleNamespace as NS
 import httpx2
 import pytest
 
-from agentq.background import Timers
 from agentq.core.keys import scripted_call_id
 from agentq.core.render import render
-from agentq.model_step import ModelCall, RoundInfo
 from agentq.providers.answer import Answer
 from agentq.providers.errors import ProviderError
 from agentq.providers.openai import _ChunkReader
+from agentq.runtime.model_call import ModelCall, RoundInfo
+from agentq.runtime.timers import Timers
 from tests.emulators import Fail, OpenAIEmulator
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES

@@ -12,12 +12,11 @@ import openai
 import pytest
 
 from agentq.core.keys import scripted_call_id
-from agentq.core.messages import Message, Request
-from agentq.core.settings import Settings, parse_settings
-from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider, provider_for
-from agentq.providers.anthropic import AnthropicProvider
-from agentq.providers.openai import OpenAIProvider
-from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
+from agentq.core.request import Message, Request
+from agentq.core.settings import parse_settings
+from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider
+from agentq.providers.access import provider_for
+from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
 from agentq.providers.retry import MAX_RETRY_AFTER_S, classify, retry_after, retrying
 from agentq.providers.scripted import sdk_error
 
@@ -60,7 +59,7 @@ def openai_error(status: int, error: dict, headers: dict | None = None) -> opena
         ProviderError("rate limited", transient=True, status=429, code="rate_limit", retry_after_s=1.5),
         ContextTooLong("too long", status=400),
         ProviderTimeout("slow"),
-        ProviderUnavailable("no adapter"),
+        ProviderError("no adapter", code="unknown_profile"),
     ],
 )
 def test_provider_errors_survive_pickling_with_their_attributes(error: ProviderError) -> None:
@@ -184,19 +183,19 @@ def test_a_scripted_429_carries_retry_after_ms() -> None:
     assert sdk_error(429).response.headers["retry-after-ms"] == "10"
 
 
-def test_provider_for_gives_the_scripted_provider() -> None:
-    assert isinstance(provider_for(Settings()), ScriptedProvider)
+def test_provider_for_answers_with_the_scripted_profile() -> None:
+    settings = parse_settings({"script": [{"text": "scripted answer"}]})
+    ctx = CallContext("conv_1", "k1", "round_1", 1, 0, settings)
+    items = list(provider_for(settings).stream(REQUEST, ctx, threading.Event()))
+    assert items[-1].text == "scripted answer"
 
 
-@pytest.mark.parametrize("name, adapter", [("openai", OpenAIProvider), ("anthropic", AnthropicProvider)])
-def test_provider_for_gives_the_sdk_adapters(name: str, adapter: type) -> None:
-    assert isinstance(provider_for(Settings(provider=name), env={}), adapter)
-
-
-def test_provider_for_a_provider_without_adapter_is_an_explicit_error() -> None:
-    settings = Settings.model_construct(provider="mystery")
-    with pytest.raises(ProviderUnavailable, match="mystery"):
-        provider_for(settings)
+def test_a_conversation_whose_profile_is_gone_fails_its_call_for_good() -> None:
+    settings = parse_settings({"profile": "retired-profile"})
+    ctx = CallContext("conv_1", "k1", "round_1", 1, 0, settings)
+    with pytest.raises(ProviderError) as raised:
+        list(provider_for(settings).stream(REQUEST, ctx, threading.Event()))
+    assert raised.value.code == "unknown_profile" and not raised.value.transient
 
 
 # ---- classify -----------------------------------------------------------------------------------

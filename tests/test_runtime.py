@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -12,39 +11,15 @@ from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.providers.base import provider_for
+from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
-from tests.drive import drain
-from tests.ledger_support import claim
+from tests.clock import Clock
+from tests.drive import Recorder, drain
+from tests.store_support import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-class Recorder(PubSub):
-    """Embedded pub/sub that also keeps what was published."""
-
-    def __init__(self) -> None:
-        super().__init__("embedded://runtime-tests")
-        self.notices: list[tuple[str, dict]] = []
-
-    def publish(self, conversation_id, kind, data):
-        self.notices.append((kind, data))
-        return super().publish(conversation_id, kind, data)
 
 
 class CountingProviders:
@@ -277,12 +252,12 @@ def test_held_notices_go_out_when_the_block_ends_the_newest_per_conversation(sto
     conv = commands.create_conversation(SCOPE, {"script": WEATHER})
     _, follow = commands.post_message(conv.id, "hello", SCOPE)
     events_notices = lambda: [d for k, d in runtime.pubsub.notices if k == "events"]  # noqa: E731
-    with runtime.notices_held():
+    with runtime.notices.held():
         drain(runtime, follow)  # the whole turn: three steps that each commit
         assert events_notices() == []
         assert [k for k, _ in runtime.pubsub.notices if k == "delta"]  # deltas stream at once
     assert events_notices() == [{"last_seq": store.load_conversation(conv.id).next_seq - 1}]
-    runtime.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
+    runtime.notices.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
     assert len(events_notices()) == 2
 
 

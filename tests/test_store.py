@@ -18,12 +18,11 @@ from agentq.core.events import EventDraft, FsmState, InboxItem, ToolCallRecord
 from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict, NotFound, Stale
-from agentq.store import ConversationInfo, Store
+from agentq.store import ConversationInfo, NewStep, Store
 from agentq.store.engine import create_engine
 from agentq.store.schema import events, metadata
-from tests.ledger_support import claim
-
-T0 = datetime(2026, 11, 21, 22, 14, 3, 123456, tzinfo=timezone.utc)
+from tests.clock import T0
+from tests.store_support import claim, load_step_in, save_summary, schedule_step, set_fsm
 
 
 def at(seconds: float) -> datetime:
@@ -60,19 +59,17 @@ def message(cid: str, item_id: str, *, key: str | None = None, seconds: float = 
 
 
 def schedule(store: Store, cid: str, key: str, *, seconds: float = 0) -> bool:
-    return store.schedule_step(
-        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
+    return schedule_step(
+        store, step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
         celery_task_id="task-" + key, now=at(seconds),
     )
 
 
 def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds: float,
                        max_attempts: int = 5):
-    return store.schedule_and_claim_step(
-        step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 1}, round_id="r1",
-        celery_task_id=f"task-{key}-{worker}", worker=worker, lease_s=30, now=at(seconds),
-        max_attempts=max_attempts,
-    )
+    step = NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}-{worker}")
+    return store.schedule_and_claim_step(step, worker=worker, lease_s=30, now=at(seconds),
+                                         max_attempts=max_attempts)
 
 
 # the log
@@ -138,13 +135,6 @@ def test_list_events_pages_by_after_seq_and_limit(store):
     assert [e.seq for e in store.list_events(cid, after_seq=5)] == []
 
 
-def test_count_events_counts_all_or_one_type(store):
-    cid = new_conversation(store).id
-    append(store, cid, user("a"), EventDraft(type="assistant_msg", content={}, created_at=T0))
-    assert store.count_events(cid) == 2
-    assert store.count_events(cid, type="user_msg") == 1
-
-
 def _append_from_thread(store: Store, cid: str, count: int) -> None:
     for n in range(count):
         append(store, cid, user(str(n)))
@@ -188,7 +178,7 @@ def test_a_rolled_back_locked_block_writes_nothing(store):
     with pytest.raises(RuntimeError), store.locked(cid) as tx:
         tx.append([user("lost")])
         tx.put_tool_calls([call(cid, "c1")])
-        tx.set_fsm(FsmState(state="running"), now=at(1))
+        set_fsm(tx, FsmState(state="running"), now=at(1))
         raise RuntimeError("crash before commit")
     assert store.list_events(cid) == []
     assert store.list_tool_calls(cid) == []
@@ -284,7 +274,7 @@ def test_set_fsm_and_set_status_are_stored(store):
     cid = new_conversation(store).id
     fsm = FsmState(state="awaiting_input", pending={"c1": {"executor": "human"}}, last_seq=2)
     with store.locked(cid) as tx:
-        tx.set_fsm(fsm, now=at(5))
+        set_fsm(tx, fsm, now=at(5))
         tx.set_status("ended", now=at(6))
     info = store.load_conversation(cid)
     assert (info.fsm, info.status, info.updated_at) == (fsm, "ended", at(6))
@@ -304,7 +294,7 @@ def test_list_conversations_filters_and_pages_by_created_at_then_id(store):
     ids = [new_conversation(store, tenant="acme", seconds=n // 2).id for n in range(5)]
     new_conversation(store, tenant="other")
     with store.locked(ids[0]) as tx:
-        tx.set_fsm(FsmState(state="running"), now=at(9))
+        set_fsm(tx, FsmState(state="running"), now=at(9))
     with store.locked(ids[1]) as tx:
         tx.set_status("ended", now=at(9))
     expected = sorted(ids, key=lambda cid: (store.load_conversation(cid).created_at, cid))
@@ -336,15 +326,15 @@ def _view_fixture(store: Store, fsm: FsmState) -> str:
     """Six user messages, two summaries, three calls (two open), three inbox rows (two waiting)."""
     cid = new_conversation(store).id
     append(store, cid, *(user(str(n)) for n in range(6)))
-    store.save_summary(conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
-    store.save_summary(conversation_id=cid, from_seq=1, to_seq=4, content={"s": 2}, version=1, now=at(2))
+    save_summary(store, conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
+    save_summary(store, conversation_id=cid, from_seq=1, to_seq=4, content={"s": 2}, version=1, now=at(2))
     with store.locked(cid) as tx:
         tx.put_tool_calls([call(cid, "open", seconds=2), call(cid, "queued", status="scheduled", seconds=1),
                            call(cid, "done", status="resolved")])
         tx.add_inbox(message(cid, "m2", seconds=2), queued=True, turn_id=None, taken_at=None)
         tx.add_inbox(message(cid, "m1", seconds=1), queued=True, turn_id=None, taken_at=None)
         tx.add_inbox(message(cid, "m0"), queued=False, turn_id="t0", taken_at=at(0))
-        tx.set_fsm(fsm, now=at(3))
+        set_fsm(tx, fsm, now=at(3))
     return cid
 
 
@@ -361,20 +351,20 @@ def test_load_view_during_a_turn_returns_latest_summary_events_after_it_and_open
     assert view.fsm == running
 
 
-def test_load_view_between_turns_returns_the_untaken_inbox_in_order(store):
+def test_load_view_between_turns_returns_the_untaken_inbox_in_arrival_order_whatever_created_at_says(store):
     cid = _view_fixture(store, FsmState(state="idle", turn_id="t1"))
     view = store.load_view(cid)
-    assert [item.id for item in view.inbox] == ["m1", "m2"]
-    assert view.inbox[0] == message(cid, "m1", seconds=1)
+    assert [item.id for item in view.inbox] == ["m2", "m1"]  # m2 arrived first, with a later created_at
+    assert view.inbox[0] == message(cid, "m2", seconds=2)
     assert view.open_calls == ()  # the cached state has none open (inv. 1)
 
 
 def test_with_history_grows_a_turn_view_to_everything_after_the_summary(store):
     cid = new_conversation(store).id
     append(store, cid, *(user(str(n)) for n in range(6)))
-    store.save_summary(conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
+    save_summary(store, conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
     with store.locked(cid) as tx:
-        tx.set_fsm(FsmState(state="running", turn_id="t1", turn_seq=5), now=at(3))
+        set_fsm(tx, FsmState(state="running", turn_id="t1", turn_seq=5), now=at(3))
     with store.snapshot(cid) as snapshot:
         turn = snapshot.view(turn_only=True)
         assert [event.seq for event in turn.events] == [5, 6]
@@ -392,7 +382,7 @@ def test_a_step_reads_the_log_only_up_to_the_rows_next_seq(store):
     cid = new_conversation(store).id
     append(store, cid, user("a"), user("b"))
     with store.locked(cid) as tx:
-        tx.set_fsm(FsmState(state="running", turn_id="t1", turn_seq=2), now=at(3))
+        set_fsm(tx, FsmState(state="running", turn_id="t1", turn_seq=2), now=at(3))
     with store.engine.begin() as conn:
         conn.execute(events.insert().values(
             id="late", conversation_id=cid, seq=3, type="user_msg", content={"text": "late"},
@@ -425,8 +415,8 @@ def test_view_inside_locked_sees_its_own_writes(store):
 
 def test_saving_a_summary_twice_for_one_to_seq_is_a_no_op(store):
     cid = new_conversation(store).id
-    assert store.save_summary(conversation_id=cid, from_seq=1, to_seq=3, content={"a": 1}, version=1, now=T0)
-    assert not store.save_summary(conversation_id=cid, from_seq=1, to_seq=3, content={"b": 2}, version=2, now=T0)
+    assert save_summary(store, conversation_id=cid, from_seq=1, to_seq=3, content={"a": 1}, version=1, now=T0)
+    assert not save_summary(store, conversation_id=cid, from_seq=1, to_seq=3, content={"b": 2}, version=2, now=T0)
     with store.locked(cid) as tx:
         assert not tx.save_summary(from_seq=1, to_seq=3, content={}, version=3, now=T0)
     [summary] = store.list_summaries(cid)
@@ -461,7 +451,8 @@ def test_find_inbox_by_key_returns_the_message_with_that_key(store):
     cid = new_conversation(store).id
     with store.locked(cid) as tx:
         tx.add_inbox(message(cid, "m1", key="k1"), queued=True, turn_id="t1", taken_at=None)
-        assert tx.find_inbox_by_key("k1") == {"message_id": "m1", "turn_id": "t1", "queued": True}
+        assert tx.find_inbox_by_key("k1") == {"message_id": "m1", "turn_id": "t1", "queued": True,
+                                              "request_hash": None}
         assert tx.find_inbox_by_key("k2") is None
 
 
@@ -600,7 +591,7 @@ def test_finish_step_by_a_worker_that_lost_the_lease_returns_false(store):
     with store.locked(cid) as tx:
         assert not tx.finish_step("s1", worker="w1", now=at(40))
         assert tx.finish_step("s1", worker="w2", now=at(41))
-        assert tx.now_step("s1").status == "succeeded"
+        assert load_step_in(tx, "s1").status == "succeeded"
     step = store.load_step("s1")
     assert (step.status, step.finished_at, step.lease_until) == ("succeeded", at(41), None)
 

@@ -21,7 +21,6 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.api_support import api  # noqa: F401
 from tests.emulators import Fail, OpenAIEmulator, Reply
 from tests.processes import ROOT, wait_for
 from tests.unavailable import unavailable
@@ -92,10 +91,14 @@ def model() -> Iterator[OpenAIEmulator]:
 def server(tmp_path_factory: pytest.TempPathFactory, model: OpenAIEmulator) -> Iterator[DevServer]:
     folder = tmp_path_factory.mktemp("ui")
     secret = secrets.token_urlsafe(16)
+    policy = folder / "policy.toml"  # the operator's profile of the emulated model, and scripted
+    policy.write_text(f'[profiles.scripted]\nkind = "scripted"\nmodels = ["scripted"]\n\n'
+                      f'[profiles.emu]\nkind = "openai"\nbase_url = "{model.base_url}"\n'
+                      f'key_env = "{MODEL_KEY_VARIABLE}"\n')
     env = dict(os.environ, AGENTQ_DATABASE_URL=f"sqlite:///{folder / 'agentq.db'}",
                AGENTQ_API_KEY=f"ui:{secret}", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT),
-               **{MODEL_KEY_VARIABLE: model.api_key})
-    for name in ("AGENTQ_BROKER_URL", "AGENTQ_REDIS_URL", "AGENTQ_TOOLS"):
+               AGENTQ_POLICY=str(policy), **{MODEL_KEY_VARIABLE: model.api_key})
+    for name in ("AGENTQ_BROKER_URL", "AGENTQ_REDIS_URL", "AGENTQ_TOOLS", "AGENTQ_DEMO"):
         env.pop(name, None)  # the embedded defaults and the demo tools
     log_path = folder / "dev.log"
     with open(log_path, "wb") as log:
@@ -204,7 +207,7 @@ def test_a_refused_key_keeps_the_person_at_the_sign_in_form(browser, server):
 
 
 def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page, server):
-    cid = server.create(provider="scripted", script=APPROVAL)
+    cid = server.create(profile="scripted", script=APPROVAL)
     server.say(cid, "pay Bob 20")
     server.wait_for_state(cid, "awaiting_input")
 
@@ -234,7 +237,7 @@ def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page,
 
 
 def test_messages_from_the_box_are_shown_as_text_never_as_markup(page, server):
-    cid = server.create(provider="scripted", script=[])
+    cid = server.create(profile="scripted", script=[])
     page.get(f"{server.url}/ui/#/conversation/{cid}")
     wait(page, lambda d: d.find_element(By.ID, "live").text == "live", "the stream to be open")
     markup = 'hi <img src=x id=injected onerror="document.title=1"> <b>bold</b>'
@@ -269,8 +272,7 @@ def test_the_approvals_page_lists_calls_of_every_conversation_and_rejects_one(pa
 
 def test_the_retry_button_re_drives_a_failed_conversation(page, server, model):
     model.then(Fail(400, "this request was refused"), Reply(text="Back on track.", chunks=2))
-    cid = server.create(provider="openai", model="emu-model-1", base_url=model.base_url,
-                        api_key_ref=MODEL_KEY_VARIABLE)
+    cid = server.create(profile="emu", model="emu-model-1")
     server.say(cid, "hello")
     server.wait_for_state(cid, "failed")
 

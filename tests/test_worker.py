@@ -5,7 +5,6 @@ import pytest
 
 from agentq.tools import Scope
 from agentq.worker import enqueue
-from tests.cluster import broker, commands, workers  # noqa: F401  (fixtures)
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

@@ -38,12 +38,15 @@ def context(conversation_id: str):
         tools, problems = [], [str(exc)]
     planned = plan_context(view, tools)
     request, evictions = planned.request, planned.evictions
-    anthropic = view.settings.provider == "anthropic"
+    profile = svc.policy.profiles.get(view.settings.profile)
+    kind = profile.kind if profile is not None else None
+    anthropic = kind == "anthropic"
     wire = to_anthropic(request) if anthropic else to_openai(request)
     problems += validate(request) + (check_anthropic(wire) if anthropic else check_openai(wire))
     return present.dump(models.Context(
-        provider=view.settings.provider,
-        model=view.settings.model,
+        profile=view.settings.profile,
+        kind=kind,
+        model=request.model,
         request=dataclasses.asdict(request),
         wire=wire,
         validation=models.ContextValidation(

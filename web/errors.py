@@ -12,11 +12,12 @@ from flask import Flask, Response, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
+from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
-_AGENTQ_STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422}
+_AGENTQ_STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, Unavailable: 503}
+RETRY_AFTER_S = 2  # what a 503 asks a client to wait: PostgreSQL restarts in about a second
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -69,7 +70,10 @@ def _on_agentq_error(exc: AgentqError) -> Response:
     status = next((s for kind, s in _AGENTQ_STATUS.items() if isinstance(exc, kind)), None)
     if status is None:
         return _on_unexpected(exc)
-    return error_response(status, exc.code, str(exc))
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    if status == 503:
+        log.warning("answered 503 %s: %s (%s)", exc.code, exc, exc.__cause__)
+    return error_response(status, exc.code, str(exc), exc.details, headers)
 
 
 def _on_validation_error(exc: ValidationError) -> Response:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, WithJsonSchema
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
-from agentq.core.settings import Settings
+from agentq.core.settings import Settings, integer
 
 MAX_SEQ = 2**31 - 1
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,255}$"
@@ -52,6 +52,15 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _Body(_Request):
+    """A JSON body: its numbers and booleans are what they say (`true` is not 1, `"0"` not 0).
+
+    Queries and headers stay lax: their values arrive as text.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class _Answer(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -59,13 +68,13 @@ class _Answer(BaseModel):
 # -- requests ----------------------------------------------------------------------------
 
 
-class CreateConversation(_Request):
+class CreateConversation(_Body):
     """Settings of the new conversation; every field has a default."""
 
     settings: Settings = Field(default_factory=Settings)
 
 
-class PostMessage(_Request):
+class PostMessage(_Body):
     """A user message. `created_at` defaults to the time it arrives."""
 
     content: Text
@@ -73,17 +82,25 @@ class PostMessage(_Request):
     created_at: Timestamp | None = None
 
 
-class Resolution(_Request):
+class Resolution(_Body):
     """The answer to a pending human or client call."""
 
     status: Literal["resolved", "errored"]
     result: Any = None
 
 
-class Fork(_Request):
+class Fork(_Body):
     """Where to fork: the seq of the last event to copy; it must end a turn (0: empty)."""
 
-    at_seq: int = Field(ge=0, le=MAX_SEQ)
+    at_seq: integer(ge=0, le=MAX_SEQ)
+
+
+class PutKey(_Body):
+    """A tenant's own provider key for one profile: stored sealed, never shown again."""
+
+    api_key: Annotated[str, StringConstraints(min_length=8, max_length=1024,
+                                              pattern=r"^[\x21-\x7e]+$")] = Field(
+        description="printable ASCII without spaces, as a provider issues it")
 
 
 class ListConversations(_Request):
@@ -112,8 +129,23 @@ class MessageHeaders(_Request):
     idempotency_key: Token | None = Field(None, alias="Idempotency-Key")
 
 
+def _seq_text(value: Any) -> int:
+    """A header's seq: up to ten digits; one past any seq a log can hold means "after the end"
+    (Postgres seqs are 32-bit: a larger number must not reach a query)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{1,10}", value):
+        raise ValueError("must be a seq: up to ten digits")
+    return min(int(value), MAX_SEQ)
+
+
+SeqHeader = Annotated[
+    int,
+    PlainValidator(_seq_text),
+    WithJsonSchema({"type": "string", "pattern": r"^[0-9]{1,10}$"}),
+]
+
+
 class StreamHeaders(_Request):
-    last_event_id: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,10}$")] | None = Field(
+    last_event_id: SeqHeader | None = Field(
         None, alias="Last-Event-ID", description="the seq of the last event received; wins over after_seq"
     )
 
@@ -262,7 +294,8 @@ class Eviction(_Answer):
 
 
 class Context(_Answer):
-    provider: str
+    profile: str
+    kind: str | None = Field(description="the profile's provider kind; null if it is gone")
     model: str
     request: dict[str, Any] = Field(description="the neutral request, as rendered and repaired")
     wire: dict[str, Any] = Field(description="the body in the provider's own shape")
@@ -270,6 +303,24 @@ class Context(_Answer):
     summary: SummaryInUse | None = Field(description="the summary that stands for earlier events")
     evictions: list[Eviction] = Field(description="tool results shortened in this context only")
     context_tokens: int = Field(description="estimated tokens of the request")
+
+
+class ProfileOut(_Answer):
+    """A model profile as a tenant sees it: what it may pick, never where or with which key."""
+
+    name: str
+    kind: str
+    models: list[str] = Field(description='the models on offer; "*": any model name')
+    default_model: str | None
+    tenant_keys: Literal["never", "optional", "required"] = Field(
+        description="never: the operator's key; optional: yours if set, else the operator's; "
+                    "required: yours, or calls fail with missing_api_key")
+    own_key_set: bool = Field(description="whether you have set a key for this profile")
+    extra_body: list[str] = Field(description='extra_body fields you may send; "*": any')
+
+
+class ProfileList(_Answer):
+    profiles: list[ProfileOut]
 
 
 class Health(_Answer):

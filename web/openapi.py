@@ -21,11 +21,11 @@ from web.operation import SSE, Operation
 REF = "#/components/schemas/{model}"
 _PATH_ARG = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 _DESCRIPTIONS = {
-    200: "OK", 201: "Created", 202: "Accepted", 400: "Malformed JSON",
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Malformed JSON",
     401: "Missing, unknown or revoked API key", 404: "No such conversation or call (for this tenant)",
     409: "The current state does not allow it", 413: "Body larger than the limit",
     415: "Body is not application/json", 422: "Request does not match the declared model",
-    503: "Not ready",
+    503: "Not ready, or the database cannot be reached now: retry after Retry-After seconds",
 }
 
 
@@ -144,7 +144,9 @@ def _token_schema() -> dict[str, Any]:
 def _responses(op: Operation, path: str, refs: dict[type[BaseModel], dict[str, str]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status, answer in op.answers.items():
-        if isinstance(answer, str):
+        if answer is None:
+            out[str(status)] = {"description": _DESCRIPTIONS.get(status, "")}
+        elif isinstance(answer, str):
             schema = _stream_frame(refs) if answer == SSE else {"type": "object"}
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""), "content": {answer: {"schema": schema}}}
         else:
@@ -177,7 +179,7 @@ def _stream_frame(refs: dict[type[BaseModel], dict[str, str]]) -> dict[str, Any]
 def _error_statuses(op: Operation, path: str) -> set[int]:
     statuses = set(op.errors)
     if not op.public:
-        statuses |= {401, 422}
+        statuses |= {401, 422, 503}
     if "{" in path:
         statuses.add(404)
     if op.body is not None:

@@ -13,9 +13,12 @@ from flask import current_app
 
 from agentq.breakers import Board, board_for
 from agentq.commands import Commands
+from agentq.clock import utcnow
 from agentq.config import Config
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
+from agentq.own_keys import OwnKeys
+from agentq.policy import Policy
 from agentq.pubsub import PubSub
 from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
@@ -41,6 +44,12 @@ class Services:
     close: Callable[[], None] = lambda: None
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
+    own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+
+    @property
+    def policy(self) -> Policy:
+        """The operator's policy the commands admit settings with."""
+        return self.commands.policy
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
@@ -88,6 +97,7 @@ def build_services(config: Config) -> Services:
     from agentq.worker import create_celery, enqueue
 
     store = Store.open(config.database_url)
+    policy = Policy.from_config(config)
     celery = create_celery(config, runtime=_no_runtime)
     pubsub = PubSub(config.redis_url)
     checks: dict[str, Check] = {
@@ -104,7 +114,7 @@ def build_services(config: Config) -> Services:
     return Services(
         store=store,
         commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          close_round=pubsub.close_round),
+                          close_round=pubsub.close_round, policy=policy),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),
@@ -112,6 +122,7 @@ def build_services(config: Config) -> Services:
         close=close,
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
+        own_keys=OwnKeys.from_config(config, store, policy, utcnow),
     )
 
 
@@ -135,4 +146,5 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         keys=KeyRing(store, api_key),
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
+        own_keys=embedded.own_keys,
     )

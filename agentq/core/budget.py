@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from agentq.core.compaction import compaction_cut, request_tokens, result_token_limit
 from agentq.core.events import View
-from agentq.core.messages import Message, Request, ToolSpec
+from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.render import render
 
 EVICTED_NOTE = "\n[... {evicted} more characters of this {what} were left out of the context]"

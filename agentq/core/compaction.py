@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from agentq.core.events import Event, View
 from agentq.core.keys import canonical_json
-from agentq.core.messages import Request
 from agentq.core.render import output_text
+from agentq.core.request import Request
 
 
 def estimate_tokens(text: str) -> int:

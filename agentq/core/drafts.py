@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentq.core.events import EventDraft
+from agentq.core.events import EventDraft, ToolCallRecord
 from agentq.core.timefmt import format_ts
 
 
@@ -89,6 +89,19 @@ def resolution(
 ) -> EventDraft:
     content = {"tool_call_id": call_id, "status": status, "by": by}
     return EventDraft("resolution", content, created_at, turn_id, round_id)
+
+
+def closed_call(
+    call: ToolCallRecord, status: str, output: Any, *, by: str, created_at: datetime
+) -> list[EventDraft]:
+    """A resolution of a pending call and the tool_result that closes it (inv. 3)."""
+    result_status = {"resolved": "ok", "errored": "error"}.get(status, status)
+    return [
+        resolution(call.id, status, by, turn_id=call.turn_id, round_id=call.round_id,
+                   created_at=created_at),
+        tool_result(call.id, result_status, output, turn_id=call.turn_id,
+                    round_id=call.round_id, step_key=None, created_at=created_at),
+    ]
 
 
 def error(

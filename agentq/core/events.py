@@ -4,7 +4,7 @@ Every value is frozen and has an exact JSON round trip (`to_json` / `from_json`)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,10 +25,6 @@ OnBusy = Literal["enqueue", "interrupt", "reject"]
 
 def _opt_ts(value: datetime | None) -> str | None:
     return None if value is None else format_ts(value)
-
-
-def _opt_parse(value: str | None) -> datetime | None:
-    return None if value is None else parse_ts(value)
 
 
 @dataclass(frozen=True)
@@ -147,6 +143,7 @@ class InboxItem:
     created_at: datetime
     idempotency_key: str | None = None
     scope: dict[str, Any] = field(default_factory=dict)
+    request_hash: str | None = None  # what the request said, for Idempotency-Key reuse
 
 
 @dataclass(frozen=True)
@@ -218,6 +215,3 @@ class View:
         if self.events:
             return self.events[-1].seq
         return self.summary.to_seq if self.summary else 0
-
-    def with_events(self, *events: Event) -> View:
-        return replace(self, events=self.events + tuple(events))

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentq.core.events import Event, View
-from agentq.core.messages import CallRef, Message, Request, ToolSpec
+from agentq.core.request import CallRef, Message, Request, ToolSpec
 from agentq.core.wire import check_anthropic, check_openai, to_anthropic, to_openai
 
 __all__ = [
@@ -102,7 +102,7 @@ def render(view: View, tools: Sequence[ToolSpec] = ()) -> Request:
         system=view.settings.system,
         messages=tuple(messages),
         tools=tuple(tools),
-        model=view.settings.model,
+        model=view.settings.model or "",
     )
     return repair(request)
 

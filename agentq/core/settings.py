@@ -1,11 +1,16 @@
-"""Conversation settings: the declared shape of what a conversation is configured with."""
+"""Conversation settings: the declared shape of what a conversation is configured with.
+
+Settings are a tenant's input (inv. 9): they name an operator's model profile and a model,
+never an endpoint or a key, and every number in them is a number (strict types: `true` is
+not 1, `"5"` is not 5). What the operator allows beyond their shape (ceilings, which
+profiles and models) is checked by `agentq.policy` when a conversation is created.
+"""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
@@ -13,11 +18,35 @@ _SECRET_NAMES = frozenset({
     "access_token", "authorization", "password",
 })
 _KEY_LOOKING = re.compile(r"^(sk|rk|pk)-[A-Za-z0-9_\-]{16,}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_USE_REF = (
-    "settings must not hold an API key in clear: put the key in an environment variable "
-    "and give that variable's name in api_key_ref"
+_NO_KEYS = (
+    "settings must not hold an API key: keys come from the operator's model profile, or "
+    "from your own key set with PUT /v1/profiles/{profile}/key"
 )
+# Former settings that named an endpoint or a key: a tenant could point a worker at any
+# host with any of its environment variables as the bearer token (inv. 9).
+_NO_ENDPOINTS = (
+    "{name} is no longer a conversation setting: endpoints and keys come from the "
+    "operator's model profiles; name one in `profile` (GET /v1/profiles lists them)"
+)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
+
+
+def _integral(value: Any) -> Any:
+    """2.0 is the integer 2, as JSON Schema says; `true` and "2" stay what they are (refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def integer(**bounds: int) -> Any:
+    """An integer of a JSON body under strict validation: 3 and 3.0, never true or "3".
+
+    The bounds go inside, before the conversion, so the JSON schema says minimum/maximum.
+    """
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
+
+
+Integer = integer()
 
 
 def _normal(name: str) -> str:
@@ -38,12 +67,12 @@ def _find_secret(value: Any) -> bool:
 
 class _Strict(BaseModel):
     # Inputs stay out of error messages: a rejected value may be a secret.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, strict=True)
 
 
 class ScriptedFailure(_Strict):
-    status: int | Literal["timeout"]
-    times: int = Field(default=1, ge=0)
+    status: Integer | Literal["timeout"]
+    times: integer(ge=0) = 1
 
 
 class ScriptedCall(_Strict):
@@ -56,13 +85,13 @@ class ScriptedResponse(_Strict):
 
     text: str = ""
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
-    chunks: int = Field(default=1, ge=1, le=10_000)
+    chunks: integer(ge=1, le=10_000) = 1
     delay_s: float = Field(default=0.0, ge=0.0, le=3600.0)
     fail: ScriptedFailure | None = None
 
 
 class Limits(_Strict):
-    max_rounds_per_turn: int = Field(default=25, ge=1, le=1000)
+    max_rounds_per_turn: integer(ge=1, le=1000) = 25
     tool_timeout_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
     llm_timeout_s: float = Field(default=300.0, gt=0.0, le=86_400.0)
     # Longest wait for the next bytes of a model response, per attempt; None means
@@ -73,65 +102,49 @@ class Limits(_Strict):
 class Compaction(_Strict):
     """When to summarize (the rendered context passes `max_context_tokens`) and how."""
 
-    max_context_tokens: int | None = Field(default=None, ge=64)
-    min_keep_turns: int = Field(default=2, ge=1)
+    max_context_tokens: integer(ge=64) | None = None
+    min_keep_turns: integer(ge=1) = 2
     # a tool result longer than this is shortened in the rendered context (never in the
     # log); None: a quarter of max_context_tokens, or no limit without a budget
-    max_result_tokens: int | None = Field(default=None, ge=16)
-    model: str | None = None
+    max_result_tokens: integer(ge=16) | None = None
+    model: str | None = Field(default=None, pattern=NAME_PATTERN)  # one the profile offers
     prompt: str | None = None
 
 
 class Settings(_Strict):
     """A conversation's settings, validated once when it is created."""
 
-    provider: Literal["scripted", "openai", "anthropic"] = "scripted"
-    model: str = "scripted"
+    # The operator's model profile (`provider` is its former name, still read); the model
+    # is one the profile offers, None meaning the profile's default.
+    profile: str = Field(
+        default="scripted", pattern=NAME_PATTERN,
+        validation_alias=AliasChoices("profile", "provider"),
+    )
+    model: str | None = Field(default=None, pattern=NAME_PATTERN)
     system: str = ""
     tools: list[str] | None = None
     script: list[ScriptedResponse] | None = None
     script_repeat: bool = False  # cycle through the script instead of echoing past its end
     limits: Limits = Field(default_factory=Limits)
     compaction: Compaction = Field(default_factory=Compaction)
-    # Provider options (openai, anthropic); None means the provider's default. extra_body
-    # adds fields to the request body (e.g. response_format); it never replaces the others.
-    base_url: str | None = None
-    api_key_ref: str | None = None  # the NAME of an environment variable holding the key
+    # Provider options (openai, anthropic); None means the profile's or the provider's
+    # default. extra_body adds fields to the request body (e.g. response_format) that the
+    # profile lets tenants send; it never replaces the others.
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_tokens: integer(ge=1, le=1_000_000) | None = None
     extra_body: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _no_key_in_clear(cls, data: Any) -> Any:
+    def _no_endpoint_and_no_key(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            for name in ("base_url", "api_key_ref"):
+                if name in data:
+                    raise ValueError(_NO_ENDPOINTS.format(name=name))
             names = {_normal(k) for k in data if isinstance(k, str)}
             if names & _SECRET_NAMES or _find_secret(data.get("extra_body")):
-                raise ValueError(_USE_REF)
+                raise ValueError(_NO_KEYS)
         return data
-
-    @field_validator("api_key_ref")
-    @classmethod
-    def _a_variable_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError(
-                "api_key_ref is the name of an environment variable (like OPENAI_API_KEY), "
-                "never the key itself"
-            )
-        return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("base_url must be an http(s) URL")
-        query_names = {_normal(name) for name, _ in parse_qsl(parts.query)}
-        if parts.username or parts.password or query_names & _SECRET_NAMES:
-            raise ValueError(_USE_REF)
-        return value
 
 
 def parse_settings(data: dict[str, Any] | None) -> Settings:

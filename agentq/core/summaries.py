@@ -14,7 +14,7 @@ from agentq.core.budget import fit, shorten
 from agentq.core.compaction import estimate_tokens
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
-from agentq.core.messages import Message, Request
+from agentq.core.request import Message, Request
 from agentq.core.render import render
 
 DEFAULT_SUMMARY_PROMPT = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentq.core.messages import Message, Request
+from agentq.core.request import Message, Request
 
 
 def _has_text(text: Any) -> bool:

@@ -1,7 +1,8 @@
-"""Model providers: the `Provider` seam (base), its adapters, errors and the retry policy."""
+"""Model providers: the `Provider` seam (base), its kinds and adapters, how a call reaches its
+endpoint (access), errors and the retry policy."""
 from __future__ import annotations
 
-from agentq.providers.base import CallContext, Delta, ModelResponse, Provider, provider_for
+from agentq.providers.base import CallContext, Delta, Endpoint, ModelResponse, Provider
 from agentq.providers.scripted import ScriptedProvider
 
-__all__ = ["CallContext", "Delta", "ModelResponse", "Provider", "ScriptedProvider", "provider_for"]
+__all__ = ["CallContext", "Delta", "Endpoint", "ModelResponse", "Provider", "ScriptedProvider"]

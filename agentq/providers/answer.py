@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.core.keys import scripted_call_id
-from agentq.core.messages import CallRef
+from agentq.core.request import CallRef
 from agentq.providers.base import ModelResponse
 from agentq.providers.errors import ProviderError
 

@@ -9,23 +9,21 @@ not part of the answer text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import httpx2
 
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_anthropic
 from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
-from agentq.providers.connection import api_key, base_url, timeout
+from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.streaming import stream_call
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
-KEY_VARIABLE, URL_VARIABLE = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
 _NAMED = ("model", "messages", "max_tokens", "stream")
 # Anthropic's stop reasons in the neutral (OpenAI) words the rest of agentq uses.
@@ -47,18 +45,14 @@ def messages_body(request: Request, settings: Settings) -> dict[str, Any]:
 
 
 class AnthropicProvider:
-    """Messages on the Anthropic API (or a compatible one); the key is read from `env` per call."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._env = env
+    """Messages on the Anthropic API (or a compatible one); endpoint and key from the call's profile."""
 
     def stream(
         self, request: Request, ctx: CallContext, cancel: threading.Event
     ) -> Iterator[Delta | ModelResponse]:
         settings = ctx.settings
-        key = api_key(settings, self._env, KEY_VARIABLE)
+        url, key = endpoint_of(ctx)
         body = messages_body(request, settings)
-        url = base_url(settings, self._env, URL_VARIABLE, DEFAULT_BASE_URL)
 
         def open_stream(http: httpx2.Client) -> Any:
             client = anthropic.Anthropic(
@@ -74,7 +68,8 @@ class AnthropicProvider:
 
         reader = EventReader()
         yield from stream_call(
-            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel, secret=key
+            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel,
+            secrets=private(url, key),
         )
 
 

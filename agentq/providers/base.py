@@ -1,19 +1,19 @@
-"""The provider seam: what a model call yields, what it is told, and which one to use.
+"""The provider seam: what a model call yields, what it is told, and where it goes (`factory` picks one).
 
 Adapters (scripted, openai, anthropic) implement `Provider`; the runtime only
-ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`.
+ever sees `Delta`s, one final `ModelResponse`, or a `ProviderError`. Which adapter,
+endpoint and key serve a conversation is the operator's profile (`providers.access`).
 """
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentq.core.messages import CallRef, Request
+from agentq.core.request import CallRef, Request
 from agentq.core.settings import Settings
-from agentq.providers.errors import ProviderUnavailable
+from agentq.providers.errors import ProviderError
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,26 @@ class ModelResponse:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """Where one model call goes and the key it carries, from the operator's profile.
+
+    Resolved per call by `access.resolve_endpoint`, the one place that picks a URL and a
+    key; adapters take both from here and nowhere else. The key never shows in a repr.
+    """
+
+    profile: str
+    kind: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def require(self) -> tuple[str, str]:
+        """(base_url, api_key) of a networked endpoint."""
+        if not self.base_url or not self.api_key:
+            raise ProviderError(f"profile {self.profile!r} has no endpoint", code="no_endpoint")
+        return self.base_url, self.api_key
+
+
+@dataclass(frozen=True)
 class CallContext:
     """What a provider may know about the step it serves.
 
@@ -54,6 +74,7 @@ class CallContext:
     rounds_committed: int
     settings: Settings
     purpose: str = "answer"  # or "summary": a compact step asks for the running summary
+    endpoint: Endpoint | None = None  # set by access.ProfiledProvider for the adapter
 
 
 class Provider(Protocol):
@@ -69,38 +90,3 @@ class Provider(Protocol):
         """
         ...
 
-
-def endpoint_for(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
-    """The endpoint (base URL) a conversation's model calls go to, which its circuit breaker
-    is kept by; None for the scripted provider, which calls nothing."""
-    from agentq.providers.connection import base_url
-
-    env = os.environ if env is None else env
-    if settings.provider == "openai":
-        from agentq.providers import openai as adapter
-    elif settings.provider == "anthropic":
-        from agentq.providers import anthropic as adapter  # type: ignore[no-redef]
-    else:
-        return None
-    return base_url(settings, env, adapter.URL_VARIABLE, adapter.DEFAULT_BASE_URL).rstrip("/")
-
-
-def provider_for(settings: Settings, env: Mapping[str, str] | None = None) -> Provider:
-    """The provider a conversation's settings name; API keys are read from `env` at call time.
-
-    `env` defaults to the process environment: keys live there, never in settings.
-    """
-    # Imported here because every adapter imports this module.
-    if settings.provider == "scripted":
-        from agentq.providers.scripted import ScriptedProvider
-
-        return ScriptedProvider()
-    if settings.provider == "openai":
-        from agentq.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(os.environ if env is None else env)
-    if settings.provider == "anthropic":
-        from agentq.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(os.environ if env is None else env)
-    raise ProviderUnavailable(f"provider {settings.provider!r} is not available in this build")

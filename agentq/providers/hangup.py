@@ -29,8 +29,12 @@ class Hangup:
         self._watcher = threading.Thread(target=self._watch, name="agentq-hangup", daemon=True)
 
     def http_client(self) -> httpx2.Client:
-        """An HTTP client whose connections this hangup shuts on cancel."""
-        return httpx2.Client(follow_redirects=True, event_hooks={"request": [self._traced]})
+        """An HTTP client whose connections this hangup shuts on cancel.
+
+        It follows no redirect: a redirect would carry the key's header (Anthropic's
+        x-api-key survives a change of host) to an address no profile names (inv. 9).
+        """
+        return httpx2.Client(follow_redirects=False, event_hooks={"request": [self._traced]})
 
     def __enter__(self) -> Hangup:
         self._watcher.start()

@@ -1,29 +1,27 @@
 """The OpenAI adapter: streaming chat completions through the official `openai` SDK.
 
-Any OpenAI-compatible endpoint works through `base_url`. The request body is built here
-in full (so the audit records exactly what was sent), the SDK's own retries are off
-(one policy, `retry.retrying`, rules), and tool calls are put together from their deltas
-by index.
+Any OpenAI-compatible endpoint works through a profile's `base_url`. The request body is
+built here in full (so the audit records exactly what was sent), the SDK's own retries
+are off (one policy, `retry.retrying`, rules), and tool calls are put together from their
+deltas by index.
 """
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import openai
 
-from agentq.core.messages import Request
+from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_openai
 from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
-from agentq.providers.connection import api_key, base_url, timeout
+from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.streaming import stream_call
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-KEY_VARIABLE, URL_VARIABLE = "OPENAI_API_KEY", "OPENAI_BASE_URL"
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
 _NAMED = ("model", "messages", "stream")
 
@@ -44,18 +42,14 @@ def chat_body(request: Request, settings: Settings) -> dict[str, Any]:
 
 
 class OpenAIProvider:
-    """Chat completions on an OpenAI-compatible endpoint; the key is read from `env` per call."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._env = env
+    """Chat completions on an OpenAI-compatible endpoint; endpoint and key from the call's profile."""
 
     def stream(
         self, request: Request, ctx: CallContext, cancel: threading.Event
     ) -> Iterator[Delta | ModelResponse]:
         settings = ctx.settings
-        key = api_key(settings, self._env, KEY_VARIABLE)
+        url, key = endpoint_of(ctx)
         body = chat_body(request, settings)
-        url = base_url(settings, self._env, URL_VARIABLE, DEFAULT_BASE_URL)
 
         def open_stream(http: httpx2.Client) -> Any:
             client = openai.OpenAI(
@@ -70,7 +64,8 @@ class OpenAIProvider:
 
         reader = _ChunkReader()
         yield from stream_call(
-            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel, secret=key
+            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel,
+            secrets=private(url, key),
         )
 
 

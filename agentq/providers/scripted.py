@@ -16,7 +16,7 @@ import httpx2
 import openai
 
 from agentq.core.keys import canonical_json, scripted_call_id
-from agentq.core.messages import CallRef, Request
+from agentq.core.request import CallRef, Request
 from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
 

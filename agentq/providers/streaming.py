@@ -2,7 +2,7 @@
 
 It yields a delta per piece of text, then the assembled response. The moment `cancel` is
 set it hangs up (the server sees the connection close) and ends without a response, as
-the `Provider` protocol asks; every failure leaves it classified and free of the key.
+the `Provider` protocol asks; every failure leaves it classified, bounded and free of the key and the endpoint.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def stream_call(
     *,
     sent: dict[str, Any],
     cancel: threading.Event,
-    secret: str,
+    secrets: tuple[str, ...],
 ) -> Iterator[Delta | ModelResponse]:
     """Deltas as `read` finds text, then the response; nothing more once `cancel` is set."""
     if cancel.is_set():
@@ -60,5 +60,5 @@ def stream_call(
         except PROVIDER_FAILURES as exc:
             if cancel.is_set():  # the failure is our own hang-up
                 return
-            raise scrubbed(classify(exc), secret) from None
+            raise scrubbed(classify(exc), *secrets) from None
     yield response

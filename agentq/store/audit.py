@@ -5,15 +5,13 @@ people, never read by a step, and expire (`delete_model_calls_txn`) on a TTL.
 """
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select
 
-from agentq.store.schema import model_calls
+from agentq.store.schema import model_calls, record_from_row, record_values
 
 
 @dataclass(frozen=True)
@@ -32,34 +30,8 @@ class ModelCallRecord:
     created_at: datetime
 
 
-def record_model_call_txn(
-    conn: Connection,
-    *,
-    conversation_id: str,
-    step_key: str | None,
-    sent: dict[str, Any] | None,
-    model: str | None,
-    usage: dict[str, Any] | None,
-    latency_ms: int | None,
-    summary_version: int | None,
-    evictions: Sequence[Any] | None,
-    now: datetime,
-) -> str:
-    """Insert one audit row; returns its id."""
-    row_id = str(uuid.uuid4())
-    conn.execute(model_calls.insert().values(
-        id=row_id,
-        conversation_id=conversation_id,
-        step_key=step_key,
-        rendered_context=sent,
-        model=model,
-        usage=usage,
-        latency_ms=latency_ms,
-        summary_version=summary_version,
-        evictions=list(evictions) if evictions is not None else None,
-        created_at=now,
-    ))
-    return row_id
+def insert_model_call_txn(conn: Connection, record: ModelCallRecord) -> None:
+    conn.execute(model_calls.insert().values(record_values(record)))
 
 
 def list_model_calls_txn(conn: Connection, conversation_id: str) -> list[ModelCallRecord]:
@@ -78,15 +50,4 @@ def delete_model_calls_txn(conn: Connection, *, before: datetime) -> int:
 
 
 def _record_from_row(row: Row[Any]) -> ModelCallRecord:
-    return ModelCallRecord(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        step_key=row.step_key,
-        rendered_context=row.rendered_context,
-        model=row.model,
-        usage=row.usage,
-        latency_ms=row.latency_ms,
-        summary_version=row.summary_version,
-        evictions=row.evictions,
-        created_at=row.created_at,
-    )
+    return record_from_row(ModelCallRecord, row)

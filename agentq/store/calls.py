@@ -11,30 +11,14 @@ from sqlalchemy import Connection, Row, Update, bindparam, select, update
 from agentq.core.events import ToolCallRecord
 from agentq.store.conversations import ConversationInfo, conversation_from_row
 from agentq.store.engine import insert_ignoring, param
-from agentq.store.schema import conversations, tool_calls
+from agentq.store.schema import conversations, record_from_row, tool_calls
 
 OPEN_STATUSES = ("scheduled", "pending")
 TERMINAL_STATUSES = ("resolved", "errored", "expired", "cancelled", "done")
 
 
 def call_from_row(row: Row[Any], prefix: str = "") -> ToolCallRecord:
-    def get(name: str) -> Any:
-        return row._mapping[prefix + name]
-
-    return ToolCallRecord(
-        conversation_id=get("conversation_id"),
-        id=get("id"),
-        name=get("name"),
-        executor=get("executor"),
-        status=get("status"),
-        args=get("args"),
-        round_id=get("round_id"),
-        turn_id=get("turn_id"),
-        created_at=get("created_at"),
-        result=get("result"),
-        expires_at=get("expires_at"),
-        resolved_at=get("resolved_at"),
-    )
+    return record_from_row(ToolCallRecord, row, prefix)
 
 
 def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:

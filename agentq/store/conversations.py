@@ -149,7 +149,7 @@ def move_next_seq_txn(
     """Move `next_seq` from `old_seq` on, with the cached state; the row as moved, or None.
 
     None means the log no longer ends before `old_seq`. The UPDATE holds the row's lock
-    until the transaction ends (inv. 8), like `SELECT … FOR UPDATE`.
+    until the transaction ends (inv. 8), like `SELECT … FOR NO KEY UPDATE`.
     """
     params = {"conversation_id": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
               "now": now, "fsm": fsm.to_json()}
@@ -170,14 +170,6 @@ _MOVE_NEXT_SEQ = (
     )
     .returning(*conversations.c)
 )
-
-
-def set_fsm_txn(conn: Connection, conversation_id: str, fsm: FsmState, *, now: datetime) -> None:
-    conn.execute(
-        update(conversations)
-        .where(conversations.c.id == conversation_id)
-        .values(fsm_state=fsm.to_json(), updated_at=now)
-    )
 
 
 def set_status_txn(conn: Connection, conversation_id: str, status: str, *, now: datetime) -> None:

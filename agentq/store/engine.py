@@ -3,7 +3,9 @@
 Transactions are writes unless opened with `begin_read`: on SQLite a write starts with
 `BEGIN IMMEDIATE`, so writers queue on the database lock (busy_timeout) instead of
 failing when a deferred reader tries to upgrade; on PostgreSQL a read runs as one
-REPEATABLE READ snapshot, so the queries of one view agree with each other.
+REPEATABLE READ snapshot, so the queries of one view agree with each other. A database
+that cannot be reached (PostgreSQL restarting, SQLite locked past its busy timeout)
+raises `Unavailable`, so callers answer "retry shortly" instead of failing.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import sqlalchemy
 from sqlalchemy import BindParameter, Column, Connection, Dialect, Engine, Table, bindparam, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+
+from agentq.errors import Unavailable
 
 _READ = "agentq_read"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -90,6 +94,19 @@ _POSTGRES_READ = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": T
 _POSTGRES_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 
 
+# Driver errors that mean "the database cannot serve this now", not "this request is wrong".
+_UNREACHABLE = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    try:
+        yield
+    except _UNREACHABLE as exc:
+        raise Unavailable(f"the database cannot be reached now ({type(exc.orig).__name__}); "
+                          "retry shortly", code="database_unavailable") from exc
+
+
 @contextmanager
 def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connection]:
     """A read-only transaction over one consistent snapshot.
@@ -98,7 +115,7 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     PostgreSQL the read needs no BEGIN and COMMIT: for a caller that reads one statement,
     or bounds its later reads by what the first one saw.
     """
-    with engine.connect() as conn:
+    with _reachable(), engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             conn.execution_options(**(_POSTGRES_READ if one_snapshot else _POSTGRES_AUTOCOMMIT))
         conn.execution_options(**{_READ: True})
@@ -113,7 +130,7 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     A caller that writes with `one_statement` is atomic without a transaction around it:
     on PostgreSQL it runs in autocommit, one round trip instead of three.
     """
-    with engine.connect() as conn:
+    with _reachable(), engine.connect() as conn:
         if one_statement and engine.dialect.name == "postgresql":
             conn.execution_options(**_POSTGRES_AUTOCOMMIT)
         with conn.begin():

@@ -20,7 +20,7 @@ from agentq.store.conversations import (
     insert_conversation_txn,
     load_conversation_txn,
 )
-from agentq.store.log import append_txn, list_events_txn, list_summaries_txn, save_summary_txn
+from agentq.store.eventlog import append_txn, list_events_txn, list_summaries_txn, save_summary_txn
 from agentq.store.schema import tool_calls
 
 

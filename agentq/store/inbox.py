@@ -1,29 +1,25 @@
-"""The inbox: user messages that arrived mid-turn, and the idempotency keys of all messages."""
+"""The inbox: user messages that arrived mid-turn, and the idempotency keys of all messages.
+
+Every message gets the next `arrival` number of its conversation (under the conversation's
+lock), and the inbox is drained in that order: a client's `created_at` is only recorded.
+"""
 from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, select, update
+from sqlalchemy import Connection, Row, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agentq.core.events import InboxItem
 from agentq.errors import Conflict
 from agentq.store.engine import param
-from agentq.store.schema import inbox
+from agentq.store.schema import inbox, record_from_row
 
 
 def inbox_from_row(row: Row[Any]) -> InboxItem:
-    return InboxItem(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        content=row.content,
-        on_busy=row.on_busy,
-        created_at=row.created_at,
-        idempotency_key=row.idempotency_key,
-        scope=row.scope,
-    )
+    return record_from_row(InboxItem, row)
 
 
 def add_inbox_txn(
@@ -45,6 +41,8 @@ def add_inbox_txn(
         "turn_id": turn_id,
         "created_at": item.created_at,
         "taken_at": taken_at,
+        "request_hash": item.request_hash,
+        "arrival": _NEXT_ARRIVAL.params(cid=item.conversation_id).scalar_subquery(),
     }
     try:
         conn.execute(inbox.insert().values(**values))
@@ -52,19 +50,26 @@ def add_inbox_txn(
         raise Conflict(f"inbox item {item.id} or its idempotency key exists already") from exc
 
 
+# inv. 8 holds the conversation's lock, so no other message takes the same number.
+_NEXT_ARRIVAL = (
+    select(func.coalesce(func.max(inbox.c.arrival), 0) + 1)
+    .where(inbox.c.conversation_id == param(inbox.c.conversation_id, "cid"))
+)
+
+
 def find_inbox_by_key_txn(
     conn: Connection, conversation_id: str, idempotency_key: str
 ) -> dict[str, Any] | None:
+    """{"message_id", "turn_id", "queued", "request_hash"} of the message with that key."""
     c = inbox.c
     row = conn.execute(
-        select(c.id, c.turn_id, c.queued)
+        select(c.id, c.turn_id, c.queued, c.request_hash)
         .where(c.conversation_id == conversation_id, c.idempotency_key == idempotency_key)
-        .order_by(c.created_at, c.id)
-        .limit(1)
     ).first()
     if row is None:
         return None
-    return {"message_id": row.id, "turn_id": row.turn_id, "queued": row.queued}
+    return {"message_id": row.id, "turn_id": row.turn_id, "queued": row.queued,
+            "request_hash": row.request_hash}
 
 
 def take_inbox_txn(
@@ -93,7 +98,7 @@ def _inbox_list(taken: bool | None) -> Select[Any]:
     query = (
         select(inbox)
         .where(c.conversation_id == param(c.conversation_id, "cid"))
-        .order_by(c.created_at, c.id)
+        .order_by(c.arrival)
     )
     if taken is not None:
         query = query.where(c.taken_at.is_not(None) if taken else c.taken_at.is_(None))

@@ -13,12 +13,29 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agentq.core.decide import Step
 from agentq.store.engine import insert_ignoring, param
-from agentq.store.schema import steps
+from agentq.store.schema import record_from_row, record_values, steps
 
 CLAIMABLE = ("scheduled", "failed_recoverable")
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """What scheduling a step writes: the step, its conversation, and the task that runs it."""
+
+    step_key: str
+    conversation_id: str
+    kind: str
+    ref: dict[str, Any]
+    round_id: str | None
+    celery_task_id: str
+
+    @classmethod
+    def of(cls, step: Step, conversation_id: str, celery_task_id: str) -> NewStep:
+        return cls(step.key, conversation_id, step.kind, step.ref, step.round_id, celery_task_id)
 
 
 @dataclass(frozen=True)
@@ -43,30 +60,11 @@ class StepRecord:
 
 
 def step_from_row(row: Row[Any]) -> StepRecord:
-    return StepRecord(**{field: row._mapping[field] for field in StepRecord.__dataclass_fields__})
+    return record_from_row(StepRecord, row)
 
 
-def schedule_step_txn(
-    conn: Connection,
-    *,
-    step_key: str,
-    conversation_id: str,
-    kind: str,
-    ref: dict[str, Any],
-    round_id: str | None,
-    celery_task_id: str,
-    now: datetime,
-) -> bool:
-    values = {
-        "step_key": step_key,
-        "conversation_id": conversation_id,
-        "kind": kind,
-        "ref": ref,
-        "status": "scheduled",
-        "round_id": round_id,
-        "celery_task_id": celery_task_id,
-        "created_at": now,
-    }
+def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool:
+    values = {**record_values(step), "status": "scheduled", "created_at": now}
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
     result = conn.execute(insert_ignoring(conn.dialect, steps), values)
     return result.rowcount == 1
@@ -79,17 +77,7 @@ def _claimable(now: datetime) -> Any:
 
 
 def schedule_and_claim_step_txn(
-    conn: Connection,
-    *,
-    step_key: str,
-    conversation_id: str,
-    kind: str,
-    ref: dict[str, Any],
-    round_id: str | None,
-    celery_task_id: str,
-    worker: str,
-    lease_s: float,
-    now: datetime,
+    conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
     max_attempts: int,
 ) -> StepRecord | None:
     """Insert the step already claimed, or claim the existing row: one upsert, one round trip.
@@ -98,11 +86,7 @@ def schedule_and_claim_step_txn(
     scheduled, failed_recoverable or running under a lapsed lease, with attempts left;
     a step running under a live lease, finished, or used up returns no row.
     """
-    values = {
-        "step_key": step_key, "conversation_id": conversation_id, "kind": kind, "ref": ref,
-        "round_id": round_id, "celery_task_id": celery_task_id, "worker": worker,
-        "lease_until": now + timedelta(seconds=lease_s),
-    }
+    values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
     params.update(now=now, max_attempts=max_attempts)
     row = conn.execute(_schedule_and_claim(conn.dialect.name), params).first()

@@ -1,11 +1,14 @@
 """The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (DESIGN section 12).
 
-The Alembic migrations create exactly these tables; a test compares the two.
+The Alembic migrations create exactly these tables; a test compares the two. Columns
+are named as the fields of the records they hold, so a row maps to its record by name.
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -17,6 +20,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    Row,
     String,
     Table,
     Text,
@@ -176,9 +180,14 @@ inbox = Table(
     Column("scope", Json, nullable=False),
     Column("queued", Boolean, nullable=False),
     Column("turn_id", String(ID)),
-    Column("created_at", Timestamp, nullable=False),
+    Column("created_at", Timestamp, nullable=False),  # as the client said: only recorded
     Column("taken_at", Timestamp),
+    # The order messages arrived in, per conversation (1, 2, …): turns start in this order,
+    # whatever created_at a client sent.
+    Column("arrival", Integer, nullable=False),
+    Column("request_hash", String(64)),  # sha256 of the request, for Idempotency-Key reuse
     UniqueConstraint("conversation_id", "idempotency_key"),
+    Index(None, "conversation_id", "arrival", unique=True),
 )
 
 model_calls = Table(
@@ -197,6 +206,18 @@ model_calls = Table(
     Index(None, "created_at"),
 )
 
+# A tenant's own provider key for one profile, sealed (agentq.keybox); never stored in clear.
+tenant_keys = Table(
+    "tenant_keys",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("profile", String(ID), nullable=False),
+    Column("sealed", Text, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    PrimaryKeyConstraint("tenant", "profile"),
+)
+
 api_keys = Table(
     "api_keys",
     metadata,
@@ -206,6 +227,7 @@ api_keys = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp),
 )
+
 
 provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.breakers)
     "provider_breakers",
@@ -219,3 +241,21 @@ provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.
     Column("version", Integer, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
 )
+
+Record = TypeVar("Record")
+
+
+def record_from_row(cls: type[Record], row: Row[Any], prefix: str = "") -> Record:
+    """The dataclass `cls` from the columns of `row` named as its fields (after `prefix`)."""
+    mapping = row._mapping
+    return cls(**{name: mapping[prefix + name] for name in _field_names(cls)})
+
+
+def record_values(record: object) -> dict[str, Any]:
+    """The columns of a row that holds `record` (a shallow copy: nothing nested is copied)."""
+    return {name: getattr(record, name) for name in _field_names(type(record))}
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in fields(cls))

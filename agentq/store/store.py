@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -24,16 +23,17 @@ from agentq.core.events import (
 )
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
-from agentq.store import audit, calls, conversations, fork, inbox, ledger, log
-from agentq.store.audit import ModelCallRecord
+from agentq.store import audit, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.api_keys import ApiKeys
+from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
-from agentq.store.ledger import StepRecord
+from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 
 
@@ -46,14 +46,14 @@ class Snapshot:
 
     def view(self, *, turn_only: bool = False) -> View | None:
         """As `Store.load_view`."""
-        return log.load_view_txn(self._conn, self._id, turn_only=turn_only)
+        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only)
 
     def with_history(self, turn: View) -> View:
         """A turn-only view grown to everything after the latest summary: a model call's context."""
-        return log.with_history_txn(self._conn, turn)
+        return eventlog.with_history_txn(self._conn, turn)
 
 
-class Store(ApiKeys, Breakers, Overviews, Metrics):
+class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
@@ -151,18 +151,14 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
     ) -> list[Event]:
         """Events with `after_seq` < seq (< `before_seq`), in seq order."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.list_events_txn(
+            return eventlog.list_events_txn(
                 conn, conversation_id, after_seq=after_seq, limit=limit, before_seq=before_seq
             )
-
-    def count_events(self, conversation_id: str, *, type: str | None = None) -> int:
-        with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.count_events_txn(conn, conversation_id, type=type)
 
     def load_view(self, conversation_id: str, *, turn_only: bool = False) -> View | None:
         """Latest summary, the events after it (or only the current turn's), open calls, inbox."""
         with begin_read(self.engine) as conn:
-            return log.load_view_txn(conn, conversation_id, turn_only=turn_only)
+            return eventlog.load_view_txn(conn, conversation_id, turn_only=turn_only)
 
     @contextmanager
     def snapshot(self, conversation_id: str) -> Iterator[Snapshot]:
@@ -179,29 +175,7 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return log.list_summaries_txn(conn, conversation_id)
-
-    def save_summary(
-        self,
-        *,
-        conversation_id: str,
-        from_seq: int,
-        to_seq: int,
-        content: dict[str, Any],
-        version: int,
-        now: datetime,
-    ) -> bool:
-        """Insert a summary; False if one with that `to_seq` exists already."""
-        with begin_write(self.engine) as conn:
-            return log.save_summary_txn(
-                conn,
-                conversation_id=conversation_id,
-                from_seq=from_seq,
-                to_seq=to_seq,
-                content=content,
-                version=version,
-                now=now,
-            )
+            return eventlog.list_summaries_txn(conn, conversation_id)
 
     # tool calls and inbox
 
@@ -264,11 +238,11 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
 
         For a writer that knows where the log ended (`next_seq`) and what it appends before
         it starts: the append takes the lock (inv. 8), one statement instead of `locked`'s
-        `SELECT … FOR UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
+        `SELECT … FOR NO KEY UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
         log moved.
         """
         with begin_write(self.engine) as conn:
-            done = log.append_at_txn(
+            done = eventlog.append_at_txn(
                 conn, conversation_id, drafts, next_seq=next_seq, state_after=state_after, now=now
             )
             if done is None:
@@ -278,50 +252,13 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
 
     # the steps ledger
 
-    def schedule_step(
-        self,
-        *,
-        step_key: str,
-        conversation_id: str,
-        kind: str,
-        ref: dict[str, Any],
-        round_id: str | None,
-        celery_task_id: str,
-        now: datetime,
-    ) -> bool:
-        """Record a step as scheduled; False (and nothing changed) if it exists already."""
-        with begin_write(self.engine) as conn:
-            return ledger.schedule_step_txn(
-                conn,
-                step_key=step_key,
-                conversation_id=conversation_id,
-                kind=kind,
-                ref=ref,
-                round_id=round_id,
-                celery_task_id=celery_task_id,
-                now=now,
-            )
-
     def schedule_and_claim_step(
-        self,
-        *,
-        step_key: str,
-        conversation_id: str,
-        kind: str,
-        ref: dict[str, Any],
-        round_id: str | None,
-        celery_task_id: str,
-        worker: str,
-        lease_s: float,
-        now: datetime,
-        max_attempts: int,
+        self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if we lost)."""
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
-                conn, step_key=step_key, conversation_id=conversation_id, kind=kind, ref=ref,
-                round_id=round_id, celery_task_id=celery_task_id, worker=worker,
-                lease_s=lease_s, now=now, max_attempts=max_attempts,
+                conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -346,12 +283,19 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
             )
 
     def hold_step(
-        self, step_key: str, *, until: datetime, reason: str, worker: str | None = None
+        self, step: NewStep, *, until: datetime, reason: str, now: datetime,
+        worker: str | None = None,
     ) -> bool:
-        """Hold a scheduled step until `until`; True if the hold moved later. With `worker`,
-        the step is ours and running: it is given back first, its attempt uncounted."""
-        with begin_write(self.engine, one_statement=True) as conn:
-            return ledger.hold_step_txn(conn, step_key, until=until, reason=reason, worker=worker)
+        """Hold the step until `until`, scheduling it if new; True if the hold moved later.
+
+        With `worker`, the step is ours and running: it is given back first, its attempt
+        uncounted.
+        """
+        with begin_write(self.engine) as conn:
+            if worker is None:
+                ledger.schedule_step_txn(conn, step, now=now)
+            return ledger.hold_step_txn(conn, step.step_key, until=until, reason=reason,
+                                        worker=worker)
 
     def add_step_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""
@@ -383,26 +327,10 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
 
     # the model-call audit
 
-    def record_model_call(
-        self,
-        *,
-        conversation_id: str,
-        step_key: str | None,
-        sent: dict[str, Any] | None,
-        model: str | None,
-        usage: dict[str, Any] | None,
-        latency_ms: int | None,
-        summary_version: int | None = None,
-        evictions: list[Any] | None = None,
-        now: datetime,
-    ) -> str:
+    def record_model_call(self, record: ModelCallRecord) -> None:
         """Write one `model_calls` row: the request body exactly as sent, and its cost."""
         with begin_write(self.engine) as conn:
-            return audit.record_model_call_txn(
-                conn, conversation_id=conversation_id, step_key=step_key, sent=sent, model=model,
-                usage=usage, latency_ms=latency_ms, summary_version=summary_version,
-                evictions=evictions, now=now,
-            )
+            audit.insert_model_call_txn(conn, record)
 
     def list_model_calls(self, conversation_id: str) -> list[ModelCallRecord]:
         """The conversation's audited model calls, oldest first."""
@@ -414,7 +342,3 @@ class Store(ApiKeys, Breakers, Overviews, Metrics):
         with begin_write(self.engine) as conn:
             return audit.delete_model_calls_txn(conn, before=before)
 
-
-def open_store(url: str) -> Store:
-    """`Store.open(url)`."""
-    return Store.open(url)

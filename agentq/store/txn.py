@@ -9,8 +9,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
+from agentq.core.fsm import fold
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
-from agentq.store.conversations import ConversationInfo, set_fsm_txn, set_status_txn
+from agentq.store.conversations import ConversationInfo, set_status_txn
+from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -18,13 +20,12 @@ from agentq.store.inbox import (
     take_inbox_txn,
 )
 from agentq.store.ledger import (
+    NewStep,
     StepRecord,
     cancel_open_steps_txn,
     finish_step_txn,
-    load_step_txn,
     schedule_step_txn,
 )
-from agentq.store.log import append_txn, load_view_txn, save_summary_txn
 
 
 class ConversationTxn:
@@ -54,6 +55,14 @@ class ConversationTxn:
             self._conn, self.conversation, drafts, state_after=state_after, now=now
         )
         return appended
+
+    def append_and_fold(
+        self, drafts: Sequence[EventDraft], *, now: datetime
+    ) -> tuple[list[Event], FsmState]:
+        """Append drafts and fold them onto the cached state (inv. 1): what every writer does."""
+        cached = self.conversation.fsm
+        events = self.append(drafts, state_after=lambda appended: fold(appended, cached), now=now)
+        return events, self.conversation.fsm
 
     def view(self) -> View:
         """The current turn's view as this transaction sees it, own writes included."""
@@ -87,10 +96,6 @@ class ConversationTxn:
             result=result,
         )
 
-    def set_fsm(self, fsm: FsmState, *, now: datetime) -> None:
-        set_fsm_txn(self._conn, self._id, fsm, now=now)
-        self.conversation = replace(self.conversation, fsm=fsm, updated_at=now)
-
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)
         self.conversation = replace(self.conversation, status=status, updated_at=now)
@@ -114,7 +119,7 @@ class ConversationTxn:
     def save_summary(
         self, *, from_seq: int, to_seq: int, content: dict[str, Any], version: int, now: datetime
     ) -> bool:
-        """Store.save_summary inside this transaction, beside the compact step's finish."""
+        """Insert a summary beside the compact step's finish; False if that `to_seq` has one."""
         return save_summary_txn(
             self._conn,
             conversation_id=self._id,
@@ -129,18 +134,10 @@ class ConversationTxn:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
 
-    def schedule_step(
-        self, *, step_key: str, kind: str, ref: dict[str, Any], celery_task_id: str, now: datetime
-    ) -> bool:
-        """Schedule a step of this conversation in the same transaction as the events."""
-        return schedule_step_txn(
-            self._conn, step_key=step_key, conversation_id=self._id, kind=kind, ref=ref,
-            round_id=None, celery_task_id=celery_task_id, now=now,
-        )
+    def schedule_step(self, step: NewStep, *, now: datetime) -> bool:
+        """Schedule a step in the same transaction as the events that ask for it."""
+        return schedule_step_txn(self._conn, step, now=now)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
         return cancel_open_steps_txn(self._conn, self._id, kinds=kinds, now=now)
-
-    def now_step(self, step_key: str) -> StepRecord | None:
-        return load_step_txn(self._conn, step_key)

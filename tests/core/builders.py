@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 from agentq.core.events import Event, EventDraft, InboxItem, Summary, View
 from agentq.core.settings import Settings
+from tests.clock import T0
 
 CID = "conv-1"
-T0 = datetime(2026, 11, 21, 22, 14, 3, 123456, tzinfo=timezone.utc)
 
 
 def _draft(type_: str, content: dict[str, Any], round: str | None = None) -> EventDraft:

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from agentq.core.events import Event, EventDraft
-import builders as b
+from tests.core import builders as b
 
 EXECUTORS = ("server", "server", "human", "client")
 OUTPUTS = ("sunny", "", None, 3, {"temp_c": 21, "city": "Oslo"}, ["a", 1])

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import builders as b
+from tests.core import builders as b
 from agentq.core.compaction import (
     compaction_cut, estimate_tokens, event_tokens, find_cut, request_tokens,
 )
-from agentq.core.messages import CallRef, Message, Request, ToolSpec
-from strategies import conversation_logs
+from agentq.core.request import CallRef, Message, Request, ToolSpec
+from tests.core.strategies import conversation_logs
 
 
 def turns(count: int, calls_per_turn: int = 0):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import builders as b
+from tests.core import builders as b
 from agentq.core.decide import (
     AwaitInput,
     CallModel,
@@ -24,7 +24,7 @@ from agentq.core.decide import (
 )
 from agentq.core.fsm import fold
 from agentq.core.keys import round_id, step_key
-from strategies import conversation_logs
+from tests.core.strategies import conversation_logs
 
 EXPIRES = "2026-11-22T00:00:00.000000Z"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import builders as b
+from tests.core import builders as b
 from agentq.core.events import FsmState
 from agentq.core.fsm import apply, fold, round_closed
-from strategies import conversation_logs
+from tests.core.strategies import conversation_logs
 
 
 def state_after(*drafts) -> FsmState:

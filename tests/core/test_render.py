@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import builders as b
+from tests.core import builders as b
 from agentq.core.compaction import find_cut
-from agentq.core.messages import CallRef, Message, Request, ToolSpec
+from agentq.core.request import CallRef, Message, Request, ToolSpec
 from agentq.core.render import MISSING_RESULT_TEXT, render, repair, validate
 from agentq.core.wire import check_anthropic, check_openai, to_anthropic, to_openai
-from strategies import conversation_logs
+from tests.core.strategies import conversation_logs
 
 WEATHER = ToolSpec(
     "get_weather", "Current weather for a city.", {"type": "object", "properties": {}}

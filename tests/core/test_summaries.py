@@ -1,7 +1,7 @@
 """Summary requests: the span as plain text with no tool blocks, in pieces within the budget."""
 from __future__ import annotations
 
-import builders as b
+from tests.core import builders as b
 from agentq.core.compaction import request_tokens
 from agentq.core.render import to_anthropic, to_openai
 from agentq.core.summaries import SUMMARY_SO_FAR, summary_request, transcript

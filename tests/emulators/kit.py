@@ -7,11 +7,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.core.messages import Message, Request, ToolSpec
+from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.settings import Settings, parse_settings
-from agentq.providers.anthropic import AnthropicProvider
+from agentq.policy import Policy
+from agentq.profiles import Profile
+from agentq.providers.access import ModelAccess
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
-from agentq.providers.openai import OpenAIProvider
 from tests.emulators.anthropic_api import AnthropicEmulator
 from tests.emulators.openai_api import OpenAIEmulator
 from tests.emulators.server import Emulator
@@ -25,9 +26,9 @@ WEATHER = ToolSpec(
 HELLO = Request(system="Be brief.", messages=(Message("user", "Weather in Oslo?"),),
                 tools=(WEATHER,), model=MODEL)
 
-_ADAPTERS: dict[str, tuple[type[Emulator], Any, str, str]] = {
-    "openai": (OpenAIEmulator, OpenAIProvider, "OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    "anthropic": (AnthropicEmulator, AnthropicProvider, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+_ADAPTERS: dict[str, tuple[type[Emulator], str]] = {
+    "openai": (OpenAIEmulator, "OPENAI_API_KEY"),
+    "anthropic": (AnthropicEmulator, "ANTHROPIC_API_KEY"),
 }
 
 
@@ -40,25 +41,35 @@ def running(name: str) -> Iterator[Emulator]:
 
 @dataclass
 class Kit:
-    """A provider's adapter, its emulator, and the environment that joins them."""
+    """A provider's adapter, its emulator, and the operator's profile and environment that join them."""
 
     name: str
     emulator: Any
 
     @property
     def key_variable(self) -> str:
-        return _ADAPTERS[self.name][2]
+        return _ADAPTERS[self.name][1]
 
     @property
     def env(self) -> dict[str, str]:
-        _, _, key, url = _ADAPTERS[self.name]
-        return {key: self.emulator.api_key, url: self.emulator.base_url}
+        return {self.key_variable: self.emulator.api_key}
 
-    def provider(self, env: dict[str, str] | None = None) -> Provider:
-        return _ADAPTERS[self.name][1](self.env if env is None else env)
+    def profile(self, **options: Any) -> Profile:
+        """The profile named like the provider, pointing at the emulator."""
+        return Profile(name=self.name, kind=self.name, base_url=self.emulator.base_url, **options)
+
+    def policy(self, **options: Any) -> Policy:
+        return Policy(profiles={self.name: self.profile(**options)})
+
+    def access(self, env: dict[str, str] | None = None, **profile: Any) -> ModelAccess:
+        return ModelAccess(self.policy(**profile), env=self.env if env is None else env)
+
+    def provider(self, env: dict[str, str] | None = None, **profile: Any) -> Provider:
+        """The provider the runtime would get, through the profile and `env`."""
+        return self.access(env, **profile).provider_for(self.settings())
 
     def settings(self, **options: Any) -> Settings:
-        return parse_settings({"provider": self.name, "model": MODEL, **options})
+        return parse_settings({"profile": self.name, "model": MODEL, **options})
 
     def ctx(self, settings: Settings | None = None, *, step_key: str = "step-1") -> CallContext:
         return CallContext("conv-1", step_key, "round-1", 1, 0, settings or self.settings())
@@ -70,9 +81,11 @@ class Kit:
         settings: Settings | None = None,
         cancel: threading.Event | None = None,
         env: dict[str, str] | None = None,
+        profile: dict[str, Any] | None = None,
     ) -> list[Delta | ModelResponse]:
         """Everything the adapter yields for one call."""
-        stream = self.provider(env).stream(request, self.ctx(settings), cancel or threading.Event())
+        provider = self.provider(env, **(profile or {}))
+        stream = provider.stream(request, self.ctx(settings), cancel or threading.Event())
         return list(stream)
 
     def answer(self, request: Request = HELLO, **options: Any) -> ModelResponse:

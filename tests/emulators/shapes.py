@@ -1,16 +1,8 @@
 """Every conversation shape the core can produce, as views to render and send to a provider."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from agentq.core.events import View
-
-# tests/core is not a package: its helpers import each other as top-level modules.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
-
-import builders as b  # noqa: E402
-from strategies import conversation_logs  # noqa: E402,F401  (re-exported for the tests)
+from tests.core import builders as b
 
 
 def _round(round_id: str, *call_ids: str, text: str = "", executor: str = "server") -> list:

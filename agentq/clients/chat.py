@@ -11,8 +11,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
-from agentq.client import ApiError, Client, ClientError, StreamItem
-from agentq.timeline import call_text, summarize
+from agentq.clients.api import Client, ClientError, ErrorResponse, StreamItem
+from agentq.clients.timeline import call_text, summarize
 
 try:  # line editing and history where the platform has it
     import readline
@@ -157,7 +157,7 @@ class Chat:
         self.say("interrupting the turn …")
         try:
             self.client.cancel(self.cid)
-        except ApiError as exc:
+        except ErrorResponse as exc:
             if exc.status != 409:
                 raise
             self.say(exc.message)
@@ -185,7 +185,7 @@ class Chat:
         status, result = resolution
         try:
             self.client.resolve(self.cid, call["tool_call_id"], status=status, result=result)
-        except ApiError as exc:
+        except ErrorResponse as exc:
             if exc.status not in (404, 409):
                 raise
             self.say(f"  not taken: {exc.message}")

@@ -1,4 +1,4 @@
-"""One model call of an llm step: stream deltas, retry transient errors, honour the time limit.
+"""One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
 "current round" (seed 004).
@@ -11,11 +11,14 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentq.background import Timers
-from agentq.core.messages import Request
+from agentq.breakers import CircuitBreakers
+from agentq.core.breaker import Wait
+from agentq.core.request import Request
+from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
+from agentq.runtime.timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +142,47 @@ class ModelCall:
             "next_delay_s": round(delay_s, 3),
             "transient": err.transient,
         })
+
+
+@dataclass(frozen=True)
+class ModelCalls:
+    """How this worker makes model calls: its providers, where deltas and retries go, its
+    timers, and the circuit breakers of the endpoints the calls go to."""
+
+    providers: Callable[[Settings], Provider]
+    publish: Callable[[str, str, dict], object]  # conversation id, kind, data
+    count_retry: Callable[[str], object]  # step key
+    timers: Timers
+    max_attempts: int
+    sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)
+    breakers: CircuitBreakers | None = None
+    endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
+
+    def admit(self, settings: Settings) -> Wait | None:
+        """None if a step may call its endpoint now (maybe as the breaker's probe), else when."""
+        if self.breakers is None:
+            return None
+        return self.breakers.admit(self.endpoints(settings))
+
+    def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
+        """A call for one step, admitted already; without `deltas`, only its retries are published.
+
+        Each attempt after the first asks the breaker again, and every outcome is recorded.
+        """
+        cid = info.conversation_id
+
+        def publish(kind: str, data: dict) -> None:
+            if deltas or kind == "retry":
+                self.publish(cid, kind, data)
+
+        provider = self.providers(settings)
+        if self.breakers is not None:
+            provider = self.breakers.guard(provider, self.endpoints(settings))
+        sleep = {} if self.sleep is None else {"sleep": self.sleep}
+        return ModelCall(
+            provider, publish, lambda: self.count_retry(info.step_key),
+            timers=self.timers, max_attempts=self.max_attempts, **sleep,
+        )
 
 
 def _stop_if_cancelled(

@@ -16,21 +16,11 @@ from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import ConversationInfo, conversation_from_row, move_next_seq_txn
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.inbox import list_inbox_txn
-from agentq.store.schema import conversations, events, summaries
+from agentq.store.schema import conversations, events, record_from_row, summaries
 
 
 def event_from_row(row: Row[Any]) -> Event:
-    return Event(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        seq=row.seq,
-        type=row.type,
-        turn_id=row.turn_id,
-        round_id=row.round_id,
-        step_key=row.step_key,
-        content=row.content,
-        created_at=row.created_at,
-    )
+    return record_from_row(Event, row)
 
 
 def append_txn(
@@ -70,7 +60,7 @@ def append_at_txn(
     """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
 
     The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
-    `SELECT … FOR UPDATE` before it: one statement fewer than `append_txn`.
+    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
     moved = move_next_seq_txn(
@@ -142,13 +132,6 @@ def _events_page(*, limited: bool, bounded: bool) -> Select[Any]:
     return query.limit(bindparam("limit")) if limited else query
 
 
-def count_events_txn(conn: Connection, conversation_id: str, *, type: str | None) -> int:
-    query = select(func.count()).where(events.c.conversation_id == conversation_id)
-    if type is not None:
-        query = query.where(events.c.type == type)
-    return conn.execute(query).scalar_one()
-
-
 def save_summary_txn(
     conn: Connection,
     *,
@@ -174,18 +157,7 @@ def save_summary_txn(
 
 
 def summary_from_row(row: Row[Any], prefix: str = "") -> Summary:
-    def get(name: str) -> Any:
-        return row._mapping[prefix + name]
-
-    return Summary(
-        id=get("id"),
-        conversation_id=get("conversation_id"),
-        from_seq=get("from_seq"),
-        to_seq=get("to_seq"),
-        content=get("content"),
-        version=get("version"),
-        created_at=get("created_at"),
-    )
+    return record_from_row(Summary, row, prefix)
 
 
 def list_summaries_txn(conn: Connection, conversation_id: str) -> list[Summary]:

@@ -35,7 +35,7 @@ class Unreachable(ClientError):
     code = "unreachable"
 
 
-class ApiError(ClientError):
+class ErrorResponse(ClientError):
     """The API answered with an error body `{"error": {"code", "message", "details"}}`."""
 
     def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
@@ -145,7 +145,7 @@ class Client:
                                   headers={"Accept": "text/event-stream"}, timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise _api_error(response)
+                    raise _error_response(response)
                 yield _frames(response)
         except httpx2.TransportError as exc:
             raise _unreachable(self.where.url, exc) from None
@@ -156,7 +156,7 @@ class Client:
         except httpx2.TransportError as exc:
             raise _unreachable(self.where.url, exc) from None
         if response.status_code >= 400:
-            raise _api_error(response)
+            raise _error_response(response)
         return response.json()
 
 
@@ -179,13 +179,13 @@ def _frames(response: httpx2.Response) -> Iterator[StreamItem]:
             seq = int(value)
 
 
-def _api_error(response: httpx2.Response) -> ApiError:
+def _error_response(response: httpx2.Response) -> ErrorResponse:
     try:
         body = response.json()["error"]
-        return ApiError(response.status_code, body["code"], body["message"], body.get("details"))
+        return ErrorResponse(response.status_code, body["code"], body["message"], body.get("details"))
     except (ValueError, KeyError, TypeError):
         text = response.text.strip().splitlines()
-        return ApiError(response.status_code, "http_error", text[0][:200] if text else response.reason_phrase)
+        return ErrorResponse(response.status_code, "http_error", text[0][:200] if text else response.reason_phrase)
 
 
 def _unreachable(url: str, exc: httpx2.TransportError) -> Unreachable:

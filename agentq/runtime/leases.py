@@ -1,7 +1,8 @@
-"""The heartbeat that keeps a running step's lease alive while its work goes on.
+"""The leases of a worker's running steps, kept alive by a heartbeat while their work goes on.
 
 Careful: if a renewal finds the step no longer ours (the lease ran out and another
-worker claimed it), `lost` is set so the work can stop; its commit would fail anyway.
+worker claimed it, or an interrupt cancelled it), `lost` is set so the work can stop;
+its commit would fail anyway.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import threading
 from datetime import datetime
 from typing import Callable
 
-from agentq.background import Timer, Timers
+from agentq.runtime.timers import Timer, Timers
+from agentq.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,27 @@ class Heartbeat:
             self._timer.cancel()
 
 
-def renewal(store, step_key: str, worker: str, lease_s: float, clock: Callable[[], datetime]):
-    """The renew callable for one step's lease."""
-    return lambda: store.heartbeat_step(step_key, worker=worker, lease_s=lease_s, now=clock())
+class Leases:
+    """Keeps the lease of each step this process runs: the one place a lease is renewed.
+
+    Each step gets a heartbeat of its own on the process's timer thread; a step asks for
+    a shorter `period_s` when it must hear of an interrupt sooner.
+    """
+
+    def __init__(
+        self, store: Store, clock: Callable[[], datetime], timers: Timers, *, lease_s: float
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._timers = timers
+        self.lease_s = lease_s
+
+    def kept(self, step_key: str, worker: str, *, period_s: float | None = None) -> Heartbeat:
+        """A heartbeat for `worker`'s lease on the step, running while the block runs."""
+
+        def renew() -> bool:
+            return self._store.heartbeat_step(
+                step_key, worker=worker, lease_s=self.lease_s, now=self._clock()
+            )
+
+        return Heartbeat(renew, timers=self._timers, lease_s=self.lease_s, period_s=period_s)

@@ -1,7 +1,7 @@
 """The provider_breakers table: one circuit breaker per provider endpoint.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from alembic import op
 
 from agentq.store.schema import Timestamp
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

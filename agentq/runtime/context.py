@@ -1,0 +1,44 @@
+"""What every step kind is given instead of the whole Runtime: the store, the clock, the config
+and where to announce new events, with the two writes they share.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentq.config import Config
+from agentq.core import drafts
+from agentq.core.decide import Step
+from agentq.core.events import Event, FsmState
+from agentq.core.fsm import round_closed
+from agentq.followups import Advance, FollowUp
+from agentq.store import Store
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The worker's wiring that a step may use; nothing in it is a step's own state."""
+
+    store: Store
+    clock: Callable[[], datetime]
+    config: Config
+    notify: Callable[[str, Sequence[Event]], None]
+
+    def record_error(
+        self, conversation_id: str, step: Step, status: str, code: str, message: str
+    ) -> list[FollowUp]:
+        """Append the `error` event of a step that failed its turn (a failed turn asks for nothing)."""
+        now = self.clock()
+        with self.store.locked(conversation_id) as tx:
+            events, _ = tx.append_and_fold([drafts.error(
+                code, message, status=status, step_key=step.key,
+                turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
+            )], now=now)
+        self.notify(conversation_id, events)
+        return []
+
+
+def after_result(conversation_id: str, fsm: FsmState) -> list[FollowUp]:
+    """Whoever commits the last open result of a round asks for the next model call."""
+    return [Advance(conversation_id)] if round_closed(fsm) else []

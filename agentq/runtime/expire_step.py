@@ -1,0 +1,66 @@
+"""The expire step: a pending call that got no answer before its deadline (DESIGN section 6, Expiry).
+
+Not a claimed step: expiring is one conditional update (`pending → expired`), so a
+duplicate, late or raced delivery changes nothing. The broker holds the ETA task only
+up to the horizon; one that comes early re-arms itself, and the sweeper catches any
+that was lost.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from agentq.core import drafts
+from agentq.core.decide import Step
+from agentq.core.events import View
+from agentq.core.timefmt import format_ts
+from agentq.errors import Stale
+from agentq.followups import Expire, FollowUp
+from agentq.runtime.context import StepContext, after_result
+
+
+def eta(expires_at: datetime | None, now: datetime, horizon_s: float) -> datetime:
+    """When the broker should deliver an expiry: the deadline, or the horizon if sooner."""
+    horizon = now + timedelta(seconds=horizon_s)
+    return horizon if expires_at is None else min(expires_at, horizon)
+
+
+def arm_expiries(ctx: StepContext, view: View, expiries: Sequence[Step]) -> list[FollowUp]:
+    """An expire task, with its ETA, for each pending call of the round."""
+    now = ctx.clock()
+    by_id = {c.id: c for c in view.open_calls}
+    follow: list[FollowUp] = []
+    for step in expiries:
+        call = by_id.get(step.ref["tool_call_id"])
+        if call is not None and call.expires_at is not None:
+            when = eta(call.expires_at, now, ctx.config.eta_horizon_s)
+            follow.append(Expire(view.conversation_id, call.id, step.key, when))
+    return follow
+
+
+def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
+    """Expire a pending call if it is due; re-arm if not."""
+    call = ctx.store.load_tool_call(conversation_id, tool_call_id)
+    if call is None or call.status != "pending" or call.expires_at is None:
+        return []
+    now = ctx.clock()
+    key = Step.expire(conversation_id, tool_call_id).key
+    if call.expires_at > now:
+        when = eta(call.expires_at, now, ctx.config.eta_horizon_s)
+        return [Expire(conversation_id, tool_call_id, key, when)]
+    try:
+        with ctx.store.locked(conversation_id) as tx:
+            # conditional: a resolution that won the race leaves nothing to expire
+            if not tx.transition_call(
+                tool_call_id, from_statuses=["pending"], to_status="expired", now=now,
+                result={"status": "expired", "output": None},
+            ):
+                raise Stale("the call is no longer pending")
+            events, fsm = tx.append_and_fold(drafts.closed_call(
+                call, "expired", f"no answer before {format_ts(call.expires_at)}",
+                by="system", created_at=now,
+            ), now=now)
+    except Stale:
+        return []
+    ctx.notify(conversation_id, events)
+    return after_result(conversation_id, fsm)

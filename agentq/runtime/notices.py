@@ -1,0 +1,48 @@
+"""Notices to live streams that new events are in the log, held while a task sends its follow-ups."""
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from agentq.core.events import Event
+from agentq.pubsub import PubSub
+
+# Notices of the running task, held until it has sent its follow-ups (Notices.held).
+_HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "agentq_held_notices", default=None
+)
+
+
+class Notices:
+    """Publishes "events" notices on the pub/sub, at once or when `held` ends."""
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self.pubsub = pubsub
+
+    def notify(self, conversation_id: str, events: Sequence[Event]) -> None:
+        """Tell streams that `events` are in the log (now, or when `held` ends)."""
+        if not events:
+            return
+        held = _HELD_NOTICES.get()
+        if held is None:
+            self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
+        else:
+            held[conversation_id] = max(held.get(conversation_id, 0), events[-1].seq)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Publish the block's notices when it ends, the newest per conversation.
+
+        A task holds them while it commits and sends its follow-ups: the next step's task
+        goes out first, and a notice (a Redis round trip) no longer delays it. A stream
+        reads the log itself on a notice, so a later notice loses nothing.
+        """
+        held: dict[str, int] = {}
+        token = _HELD_NOTICES.set(held)
+        try:
+            yield
+        finally:
+            _HELD_NOTICES.reset(token)
+            for conversation_id, last_seq in held.items():
+                self.pubsub.publish(conversation_id, "events", {"last_seq": last_seq})

@@ -1,0 +1,123 @@
+"""What a worker does: advance a conversation, run a tool, compact, expire a call, sweep.
+
+Each entry point is load → decide → claim → run → commit (one transaction) and returns
+follow-ups; `worker.enqueue` sends them. The steps that run under a claim go through the
+one `Lifecycle`; each kind lives in its own module. Nothing here imports Celery, so the
+whole runtime runs in tests on SQLite with no broker.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from agentq.breakers import CircuitBreakers, board_for
+from agentq.clock import utcnow
+from agentq.config import Config
+from agentq.core.breaker import BreakerPolicy
+from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
+from agentq.core.settings import Settings
+from agentq.followups import FollowUp
+from agentq.providers.base import Provider
+from agentq.providers.access import provider_for
+from agentq.pubsub import PubSub
+from agentq.runtime import compact_step, expire_step, llm_step, repair, tool_step, turns
+from agentq.runtime.context import StepContext
+from agentq.runtime.leases import Leases
+from agentq.runtime.lifecycle import Lifecycle
+from agentq.runtime.model_call import ModelCalls
+from agentq.runtime.notices import Notices
+from agentq.runtime.timers import Timers
+from agentq.store import Store
+from agentq.tools import Registry
+
+
+class Runtime:
+    """The worker side of agentq, wired to one store, registry and pub/sub."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: Registry,
+        pubsub: PubSub,
+        config: Config,
+        clock: Callable[[], datetime] = utcnow,
+        providers: Callable[..., Provider] = provider_for,
+        sleep: Callable[[float], None] | None = None,
+        endpoints: Callable[[Settings], str | None] | None = None,
+    ) -> None:
+        """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
+        circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker."""
+        self.store = store
+        self.registry = registry
+        self.pubsub = pubsub
+        self.config = config
+        self.clock = clock
+        self.providers = providers
+        self._sleep = sleep
+        self.timers = Timers()  # leases and time limits of this process's steps
+        self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
+        self._ctx = StepContext(store, clock, config, self.notices.notify)
+        leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
+        self._lifecycle = Lifecycle(self._ctx, leases)
+        policy = BreakerPolicy(failures_to_open=config.breaker_failures,
+                               open_s=config.breaker_open_s)
+        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
+        self._endpoints = endpoints
+
+    def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
+        """Decide the next step of one conversation and run it (DESIGN section 2).
+
+        `task_id` is the Celery task running this, recorded on the step it claims so the
+        ledger and Flower name the same task.
+        """
+        with self.store.snapshot(conversation_id) as snapshot:
+            view = snapshot.view(turn_only=True)
+            if view is None:
+                return []
+            decision = decide(view)
+            if isinstance(decision, CallModel):  # only a model call pays for reading history
+                view = snapshot.with_history(view)
+        match decision:
+            case Idle() | Stopped():
+                return []
+            case StartTurn(item=item):
+                return turns.start_turn(self._ctx, view, item)
+            case CallModel(step=step):
+                return llm_step.call_model(self._lifecycle, self._model_calls(), self.registry,
+                                           view, step, task_id=task_id)
+            case RunTools(steps=steps):
+                return tool_step.dispatch_tools(view, steps)
+            case AwaitInput(expiries=expiries):
+                return expire_step.arm_expiries(self._ctx, view, expiries)
+            case FailTurn(code=code, message=message):
+                return turns.fail_turn(self._ctx, view, code, message)
+        raise AssertionError(f"unhandled decision {decision!r}")
+
+    def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
+        """Run one server tool call once, and commit its result (inv. 3, 5)."""
+        return tool_step.run_tool(self._lifecycle, self.registry, conversation_id, tool_call_id)
+
+    def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
+        """Summarize the log through `to_seq` (the model call waits for it), then advance."""
+        return compact_step.compact(self._lifecycle, self._model_calls(), conversation_id, to_seq,
+                                    task_id=task_id)
+
+    def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
+        """Expire a pending call if it is due; re-arm if not (DESIGN section 6, Expiry)."""
+        return expire_step.expire(self._ctx, conversation_id, tool_call_id)
+
+    def sweep(self) -> list[FollowUp]:
+        """Re-drive what the broker lost: overdue calls, stale steps, stalled conversations."""
+        return repair.sweep(self._ctx)
+
+    def gc(self, *, keep_s: float = 7 * 24 * 3600) -> int:
+        """Drop finished step rows older than `keep_s` and audit rows past their TTL."""
+        return repair.gc(self._ctx, keep_s=keep_s)
+
+    def _model_calls(self) -> ModelCalls:
+        """How this runtime's steps call models, with the providers it has now."""
+        breakers = {} if self._endpoints is None else {
+            "breakers": self.breakers, "endpoints": self._endpoints}
+        return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
+                          self.timers, self.config.max_attempts, self._sleep, **breakers)

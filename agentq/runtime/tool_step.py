@@ -1,0 +1,104 @@
+"""The tool step: one server tool call, run once, its result committed (inv. 3, 5).
+
+A tool step that keeps killing its worker fails its call with an error result the model
+reads, not the conversation.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from agentq.core import drafts
+from agentq.core.decide import Step
+from agentq.core.events import ToolCallRecord, View
+from agentq.errors import Stale
+from agentq.followups import FollowUp, RunTool
+from agentq.runtime.context import StepContext, after_result
+from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
+from agentq.store import ConversationInfo
+from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
+
+log = logging.getLogger(__name__)
+
+
+def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
+    """One run_tool task per open server call; the ledger makes repeats harmless."""
+    cid = view.conversation_id
+    return [RunTool(cid, step.ref["tool_call_id"], step.key) for step in steps]
+
+
+def run_tool(
+    lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str
+) -> list[FollowUp]:
+    """Run one server tool call once, if it is still scheduled, and commit its result."""
+    found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
+    if found is None or found[1].status != "scheduled":
+        return []
+    conversation, call = found
+    return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call))
+
+
+class ToolStep(StepWork[ToolOutcome]):
+    """Calls the tool with the turn's scope and its time limit; commits the tool_result."""
+
+    def __init__(
+        self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
+        call: ToolCallRecord,
+    ) -> None:
+        super().__init__(ctx, conversation.id, Step.tool(conversation.id, call.id))
+        self.registry = registry
+        self.conversation = conversation
+        self.call = call
+
+    def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
+        """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""
+        call, conversation = self.call, self.conversation
+        tool = self.registry.get(call.name)
+        timeout_s = (tool.timeout if tool and tool.timeout else None) or (
+            conversation.settings.limits.tool_timeout_s
+        )
+        fsm_scope = conversation.fsm.scope
+        scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
+        ctx = ToolContext(call.id, conversation.id, scope)
+        return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
+
+    def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
+        call = self.call
+        now = self.ctx.clock()
+        with self.ctx.store.locked(self.conversation_id) as tx:
+            if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
+                raise Stale("the step is no longer ours")
+            if not tx.transition_call(
+                call.id, from_statuses=["scheduled"], to_status="done", now=now,
+                result={"status": result.status, "output": result.output},
+            ):
+                raise Stale("the call was closed meanwhile")
+            events, fsm = tx.append_and_fold([drafts.tool_result(
+                call.id, result.status, result.output, turn_id=call.turn_id,
+                round_id=call.round_id, step_key=self.step.key, created_at=now,
+            )], now=now)
+        self.ctx.notify(self.conversation_id, events)
+        log.info("step committed: %s returned %s", call.name, result.status,
+                 extra={"status": "succeeded"})
+        return after_result(self.conversation_id, fsm)
+
+    def give_up(self, message: str) -> list[FollowUp]:
+        """Close the call with an error result the model can read; the turn goes on."""
+        now = self.ctx.clock()
+        try:
+            with self.ctx.store.locked(self.conversation_id) as tx:
+                call = tx.load_call(self.call.id)
+                if call is None or not tx.transition_call(
+                    call.id, from_statuses=["scheduled"], to_status="done", now=now,
+                    result={"status": "error", "output": message},
+                ):
+                    raise Stale("the call is no longer open")
+                events, fsm = tx.append_and_fold([drafts.tool_result(
+                    call.id, "error", message, turn_id=call.turn_id, round_id=call.round_id,
+                    step_key=None, created_at=now,
+                )], now=now)
+        except Stale:
+            return []
+        self.ctx.notify(self.conversation_id, events)
+        return after_result(self.conversation_id, fsm)
