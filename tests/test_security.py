@@ -29,7 +29,7 @@ from agentq.core.settings import Settings
 from agentq.policy import Policy
 from agentq.profiles import Profile
 from agentq.store import Store, migrate
-from tests.api_support import Api, api, events_of, parse_frame  # noqa: F401 (a fixture)
+from tests.api_support import Api, events_of, parse_frame
 from tests.emulators import Fail
 from tests.emulators.openai_api import OpenAIEmulator
 from tests.hostile import Listener, Redirector, TcpProxy

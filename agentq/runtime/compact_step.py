@@ -19,8 +19,8 @@ from agentq.core.summaries import summary_request, transcript
 from agentq.followups import Advance, Compact, FollowUp
 from agentq.providers.base import CallContext
 from agentq.providers.errors import CircuitOpen, ContextTooLong
-from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.context import StepContext
+from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 
@@ -100,7 +100,7 @@ class CompactStep(StepWork[Summary]):
     def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
         wait = Wait(opened.until, opened.message)
         return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
-                         worker=claim.worker)
+                                worker=claim.worker)
 
     def commit(self, claim: Claim, result: Summary) -> list[FollowUp]:
         """Save the summary; a step no longer ours writes nothing, a later advance sorts it out."""

@@ -26,10 +26,10 @@ from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import CircuitOpen, ContextTooLong
-from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
+from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ConversationTxn, ModelCallRecord, NewStep
@@ -122,7 +122,7 @@ class LlmStep(StepWork[ModelResponse]):
     def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
         wait = Wait(opened.until, opened.message)
         return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
-                         worker=claim.worker)
+                                worker=claim.worker)
 
     def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
         self._audit(result)
