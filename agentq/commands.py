@@ -21,7 +21,7 @@ from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
-from agentq.interrupts import PartialText, close_turn
+from agentq.interrupts import CloseRound, close_turn
 from agentq.policy import Policy
 from agentq.store import ConversationInfo, Store
 from agentq.tools import Registry, Scope
@@ -50,13 +50,13 @@ class Commands:
         store: Store,
         registry: Registry,
         clock: Callable[[], datetime] = utcnow,
-        partial_text: PartialText = lambda round_id: "",
+        close_round: CloseRound = lambda round_id: "",
         policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
-        self.partial_text = partial_text
+        self.close_round = close_round
         self.policy = policy or Policy.default()
 
     def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
@@ -117,7 +117,7 @@ class Commands:
                 return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
             if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
                 # inv. 2: the running (or failed) turn is closed before the new one starts
-                close_turn(tx, by=_by(scope), now=now, partial_text=self.partial_text)
+                close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
             turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
@@ -165,7 +165,7 @@ class Commands:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state not in ("running", "awaiting_input"):
                 raise Conflict(f"nothing to cancel: the conversation is {conv.fsm.state}")
-            close_turn(tx, by=_by(scope), now=self.clock(), partial_text=self.partial_text)
+            close_turn(tx, by=_by(scope), now=self.clock(), close_round=self.close_round)
         return [Advance(conversation_id)]  # the inbox may hold the next turn
 
     def retry(self, conversation_id: str, scope: Scope) -> list[FollowUp]:

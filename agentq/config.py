@@ -74,6 +74,8 @@ class Config:
     policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
     # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
     encryption_keys: str | None = field(default=None, repr=False)
+    breaker_failures: int = 5
+    breaker_open_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -96,6 +98,8 @@ class Config:
             demo=demo,
             policy_path=env.get("AGENTQ_POLICY") or None,
             encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,
+            breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
+            breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
         )
 
     @property

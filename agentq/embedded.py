@@ -31,7 +31,7 @@ class Embedded:
         self.runtime.store.migrate()
         self.commands = Commands(
             self.runtime.store, self.runtime.registry,
-            partial_text=self.runtime.pubsub.partial_text, policy=policy,
+            close_round=self.runtime.pubsub.close_round, policy=policy,
         )
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.tool_queues = self.runtime.registry.queues

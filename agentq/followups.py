@@ -11,9 +11,10 @@ from datetime import datetime
 
 @dataclass(frozen=True)
 class Advance:
-    """Load the view, decide, run the next step."""
+    """Load the view, decide, run the next step (at `eta`, if given: a held step's turn)."""
 
     conversation_id: str
+    eta: datetime | None = None
 
 
 @dataclass(frozen=True)

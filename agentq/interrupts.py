@@ -16,18 +16,19 @@ from agentq.core.events import EventDraft, FsmState, ToolCallRecord
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 
-# round_id, attempt -> the text streamed so far (best effort; "" when unknown)
-PartialText = Callable[[str], str]
+# round_id -> the text streamed so far (best effort; "" when unknown); no later delta of
+# that round reaches a stream (PubSub.close_round)
+CloseRound = Callable[[str], str]
 
 
-def close_turn(tx, *, by: str, now: datetime, partial_text: PartialText) -> FsmState:
+def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmState:
     """Close the current turn of the locked conversation; returns the state after it."""
     cancelled = tx.cancel_open_steps(kinds=("llm", "tool"), now=now)
     streaming = next((s for s in cancelled if s.kind == "llm" and s.status == "running"), None)
     turn_id = tx.conversation.fsm.turn_id
     if streaming is not None:  # inv. 6: the kept text carries the round id of its own step
         marker = drafts.assistant_msg(
-            partial_text(streaming.round_id), turn_id=turn_id, round_id=streaming.round_id,
+            close_round(streaming.round_id), turn_id=turn_id, round_id=streaming.round_id,
             step_key=streaming.step_key, created_at=now, interrupted=True,
         )
     else:

@@ -37,15 +37,14 @@ def channel(conversation_id: str) -> str:
 PARTIAL_TTL_S = 3600
 
 
-def _partial_key(round_id: str, attempt: int | None = None) -> str:
-    base = f"agentq:partial:{round_id}"
-    return base if attempt is None else f"{base}:{attempt}"
+def _partial_key(round_id: str) -> str:
+    """The text a round's newest attempt has streamed so far."""
+    return f"agentq:partial:{round_id}"
 
 
-def _keep_partial(pipe: Any, round_id: str, attempt: int, text: str) -> None:
-    pipe.set(_partial_key(round_id), attempt, ex=PARTIAL_TTL_S)
-    pipe.append(_partial_key(round_id, attempt), text.encode("utf-8"))
-    pipe.expire(_partial_key(round_id, attempt), PARTIAL_TTL_S)
+def _closed_key(round_id: str) -> str:
+    """Set once the round was interrupted: no delta of it is published after that."""
+    return f"agentq:partial:{round_id}:closed"
 
 
 @dataclass(frozen=True)
@@ -73,27 +72,46 @@ class PubSub:
     def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> bool:
         """Best effort: a lost notice costs a stream some latency, never a lost event.
 
-        A delta's text is also kept per round and attempt for a while, so an interrupt
-        can keep what the person already saw of the answer.
+        False when nothing was sent: Redis failed, or the delta's round was interrupted.
         """
         payload = json.dumps({"kind": kind, "data": data}, separators=(",", ":"))
         try:
-            pipe = self.client.pipeline(transaction=False)
-            if kind == "delta":
-                _keep_partial(pipe, data["round_id"], data["attempt"], data["text"])
-            pipe.publish(channel(conversation_id), payload)
-            pipe.execute()
+            if kind == "delta" and not self._keep_partial(data):
+                return False
+            self.client.publish(channel(conversation_id), payload)
         except redis.RedisError:
             return False
         return True
 
-    def partial_text(self, round_id: str) -> str:
-        """The text streamed so far by the newest attempt of a round ("" if unknown)."""
+    def _keep_partial(self, data: dict[str, Any]) -> bool:
+        """Add a delta to its round's text; False (publish nothing) if the round is closed.
+
+        Careful: the check and the append are one transaction, and `close_round` reads the
+        text in one too, so a delta is either in the text an interrupt keeps or never
+        published. The first delta of an attempt (index 0) starts the text afresh.
+        """
+        round_id = data["round_id"]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.exists(_closed_key(round_id))
+        if data.get("index") == 0:
+            pipe.set(_partial_key(round_id), data["text"].encode("utf-8"), ex=PARTIAL_TTL_S)
+        else:
+            pipe.append(_partial_key(round_id), data["text"].encode("utf-8"))
+            pipe.expire(_partial_key(round_id), PARTIAL_TTL_S)
+        closed = pipe.execute()[0]
+        return not closed
+
+    def close_round(self, round_id: str) -> str:
+        """Stop the round's deltas and return the text streamed so far ("" if unknown).
+
+        An interrupt keeps this text in the log; no later delta of the round reaches a
+        stream, so a person never sees text that the log and the next request lack.
+        """
         try:
-            attempt = self.client.get(_partial_key(round_id))
-            if attempt is None:
-                return ""
-            text = self.client.get(_partial_key(round_id, int(attempt)))
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(_closed_key(round_id), 1, ex=PARTIAL_TTL_S)
+            pipe.get(_partial_key(round_id))
+            text = pipe.execute()[1]
         except redis.RedisError:
             return ""
         return "" if text is None else text.decode("utf-8", errors="replace")

@@ -157,8 +157,8 @@ def enqueue(
     _crash_point("after_commit", followups)
     for item in followups:
         match item:
-            case Advance(conversation_id=cid):
-                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}")
+            case Advance(conversation_id=cid, eta=eta):
+                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}", eta=eta)
             case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key, tool=tool):
                 app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
                               queue=tool_queues.get(tool or ""), argsrepr=_call_repr(item))
@@ -236,12 +236,14 @@ def build_runtime(
     store = Store.open(config.database_url)
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
+    access = ModelAccess(policy, own_keys.owner)
     return Runtime(
         store=store,
         registry=registry or Registry.from_modules(list(config.tools)),
         pubsub=PubSub(config.redis_url),
         config=config,
-        providers=ModelAccess(policy, own_keys.owner).provider_for,
+        providers=access.provider_for,
+        endpoints=access.endpoint_url,
         running_steps=policy.running_steps,
     )
 

@@ -59,7 +59,7 @@ class Api:
         self.sent: list = []
         self.services = Services(
             store=store, pubsub=self.pubsub,
-            commands=Commands(store, registry, clock=self.clock, partial_text=self.pubsub.partial_text,
+            commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
                               policy=self.policy),
             send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
         )

@@ -9,16 +9,19 @@ from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
 
 
-def drain(runtime: Runtime, followups: Iterable[FollowUp], *, max_tasks: int = 500) -> list[Expire]:
-    """Run every follow-up and what it asks for; return the expiries not yet due."""
+def drain(runtime: Runtime, followups: Iterable[FollowUp], *, max_tasks: int = 500) -> list[FollowUp]:
+    """Run every follow-up and what it asks for; return those not yet due (expiries, and
+    advances of held steps)."""
     queue: deque[FollowUp] = deque(followups)
-    later: list[Expire] = []
+    later: list[FollowUp] = []
     ran = 0
     while queue:
         ran += 1
         assert ran <= max_tasks, "the runtime kept asking for more work"
         item = queue.popleft()
         match item:
+            case Advance(eta=eta) if eta is not None and eta > runtime.clock():
+                later.append(item)
             case Advance(conversation_id=cid):
                 queue.extend(runtime.advance(cid))
             case RunTool(conversation_id=cid, tool_call_id=call_id):

@@ -6,7 +6,8 @@ import threading
 from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.compaction import EVICTED_NOTE, compaction_cut, request_tokens
+from agentq.core.budget import EVICTED_NOTE, plan_context
+from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
@@ -15,7 +16,6 @@ from agentq.providers.errors import ContextTooLong
 from agentq.providers.access import provider_for
 from agentq.providers.openai import chat_body
 from agentq.runtime import Runtime
-from agentq.runtime.llm_step import rendered
 from agentq.store import NewStep
 from agentq.tools import Registry, Scope
 from tests.clock import Clock
@@ -148,7 +148,7 @@ def test_context_too_long_from_the_provider_compacts_and_retries_once(sqlite_sto
     assert sqlite_store.list_events(conv.id, after_seq=summary.to_seq)[0].type == "user_msg"
 
 
-def test_a_context_too_long_with_nothing_left_to_cut_fails_the_turn(sqlite_store):
+def test_a_context_too_long_with_nothing_left_to_cut_or_shorten_fails_the_turn(sqlite_store):
     providers = RecordingProviders(fail_first_without_summary=True)
     runtime = make_runtime(sqlite_store, providers)
     commands = Commands(sqlite_store, runtime.registry, clock=runtime.clock)
@@ -195,8 +195,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
         before = {s.to_seq for s in store.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
         view = store.load_view(conv.id)
-        request, _ = rendered(view, runtime.registry)
-        cut = compaction_cut(view, context_tokens=request_tokens(request))
+        cut = plan_context(view, runtime.registry.specs(view.settings.tools)).cut
         if cut is not None:
             break
         drain(runtime, follow)
@@ -249,9 +248,10 @@ def test_an_oversized_tool_result_is_shortened_in_the_context_only_and_audited(s
     assert len(result.content["output"]) == 20000  # the log keeps it whole
     last = [r for purpose, r in providers.requests if purpose == "answer"][-1]
     tool_text = next(m.text for m in last.messages if m.role == "tool")
-    assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400))
+    assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400, what="result"))
     answer = sqlite_store.list_events(conv.id)[-1]
     (audit,) = [a for a in sqlite_store.list_model_calls(conv.id) if a.step_key == answer.step_key]
     assert audit.evictions == [
-        {"tool_call_id": result.content["tool_call_id"], "chars": 20000, "kept_chars": 400}
+        {"kind": "tool_result", "tool_call_id": result.content["tool_call_id"], "chars": 20000,
+         "kept_chars": 400}
     ]

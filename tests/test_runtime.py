@@ -78,7 +78,7 @@ def runtime(store, clock, providers):
 @pytest.fixture
 def commands(runtime, clock):
     return Commands(
-        runtime.store, runtime.registry, clock=clock, partial_text=runtime.pubsub.partial_text
+        runtime.store, runtime.registry, clock=clock, close_round=runtime.pubsub.close_round
     )
 
 

@@ -1,9 +1,10 @@
 """/v1/conversations/{id}/context: the request the next model call would get, and its checks.
 
-It renders the view exactly as an llm step does (`render` repairs, oversized tool results
-are shortened, then `validate` and the provider's own wire check run), so a person can
-see what the model will see, which summary stands for the earlier events, and what was
-left out: "why did it forget X" has an answer here.
+It plans the context exactly as an llm step does (`render` repairs, oversized tool results
+are shortened, and a context over budget that no compaction can cut is shortened to fit;
+then `validate` and the provider's own wire check run), so a person can see what the
+model will see, which summary stands for the earlier events, and what was left out:
+"why did it forget X" has an answer here.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import dataclasses
 
 from flask import Blueprint, g
 
-from agentq.core.compaction import evict, request_tokens, result_token_limit
-from agentq.core.render import check_anthropic, check_openai, render, to_anthropic, to_openai, validate
+from agentq.core.budget import plan_context
+from agentq.core.compaction import request_tokens
+from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
 from agentq.errors import NotFound
 from web import models, present
 from web.operation import operation
@@ -34,7 +36,8 @@ def context(conversation_id: str):
         tools = svc.commands.registry.specs(view.settings.tools)
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
-    request, evictions = evict(render(view, tools), max_result_tokens=result_token_limit(view))
+    planned = plan_context(view, tools)
+    request, evictions = planned.request, planned.evictions
     profile = svc.policy.profiles.get(view.settings.profile)
     kind = profile.kind if profile is not None else None
     anthropic = kind == "anthropic"

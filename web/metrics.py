@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from agentq.core.breaker import STATE_NUMBERS, Breaker
 from agentq.store.metrics import StoreMetrics
 from web.errors import ApiError
 from web.services import services
@@ -83,6 +84,26 @@ class StoreCollector(Collector):
         return family
 
 
+class BreakerCollector(Collector):
+    """Each provider endpoint's circuit breaker, as the workers share it."""
+
+    def __init__(self, breakers: list[Breaker]) -> None:
+        self.breakers = breakers
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "agentq_provider_breaker_state", "Circuit breaker of a provider endpoint: 0 closed, "
+            "1 half-open (one probe call), 2 open (model steps wait)", labels=["endpoint"])
+        failures = GaugeMetricFamily(
+            "agentq_provider_breaker_failures", "Transient failures in a row of calls to a "
+            "provider endpoint", labels=["endpoint"])
+        for breaker in self.breakers:
+            state.add_metric([breaker.endpoint], STATE_NUMBERS[breaker.state])
+            failures.add_metric([breaker.endpoint], breaker.failures)
+        yield state
+        yield failures
+
+
 def _known(known: Iterable[str], *seen: Iterable[str]) -> list[str]:
     """The known label values, then any other value the store holds, in a stable order."""
     values = dict.fromkeys(known)
@@ -106,6 +127,14 @@ def _check_token(expected: str | None) -> None:
                        headers={"WWW-Authenticate": 'Bearer realm="agentq-metrics"'})
 
 
+def _breakers(found) -> list[Breaker]:
+    try:
+        return (found.breakers or found.store).list_breakers()
+    except Exception as exc:  # the other metrics still answer
+        log.warning("metrics scrape could not read the circuit breakers: %s", exc)
+        return []
+
+
 @bp.get("/metrics")
 def metrics() -> Response:
     found = services()
@@ -117,5 +146,6 @@ def metrics() -> Response:
         raise ApiError(503, "unavailable", "the store did not answer") from None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(snapshot, found.commands.clock()))
+    registry.register(BreakerCollector(_breakers(found)))
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return Response(encoder(registry), content_type=content_type)

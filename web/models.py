@@ -286,6 +286,8 @@ class ContextValidation(_Answer):
 
 
 class Eviction(_Answer):
+    kind: Literal["tool_result", "summary", "assistant_msg", "user_msg"] = Field(
+        default="tool_result", description="what was shortened")
     tool_call_id: str | None
     chars: int
     kept_chars: int

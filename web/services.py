@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from agentq.breakers import Board, board_for
 from agentq.commands import Commands
 from agentq.clock import utcnow
 from agentq.config import Config
@@ -42,6 +43,7 @@ class Services:
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
+    breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
 
     @property
@@ -112,12 +114,13 @@ def build_services(config: Config) -> Services:
     return Services(
         store=store,
         commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          partial_text=pubsub.partial_text, policy=policy),
+                          close_round=pubsub.close_round, policy=policy),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
+        breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
     )

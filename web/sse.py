@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from werkzeug.wsgi import ClosingIterator
 
-from agentq.pubsub import PubSub, Subscription
+from agentq.core.events import Event
+from agentq.pubsub import Notice, PubSub, Subscription
 from agentq.store import Store
 from web import present
 from web.models import StreamEnd
@@ -37,9 +38,19 @@ class StreamPlan:
 
 @dataclass
 class Cursor:
-    """The seq of the last event this stream sent."""
+    """The seq of the last event this stream sent, and the rounds it saw interrupted."""
 
     last_seq: int
+    interrupted_rounds: set[str] = field(default_factory=set)
+
+    def passed(self, event: Event) -> None:
+        self.last_seq = event.seq
+        if event.type == "assistant_msg" and event.content.get("interrupted"):
+            self.interrupted_rounds.add(event.round_id)
+
+    def stale(self, notice: Notice) -> bool:
+        """A delta of a round this stream already sent as interrupted: the log has its text."""
+        return notice.kind == "delta" and notice.data.get("round_id") in self.interrupted_rounds
 
 
 def frame(kind: str, data: Any, seq: int | None = None) -> str:
@@ -64,7 +75,8 @@ def _frames(store: Store, subscription: Subscription, plan: StreamPlan) -> Itera
         return
     for notice in subscription:
         if notice is not None and notice.kind in ("delta", "retry"):
-            yield frame(notice.kind, notice.data)
+            if not cursor.stale(notice):
+                yield frame(notice.kind, notice.data)
             continue
         if notice is None:
             yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
@@ -79,7 +91,7 @@ def catch_up(store: Store, cid: str, cursor: Cursor) -> Iterator[str]:
     while True:
         events = store.list_events(cid, after_seq=cursor.last_seq, limit=PAGE)
         for event in events:
-            cursor.last_seq = event.seq
+            cursor.passed(event)
             yield frame("event", present.dump(present.event(event)), event.seq)
         if len(events) < PAGE:
             return

@@ -71,6 +71,12 @@ class ModelAccess:
         """The provider of a conversation with these settings (resolved at each call)."""
         return ProfiledProvider(self)
 
+    def endpoint_url(self, settings: Settings) -> str | None:
+        """The endpoint a conversation's calls go to, which its circuit breaker is kept by;
+        None for an offline kind or a profile the policy no longer has."""
+        profile = self.policy.profiles.get(settings.profile)
+        return None if profile is None or profile.url is None else profile.url.rstrip("/")
+
     def endpoint(self, ctx: CallContext) -> tuple[Profile, Endpoint]:
         """The profile and endpoint of one call, checked again at call time (the policy
         file may have changed since the conversation was created)."""

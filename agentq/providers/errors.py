@@ -48,3 +48,14 @@ class ProviderUnavailable(ProviderError):
 
     def __init__(self, message: str, *, code: str = "provider_unavailable") -> None:
         super().__init__(message, transient=False, code=code)
+
+
+class CircuitOpen(ProviderError):
+    """The endpoint's circuit breaker is open: no call goes to it before `until` (a datetime)."""
+
+    def __init__(
+        self, message: str, *, until=None, endpoint: str = "", code: str = "circuit_open"
+    ) -> None:
+        super().__init__(message, transient=False, code=code)
+        self.until = until
+        self.endpoint = endpoint

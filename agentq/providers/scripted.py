@@ -7,6 +7,7 @@ exceptions, so `retry.classify` is exercised exactly as in production.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterator
 from typing import Literal
@@ -20,6 +21,7 @@ from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
 
 _SCRIPTED_URL = "https://scripted.invalid/v1/chat/completions"
+_CALLED = re.compile(r"^Assistant called ([^(\s]+)\(", re.MULTILINE)
 
 # What the OpenAI API answers for each status, and the SDK class it raises for it.
 _SDK_ERRORS: dict[int, tuple[type[openai.APIStatusError], str, str | None]] = {
@@ -67,9 +69,11 @@ def _answer_for(request: Request, ctx: CallContext) -> ScriptedResponse:
 
 
 def _summary_of(request: Request) -> str:
-    """A deterministic summary: what was asked and which tools ran, briefly."""
-    asked = [m.text for m in request.messages if m.role == "user"][:-1]
-    tools = sorted({call.name for m in request.messages for call in m.tool_calls})
+    """A deterministic summary of the transcript a compact step sends: what was asked and
+    which tools ran, briefly."""
+    transcript = _last_user_text(request)
+    asked = [line.removeprefix("User: ") for line in transcript.splitlines() if line.startswith("User: ")]
+    tools = sorted(set(_CALLED.findall(transcript)))
     head = "; ".join(text[:60] for text in asked[-5:])
     return f"{len(asked)} user message(s), tools used: {', '.join(tools) or 'none'}; last asked: {head}"
 

@@ -1,25 +1,35 @@
-"""The compact step: one model call that writes the running summary of a span of the log.
+"""The compact step: the model calls that write the running summary of a span of the log.
 
 The summary covers events `from_seq..to_seq`, ends just before a user_msg (the cut of
 `compaction_cut`, seed 001), and doubles as the snapshot later steps load from. The log
 itself is never touched (inv. 1). The step key is `{"to_seq": M}`, and `summaries` is
-unique on (conversation, to_seq): a duplicate or raced compaction writes nothing.
+unique on (conversation, to_seq): a duplicate or raced compaction writes nothing. A span
+too long for one request is summarized in pieces (`core.summaries`), one call each.
 """
 from __future__ import annotations
 
 import logging
 import threading
 
-from agentq.core.compaction import summary_request
+from agentq.core.breaker import Wait
+from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import View
+from agentq.core.summaries import summary_request, transcript
 from agentq.followups import Advance, Compact, FollowUp
-from agentq.providers.base import CallContext, ModelResponse
+from agentq.providers.base import CallContext
+from agentq.providers.errors import CircuitOpen, ContextTooLong
 from agentq.runtime.context import StepContext
+from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
-from agentq.runtime.model_call import ModelCalls, RoundInfo
+from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 
 log = logging.getLogger(__name__)
+
+# A piece refused as too long is cut this much shorter, at most this many times.
+SHORTER_BY = 0.75
+SHORTER_TRIES = 4
+Summary = tuple[str, dict]  # its text, and the usage of the calls that wrote it
 
 
 def compaction(conversation_id: str, to_seq: int) -> Compact:
@@ -37,10 +47,13 @@ def compact(
         return []
     if view.summary is not None and view.summary.to_seq >= to_seq:
         return [Advance(conversation_id)]  # done already; its advance may have been lost
+    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+        step = Step.compact(conversation_id, to_seq)
+        return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     return lifecycle.run(CompactStep(lifecycle.ctx, calls, view, to_seq), task_id=task_id)
 
 
-class CompactStep(StepWork[ModelResponse]):
+class CompactStep(StepWork[Summary]):
     """Summarize the view's events up to `to_seq`, then ask for the next step again."""
 
     def __init__(self, ctx: StepContext, calls: ModelCalls, view: View, to_seq: int) -> None:
@@ -50,9 +63,8 @@ class CompactStep(StepWork[ModelResponse]):
         self.view = view
         self.to_seq = to_seq
 
-    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
+    def run(self, claim: Claim, lost: threading.Event) -> Summary:
         view = self.view
-        request = summary_request(view, self.to_seq)
         ctx = CallContext(
             conversation_id=view.conversation_id, step_key=self.step.key, round_id=None,
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=view.settings,
@@ -60,9 +72,38 @@ class CompactStep(StepWork[ModelResponse]):
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, None, self.step.key)
         call = self.calls.start(view.settings, info, deltas=False)
-        return call.run(request, ctx, info, lost, timeout_s=view.settings.limits.llm_timeout_s)
+        return self._summarize(call, ctx, info, lost)
 
-    def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
+    def _summarize(self, call: ModelCall, ctx: CallContext, info: RoundInfo,
+                   lost: threading.Event) -> Summary:
+        """The summary through `to_seq`, written piece by piece onto the previous one."""
+        view = self.view
+        text = transcript(view, self.to_seq)
+        summary = view.summary.content.get("text", "") if view.summary else ""
+        budget = view.settings.compaction.max_context_tokens
+        usage: dict = {}
+        start, tries = 0, 0
+        while True:
+            request, end = summary_request(view, summary, text, start, budget=budget)
+            try:
+                response = call.run(request, ctx, info, lost,
+                                    timeout_s=view.settings.limits.llm_timeout_s)
+            except ContextTooLong:  # the provider counts otherwise: smaller pieces
+                if tries == SHORTER_TRIES:
+                    raise
+                budget, tries = int(request_tokens(request) * SHORTER_BY), tries + 1
+                continue
+            summary, start = response.text, end
+            usage = _added(usage, response.usage)
+            if start >= len(text):
+                return summary, usage
+
+    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
+        wait = Wait(opened.until, opened.message)
+        return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
+                                worker=claim.worker)
+
+    def commit(self, claim: Claim, result: Summary) -> list[FollowUp]:
         """Save the summary; a step no longer ours writes nothing, a later advance sorts it out."""
         previous = self.view.summary
         now = self.ctx.clock()
@@ -71,10 +112,19 @@ class CompactStep(StepWork[ModelResponse]):
                 tx.save_summary(
                     from_seq=previous.to_seq + 1 if previous else 1,
                     to_seq=self.to_seq,
-                    content={"text": result.text, "usage": result.usage},
+                    content={"text": result[0], "usage": result[1]},
                     version=previous.version + 1 if previous else 1,
                     now=now,
                 )
                 log.info("step committed: summary through seq %d", self.to_seq,
                          extra={"status": "succeeded"})
         return [Advance(self.conversation_id)]
+
+
+def _added(total: dict, usage: dict) -> dict:
+    """Token counts of several calls, summed."""
+    out = dict(total)
+    for name, value in usage.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = out.get(name, 0) + value
+    return out

@@ -4,9 +4,10 @@ A step kind that runs under a claim (llm, compact, tool) is a `StepWork`: what i
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and
-the release of a commit that lost its race. A tenant's share of the workers is kept here
-too (inv. 9): a step past its tenant's cap is left waiting and its task ends at once,
-and a step that stops running wakes the one of its tenant that has waited longest.
+the release of a commit that lost its race, and the hold of a step whose endpoint's
+circuit breaker opened while it ran. A tenant's share of the workers is kept here too
+(inv. 9): a step past its tenant's cap is left waiting and its task ends at once, and a
+step that stops running wakes the one of its tenant that has waited longest.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.logconfig import bind as bind_log_context
-from agentq.providers.errors import ProviderError
+from agentq.providers.errors import CircuitOpen, ProviderError
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
@@ -87,6 +88,14 @@ class StepWork(ABC, Generic[Result]):
     def commit(self, claim: Claim, result: Result) -> list[FollowUp]:
         """Write the result in one transaction; raise Stale to give the step back instead."""
 
+    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
+        """The endpoint's breaker opened during the step's retries: a model step is held
+        until it may call again (`runtime.held`); anything else is retried later."""
+        self.ctx.store.release_step(self.step.key, worker=claim.worker,
+                                    status="failed_recoverable", now=self.ctx.clock(),
+                                    error=opened.message)
+        return []
+
     def give_up(self, message: str) -> list[FollowUp]:
         """The step used up its attempts (a poison step): its turn fails."""
         return self.ctx.record_error(
@@ -126,6 +135,8 @@ class Lifecycle:
             except Deferred as exc:
                 self.release(claim, "failed_recoverable", str(exc))
                 return exc.followups
+            except CircuitOpen as exc:
+                return work.hold(claim, exc)
             except ProviderError as exc:
                 if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
                     self.release(claim, "failed_recoverable", str(exc))

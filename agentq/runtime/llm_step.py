@@ -10,26 +10,28 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Sequence
 
 from agentq.core import drafts
-from agentq.core.compaction import compaction_cut, evict, request_tokens, result_token_limit
+from agentq.core.breaker import Wait
+from agentq.core.budget import Context, fit, plan_context
+from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
-from agentq.core.render import render
-from agentq.core.request import Request
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import ContextTooLong
+from agentq.providers.errors import CircuitOpen, ContextTooLong
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
+from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
-from agentq.runtime.model_call import ModelCalls, RoundInfo
+from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ConversationTxn, ModelCallRecord, NewStep
 from agentq.tools import Registry
 
@@ -37,12 +39,10 @@ log = logging.getLogger(__name__)
 
 # How often a streaming model step checks that it was not interrupted (its lease renewal).
 INTERRUPT_CHECK_S = 0.5
-
-
-def rendered(view: View, registry: Registry) -> tuple[Request, tuple[dict, ...]]:
-    """The request the next model call gets, and the tool results it had to shorten."""
-    request = render(view, registry.specs(view.settings.tools))
-    return evict(request, max_result_tokens=result_token_limit(view))
+# A request refused as too long, with nothing left to compact, is sent this much shorter,
+# at most this many times.
+SHORTER_BY = 0.75
+SHORTER_TRIES = 4
 
 
 def call_model(
@@ -50,11 +50,12 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
-    request, evictions = rendered(view, registry)
-    cut = compaction_cut(view, context_tokens=request_tokens(request))
-    if cut is not None:  # summarize first; the model call comes on the next advance
-        return [compaction(view.conversation_id, cut - 1)]
-    work = LlmStep(lifecycle.ctx, calls, registry, view, step, request, evictions)
+    context = plan_context(view, registry.specs(view.settings.tools))
+    if context.cut is not None:  # summarize first; the model call comes on the next advance
+        return [compaction(view.conversation_id, context.cut - 1)]
+    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+        return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
     return lifecycle.run(work, task_id=task_id)
 
 
@@ -65,14 +66,13 @@ class LlmStep(StepWork[ModelResponse]):
 
     def __init__(
         self, ctx: StepContext, calls: ModelCalls, registry: Registry, view: View, step: Step,
-        request: Request, evictions: tuple[dict, ...],
+        context: Context,
     ) -> None:
         super().__init__(ctx, view.conversation_id, view.tenant, step)
         self.calls = calls
         self.registry = registry
         self.view = view
-        self.request = request
-        self.evictions = evictions
+        self.context = context
 
     def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
         view, step = self.view, self.step
@@ -84,13 +84,45 @@ class LlmStep(StepWork[ModelResponse]):
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
         call = self.calls.start(settings, info)
         try:
-            return call.run(self.request, ctx, info, lost, timeout_s=settings.limits.llm_timeout_s)
-        except ContextTooLong as exc:  # compact and retry once (DESIGN section 8)
-            first = claim.attempts == 1
-            cut = compaction_cut(self.view, context_tokens=0, force=True) if first else None
+            return self._answer(call, ctx, info, lost)
+        except ContextTooLong as exc:  # compact down to the current turn, and retry
+            cut = compaction_cut(self.view, context_tokens=0, force=True)
             if cut is None:
-                raise  # the turn fails with it
+                raise  # shortened as far as it goes: the turn fails with it
             raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
+
+    def _answer(self, call: ModelCall, ctx: CallContext, info: RoundInfo,
+                lost: threading.Event) -> ModelResponse:
+        """The model's answer. The provider counts tokens its own way: a request it refuses
+        as too long is sent shorter when no compaction can help (only the current turn is
+        left); the context sent is kept for the audit."""
+        tries = 0
+        while True:
+            try:
+                return call.run(self.context.request, ctx, info, lost,
+                                timeout_s=self.view.settings.limits.llm_timeout_s)
+            except ContextTooLong:
+                shorter = self._shorter() if tries < SHORTER_TRIES else None
+                if shorter is None:
+                    raise
+                self.context, tries = shorter, tries + 1
+
+    def _shorter(self) -> Context | None:
+        """The context shortened below what was refused, if no compaction can help and
+        something is left to shorten."""
+        view, context = self.view, self.context
+        if compaction_cut(view, context_tokens=0, force=True) is not None:
+            return None
+        sent = request_tokens(context.request)
+        request, evictions = fit(context.rendered, view, budget=int(sent * SHORTER_BY))
+        if request_tokens(request) >= sent:
+            return None
+        return replace(context, request=request, evictions=evictions)
+
+    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
+        wait = Wait(opened.until, opened.message)
+        return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
+                                worker=claim.worker)
 
     def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
         self._audit(result)
@@ -123,7 +155,7 @@ class LlmStep(StepWork[ModelResponse]):
             rendered_context=response.sent, model=view.settings.model, usage=response.usage,
             latency_ms=response.latency_ms,
             summary_version=view.summary.version if view.summary else None,
-            evictions=list(self.evictions), created_at=self.ctx.clock(),
+            evictions=list(self.context.evictions), created_at=self.ctx.clock(),
         ))
 
     def _schedule_calls(

@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from agentq.breakers import CircuitBreakers
+from agentq.core.breaker import Wait
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
@@ -54,7 +56,7 @@ class ModelCall:
         *,
         timers: Timers,
         max_attempts: int = 5,
-        sleep: Callable[[float], None] = threading.Event().wait,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._provider = provider
         self._publish = publish
@@ -72,7 +74,11 @@ class ModelCall:
         *,
         timeout_s: float,
     ) -> ModelResponse:
-        """The final response; raises ProviderError, StepTimedOut or Cancelled."""
+        """The final response; raises ProviderError, StepTimedOut or Cancelled.
+
+        A backoff between attempts waits on `cancel`, which the time limit sets too: an
+        interrupt or the limit ends the wait at once, however long a retry-after asked for.
+        """
         timed_out = threading.Event()
 
         def on_timeout() -> None:
@@ -81,12 +87,17 @@ class ModelCall:
 
         timer = self._timers.call_later(timeout_s, on_timeout)
         tries = iter(range(ctx.attempt, ctx.attempt + self._max_attempts))
+
+        def attempt() -> ModelResponse:
+            _stop_if_cancelled(cancel, timed_out, ctx)
+            return self._stream_once(request, ctx, info, cancel, next(tries), timed_out)
+
         try:
             return retrying(
-                lambda: self._stream_once(request, ctx, info, cancel, next(tries), timed_out),
+                attempt,
                 max_attempts=self._max_attempts,
                 on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
-                sleep=self._sleep,
+                sleep=self._sleep or cancel.wait,
             )
         finally:
             timer.cancel()
@@ -115,9 +126,8 @@ class ModelCall:
                 })
             else:
                 final = item
-        if timed_out.is_set():
-            raise StepTimedOut(f"the model call passed its time limit of {ctx.settings.limits.llm_timeout_s}s")
         if final is None:
+            _stop_if_cancelled(cancel, timed_out, ctx, "".join(parts))
             raise Cancelled("".join(parts))
         return final
 
@@ -136,7 +146,8 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class ModelCalls:
-    """How this worker makes model calls: its providers, where deltas and retries go, its timers."""
+    """How this worker makes model calls: its providers, where deltas and retries go, its
+    timers, and the circuit breakers of the endpoints the calls go to."""
 
     providers: Callable[[Settings], Provider]
     publish: Callable[[str, str, dict], object]  # conversation id, kind, data
@@ -144,17 +155,43 @@ class ModelCalls:
     timers: Timers
     max_attempts: int
     sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)
+    breakers: CircuitBreakers | None = None
+    endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
+
+    def admit(self, settings: Settings) -> Wait | None:
+        """None if a step may call its endpoint now (maybe as the breaker's probe), else when."""
+        if self.breakers is None:
+            return None
+        return self.breakers.admit(self.endpoints(settings))
 
     def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
-        """A call for one step; without `deltas`, only its retries are published."""
+        """A call for one step, admitted already; without `deltas`, only its retries are published.
+
+        Each attempt after the first asks the breaker again, and every outcome is recorded.
+        """
         cid = info.conversation_id
 
         def publish(kind: str, data: dict) -> None:
             if deltas or kind == "retry":
                 self.publish(cid, kind, data)
 
+        provider = self.providers(settings)
+        if self.breakers is not None:
+            provider = self.breakers.guard(provider, self.endpoints(settings))
         sleep = {} if self.sleep is None else {"sleep": self.sleep}
         return ModelCall(
-            self.providers(settings), publish, lambda: self.count_retry(info.step_key),
+            provider, publish, lambda: self.count_retry(info.step_key),
             timers=self.timers, max_attempts=self.max_attempts, **sleep,
         )
+
+
+def _stop_if_cancelled(
+    cancel: threading.Event, timed_out: threading.Event, ctx: CallContext, partial_text: str = ""
+) -> None:
+    """Raise StepTimedOut past the time limit, Cancelled after an interrupt; else nothing."""
+    if timed_out.is_set():
+        raise StepTimedOut(
+            f"the model call passed its time limit of {ctx.settings.limits.llm_timeout_s}s"
+        )
+    if cancel.is_set():
+        raise Cancelled(partial_text)

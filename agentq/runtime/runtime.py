@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from agentq.breakers import CircuitBreakers, board_for
 from agentq.clock import utcnow
 from agentq.config import Config
+from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
+from agentq.core.settings import Settings
 from agentq.followups import FollowUp
 from agentq.providers.base import Provider
 from agentq.providers.access import provider_for
@@ -41,8 +44,13 @@ class Runtime:
         clock: Callable[[], datetime] = utcnow,
         providers: Callable[..., Provider] = provider_for,
         sleep: Callable[[float], None] | None = None,
+        endpoints: Callable[[Settings], str | None] | None = None,
         running_steps: Callable[[str], int | None] = no_cap,
     ) -> None:
+        """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
+        circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
+        `running_steps` says how many of a tenant's steps may run at once (its share of the
+        workers, `Policy.running_steps`); without it, no cap."""
         self.store = store
         self.registry = registry
         self.pubsub = pubsub
@@ -52,10 +60,13 @@ class Runtime:
         self._sleep = sleep
         self.timers = Timers()  # leases and time limits of this process's steps
         self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
-        # running_steps: how many of a tenant's steps may run at once (Policy.running_steps)
         self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
+        policy = BreakerPolicy(failures_to_open=config.breaker_failures,
+                               open_s=config.breaker_open_s)
+        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
+        self._endpoints = endpoints
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (DESIGN section 2).
@@ -109,5 +120,7 @@ class Runtime:
 
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
+        breakers = {} if self._endpoints is None else {
+            "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
-                          self.timers, self.config.max_attempts, self._sleep)
+                          self.timers, self.config.max_attempts, self._sleep, **breakers)

@@ -21,7 +21,8 @@ def list_stale_steps_txn(
     they wait for their tenant's slots (`list_waiting_steps_txn`)."""
     c = steps.c
     expired = and_(c.status == "running", c.lease_until < now)
-    ready = and_(c.status.in_(READY), c.created_at < scheduled_before)
+    ready = and_(c.status.in_(READY), c.created_at < scheduled_before,
+                 or_(c.lease_until.is_(None), c.lease_until < now))  # not held (hold_step)
     query = _with_tool(
         select(steps).where(or_(expired, ready)).order_by(c.created_at, c.step_key).limit(limit)
     )

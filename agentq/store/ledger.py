@@ -136,7 +136,7 @@ def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
     """How many of the tenant's steps run under a live lease or wait ahead of this one (up
     to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
 
-    On PostgreSQL the count is `agentq_slots_taken` (migration 0003): it takes the tenant's
+    On PostgreSQL the count is `agentq_slots_taken` (migration 0004): it takes the tenant's
     advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
     so it sees every claim that held the lock before; counted in this statement's snapshot,
     two claims at once could both take the last slot. SQLite runs one writer at a time.
@@ -241,6 +241,26 @@ def release_step_txn(
         values["finished_at"] = now
     result = conn.execute(update(steps).where(_owned(step_key, worker)).values(**values))
     return result.rowcount == 1
+
+
+def hold_step_txn(
+    conn: Connection, step_key: str, *, until: datetime, reason: str, worker: str | None
+) -> bool:
+    """Hold a scheduled step until `until` (it waits on a provider's circuit breaker).
+
+    Its `lease_until` says when: the sweeper leaves it be until then. With `worker`, the
+    running step is given back by that worker first, and the attempt it used is not counted.
+    True when the hold moved later (its re-drive is due at `until`).
+    """
+    c = steps.c
+    values: dict[str, Any] = {"status": "scheduled", "lease_until": until, "last_error": reason}
+    if worker is not None:
+        where = _owned(step_key, worker)
+        values.update(worker=None, attempts=c.attempts - 1)
+    else:
+        where = and_(c.step_key == step_key, c.status.in_(CLAIMABLE),
+                     or_(c.lease_until.is_(None), c.lease_until < until))
+    return conn.execute(update(steps).where(where).values(**values)).rowcount == 1
 
 
 def finish_step_txn(

@@ -235,6 +235,19 @@ api_keys = Table(
 )
 
 
+provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.breakers)
+    "provider_breakers",
+    metadata,
+    Column("endpoint", Text, primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("trips", Integer, nullable=False),
+    Column("until", Timestamp),
+    Column("last_error", Text),
+    Column("version", Integer, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
 Record = TypeVar("Record")
 
 

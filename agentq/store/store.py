@@ -26,6 +26,7 @@ from agentq.errors import NotFound, Stale
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
+from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.ledger import NewStep, StepRecord
@@ -52,7 +53,7 @@ class Snapshot:
         return eventlog.with_history_txn(self._conn, turn)
 
 
-class Store(ApiKeys, TenantKeys, Overviews, Metrics):
+class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine) -> None:
@@ -286,6 +287,21 @@ class Store(ApiKeys, TenantKeys, Overviews, Metrics):
             return ledger.release_step_txn(
                 conn, step_key, worker=worker, status=status, now=now, error=error
             )
+
+    def hold_step(
+        self, step: NewStep, *, until: datetime, reason: str, now: datetime,
+        worker: str | None = None,
+    ) -> bool:
+        """Hold the step until `until`, scheduling it if new; True if the hold moved later.
+
+        With `worker`, the step is ours and running: it is given back first, its attempt
+        uncounted.
+        """
+        with begin_write(self.engine) as conn:
+            if worker is None:
+                ledger.schedule_step_txn(conn, step, now=now)
+            return ledger.hold_step_txn(conn, step.step_key, until=until, reason=reason,
+                                        worker=worker)
 
     def add_step_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""

@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core import builders as b
-from agentq.core.compaction import estimate_tokens, event_tokens, find_cut, request_tokens
+from agentq.core.compaction import (
+    compaction_cut, estimate_tokens, event_tokens, find_cut, request_tokens,
+)
 from agentq.core.request import CallRef, Message, Request, ToolSpec
 from tests.core.strategies import conversation_logs
 
@@ -108,3 +110,19 @@ def test_every_cut_is_at_a_user_message_and_keeps_at_least_min_keep_turns(
     at = next(e for e in events if e.seq == cut)
     assert at.type == "user_msg" and at is not events[0]
     assert sum(e.type == "user_msg" and e.seq >= cut for e in events) >= min_keep
+
+
+def test_min_keep_turns_gives_way_when_those_turns_alone_pass_half_the_budget():
+    # Two turns of ten long results each: keeping both would leave the context over budget.
+    events = turns(3, calls_per_turn=10)
+    per_turn = sum(event_tokens(e) for e in events[:23])
+    view = b.view(events, compaction={"max_context_tokens": per_turn + 10, "min_keep_turns": 2})
+    cut = compaction_cut(view, context_tokens=3 * per_turn)
+    assert cut == events[-23].seq  # down to the current turn, still at a user_msg
+
+
+def test_a_forced_cut_keeps_only_the_current_turn():
+    events = turns(4)
+    view = b.view(events, compaction={"min_keep_turns": 3})
+    assert compaction_cut(view, context_tokens=0, force=True) == events[-2].seq
+    assert compaction_cut(b.view(turns(1)), context_tokens=0, force=True) is None

@@ -6,6 +6,7 @@ stall, reset or hold a stream to watch the client hang up.
 """
 from tests.emulators.anthropic_api import AnthropicEmulator
 from tests.emulators.openai_api import OpenAIEmulator
-from tests.emulators.script import Call, Fail, Reply, Reset, Stall
+from tests.emulators.script import ByRequest, Call, Fail, Reply, Reset, Stall
 
-__all__ = ["AnthropicEmulator", "Call", "Fail", "OpenAIEmulator", "Reply", "Reset", "Stall"]
+__all__ = ["AnthropicEmulator", "ByRequest", "Call", "Fail", "OpenAIEmulator", "Reply", "Reset",
+           "Stall"]

@@ -132,6 +132,18 @@ def _final_problem(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def _undeclared_tools_problem(body: dict[str, Any]) -> str | None:
+    """Tool blocks in the history need a `tools` definition, even when no tool may be called."""
+    kinds = {block.get("type") for message in body["messages"]
+             if isinstance(message.get("content"), list) for block in message["content"]}
+    if kinds & {"tool_use", "tool_result"} and not body.get("tools"):
+        return TOOLS_REQUIRED
+    return None
+
+
 def _tools_problem(tools: Any) -> str | None:
     if not isinstance(tools, list):
         return "tools: Input should be a valid list"
@@ -175,6 +187,7 @@ def check(body: Any, headers: dict[str, str], max_context_tokens: int) -> str | 
             return problem
         previous = message["role"]
     problem = _pairing_problem(messages) or _final_problem(messages)
+    problem = problem or _undeclared_tools_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
     if problem is None:

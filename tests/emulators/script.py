@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +64,14 @@ class Stall:
     then: Reply = field(default_factory=Reply)
 
 
-Action = Reply | Fail | Reset | Stall
+@dataclass(frozen=True)
+class ByRequest:
+    """Answer with what `choose` picks for the request body: a model that reads its input."""
+
+    choose: Callable[[dict[str, Any]], Reply | Fail | Reset | Stall]
+
+
+Action = Reply | Fail | Reset | Stall | ByRequest
 
 
 def pieces(text: str, count: int) -> list[str]:

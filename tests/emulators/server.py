@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.emulators.script import Action, Fail, Reply, Reset, Stall
+from tests.emulators.script import Action, ByRequest, Fail, Reply, Reset, Stall
 
 HOLD_LIMIT_S = 10.0
 POLL_S = 0.005
@@ -39,6 +39,7 @@ class Emulator:
         self.api_key = api_key
         self.max_context_tokens = max_context_tokens
         self.script: deque[Action] = deque()
+        self.default: Action = Reply()  # the answer once the script has run out
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.refused: list[tuple[int, dict[str, Any]]] = []
@@ -63,6 +64,7 @@ class Emulator:
 
     def clear(self) -> None:
         self.script.clear()
+        self.default = Reply()
         self.received.clear()
         self.headers.clear()
         self.refused.clear()
@@ -126,9 +128,11 @@ class Emulator:
         if problem is not None:
             self.refused.append((400, problem))
             return _send_json(handler, 400, problem)
-        self._play(handler, self.script.popleft() if self.script else Reply(), body)
+        self._play(handler, self.script.popleft() if self.script else self.default, body)
 
     def _play(self, handler: _Handler, action: Action, body: dict[str, Any]) -> None:
+        if isinstance(action, ByRequest):
+            action = action.choose(body)
         if isinstance(action, Fail):
             error = self.error_body(action.status, action.message, action.type, action.code)
             return _send_json(handler, action.status, error, action.headers)

@@ -1,0 +1,53 @@
+"""Steps held by their endpoint's circuit breaker: kept in the ledger, re-driven when it may call.
+
+A held step occupies no worker thread and sends no call: the ledger holds it until the
+breaker's time (the sweeper leaves it be), a `retry` notice tells the stream why, and an
+advance goes with that time as its ETA.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from agentq.core.breaker import Wait
+from agentq.core.decide import Step
+from agentq.core.events import View
+from agentq.core.keys import task_id
+from agentq.core.timefmt import format_ts
+from agentq.followups import Advance, FollowUp
+from agentq.runtime.context import StepContext
+from agentq.runtime.expire_step import eta
+from agentq.store import NewStep
+
+log = logging.getLogger(__name__)
+
+# A held step is re-driven up to this share of its wait later (its own, fixed share), so the
+# steps waiting on one breaker do not all come back at once.
+SPREAD = 0.2
+MAX_SPREAD_S = 15.0
+
+
+def hold_for_breaker(
+    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    wait: Wait, *, worker: str | None = None,
+) -> list[FollowUp]:
+    """Hold `step` until the breaker lets it call; with `worker`, the step was ours, running.
+
+    A step held again for the same time (a sweeper's re-drive) sends nothing more.
+    """
+    now = ctx.clock()
+    wait_s = max((wait.until - now).total_seconds(), 0.0)
+    share = int(step.key[:8], 16) / 0xFFFFFFFF
+    until = wait.until + timedelta(seconds=min(wait_s * SPREAD, MAX_SPREAD_S) * share)
+    new = NewStep.of(step, view.conversation_id, task_id(step.key), tenant=view.tenant)
+    if not ctx.store.hold_step(new, until=until, reason=wait.reason, now=now, worker=worker):
+        return []
+    log.warning("step held until %s: %s", format_ts(until), wait.reason,
+                extra={"status": "scheduled"})
+    publish(view.conversation_id, "retry", {
+        "round_id": step.round_id, "turn_id": view.fsm.turn_id, "attempt": None,
+        "error": wait.reason, "next_delay_s": round((until - now).total_seconds(), 3),
+        "transient": True, "circuit": "open",
+    })
+    return [Advance(view.conversation_id, eta=eta(until, now, ctx.config.eta_horizon_s))]
