@@ -1,4 +1,4 @@
-"""The openai and anthropic adapters against their strict emulators: one test body, both providers.
+"""The openai, anthropic and openai_responses adapters against their strict emulators: one test body each.
 
 Every request goes through the official SDK to a real HTTP server on 127.0.0.1, which
 checks it with rules of its own and streams the provider's wire format back.
@@ -35,10 +35,10 @@ from tests.core import builders as b
 from tests.core.strategies import conversation_logs
 from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
-from tests.emulators.kit import HELLO, WEATHER, Kit, running
+from tests.emulators.kit import HELLO, MAX_TOKENS_FIELD, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES
 
-PROVIDERS = ["openai", "anthropic"]
+PROVIDERS = ["openai", "anthropic", "openai_responses"]
 SCOPE = Scope(tenant="t1", user="u1")
 HANGUP_WITHIN_S = 1.0
 
@@ -137,7 +137,7 @@ def test_usage_is_reported_in_input_and_output_tokens(kit: Kit) -> None:
 
 
 def test_a_length_stop_is_reported_as_length(kit: Kit) -> None:
-    kit.emulator.then(Reply(text="It is sun", finish="length" if kit.name == "openai" else "max_tokens"))
+    kit.emulator.then(Reply(text="It is sun", finish="max_tokens" if kit.name == "anthropic" else "length"))
     assert kit.answer().finish_reason == "length"
 
 
@@ -147,18 +147,18 @@ def test_the_body_recorded_as_sent_is_exactly_what_the_server_received(kit: Kit)
     ))
     received = kit.emulator.received[-1]
     assert response.sent == received
-    assert received["temperature"] == 0.25 and received["max_tokens"] == 321
+    assert received["temperature"] == 0.25 and received[MAX_TOKENS_FIELD[kit.name]] == 321
     assert received["metadata"] == {"user_id": "u-1"} and received["top_p"] == 0.5
     assert received["stream"] is True and received["model"] == kit.settings().model
     assert response.latency_ms is not None and response.latency_ms >= 0
 
 
 def test_extra_body_adds_options_but_never_replaces_the_rendered_request(kit: Kit) -> None:
-    settings = kit.settings(temperature=0.1, extra_body={"stream": False, "temperature": 1.5, "seed": 7})
+    settings = kit.settings(temperature=0.1, extra_body={"stream": False, "temperature": 1.5, "top_p": 0.9})
     response = kit.answer(settings=settings)
     assert response.sent == kit.emulator.received[-1]
     assert response.sent["stream"] is True and response.sent["temperature"] == 0.1
-    assert response.sent["seed"] == 7
+    assert response.sent["top_p"] == 0.9
 
 
 # ---- every shape the core produces is accepted ---------------------------------------------------
@@ -235,7 +235,7 @@ def test_a_read_timeout_is_retried(kit: Kit) -> None:
 
 
 def test_an_error_event_inside_the_stream_is_retried(kit: Kit) -> None:
-    kind = "server_error" if kit.name == "openai" else "overloaded_error"
+    kind = "overloaded_error" if kit.name == "anthropic" else "server_error"
     kit.emulator.then(Reply(text="partial", error=kind), Reply(text="whole"))
     recorded = Recorded()
     assert call_through_model_step(kit, recorded).text == "whole"

@@ -111,6 +111,13 @@ class Compaction(_Strict):
     prompt: str | None = None
 
 
+class Reasoning(_Strict):
+    """How much a reasoning model thinks and whether it summarizes its reasoning (OpenAI Responses)."""
+
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+
+
 class Settings(_Strict):
     """A conversation's settings, validated once when it is created."""
 
@@ -133,6 +140,9 @@ class Settings(_Strict):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: integer(ge=1, le=1_000_000) | None = None
     extra_body: dict[str, Any] | None = None
+    # For reasoning models on the Responses API; setting it marks the model as one that
+    # reasons (no temperature is sent, reasoning items are asked for and sent back).
+    reasoning: Reasoning | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -56,6 +56,9 @@ class Answer:
     def has_call(self, slot: Hashable) -> bool:
         return slot in self._calls
 
+    def has_calls(self) -> bool:
+        return bool(self._calls)
+
     def call_id(self, slot: Hashable) -> str | None:
         return self._calls[slot].id if slot in self._calls else None
 

@@ -32,6 +32,8 @@ class ModelResponse:
     tool_calls: tuple[CallRef, ...] = ()
     usage: dict[str, Any] = field(default_factory=dict)
     finish_reason: str = "stop"
+    # Reasoning the provider returned besides text and calls, each {"provider", "item"}.
+    reasoning: tuple[dict[str, Any], ...] = ()
     # What went over the wire (the request body, exactly) and how long the answer took,
     # for the model_calls audit; None where nothing was sent (the scripted provider).
     sent: dict[str, Any] | None = None

@@ -40,6 +40,12 @@ def _openai() -> Provider:
     return OpenAIProvider()
 
 
+def _openai_responses() -> Provider:
+    from agentq.providers.openai_responses import OpenAIResponsesProvider
+
+    return OpenAIResponsesProvider()
+
+
 def _anthropic() -> Provider:
     from agentq.providers.anthropic import AnthropicProvider
 
@@ -49,5 +55,6 @@ def _anthropic() -> Provider:
 KINDS: Mapping[str, ProviderKind] = MappingProxyType({kind.name: kind for kind in (
     ProviderKind("scripted", _scripted),
     ProviderKind("openai", _openai, "https://api.openai.com/v1", "OPENAI_API_KEY"),
+    ProviderKind("openai_responses", _openai_responses, "https://api.openai.com/v1", "OPENAI_API_KEY"),
     ProviderKind("anthropic", _anthropic, "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
 )})

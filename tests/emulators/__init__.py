@@ -1,4 +1,4 @@
-"""Strict local emulators of the OpenAI and Anthropic streaming APIs, on a real HTTP server.
+"""Strict local emulators of the OpenAI (chat completions, Responses) and Anthropic streaming APIs, on a real HTTP server.
 
 They check each request with rules of their own (never agentq's `wire.check_*`, so a bug
 shared with the code under test cannot pass both), answer from a script, and can fail,
@@ -6,7 +6,8 @@ stall, reset or hold a stream to watch the client hang up.
 """
 from tests.emulators.anthropic_api import AnthropicEmulator
 from tests.emulators.openai_api import OpenAIEmulator
+from tests.emulators.responses_api import ResponsesEmulator
 from tests.emulators.script import ByRequest, Call, Fail, Reply, Reset, Stall
 
 __all__ = ["AnthropicEmulator", "ByRequest", "Call", "Fail", "OpenAIEmulator", "Reply", "Reset",
-           "Stall"]
+           "ResponsesEmulator", "Stall"]

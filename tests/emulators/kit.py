@@ -15,6 +15,7 @@ from agentq.providers.access import ModelAccess
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from tests.emulators.anthropic_api import AnthropicEmulator
 from tests.emulators.openai_api import OpenAIEmulator
+from tests.emulators.responses_api import ResponsesEmulator
 from tests.emulators.server import Emulator
 
 MODEL = "emu-model-1"
@@ -29,7 +30,11 @@ HELLO = Request(system="Be brief.", messages=(Message("user", "Weather in Oslo?"
 _ADAPTERS: dict[str, tuple[type[Emulator], str]] = {
     "openai": (OpenAIEmulator, "OPENAI_API_KEY"),
     "anthropic": (AnthropicEmulator, "ANTHROPIC_API_KEY"),
+    "openai_responses": (ResponsesEmulator, "OPENAI_API_KEY"),
 }
+# The body field each API takes the answer's token limit in.
+MAX_TOKENS_FIELD = {"openai": "max_tokens", "anthropic": "max_tokens",
+                    "openai_responses": "max_output_tokens"}
 
 
 @contextmanager
