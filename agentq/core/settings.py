@@ -111,6 +111,13 @@ class Compaction(_Strict):
     prompt: str | None = None
 
 
+class Thinking(_Strict):
+    """Anthropic extended thinking: how many tokens the model may think before it answers
+    (at least 1024, and below max_tokens, as the API requires)."""
+
+    budget_tokens: integer(ge=1024, le=1_000_000)
+
+
 class Settings(_Strict):
     """A conversation's settings, validated once when it is created."""
 
@@ -133,6 +140,8 @@ class Settings(_Strict):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: integer(ge=1, le=1_000_000) | None = None
     extra_body: dict[str, Any] | None = None
+    # Anthropic extended thinking; with it on, temperature is not sent (the API refuses it).
+    thinking: Thinking | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -145,6 +154,13 @@ class Settings(_Strict):
             if names & _SECRET_NAMES or _find_secret(data.get("extra_body")):
                 raise ValueError(_NO_KEYS)
         return data
+
+
+    @model_validator(mode="after")
+    def _thinking_fits_in_max_tokens(self) -> Settings:
+        if self.thinking and self.max_tokens and self.max_tokens <= self.thinking.budget_tokens:
+            raise ValueError("max_tokens must be greater than thinking.budget_tokens")
+        return self
 
 
 def parse_settings(data: dict[str, Any] | None) -> Settings:
