@@ -5,10 +5,12 @@ live in one place.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from agentq.core.events import EventDraft, ToolCallRecord
+from agentq.core.reasoning import Reasoning
 from agentq.core.timefmt import format_ts
 
 
@@ -29,10 +31,14 @@ def assistant_msg(
     created_at: datetime,
     interrupted: bool = False,
     usage: dict[str, Any] | None = None,
+    reasoning: Sequence[Reasoning] = (),
 ) -> EventDraft:
+    """The answer text of a round; its reasoning items, verbatim, when the provider sent any."""
     content: dict[str, Any] = {"text": text, "interrupted": interrupted}
     if usage:
         content["usage"] = usage
+    if reasoning:
+        content["reasoning"] = [item.as_content() for item in reasoning]
     return EventDraft("assistant_msg", content, created_at, turn_id, round_id, step_key)
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentq.core.events import Event, View
+from agentq.core.reasoning import reasoning_of
 from agentq.core.request import CallRef, Message, Request, ToolSpec
 from agentq.core.wire import check_anthropic, check_openai, to_anthropic, to_openai
 
@@ -57,7 +58,9 @@ def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> l
     text = "\n".join(t for t in texts if t)
     if not calls and not _has_text(text):
         return []  # an empty or interrupted-before-a-word response says nothing
-    messages = [Message("assistant", text, tool_calls=calls)]
+    reasoning = tuple(item for e in round_events if e.type == "assistant_msg"
+                      for item in reasoning_of(e.content))
+    messages = [Message("assistant", text, tool_calls=calls, reasoning=reasoning)]
     messages.extend(_result_message(results[c.id]) for c in calls if c.id in results)
     return messages
 

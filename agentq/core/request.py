@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentq.core.reasoning import Reasoning
+
 Role = Literal["user", "assistant", "tool"]
 
 
@@ -30,13 +32,15 @@ class CallRef:
 
 @dataclass(frozen=True)
 class Message:
-    """One neutral message. `tool` messages answer exactly one call by `tool_call_id`."""
+    """One neutral message. `tool` messages answer exactly one call by `tool_call_id`;
+    an assistant message carries the reasoning items its response returned, for its kind."""
 
     role: Role
     text: str = ""
     tool_calls: tuple[CallRef, ...] = ()
     tool_call_id: str | None = None
     is_error: bool = False
+    reasoning: tuple[Reasoning, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,19 @@
 """The OpenAI Responses wire shape of a neutral request: instructions and a list of input items.
 
-Each assistant round becomes its reasoning items (those this provider kind returned,
-verbatim and in order), then its text as an assistant message, then one `function_call`
-item per call; each tool result a `function_call_output` item. A round's reasoning items
-go before its text and calls because that is where the model produced them: a response
-reasons first, then answers or calls.
+Each assistant round becomes its text as an assistant message and one `function_call`
+item per call, with the reasoning items this provider kind returned put back verbatim at
+their place in the response's output (so each goes before the call it preceded, as the
+API requires); each tool result becomes a `function_call_output` item.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from agentq.core.reasoning import for_provider, interleave
 from agentq.core.request import Message, Request
 
 PROVIDER = "openai_responses"  # the provider kind whose reasoning items these requests carry
-
-
-def _reasoning_items(message: Message) -> list[dict[str, Any]]:
-    return [dict(entry["item"]) for entry in getattr(message, "reasoning", ()) or ()
-            if entry.get("provider") == PROVIDER and isinstance(entry.get("item"), dict)]
 
 
 def _items(message: Message) -> list[dict[str, Any]]:
@@ -27,15 +22,13 @@ def _items(message: Message) -> list[dict[str, Any]]:
                  "output": message.text}]
     if message.role == "user":
         return [{"role": "user", "content": message.text}]
-    items = _reasoning_items(message)
-    if message.text.strip():
-        items.append({"role": "assistant", "content": message.text})
+    items = [{"role": "assistant", "content": message.text}] if message.text.strip() else []
     items += [
         {"type": "function_call", "call_id": call.id, "name": call.name,
          "arguments": json.dumps(call.args, sort_keys=True)}
         for call in message.tool_calls
     ]
-    return items
+    return interleave(items, for_provider(message.reasoning, PROVIDER))
 
 
 def to_responses(request: Request) -> dict[str, Any]:

@@ -111,7 +111,14 @@ class Compaction(_Strict):
     prompt: str | None = None
 
 
-class Reasoning(_Strict):
+class Thinking(_Strict):
+    """Anthropic extended thinking: how many tokens the model may think before it answers
+    (at least 1024, and below max_tokens, as the API requires)."""
+
+    budget_tokens: integer(ge=1024, le=1_000_000)
+
+
+class ReasoningOptions(_Strict):
     """How much a reasoning model thinks and whether it summarizes its reasoning (OpenAI Responses)."""
 
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
@@ -140,9 +147,11 @@ class Settings(_Strict):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: integer(ge=1, le=1_000_000) | None = None
     extra_body: dict[str, Any] | None = None
+    # Anthropic extended thinking; with it on, temperature is not sent (the API refuses it).
+    thinking: Thinking | None = None
     # For reasoning models on the Responses API; setting it marks the model as one that
     # reasons (no temperature is sent, reasoning items are asked for and sent back).
-    reasoning: Reasoning | None = None
+    reasoning: ReasoningOptions | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -155,6 +164,13 @@ class Settings(_Strict):
             if names & _SECRET_NAMES or _find_secret(data.get("extra_body")):
                 raise ValueError(_NO_KEYS)
         return data
+
+
+    @model_validator(mode="after")
+    def _thinking_fits_in_max_tokens(self) -> Settings:
+        if self.thinking and self.max_tokens and self.max_tokens <= self.thinking.budget_tokens:
+            raise ValueError("max_tokens must be greater than thinking.budget_tokens")
+        return self
 
 
 def parse_settings(data: dict[str, Any] | None) -> Settings:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentq.core.reasoning import for_provider, interleave
 from agentq.core.request import Message, Request
+
+ANTHROPIC = "anthropic"  # the provider kind whose reasoning items go back to the Messages API
 
 
 def _has_text(text: Any) -> bool:
@@ -68,7 +71,9 @@ def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks.append({"type": "text", "text": message.text})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
-    return message.role, blocks
+    # Thinking blocks go back exactly as returned, in their place (before the tool_use):
+    # with thinking on, the API refuses a tool-use round without them.
+    return message.role, interleave(blocks, for_provider(message.reasoning, ANTHROPIC))
 
 
 def to_anthropic(request: Request) -> dict[str, Any]:
@@ -200,6 +205,11 @@ def _check_anthropic_block(where: str, role: str, block: Any) -> list[str]:
         ok = ok and isinstance(block.get("content", ""), (str, list))
         ok = ok and isinstance(block.get("is_error", False), bool)
         return [] if ok else [f"{where}: tool_result needs a tool_use_id, content, a bool is_error"]
+    if kind == "thinking" and role == "assistant":
+        ok = isinstance(block.get("thinking"), str) and _has_text(block.get("signature"))
+        return [] if ok else [f"{where}: a thinking block needs its thinking and its signature"]
+    if kind == "redacted_thinking" and role == "assistant":
+        return [] if _has_text(block.get("data")) else [f"{where}: redacted_thinking needs its data"]
     return [f"{where}: a {role} message cannot hold a {kind!r} block"]
 
 

@@ -1,4 +1,5 @@
-"""One streamed answer put together: text pieces, tool calls from fragments, usage, finish.
+"""One streamed answer put together: text pieces, tool calls from fragments, reasoning items,
+usage, finish.
 
 Both SDK adapters feed an `Answer` as events arrive and ask it for the `ModelResponse` at
 the end. Tool-call arguments arrive as JSON text in pieces; text that does not parse is
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.core.keys import scripted_call_id
+from agentq.core.reasoning import Reasoning
 from agentq.core.request import CallRef
 from agentq.providers.base import ModelResponse
 from agentq.providers.errors import ProviderError
@@ -42,10 +44,12 @@ class _PartialCall:
 class Answer:
     """The parts of one response as they stream in; `response` assembles them once it finished."""
 
-    def __init__(self, step_key: str) -> None:
+    def __init__(self, step_key: str, provider: str = "") -> None:
         self._step_key = step_key
+        self._provider = provider
         self._texts: list[str] = []
         self._calls: dict[Hashable, _PartialCall] = {}
+        self._reasoning: dict[int, dict[str, Any]] = {}  # position -> the item as it grows
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
 
@@ -80,6 +84,17 @@ class Answer:
         if initial:
             call.initial = dict(initial)
 
+    def start_reasoning(self, position: int, item: dict[str, Any]) -> None:
+        """A reasoning item begins at `position` among the response's blocks (its fields may
+        grow with `extend_reasoning`)."""
+        self._reasoning[position] = dict(item)
+
+    def extend_reasoning(self, position: int, name: str, piece: str) -> None:
+        """Appends a streamed piece to one text field of the reasoning item at `position`."""
+        item = self._reasoning.get(position)
+        if item is not None:
+            item[name] = (item.get(name) or "") + piece
+
     def response(self, *, sent: dict[str, Any], latency_ms: int) -> ModelResponse:
         """The whole answer; raises a transient error if the stream stopped before its end."""
         if self.finish_reason is None:
@@ -103,6 +118,8 @@ class Answer:
             tool_calls=calls,
             usage=dict(self.usage),
             finish_reason=self.finish_reason,
+            reasoning=tuple(Reasoning(self._provider, item, position)
+                            for position, item in sorted(self._reasoning.items())),
             sent=sent,
             latency_ms=latency_ms,
         )

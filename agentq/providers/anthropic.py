@@ -3,8 +3,9 @@
 The request body is built here in full (so the audit records exactly what was sent);
 `max_tokens`, which Anthropic requires, comes from settings or DEFAULT_MAX_TOKENS. The
 SDK's own retries are off (one policy, `retry.retrying`, rules). Text deltas stream;
-`tool_use` blocks are put together from their `input_json_delta`s; thinking blocks are
-not part of the answer text.
+`tool_use` blocks are put together from their `input_json_delta`s; `thinking` and
+`redacted_thinking` blocks are not answer text: they are kept whole, signature included,
+as the round's reasoning items, and `to_anthropic` sends them back before the tool_use.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.streaming import stream_call
 
+KIND = "anthropic"  # the provider kind whose reasoning items this adapter sends back
 DEFAULT_MAX_TOKENS = 4096
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
 _NAMED = ("model", "messages", "max_tokens", "stream")
@@ -37,10 +39,16 @@ def messages_body(request: Request, settings: Settings) -> dict[str, Any]:
     body["model"] = body["model"] or settings.model
     body["max_tokens"] = settings.max_tokens or DEFAULT_MAX_TOKENS
     body["stream"] = True
+    if settings.thinking is not None:
+        budget = settings.thinking.budget_tokens
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        body["max_tokens"] = settings.max_tokens or budget + DEFAULT_MAX_TOKENS
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
     for name, value in (settings.extra_body or {}).items():
         body.setdefault(name, value)  # extra_body adds options; it never replaces the above
+    if isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled":
+        body.pop("temperature", None)  # "thinking isn't compatible with temperature"
     return body
 
 
@@ -68,7 +76,7 @@ class AnthropicProvider:
 
         reader = EventReader()
         yield from stream_call(
-            open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel,
+            open_stream, reader.read, Answer(ctx.step_key, KIND), sent=body, cancel=cancel,
             secrets=private(url, key),
         )
 
@@ -103,7 +111,12 @@ def _block_start(event: Any, answer: Answer) -> str | None:
         answer.add_call(event.index, call_id=block.id, name=block.name, initial=initial)
     elif block.type == "text" and block.text:
         return answer.add_text(block.text)
-    return None  # thinking and other blocks are not answer text
+    elif block.type == "thinking":  # kept whole, signature included, to be sent back
+        answer.start_reasoning(event.index, {"type": "thinking", "thinking": block.thinking or "",
+                                             "signature": getattr(block, "signature", None) or ""})
+    elif block.type == "redacted_thinking":
+        answer.start_reasoning(event.index, {"type": "redacted_thinking", "data": block.data})
+    return None  # thinking is not answer text
 
 
 def _block_delta(event: Any, answer: Answer) -> str | None:
@@ -112,6 +125,10 @@ def _block_delta(event: Any, answer: Answer) -> str | None:
         return answer.add_text(delta.text)
     if delta.type == "input_json_delta" and answer.has_call(event.index):
         answer.add_call(event.index, args=delta.partial_json)
+    elif delta.type == "thinking_delta":
+        answer.extend_reasoning(event.index, "thinking", delta.thinking)
+    elif delta.type == "signature_delta":
+        answer.extend_reasoning(event.index, "signature", delta.signature)
     return None
 
 

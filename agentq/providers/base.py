@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentq.core.reasoning import Reasoning
 from agentq.core.request import CallRef, Request
 from agentq.core.settings import Settings
 from agentq.providers.errors import ProviderError
@@ -32,8 +33,8 @@ class ModelResponse:
     tool_calls: tuple[CallRef, ...] = ()
     usage: dict[str, Any] = field(default_factory=dict)
     finish_reason: str = "stop"
-    # Reasoning the provider returned besides text and calls, each {"provider", "item"}.
-    reasoning: tuple[dict[str, Any], ...] = ()
+    # Thinking / reasoning items, verbatim, that the same API must get back next round.
+    reasoning: tuple[Reasoning, ...] = ()
     # What went over the wire (the request body, exactly) and how long the answer took,
     # for the model_calls audit; None where nothing was sent (the scripted provider).
     sent: dict[str, Any] | None = None

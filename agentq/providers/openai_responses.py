@@ -10,7 +10,6 @@ shared classification (`retry.classify`); failures reported inside the stream (`
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -86,16 +85,16 @@ class OpenAIResponsesProvider:
             )
 
         reader = EventReader()
-        for item in stream_call(open_stream, reader.read, Answer(ctx.step_key), sent=body,
-                                cancel=cancel, secrets=private(url, key)):
-            yield reader.finished(item) if isinstance(item, ModelResponse) else item
+        yield from stream_call(
+            open_stream, reader.read, Answer(ctx.step_key, PROVIDER), sent=body, cancel=cancel,
+            secrets=private(url, key),
+        )
 
 
 class EventReader:
     """Reads Responses stream events into an answer; calls are keyed by their output index."""
 
     def __init__(self) -> None:
-        self.reasoning: list[dict[str, Any]] = []
         self._streamed: set[int] = set()  # output indexes whose arguments came in deltas
 
     def read(self, event: Any, answer: Answer) -> str | None:
@@ -121,8 +120,8 @@ class EventReader:
 
     def _item_done(self, event: Any, answer: Answer) -> None:
         item = event.item
-        if item.type == "reasoning":
-            self.reasoning.append(item.to_dict(mode="json"))
+        if item.type == "reasoning":  # its place in the output, so it goes back there
+            answer.start_reasoning(event.output_index, item.to_dict(mode="json"))
         elif item.type == "function_call":
             answer.add_call(event.output_index, call_id=item.call_id, name=item.name)
             if event.output_index not in self._streamed:
@@ -136,11 +135,6 @@ class EventReader:
             answer.finish_reason = _INCOMPLETE.get(reason, reason or "length")
         else:
             answer.finish_reason = "tool_calls" if answer.has_calls() else "stop"
-
-    def finished(self, response: ModelResponse) -> ModelResponse:
-        """The response with its reasoning items, as the provider returned them."""
-        entries = tuple({"provider": PROVIDER, "item": item} for item in self.reasoning)
-        return dataclasses.replace(response, reasoning=entries)
 
 
 def stream_error(code: str | None, message: str | None) -> ProviderError:

@@ -187,7 +187,8 @@ class LlmStep(StepWork[ModelResponse]):
         settings = view.settings
         common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
         out: list[EventDraft] = [
-            drafts.assistant_msg(response.text, usage=response.usage, **common)
+            drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
+                                 **common)
         ]
         records: list[ToolCallRecord] = []
         results: list[EventDraft] = []

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from tests.emulators import anthropic_thinking as thinking
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
 
@@ -176,7 +177,7 @@ def _body_problem(body: Any, headers: dict[str, str]) -> str | None:
 
 def check(body: Any, headers: dict[str, str], max_context_tokens: int) -> str | None:
     """The first thing Anthropic would reject in this request, or None."""
-    problem = _body_problem(body, headers)
+    problem = _body_problem(body, headers) or thinking.settings_problem(body)
     if problem:
         return problem
     messages = body["messages"]
@@ -187,6 +188,7 @@ def check(body: Any, headers: dict[str, str], max_context_tokens: int) -> str | 
             return problem
         previous = message["role"]
     problem = _pairing_problem(messages) or _final_problem(messages)
+    problem = problem or thinking.blocks_problem(messages) or thinking.tool_round_problem(body)
     problem = problem or _undeclared_tools_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
@@ -234,10 +236,15 @@ class AnthropicEmulator(Emulator):
         yield "text", _event("message_start", {"type": "message_start", "message": message})
         yield "text", _event("ping", {"type": "ping"})
         index = 0
-        if reply.thinking:
-            yield from (("text", f) for f in _block(index, {"type": "thinking", "thinking": ""}, [
+        if reply.thinking and thinking.enabled(body):  # thinking comes only when asked for
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            yield from (("text", f) for f in _block(index, start, [
                 {"type": "thinking_delta", "thinking": p} for p in pieces(reply.thinking, 2)
-            ] + [{"type": "signature_delta", "signature": "c2lnbmF0dXJl"}]))
+            ] + [{"type": "signature_delta", "signature": thinking.signature(reply.thinking)}]))
+            index += 1
+        if reply.redacted and thinking.enabled(body):
+            start = {"type": "redacted_thinking", "data": thinking.redacted_data(self.next_id("rt"))}
+            yield from (("text", f) for f in _block(index, start, []))
             index += 1
         if reply.text:
             yield from (("text", f) for f in _block(index, {"type": "text", "text": ""}, [

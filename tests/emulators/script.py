@@ -32,7 +32,8 @@ class Reply:
     calls: tuple[Call, ...] = ()
     chunks: int = 3
     delay_s: float = 0.0
-    thinking: str = ""
+    thinking: str = ""  # Anthropic: a thinking block, when the request enables thinking
+    redacted: bool = False  # Anthropic: a redacted_thinking block after it
     finish: str | None = None
     hold: bool = False
     error: str | None = None
