@@ -15,10 +15,14 @@ from flask import Blueprint, g
 from agentq.core.budget import plan_context
 from agentq.core.compaction import request_tokens
 from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
+from agentq.core.responses_wire import check_responses, to_responses
 from agentq.errors import NotFound
 from web import models, present
 from web.operation import operation
 from web.services import services
+
+# Each provider kind's wire shape and its own check; any other kind is shown as chat completions.
+_WIRES = {"anthropic": (to_anthropic, check_anthropic), "openai_responses": (to_responses, check_responses)}
 
 bp = Blueprint("context", __name__, url_prefix="/v1/conversations")
 
@@ -40,9 +44,9 @@ def context(conversation_id: str):
     request, evictions = planned.request, planned.evictions
     profile = svc.policy.profiles.get(view.settings.profile)
     kind = profile.kind if profile is not None else None
-    anthropic = kind == "anthropic"
-    wire = to_anthropic(request) if anthropic else to_openai(request)
-    problems += validate(request) + (check_anthropic(wire) if anthropic else check_openai(wire))
+    to_wire, check_wire = _WIRES.get(kind or "", (to_openai, check_openai))
+    wire = to_wire(request)
+    problems += validate(request) + check_wire(wire)
     return present.dump(models.Context(
         profile=view.settings.profile,
         kind=kind,

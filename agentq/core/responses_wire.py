@@ -46,3 +46,38 @@ def to_responses(request: Request) -> dict[str, Any]:
             for t in request.tools
         ]
     return payload
+
+
+def _check_item(index: int, item: dict[str, Any], calls: list[str], answered: set[str]) -> list[str]:
+    kind = item.get("type", "message")
+    where = f"input[{index}]"
+    if kind == "function_call":
+        if item.get("call_id") in calls:
+            return [f"{where}: duplicate call_id {item.get('call_id')}"]
+        calls.append(item.get("call_id"))
+    elif kind == "function_call_output":
+        if item.get("call_id") not in calls:
+            return [f"{where}: no function_call earlier in the input has call_id {item.get('call_id')}"]
+        if item.get("call_id") in answered:
+            return [f"{where}: a second output for call_id {item.get('call_id')}"]
+        answered.add(item.get("call_id"))
+    elif kind == "reasoning" and not item.get("encrypted_content"):
+        return [f"{where}: reasoning item {item.get('id')} has no encrypted_content (store is false)"]
+    elif kind == "message" and not isinstance(item.get("content"), (str, list)):
+        return [f"{where}: a message needs content"]
+    return []
+
+
+def check_responses(payload: dict[str, Any]) -> list[str]:
+    """What the Responses API would refuse in this stateless payload: calls and their outputs
+    unpaired, reasoning items that cannot be sent back."""
+    items = payload.get("input")
+    if not isinstance(payload.get("model"), str) or not isinstance(items, list) or not items:
+        return ["payload: needs a model and a non-empty input list"]
+    problems: list[str] = []
+    calls: list[str] = []
+    answered: set[str] = set()
+    for index, item in enumerate(items):
+        problems += _check_item(index, item, calls, answered)
+    problems += [f"input: function call {c} has no function_call_output" for c in calls if c not in answered]
+    return problems
