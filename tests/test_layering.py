@@ -68,6 +68,26 @@ def test_only_the_worker_module_imports_celery():
     assert offenders <= {"agentq/worker.py"}, offenders
 
 
+# Each provider SDK stays inside the adapter modules of its API (issue 13): the rest of
+# agentq sees only ProviderError, never an SDK type.
+SDK_ADAPTERS = {
+    "openai": {"agentq/providers/openai.py", "agentq/providers/openai_errors.py"},
+    "anthropic": {"agentq/providers/anthropic.py", "agentq/providers/anthropic_errors.py"},
+}
+
+
+@pytest.mark.parametrize("sdk", sorted(SDK_ADAPTERS))
+def test_each_provider_sdk_is_imported_only_by_its_adapter_modules(sdk):
+    offenders = importers_of(sdk) - SDK_ADAPTERS[sdk]
+    assert not offenders, f"{sdk} imported outside its adapter: {sorted(offenders)}"
+
+
+def test_the_sdk_check_sees_an_import_anywhere_in_a_module(tmp_path):
+    module = tmp_path / "retry.py"
+    module.write_text("def classify(exc):\n    import openai\n    from anthropic import APIError\n")
+    assert {"openai", "anthropic"} <= imported_roots(module)
+
+
 def test_only_the_metrics_endpoint_imports_prometheus_client():
     assert importers_of("prometheus_client") <= {"web/metrics.py"}
 

@@ -17,8 +17,9 @@ from agentq.core.settings import parse_settings
 from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider
 from agentq.providers.access import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
-from agentq.providers.retry import MAX_RETRY_AFTER_S, classify, retry_after, retrying
-from agentq.providers.scripted import sdk_error
+from agentq.providers import anthropic_errors, openai_errors, retry
+from agentq.providers.openai_errors import sdk_error
+from agentq.providers.retry import MAX_RETRY_AFTER_S, retry_after, retrying
 
 REQUEST = Request(system="be brief", messages=(Message("user", "hello"), Message("assistant", "hi"),
                                                 Message("user", "what now?")))
@@ -36,6 +37,20 @@ def run(script: list[dict] | None = None, cancel: threading.Event | None = None,
 
 def deltas(items: list) -> list[Delta]:
     return [item for item in items if isinstance(item, Delta)]
+
+
+def classify(exc: BaseException) -> ProviderError:
+    """What `exc` means, as the adapter of its SDK (or the generic policy) classifies it."""
+    if isinstance(exc, openai.OpenAIError):
+        return openai_errors.classify(exc)
+    if isinstance(exc, anthropic.AnthropicError):
+        return anthropic_errors.classify(exc)
+    return retry.classify(exc)
+
+
+def failure(status: int) -> ProviderError:
+    """What a scripted failure with this status raises: the openai SDK's error, classified."""
+    return openai_errors.classify(sdk_error(status))
 
 
 def anthropic_error(status: int, error: dict, headers: dict | None = None) -> anthropic.APIStatusError:
@@ -161,21 +176,23 @@ def test_a_cancel_from_another_thread_interrupts_the_wait() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "sdk_class"),
+    ("status", "transient", "code"),
     [
-        (429, openai.RateLimitError),
-        (500, openai.InternalServerError),
-        (503, openai.InternalServerError),
-        (400, openai.BadRequestError),
-        (401, openai.AuthenticationError),
-        ("timeout", openai.APITimeoutError),
+        (429, True, "rate_limit_exceeded"),
+        (500, True, "server_error"),
+        (503, True, "server_error"),
+        (400, False, "invalid_request_error"),
+        (401, False, "invalid_api_key"),
+        ("timeout", True, "timeout"),
     ],
 )
-def test_fail_raises_the_real_sdk_exception_for_the_first_times_attempts(status, sdk_class) -> None:
+def test_fail_raises_what_the_real_sdk_exception_means_for_the_first_times_attempts(
+        status, transient, code) -> None:
     script = [{"text": "finally", "fail": {"status": status, "times": 2}}]
     for attempt in (1, 2):
-        with pytest.raises(sdk_class):
+        with pytest.raises(ProviderError) as raised:
             run(script, attempt=attempt)
+        assert (raised.value.transient, raised.value.code) == (transient, code)
     assert run(script, attempt=3)[-1].text == "finally"
 
 
@@ -337,7 +354,7 @@ class Flaky:
 
 def test_transient_errors_are_retried_until_success_reporting_each_retry() -> None:
     slept, retries = [], []
-    fn = Flaky(sdk_error(500), sdk_error(503))
+    fn = Flaky(failure(500), failure(503))
     result = retrying(fn, on_retry=lambda *args: retries.append(args), sleep=slept.append)
     assert (result, fn.calls) == ("done", 3)
     assert [(attempt, error.status, delay) for attempt, error, delay in retries] == [
@@ -346,7 +363,7 @@ def test_transient_errors_are_retried_until_success_reporting_each_retry() -> No
 
 def test_the_backoff_stays_under_its_exponential_ceiling_and_the_cap() -> None:
     slept = []
-    fn = Flaky(*[sdk_error(500) for _ in range(7)])
+    fn = Flaky(*[failure(500) for _ in range(7)])
     retrying(fn, max_attempts=8, base_s=0.5, cap_s=4.0, sleep=slept.append)
     assert len(slept) == 7
     assert all(0 <= delay <= min(4.0, 0.5 * 2 ** n) for n, delay in enumerate(slept))
@@ -354,13 +371,13 @@ def test_the_backoff_stays_under_its_exponential_ceiling_and_the_cap() -> None:
 
 def test_retry_after_ms_is_a_floor_for_the_delay() -> None:
     slept = []
-    retrying(Flaky(*[sdk_error(429) for _ in range(4)]), base_s=0.0001, sleep=slept.append)
+    retrying(Flaky(*[failure(429) for _ in range(4)]), base_s=0.0001, sleep=slept.append)
     assert len(slept) == 4 and all(0.01 <= delay <= 30.0 for delay in slept)
 
 
 def test_a_retry_after_in_seconds_is_honoured() -> None:
     slept = []
-    error = openai_error(503, {"message": "busy"}, headers={"retry-after": "3"})
+    error = classify(openai_error(503, {"message": "busy"}, headers={"retry-after": "3"}))
     retrying(Flaky(error), base_s=0.001, cap_s=10.0, sleep=slept.append)
     assert 3.0 <= slept[0] <= 10.0
 
@@ -368,27 +385,28 @@ def test_a_retry_after_in_seconds_is_honoured() -> None:
 def test_a_retry_after_as_an_http_date_is_honoured() -> None:
     slept = []
     when = datetime.fromtimestamp(time.time() + 20, tz=timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
-    retrying(Flaky(openai_error(503, {"message": "busy"}, headers={"retry-after": when})),
+    retrying(Flaky(classify(openai_error(503, {"message": "busy"}, headers={"retry-after": when}))),
              base_s=0.001, cap_s=30.0, sleep=slept.append)
     assert 18.0 <= slept[0] <= 30.0
 
 
 def test_a_retry_after_above_the_cap_wins_up_to_the_hard_maximum() -> None:
     slept = []
-    errors = [openai_error(429, {"message": "slow down"}, headers={"retry-after": value}) for value in ("45", "900")]
+    errors = [classify(openai_error(429, {"message": "slow down"}, headers={"retry-after": value}))
+              for value in ("45", "900")]
     retrying(Flaky(*errors), cap_s=30.0, sleep=slept.append)
     assert slept == [45.0, MAX_RETRY_AFTER_S]
 
 
 def test_a_permanent_error_is_not_retried() -> None:
-    fn, retries = Flaky(sdk_error(400)), []
+    fn, retries = Flaky(failure(400)), []
     with pytest.raises(ProviderError) as raised:
         retrying(fn, on_retry=lambda *args: retries.append(args), sleep=lambda s: None)
     assert (fn.calls, retries, raised.value.status, raised.value.transient) == (1, [], 400, False)
 
 
 def test_a_quota_429_is_not_retried() -> None:
-    fn = Flaky(openai_error(429, {"message": "quota", "code": "insufficient_quota"}))
+    fn = Flaky(classify(openai_error(429, {"message": "quota", "code": "insufficient_quota"})))
     with pytest.raises(ProviderError):
         retrying(fn, sleep=lambda s: None)
     assert fn.calls == 1
@@ -405,7 +423,7 @@ def test_an_exception_that_is_not_a_provider_failure_passes_through_unretried() 
 
 
 def test_after_max_attempts_the_classified_error_is_raised() -> None:
-    fn = Flaky(*[openai.APITimeoutError(request=HTTP_REQUEST) for _ in range(5)])
+    fn = Flaky(*[httpx2.ReadTimeout("slow", request=HTTP_REQUEST) for _ in range(5)])
     with pytest.raises(ProviderTimeout):
         retrying(fn, max_attempts=3, sleep=lambda s: None)
     assert fn.calls == 3

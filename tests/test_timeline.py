@@ -66,6 +66,14 @@ def test_an_interrupted_answer_says_so():
     assert summarize(event) == '"Half an ans" (interrupted)'
 
 
+def test_a_round_that_returned_reasoning_items_names_them():
+    reasoning = [{"provider": "anthropic", "index": 0, "item": {"type": "thinking", "thinking": "hm"}},
+                 {"provider": "anthropic", "index": 1, "item": {"type": "redacted_thinking"}}]
+    event = ev(2, "assistant_msg", {"text": "Sunny.", "interrupted": False, "reasoning": reasoning},
+               round_=R1)
+    assert summarize(event) == '"Sunny." · reasoning: thinking, redacted_thinking'
+
+
 def test_the_summary_span_is_marked_after_its_last_seq():
     lines = list(timeline(APPROVAL_TURN, summary={"from_seq": 1, "to_seq": 7, "version": 2}))
     marker = lines.index("  ── summary v2 stands for seqs 1–7 ──")

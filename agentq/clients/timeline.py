@@ -35,6 +35,13 @@ def call_text(name: str, args: Mapping[str, Any]) -> str:
     return f"{name}({clip(inner, CLIP - len(name) - 2)})"
 
 
+def reasoning_note(items: Any) -> str:
+    """` · reasoning: thinking, redacted_thinking` for a round that returned reasoning items."""
+    kinds = [str((entry.get("item") or {}).get("type", "?")) for entry in items or ()
+             if isinstance(entry, Mapping)]
+    return f" · reasoning: {', '.join(kinds)}" if kinds else ""
+
+
 def clock(created_at: str) -> str:
     """`HH:MM:SS.mmm` of an RFC 3339 UTC timestamp as the API writes it."""
     _, _, time = created_at.partition("T")
@@ -53,7 +60,8 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
         return json.dumps(clip(content.get("text") or f"[{len(parts or [])} parts]"), ensure_ascii=False)
     if kind == "assistant_msg":
         said = json.dumps(clip(content.get("text", "")), ensure_ascii=False)
-        return said + (" (interrupted)" if content.get("interrupted") else "")
+        said += " (interrupted)" if content.get("interrupted") else ""
+        return said + reasoning_note(content.get("reasoning"))
     if kind == "tool_call":
         executor = content.get("executor", "server")
         return f"{call_text(content.get('name', '?'), content.get('args') or {})} · {executor} · {call_id}"

@@ -19,6 +19,7 @@ import httpx2
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_anthropic
+from agentq.providers.anthropic_errors import ANTHROPIC_ERRORS
 from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
@@ -77,7 +78,7 @@ class AnthropicProvider:
         reader = EventReader()
         yield from stream_call(
             open_stream, reader.read, Answer(ctx.step_key, KIND), sent=body, cancel=cancel,
-            secrets=private(url, key),
+            secrets=private(url, key), sdk=ANTHROPIC_ERRORS,
         )
 
 

@@ -20,6 +20,7 @@ from agentq.core.wire import to_openai
 from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
+from agentq.providers.openai_errors import OPENAI_ERRORS
 from agentq.providers.streaming import stream_call
 
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
@@ -65,7 +66,7 @@ class OpenAIProvider:
         reader = _ChunkReader()
         yield from stream_call(
             open_stream, reader.read, Answer(ctx.step_key), sent=body, cancel=cancel,
-            secrets=private(url, key),
+            secrets=private(url, key), sdk=OPENAI_ERRORS,
         )
 
 

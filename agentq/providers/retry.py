@@ -1,21 +1,22 @@
 """One retry policy for every provider (DESIGN section 9): classify, then back off.
 
-`classify` turns any SDK, httpx or stdlib failure into a `ProviderError` whose
-`transient` flag is the only thing `retrying` looks at. SDK built-in retries stay off
-so attempts do not multiply.
+`classify` turns any httpx or stdlib failure into a `ProviderError` whose `transient`
+flag is the only thing `retrying` looks at; each SDK adapter classifies its own SDK's
+exceptions (`openai_errors`, `anthropic_errors`) with `sdk_classifier` and `from_status`,
+so no module but an adapter's imports its SDK. SDK built-in retries stay off so attempts
+do not multiply.
 """
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
-import anthropic
 import httpx2
-import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
@@ -41,30 +42,64 @@ _TRANSIENT_CODES = frozenset({
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
 _CONTEXT_PHRASES = ("prompt is too long", "maximum context length", "context_length_exceeded")
 
-_TIMEOUTS = (openai.APITimeoutError, anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError)
-_CONNECTION = (openai.APIConnectionError, anthropic.APIConnectionError, httpx2.TransportError, ConnectionError)
-_STATUS = (openai.APIStatusError, anthropic.APIStatusError, httpx2.HTTPStatusError)
-PROVIDER_FAILURES = (
-    ProviderError, openai.OpenAIError, anthropic.AnthropicError, httpx2.HTTPError, *_TIMEOUTS, *_CONNECTION
-)
+_TIMEOUTS = (httpx2.TimeoutException, TimeoutError)
+_CONNECTION = (httpx2.TransportError, ConnectionError)
+PROVIDER_FAILURES = (ProviderError, httpx2.HTTPError, *_TIMEOUTS, *_CONNECTION)
 
 
 def classify(exc: BaseException) -> ProviderError:
-    """The ProviderError that `exc` means: transient or permanent, with its retry-after."""
+    """The ProviderError that an httpx or stdlib failure means: transient or permanent."""
     if isinstance(exc, ProviderError):
         return exc
     if isinstance(exc, _TIMEOUTS):
         return ProviderTimeout(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, _CONNECTION):
         return ProviderError(f"{type(exc).__name__}: {exc}", transient=True, code="connection_error")
-    if isinstance(exc, _STATUS):
-        return _from_status(exc.response.status_code, str(exc), _body_of(exc), exc.response.headers)
-    if isinstance(exc, (openai.APIError, anthropic.APIError)) and _error_object(exc.body):
-        return _from_status(200, str(exc), exc.body, {})  # an error event inside a 200 stream
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return from_status(exc.response.status_code, str(exc), _body_of(exc), exc.response.headers)
     return ProviderError(f"{type(exc).__name__}: {exc}", code="unexpected_error")
 
 
-def _from_status(status: int, message: str, body: Any, headers: Mapping[str, str]) -> ProviderError:
+@dataclass(frozen=True)
+class SdkErrors:
+    """How one SDK fails: its exception base class, and what each of its exceptions means."""
+
+    base: type[BaseException]
+    classify: Callable[[BaseException], ProviderError]
+
+    @property
+    def failures(self) -> tuple[type[BaseException], ...]:
+        return (*PROVIDER_FAILURES, self.base)
+
+
+def sdk_classifier(
+    *, timeout: type[BaseException], connection: type[BaseException], status: type[BaseException],
+    api: type[BaseException],
+) -> Callable[[BaseException], ProviderError]:
+    """`classify` for an SDK with this exception family (the openai and anthropic SDKs share
+    its shape: a timeout, a connection error, a status error with a `response`, and an API
+    error whose `body` may be an error event inside a 200 stream)."""
+
+    def classify_sdk(exc: BaseException) -> ProviderError:
+        if isinstance(exc, timeout):
+            return ProviderTimeout(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, connection):
+            return ProviderError(f"{type(exc).__name__}: {exc}", transient=True, code="connection_error")
+        if isinstance(exc, status):
+            response = exc.response  # type: ignore[attr-defined]
+            return from_status(response.status_code, str(exc), getattr(exc, "body", None),
+                               response.headers)
+        body = getattr(exc, "body", None)
+        if isinstance(exc, api) and _error_object(body):
+            return from_status(200, str(exc), body, {})  # an error event inside a 200 stream
+        return classify(exc)
+
+    return classify_sdk
+
+
+def from_status(status: int, message: str, body: Any, headers: Mapping[str, str]) -> ProviderError:
+    """What an HTTP error answer (or an error event in a 200 stream) means, from its status,
+    its error body and its retry-after headers."""
     codes = _error_codes(body)
     text = (message + " " + " ".join(_error_messages(body))).lower()
     if codes & _CONTEXT_CODES or any(phrase in text for phrase in _CONTEXT_PHRASES):

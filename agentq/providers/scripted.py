@@ -2,7 +2,7 @@
 
 It streams, fails and cancels like a real one, so the runtime's crash, retry and
 interrupt paths are tested without a network. Failures are the real `openai` SDK
-exceptions, so `retry.classify` is exercised exactly as in production.
+exceptions, classified by `openai_errors.classify` exactly as the adapter's are.
 """
 from __future__ import annotations
 
@@ -10,29 +10,14 @@ import math
 import re
 import threading
 from collections.abc import Iterator
-from typing import Literal
-
-import httpx2
-import openai
 
 from agentq.core.keys import canonical_json, scripted_call_id
 from agentq.core.request import CallRef, Request
 from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
+from agentq.providers.openai_errors import classify, sdk_error
 
-_SCRIPTED_URL = "https://scripted.invalid/v1/chat/completions"
 _CALLED = re.compile(r"^Assistant called ([^(\s]+)\(", re.MULTILINE)
-
-# What the OpenAI API answers for each status, and the SDK class it raises for it.
-_SDK_ERRORS: dict[int, tuple[type[openai.APIStatusError], str, str | None]] = {
-    400: (openai.BadRequestError, "invalid_request_error", None),
-    401: (openai.AuthenticationError, "invalid_request_error", "invalid_api_key"),
-    403: (openai.PermissionDeniedError, "invalid_request_error", None),
-    404: (openai.NotFoundError, "invalid_request_error", "model_not_found"),
-    409: (openai.ConflictError, "invalid_request_error", None),
-    422: (openai.UnprocessableEntityError, "invalid_request_error", None),
-    429: (openai.RateLimitError, "requests", "rate_limit_exceeded"),
-}
 
 
 class ScriptedProvider:
@@ -43,7 +28,8 @@ class ScriptedProvider:
     ) -> Iterator[Delta | ModelResponse]:
         answer = _answer_for(request, ctx)
         if answer.fail is not None and ctx.attempt <= answer.fail.times:
-            raise sdk_error(answer.fail.status)
+            # the exception the real SDK raises, classified as the adapter classifies it
+            raise classify(sdk_error(answer.fail.status))
         pieces = split_text(answer.text, answer.chunks)
         interval_s = answer.delay_s / max(len(pieces), 1)
         if not pieces and cancel.wait(answer.delay_s):
@@ -123,19 +109,3 @@ def split_text(text: str, chunks: int) -> list[str]:
         pieces.append(text[start:end])
         start = end
     return pieces
-
-
-def sdk_error(status: int | Literal["timeout"]) -> openai.APIError:
-    """The exception the real openai SDK raises for this HTTP status (or a timeout)."""
-    request = httpx2.Request("POST", _SCRIPTED_URL)
-    if status == "timeout":
-        return openai.APITimeoutError(request=request)
-    default = (openai.InternalServerError, "server_error", None) if status >= 500 else (
-        openai.APIStatusError, "invalid_request_error", None)
-    cls, kind, code = _SDK_ERRORS.get(status, default)
-    message = f"scripted failure with HTTP {status}"
-    error = {"message": message, "type": kind, "param": None, "code": code}
-    headers = {"retry-after-ms": "10"} if status == 429 else {}
-    response = httpx2.Response(status, request=request, headers=headers, json={"error": error})
-    # As the SDK does: the exception carries the inner `error` object as its body.
-    return cls(f"Error code: {status} - {message}", response=response, body=error)

@@ -18,7 +18,7 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import Delta, ModelResponse
 from agentq.providers.connection import scrubbed
 from agentq.providers.hangup import Hangup
-from agentq.providers.retry import PROVIDER_FAILURES, classify
+from agentq.providers.retry import SdkErrors
 
 # Opens the SDK stream on the given HTTP client; the stream must have a `close()`.
 Opener = Callable[[httpx2.Client], Iterable[Any]]
@@ -34,6 +34,7 @@ def stream_call(
     sent: dict[str, Any],
     cancel: threading.Event,
     secrets: tuple[str, ...],
+    sdk: SdkErrors,
 ) -> Iterator[Delta | ModelResponse]:
     """Deltas as `read` finds text, then the response; nothing more once `cancel` is set."""
     if cancel.is_set():
@@ -57,8 +58,8 @@ def stream_call(
                 return
             latency_ms = round((time.monotonic() - started) * 1000)
             response = answer.response(sent=sent, latency_ms=latency_ms)
-        except PROVIDER_FAILURES as exc:
+        except sdk.failures as exc:
             if cancel.is_set():  # the failure is our own hang-up
                 return
-            raise scrubbed(classify(exc), *secrets) from None
+            raise scrubbed(sdk.classify(exc), *secrets) from None
     yield response
