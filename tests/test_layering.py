@@ -71,7 +71,8 @@ def test_only_the_worker_module_imports_celery():
 # Each provider SDK stays inside the adapter modules of its API (issue 13): the rest of
 # agentq sees only ProviderError, never an SDK type.
 SDK_ADAPTERS = {
-    "openai": {"agentq/providers/openai.py", "agentq/providers/openai_errors.py"},
+    "openai": {"agentq/providers/openai.py", "agentq/providers/openai_responses.py",
+               "agentq/providers/openai_errors.py"},
     "anthropic": {"agentq/providers/anthropic.py", "agentq/providers/anthropic_errors.py"},
 }
 

@@ -5,7 +5,7 @@ rounds, and a reasoning model is asked for `reasoning.encrypted_content`. Its re
 items are kept in the answer exactly as the completed `response.output_item.done` event
 carried them (the `added` event's copy may be incomplete) and go back in the next rounds,
 before the calls they preceded (`agentq.core.responses_wire`). HTTP failures take the
-shared classification (`retry.classify`); failures reported inside the stream (`error`,
+openai SDK's classification (`openai_errors`); failures reported inside the stream (`error`,
 `response.failed`) are classified here, by their code.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.openai_errors import OPENAI_ERRORS
 from agentq.providers.streaming import stream_call
 
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
@@ -87,7 +88,7 @@ class OpenAIResponsesProvider:
         reader = EventReader()
         yield from stream_call(
             open_stream, reader.read, Answer(ctx.step_key, PROVIDER), sent=body, cancel=cancel,
-            secrets=private(url, key),
+            secrets=private(url, key), sdk=OPENAI_ERRORS,
         )
 
 
