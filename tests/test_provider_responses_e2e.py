@@ -7,6 +7,8 @@ reasoning items go back whole, before the calls they preceded).
 """
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +46,8 @@ def a_reasoning_model(body: dict[str, Any]) -> Reply:
     if text.startswith("Pay"):
         who, amount = text.split()[1], float(text.split()[2])
         return Reply(text="I need an approval.", calls=(Call("approve_payment", {"amount": amount, "to": who}),))
+    if text.startswith("Tell"):
+        return Reply(text="Once upon a time " * 40, chunks=40, hold=True)  # until hung up
     if "Tromsø" in text:
         return Reply(text="", calls=(Call("get_weather", {"city": "Tromsø"}),))
     if "Oslo" in text:
@@ -81,6 +85,7 @@ def test_reasoning_parallel_tools_human_calls_interrupt_fork_and_compaction_pass
     assert api.get(f"/v1/conversations/{cid}", alice).json["state"] == "awaiting_input"
     assert api.say(cid, "Never mind: weather in Tromsø?", alice, on_busy="interrupt").status_code == 202
     api.run()
+    interrupt_mid_stream(api, kit, cid, alice)
     for turn in range(3):  # long enough to compact
         api.say(cid, f"Weather in Oslo and Bergen, take {turn}?", alice)
         api.run()
@@ -96,6 +101,28 @@ def test_reasoning_parallel_tools_human_calls_interrupt_fork_and_compaction_pass
     context = api.get(f"/v1/conversations/{cid}/context", alice).json
     assert context["kind"] == "openai_responses" and context["validation"]["valid"], context["validation"]
     assert any(item.get("type") == "reasoning" for item in context["wire"]["input"])
+
+
+def interrupt_mid_stream(api: Api, kit: Kit, cid: str, alice: dict[str, str]) -> None:
+    """A message that interrupts a round while it streams: the call is hung up, its partial
+    text kept as an interrupted assistant_msg, and the next request is still accepted."""
+    api.say(cid, "Tell me a long story", alice)
+    subscription = api.pubsub.subscribe(cid, timeout_s=0.05)
+    worker = threading.Thread(target=api.run)
+    worker.start()
+    deadline = time.monotonic() + 30
+    for notice in subscription:  # until the story streams
+        assert time.monotonic() < deadline, "the story never streamed"
+        if notice is not None and notice.kind == "delta":
+            break
+    subscription.close()
+    assert api.say(cid, "Stop: weather in Oslo and Bergen?", alice, on_busy="interrupt").status_code == 202
+    worker.join(timeout=30)
+    assert not worker.is_alive() and kit.emulator.wait_for_hangup() is not None
+    api.run()
+    kept = [e for e in api.store.list_events(cid) if e.type == "assistant_msg" and e.content["interrupted"]]
+    assert kept[-1].content["text"].startswith("Once upon a time")
+    assert "reasoning" not in kept[-1].content  # the response never completed
 
 
 def resolve_pending(api: Api, cid: str, headers: dict[str, str], body: dict[str, Any]) -> None:
