@@ -15,11 +15,10 @@ import pytest
 from agentq.core.render import render
 from agentq.providers.anthropic import DEFAULT_MAX_TOKENS, EventReader
 from agentq.providers.answer import Answer
-from agentq.providers.base import Delta
 from agentq.providers.errors import ProviderError
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
-from tests.emulators import AnthropicEmulator, Call, Fail, Reply
+from tests.emulators import AnthropicEmulator, Fail, Reply
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES
 
@@ -78,14 +77,6 @@ def test_the_system_prompt_is_the_top_level_system_field(kit: Kit) -> None:
     kit.answer()
     body = kit.emulator.received[-1]
     assert body["system"] == HELLO.system and all(m["role"] != "system" for m in body["messages"])
-
-
-def test_thinking_blocks_are_not_answer_text(kit: Kit) -> None:
-    kit.emulator.then(Reply(text="Sunny.", thinking="Let me reason about Oslo first.",
-                            calls=(Call("get_weather", {"city": "Oslo"}),)))
-    items = kit.run()
-    assert "".join(i.text for i in items if isinstance(i, Delta)) == "Sunny."
-    assert items[-1].text == "Sunny." and items[-1].tool_calls[0].args == {"city": "Oslo"}
 
 
 def test_a_spend_limit_429_is_permanent(kit: Kit) -> None:

@@ -7,6 +7,7 @@ deltas by index.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,25 +22,57 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.openai_errors import OPENAI_ERRORS
+from agentq.providers.options import AnswerOptions, answer_options
 from agentq.providers.streaming import stream_call
 
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
 _NAMED = ("model", "messages", "stream")
+# o1, o3-mini, o4-mini, gpt-5, gpt-5-mini, ... (a "provider/" prefix aside).
+_REASONING_MODELS = re.compile(r"^(o[1-9]|gpt-5)")
+_NOT_FOR_REASONING = ("temperature", "top_p", "presence_penalty", "frequency_penalty",
+                      "logprobs", "top_logprobs", "logit_bias")
 
 
-def chat_body(request: Request, settings: Settings) -> dict[str, Any]:
+def reasoning_model(model: str) -> bool:
+    """Whether `model` is an OpenAI reasoning model (o-series, gpt-5*), which takes
+    `max_completion_tokens` and `reasoning_effort` and refuses sampling options."""
+    return bool(_REASONING_MODELS.match(model.rsplit("/", 1)[-1]))
+
+
+def chat_body(request: Request, settings: Settings, purpose: str = "answer") -> dict[str, Any]:
     """The whole JSON body of a streaming chat completion for this request."""
     body = to_openai(request)
     body["model"] = body["model"] or settings.model
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
+    reasoning = reasoning_model(body["model"] or "")
     if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
+        body["max_completion_tokens" if reasoning else "max_tokens"] = settings.max_tokens
+    if reasoning and settings.reasoning_effort is not None:
+        body["reasoning_effort"] = settings.reasoning_effort
+    if not reasoning and settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    body.update(_answer_options(answer_options(request, settings, purpose)))
     for name, value in (settings.extra_body or {}).items():
         body.setdefault(name, value)  # extra_body adds options; it never replaces the above
+    if reasoning:  # "Unsupported parameter" on reasoning models, whoever set them
+        for name in _NOT_FOR_REASONING:
+            body.pop(name, None)
+        if "max_tokens" in body:
+            body.setdefault("max_completion_tokens", body.pop("max_tokens"))
     return body
+
+
+def _answer_options(options: AnswerOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if options.tool_choice == "tool":
+        out["tool_choice"] = {"type": "function", "function": {"name": options.tool_name}}
+    elif options.tool_choice is not None:
+        out["tool_choice"] = options.tool_choice
+    if options.schema is not None:
+        out["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": options.schema_name, "schema": options.schema, "strict": options.strict}}
+    return out
 
 
 class OpenAIProvider:
@@ -50,7 +83,7 @@ class OpenAIProvider:
     ) -> Iterator[Delta | ModelResponse]:
         settings = ctx.settings
         url, key = endpoint_of(ctx)
-        body = chat_body(request, settings)
+        body = chat_body(request, settings, ctx.purpose)
 
         def open_stream(http: httpx2.Client) -> Any:
             client = openai.OpenAI(

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.emulators import anthropic_thinking as thinking
+from tests.emulators.anthropic_options import options_problem
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
 
@@ -189,6 +190,7 @@ def check(body: Any, headers: dict[str, str], max_context_tokens: int) -> str | 
         previous = message["role"]
     problem = _pairing_problem(messages) or _final_problem(messages)
     problem = problem or thinking.blocks_problem(messages) or thinking.tool_round_problem(body)
+    problem = problem or options_problem(body)
     problem = problem or _undeclared_tools_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])

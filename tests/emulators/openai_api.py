@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tests.emulators.openai_options import options_problem
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
 
@@ -133,7 +134,7 @@ def check(body: Any, max_context_tokens: int) -> Problem | None:
         problem = _message_problem(index, message)
         if problem:
             return problem
-    problem = _pairing_problem(messages)
+    problem = _pairing_problem(messages) or options_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
     if problem is None and "stream_options" in body and body.get("stream") is not True:
