@@ -427,3 +427,27 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
     assert len(kit.emulator.received) == 2 and not kit.emulator.refused
     assert "Cold in Oslo" in store.list_events(conversation.id)[-1].content["text"]
     assert "__raw__" in json.dumps(second)  # the model is shown what it sent, and why it failed
+
+
+# ---- one client and connection pool per endpoint and key ------------------------------------------------
+
+
+def test_calls_to_one_endpoint_reuse_one_connection_across_attempts_and_steps(kit: Kit) -> None:
+    with running(kit.name) as emulator:  # a fresh endpoint: nothing pooled for it yet
+        fresh = Kit(kit.name, emulator)
+        emulator.then(Fail(500), Reply(text="one"), Reply(text="two"))
+        recorded = Recorded()
+        info = RoundInfo("conv-1", "turn-1", "round-1", "step-1")
+        first = recorded.model_call(fresh).run(HELLO, fresh.ctx(), info, threading.Event(), timeout_s=30)
+        second = fresh.answer()  # another step, another provider object
+        assert (first.text, second.text, recorded.retries) == ("one", "two", 1)
+        assert len(emulator.received) == 3 and emulator.connections == 1
+
+
+def test_a_cancelled_call_does_not_poison_the_pool_for_the_next(kit: Kit) -> None:
+    with running(kit.name) as emulator:
+        fresh = Kit(kit.name, emulator)
+        assert fresh.answer().text == "ok"
+        items, _ = _cancel_when_text_arrives(fresh, Reply(text="Thinking about it", hold=True))
+        assert emulator.wait_for_hangup() is not None
+        assert fresh.answer().text == "ok" and emulator.connections == 2

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 
 from agentq.core.request import Request
 from agentq.core.settings import Settings
@@ -24,6 +23,7 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.options import AnswerOptions, answer_options
+from agentq.providers.pool import CLIENTS
 from agentq.providers.streaming import stream_call
 
 KIND = "anthropic"  # the provider kind whose reasoning items this adapter sends back
@@ -75,15 +75,15 @@ class AnthropicProvider:
         url, key = endpoint_of(ctx)
         body = messages_body(request, settings, ctx.purpose)
 
-        def open_stream(http: httpx2.Client) -> Any:
-            client = anthropic.Anthropic(
-                api_key=key, base_url=url, max_retries=0, timeout=timeout(settings), http_client=http
-            )
+        def open_stream() -> Any:
+            client = CLIENTS.get(KIND, url, key, lambda http: anthropic.Anthropic(
+                api_key=key, base_url=url, max_retries=0, http_client=http))
             return client.messages.create(
                 model=body["model"],
                 messages=body["messages"],
                 max_tokens=body["max_tokens"],
                 stream=True,
+                timeout=timeout(settings),
                 extra_body={k: v for k, v in body.items() if k not in _NAMED},
             )
 
