@@ -24,12 +24,13 @@ from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.options import AnswerOptions, answer_options
 from agentq.providers.pool import CLIENTS
+from agentq.providers.prompt_cache import with_breakpoints
 from agentq.providers.streaming import stream_call
 
 KIND = "anthropic"  # the provider kind whose reasoning items this adapter sends back
 DEFAULT_MAX_TOKENS = 4096
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
-_NAMED = ("model", "messages", "max_tokens", "stream")
+_NAMED = ("model", "messages", "max_tokens", "stream", "system")
 # Anthropic's stop reasons in the neutral (OpenAI) words the rest of agentq uses.
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
            "tool_use": "tool_calls", "refusal": "content_filter"}
@@ -52,7 +53,7 @@ def messages_body(request: Request, settings: Settings, purpose: str = "answer")
         body.setdefault(name, value)  # extra_body adds options; it never replaces the above
     if isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled":
         body.pop("temperature", None)  # "thinking isn't compatible with temperature"
-    return body
+    return with_breakpoints(body)
 
 
 def _answer_options(options: AnswerOptions) -> dict[str, Any]:
@@ -81,6 +82,7 @@ class AnthropicProvider:
             return client.messages.create(
                 model=body["model"],
                 messages=body["messages"],
+                system=body.get("system", anthropic.NOT_GIVEN),
                 max_tokens=body["max_tokens"],
                 stream=True,
                 timeout=timeout(settings),

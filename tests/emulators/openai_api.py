@@ -154,6 +154,26 @@ class OpenAIEmulator(Emulator):
 
     path = "/v1/chat/completions"
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.prefixes: set[str] = set()  # automatic prompt caching: message prefixes seen
+
+    def clear(self) -> None:
+        super().clear()
+        self.prefixes = set()
+
+    def cached_tokens(self, body: dict[str, Any]) -> int:
+        """OpenAI caches prompt prefixes on its own: the longest run of leading messages
+        (tools first) sent before is read from cache (the 1024-token minimum not modelled)."""
+        seen, cached = [body.get("tools")], 0
+        for message in body["messages"]:
+            seen.append(message)
+            key = json.dumps(seen, sort_keys=True)
+            if key in self.prefixes:
+                cached = estimate_tokens(seen[1:])
+            self.prefixes.add(key)
+        return cached
+
     @property
     def base_url(self) -> str:
         return self.url + "/v1"
@@ -206,7 +226,8 @@ class OpenAIEmulator(Emulator):
             prompt = estimate_tokens(body["messages"])
             completion = estimate_tokens([reply.text, [c.args_text for c in reply.calls]])
             usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                     "total_tokens": prompt + completion}
+                     "total_tokens": prompt + completion,
+                     "prompt_tokens_details": {"cached_tokens": min(prompt, self.cached_tokens(body))}}
             yield "end", _data({**base, "choices": [], "usage": usage})
         yield "end", b"data: [DONE]\n\n"
 
