@@ -15,11 +15,10 @@ import pytest
 from agentq.core.render import render
 from agentq.providers.anthropic import DEFAULT_MAX_TOKENS, EventReader
 from agentq.providers.answer import Answer
-from agentq.providers.base import Delta
 from agentq.providers.errors import ProviderError
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
-from tests.emulators import AnthropicEmulator, Call, Fail, Reply
+from tests.emulators import AnthropicEmulator, Fail, Reply
 from tests.emulators.kit import HELLO, WEATHER, Kit, running
 from tests.emulators.shapes import SHAPES
 
@@ -65,7 +64,8 @@ def test_results_go_first_in_the_next_user_message_and_the_system_prompt_apart(k
     follow_up = body["messages"][2]["content"]
     assert [b["type"] for b in follow_up] == ["tool_result", "tool_result"]
     assert follow_up[1]["is_error"] is True
-    assert body["messages"][4]["content"] == [{"type": "text", "text": "q2"}]
+    assert body["messages"][4]["content"] == [
+        {"type": "text", "text": "q2", "cache_control": {"type": "ephemeral"}}]  # a cache breakpoint
 
 
 def test_max_tokens_is_always_sent_from_settings_or_the_default(kit: Kit) -> None:
@@ -77,15 +77,8 @@ def test_max_tokens_is_always_sent_from_settings_or_the_default(kit: Kit) -> Non
 def test_the_system_prompt_is_the_top_level_system_field(kit: Kit) -> None:
     kit.answer()
     body = kit.emulator.received[-1]
-    assert body["system"] == HELLO.system and all(m["role"] != "system" for m in body["messages"])
-
-
-def test_thinking_blocks_are_not_answer_text(kit: Kit) -> None:
-    kit.emulator.then(Reply(text="Sunny.", thinking="Let me reason about Oslo first.",
-                            calls=(Call("get_weather", {"city": "Oslo"}),)))
-    items = kit.run()
-    assert "".join(i.text for i in items if isinstance(i, Delta)) == "Sunny."
-    assert items[-1].text == "Sunny." and items[-1].tool_calls[0].args == {"city": "Oslo"}
+    assert body["system"] == [{"type": "text", "text": HELLO.system, "cache_control": {"type": "ephemeral"}}]
+    assert all(m["role"] != "system" for m in body["messages"])
 
 
 def test_a_spend_limit_429_is_permanent(kit: Kit) -> None:

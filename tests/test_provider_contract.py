@@ -133,7 +133,8 @@ def test_malformed_argument_json_is_kept_raw_and_fails_validation_readably(kit: 
 def test_usage_is_reported_in_input_and_output_tokens(kit: Kit) -> None:
     kit.emulator.then(Reply(text="Sunny."))
     usage = kit.answer().usage
-    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    prompt = usage["input_tokens"] + usage.get("cache_creation_input_tokens", 0)  # Anthropic caches it
+    assert prompt > 0 and usage["output_tokens"] > 0
 
 
 def test_a_length_stop_is_reported_as_length(kit: Kit) -> None:
@@ -427,3 +428,27 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
     assert len(kit.emulator.received) == 2 and not kit.emulator.refused
     assert "Cold in Oslo" in store.list_events(conversation.id)[-1].content["text"]
     assert "__raw__" in json.dumps(second)  # the model is shown what it sent, and why it failed
+
+
+# ---- one client and connection pool per endpoint and key ------------------------------------------------
+
+
+def test_calls_to_one_endpoint_reuse_one_connection_across_attempts_and_steps(kit: Kit) -> None:
+    with running(kit.name) as emulator:  # a fresh endpoint: nothing pooled for it yet
+        fresh = Kit(kit.name, emulator)
+        emulator.then(Fail(500), Reply(text="one"), Reply(text="two"))
+        recorded = Recorded()
+        info = RoundInfo("conv-1", "turn-1", "round-1", "step-1")
+        first = recorded.model_call(fresh).run(HELLO, fresh.ctx(), info, threading.Event(), timeout_s=30)
+        second = fresh.answer()  # another step, another provider object
+        assert (first.text, second.text, recorded.retries) == ("one", "two", 1)
+        assert len(emulator.received) == 3 and emulator.connections == 1
+
+
+def test_a_cancelled_call_does_not_poison_the_pool_for_the_next(kit: Kit) -> None:
+    with running(kit.name) as emulator:
+        fresh = Kit(kit.name, emulator)
+        assert fresh.answer().text == "ok"
+        items, _ = _cancel_when_text_arrives(fresh, Reply(text="Thinking about it", hold=True))
+        assert emulator.wait_for_hangup() is not None
+        assert fresh.answer().text == "ok" and emulator.connections == 2

@@ -438,3 +438,27 @@ def test_the_scripted_provider_recovers_from_its_scripted_429s_under_the_policy(
 
     items = retrying(attempt, on_retry=lambda *args: retries.append(args), sleep=lambda s: None)
     assert items[-1].text == "ok now" and [r[0] for r in retries] == [1, 2]
+
+
+# ---- clients per endpoint and key --------------------------------------------------------------------
+
+
+def test_one_client_per_endpoint_and_key_and_a_forked_child_builds_its_own(monkeypatch) -> None:
+    from agentq.providers import pool
+
+    clients, built = pool.Clients(limit=2), []
+
+    def build(http: httpx2.Client) -> object:
+        built.append(http)
+        return object()
+
+    first = clients.get("openai", "https://a.example", "k1", build)
+    assert clients.get("openai", "https://a.example", "k1", build) is first
+    assert clients.get("openai", "https://a.example", "k2", build) is not first  # another key
+    monkeypatch.setattr(pool.os, "getpid", lambda: -1)  # as in a forked worker
+    assert clients.get("openai", "https://a.example", "k1", build) is not first
+    assert len(built) == 3 and len({id(http) for http in built}) == 3
+    clients.get("openai", "https://b.example", "k1", build)
+    clients.get("openai", "https://c.example", "k1", build)
+    clients.get("openai", "https://a.example", "k1", build)  # the least used was dropped
+    assert len(built) == 6

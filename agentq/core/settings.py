@@ -118,6 +118,31 @@ class Thinking(_Strict):
     budget_tokens: integer(ge=1024, le=1_000_000)
 
 
+class NamedTool(_Strict):
+    """A tool the model must call: one of the conversation's tools, by name."""
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class ResponseFormat(_Strict):
+    """Structured output: the answer is JSON that follows `schema` (an object schema)."""
+
+    # "schema" shadows a BaseModel attribute: the field is schema_, spelled "schema" in JSON
+    # both ways (stored settings are dumped and read back).
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    type: Literal["json_schema"] = "json_schema"
+    name: str = Field(default="answer", pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool = True
+
+    @model_validator(mode="after")
+    def _an_object_schema(self) -> ResponseFormat:
+        if self.schema_.get("type") != "object":
+            raise ValueError("response_format.schema must be a JSON schema of type object")
+        return self
+
+
 class ReasoningOptions(_Strict):
     """How much a reasoning model thinks and whether it summarizes its reasoning (OpenAI Responses)."""
 
@@ -149,8 +174,15 @@ class Settings(_Strict):
     extra_body: dict[str, Any] | None = None
     # Anthropic extended thinking; with it on, temperature is not sent (the API refuses it).
     thinking: Thinking | None = None
-    # For reasoning models on the Responses API; setting it marks the model as one that
-    # reasons (no temperature is sent, reasoning items are asked for and sent back).
+    # OpenAI reasoning models (o-series, gpt-5*) only: how hard the model thinks.
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    # Which tool the model calls: it decides ("auto"), none, one at least ("required"), or the
+    # one named; sent with the model's tools on answer rounds, never on summaries.
+    tool_choice: Literal["auto", "none", "required"] | NamedTool | None = None
+    response_format: ResponseFormat | None = None
+    # For reasoning models on the Responses API (where reasoning_effort alone is read as
+    # its effort); setting either marks the model as one that reasons: no temperature is
+    # sent, reasoning items are asked for and sent back.
     reasoning: ReasoningOptions | None = None
 
     @model_validator(mode="before")
@@ -170,6 +202,16 @@ class Settings(_Strict):
     def _thinking_fits_in_max_tokens(self) -> Settings:
         if self.thinking and self.max_tokens and self.max_tokens <= self.thinking.budget_tokens:
             raise ValueError("max_tokens must be greater than thinking.budget_tokens")
+        forced = self.tool_choice == "required" or isinstance(self.tool_choice, NamedTool)
+        if self.thinking and forced:
+            raise ValueError("thinking cannot be on with a tool_choice that forces a tool call")
+        return self
+
+    @model_validator(mode="after")
+    def _the_chosen_tool_is_offered(self) -> Settings:
+        if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
+                self.tool_choice.name not in self.tools):
+            raise ValueError(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
         return self
 
 

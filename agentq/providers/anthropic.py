@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 
 from agentq.core.request import Request
 from agentq.core.settings import Settings
@@ -23,18 +22,21 @@ from agentq.providers.anthropic_errors import ANTHROPIC_ERRORS
 from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
+from agentq.providers.options import AnswerOptions, answer_options
+from agentq.providers.pool import CLIENTS
+from agentq.providers.prompt_cache import with_breakpoints
 from agentq.providers.streaming import stream_call
 
 KIND = "anthropic"  # the provider kind whose reasoning items this adapter sends back
 DEFAULT_MAX_TOKENS = 4096
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
-_NAMED = ("model", "messages", "max_tokens", "stream")
+_NAMED = ("model", "messages", "max_tokens", "stream", "system")
 # Anthropic's stop reasons in the neutral (OpenAI) words the rest of agentq uses.
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
            "tool_use": "tool_calls", "refusal": "content_filter"}
 
 
-def messages_body(request: Request, settings: Settings) -> dict[str, Any]:
+def messages_body(request: Request, settings: Settings, purpose: str = "answer") -> dict[str, Any]:
     """The whole JSON body of a streaming messages request for this request."""
     body = to_anthropic(request)
     body["model"] = body["model"] or settings.model
@@ -46,11 +48,22 @@ def messages_body(request: Request, settings: Settings) -> dict[str, Any]:
         body["max_tokens"] = settings.max_tokens or budget + DEFAULT_MAX_TOKENS
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
+    body.update(_answer_options(answer_options(request, settings, purpose)))
     for name, value in (settings.extra_body or {}).items():
         body.setdefault(name, value)  # extra_body adds options; it never replaces the above
     if isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled":
         body.pop("temperature", None)  # "thinking isn't compatible with temperature"
-    return body
+    return with_breakpoints(body)
+
+
+def _answer_options(options: AnswerOptions) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if options.tool_choice is not None:
+        kind = {"required": "any"}.get(options.tool_choice, options.tool_choice)
+        out["tool_choice"] = {"type": kind, **({"name": options.tool_name} if kind == "tool" else {})}
+    if options.schema is not None:  # structured outputs: the answer text is the JSON
+        out["output_config"] = {"format": {"type": "json_schema", "schema": options.schema}}
+    return out
 
 
 class AnthropicProvider:
@@ -61,17 +74,18 @@ class AnthropicProvider:
     ) -> Iterator[Delta | ModelResponse]:
         settings = ctx.settings
         url, key = endpoint_of(ctx)
-        body = messages_body(request, settings)
+        body = messages_body(request, settings, ctx.purpose)
 
-        def open_stream(http: httpx2.Client) -> Any:
-            client = anthropic.Anthropic(
-                api_key=key, base_url=url, max_retries=0, timeout=timeout(settings), http_client=http
-            )
+        def open_stream() -> Any:
+            client = CLIENTS.get(KIND, url, key, lambda http: anthropic.Anthropic(
+                api_key=key, base_url=url, max_retries=0, http_client=http))
             return client.messages.create(
                 model=body["model"],
                 messages=body["messages"],
+                system=body.get("system", anthropic.NOT_GIVEN),
                 max_tokens=body["max_tokens"],
                 stream=True,
+                timeout=timeout(settings),
                 extra_body={k: v for k, v in body.items() if k not in _NAMED},
             )
 

@@ -2,8 +2,9 @@
 
 Why sockets: closing an HTTP response from another thread does not wake a read already
 blocked in recv(); shutting the socket down does, and the server sees the client go. The
-sockets are learnt through the `trace` request extension of the HTTP client, a public
-hook, so no transport internals are touched.
+sockets are learnt from the pooled clients' network backend (`pool.watching`): each
+socket this call's thread reads or writes, a new connection or a reused one. A shut
+socket is broken, so the pool drops that connection.
 """
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-import httpx2
-
-_CONNECTED = "connection.connect_tcp.complete"
+from agentq.providers.pool import watching
 
 
 class Hangup:
@@ -28,15 +27,8 @@ class Hangup:
         self._done = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="agentq-hangup", daemon=True)
 
-    def http_client(self) -> httpx2.Client:
-        """An HTTP client whose connections this hangup shuts on cancel.
-
-        It follows no redirect: a redirect would carry the key's header (Anthropic's
-        x-api-key survives a change of host) to an address no profile names (inv. 9).
-        """
-        return httpx2.Client(follow_redirects=False, event_hooks={"request": [self._traced]})
-
     def __enter__(self) -> Hangup:
+        watching(self._use)
         self._watcher.start()
         return self
 
@@ -48,18 +40,17 @@ class Hangup:
     ) -> None:
         # No join: the watcher sees `_done` within poll_s; shutting a finished call's
         # sockets meanwhile is harmless, and the call need not wait for it.
-        self._done.set()
+        watching(None)
+        with self._lock:  # after this no socket is shut: the pool may lend it to another call
+            self._done.set()
 
-    def _traced(self, request: httpx2.Request) -> None:
-        request.extensions = {**request.extensions, "trace": self._trace}
-
-    def _trace(self, event: str, info: dict[str, Any]) -> None:
-        if event != _CONNECTED:
-            return
-        stream = info.get("return_value")
+    def _use(self, stream: Any) -> None:
+        """A socket of this call: shut at once if the call is already cancelled."""
         with self._lock:
+            if any(known is stream for known in self._streams):
+                return
             self._streams.append(stream)
-        if self._cancel.is_set():  # connected after the cancel: shut it right away
+        if self._cancel.is_set():
             _shut(stream)
 
     def _watch(self) -> None:
@@ -67,9 +58,10 @@ class Hangup:
         while not self._done.is_set():
             if self._cancel.wait(self._poll_s):
                 with self._lock:
-                    streams = list(self._streams)
-                for stream in streams:
-                    _shut(stream)
+                    if self._done.is_set():
+                        return
+                    for stream in self._streams:
+                        _shut(stream)
                 return
 
 

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import openai
 
 from agentq.core.request import Request
@@ -24,7 +23,11 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.errors import ContextTooLong, ProviderError
+from agentq.providers.openai import KIND as CHAT_KIND
+from agentq.providers.openai import reasoning_model
 from agentq.providers.openai_errors import OPENAI_ERRORS
+from agentq.providers.options import AnswerOptions, answer_options
+from agentq.providers.pool import CLIENTS
 from agentq.providers.streaming import stream_call
 
 # Sent as the SDK's named arguments; everything else goes through `extra_body` untouched.
@@ -38,29 +41,54 @@ _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"
 
 
 def reasons(settings: Settings, model: str) -> bool:
-    """Whether the model reasons: the conversation asked for reasoning, or an o-series or gpt-5 model."""
-    name = model.rsplit("/", 1)[-1]
-    known = name[:1] == "o" and name[1:2].isdigit() or name.startswith("gpt-5") and "chat" not in name
-    return settings.reasoning is not None or known
+    """Whether the model reasons: the conversation set reasoning options, or it is an
+    o-series or gpt-5 model (`openai.reasoning_model`)."""
+    asked = settings.reasoning is not None or settings.reasoning_effort is not None
+    return asked or reasoning_model(model)
 
 
-def responses_body(request: Request, settings: Settings) -> dict[str, Any]:
+def _reasoning(settings: Settings) -> dict[str, Any] | None:
+    """`reasoning` {effort, summary}; `reasoning_effort` (the chat completions setting) counts too."""
+    chosen = settings.reasoning.model_dump(exclude_none=True) if settings.reasoning else {}
+    if settings.reasoning_effort is not None:
+        chosen.setdefault("effort", settings.reasoning_effort)
+    return chosen or None
+
+
+def _answer_options(options: AnswerOptions) -> dict[str, Any]:
+    """tool_choice and the answer's JSON schema in the Responses API's words."""
+    out: dict[str, Any] = {}
+    if options.tool_choice == "tool":
+        out["tool_choice"] = {"type": "function", "name": options.tool_name}
+    elif options.tool_choice is not None:
+        out["tool_choice"] = options.tool_choice
+    if options.schema is not None:
+        out["text"] = {"format": {"type": "json_schema", "name": options.schema_name,
+                                  "schema": options.schema, "strict": options.strict}}
+    return out
+
+
+def responses_body(request: Request, settings: Settings, purpose: str = "answer") -> dict[str, Any]:
     """The whole JSON body of a streaming, stateless Responses request for this request."""
     body = to_responses(request)
     body["model"] = body["model"] or settings.model
     body["stream"] = True
     body["store"] = False
-    reasoning = reasons(settings, body["model"])
+    reasoning = reasons(settings, body["model"] or "")
     if reasoning:
         body["include"] = [ENCRYPTED_REASONING]
-    if settings.reasoning is not None:
-        body["reasoning"] = settings.reasoning.model_dump(exclude_none=True)
-    if settings.temperature is not None and not reasoning:  # reasoning models refuse it
+        if _reasoning(settings):
+            body["reasoning"] = _reasoning(settings)
+    elif settings.temperature is not None:  # reasoning models refuse it
         body["temperature"] = settings.temperature
     if settings.max_tokens is not None:
         body["max_output_tokens"] = settings.max_tokens
+    body.update(_answer_options(answer_options(request, settings, purpose)))
     for name, value in (settings.extra_body or {}).items():
         body.setdefault(name, value)  # extra_body adds options; it never replaces the above
+    if reasoning:  # "Unsupported parameter" on reasoning models, whoever set them
+        body.pop("temperature", None)
+        body.pop("top_p", None)
     return body
 
 
@@ -72,16 +100,19 @@ class OpenAIResponsesProvider:
     ) -> Iterator[Delta | ModelResponse]:
         settings = ctx.settings
         url, key = endpoint_of(ctx)
-        body = responses_body(request, settings)
+        body = responses_body(request, settings, ctx.purpose)
 
-        def open_stream(http: httpx2.Client) -> Any:
-            client = openai.OpenAI(
-                api_key=key, base_url=url, max_retries=0, timeout=timeout(settings), http_client=http
-            )
+        def open_stream() -> Any:
+            # The chat completions adapter's pooled client: one per endpoint and key. The
+            # SDK reads a Responses stream to its end (it has no [DONE]), so the connection
+            # goes back to the pool.
+            client = CLIENTS.get(CHAT_KIND, url, key, lambda http: openai.OpenAI(
+                api_key=key, base_url=url, max_retries=0, http_client=http))
             return client.responses.create(
                 model=body["model"],
                 input=body["input"],
                 stream=True,
+                timeout=timeout(settings),
                 extra_body={k: v for k, v in body.items() if k not in _NAMED},
             )
 

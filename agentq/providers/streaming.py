@@ -12,16 +12,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from typing import Any
 
-import httpx2
-
 from agentq.providers.answer import Answer
 from agentq.providers.base import Delta, ModelResponse
 from agentq.providers.connection import scrubbed
 from agentq.providers.hangup import Hangup
 from agentq.providers.retry import SdkErrors
 
-# Opens the SDK stream on the given HTTP client; the stream must have a `close()`.
-Opener = Callable[[httpx2.Client], Iterable[Any]]
+# Opens the SDK stream (on the endpoint's pooled client); the stream must have a `close()`.
+Opener = Callable[[], Iterable[Any]]
 # Reads one SDK event into the answer; returns the text it carried, if any.
 Reader = Callable[[Any, Answer], str | None]
 
@@ -41,10 +39,9 @@ def stream_call(
         return
     started = time.monotonic()
     with ExitStack() as stack:
-        hangup = stack.enter_context(Hangup(cancel))
-        http = stack.enter_context(hangup.http_client())
+        stack.enter_context(Hangup(cancel))
         try:
-            events = open_stream(http)
+            events = open_stream()
             stack.callback(events.close)  # type: ignore[attr-defined]
             index = 0
             for event in events:

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.emulators import anthropic_thinking as thinking
+from tests.emulators.anthropic_cache import PromptCache, breakpoints_problem
+from tests.emulators.anthropic_options import options_problem
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
 
@@ -189,6 +191,7 @@ def check(body: Any, headers: dict[str, str], max_context_tokens: int) -> str | 
         previous = message["role"]
     problem = _pairing_problem(messages) or _final_problem(messages)
     problem = problem or thinking.blocks_problem(messages) or thinking.tool_round_problem(body)
+    problem = problem or options_problem(body) or breakpoints_problem(body)
     problem = problem or _undeclared_tools_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
@@ -203,6 +206,14 @@ class AnthropicEmulator(Emulator):
     """POST /v1/messages, streaming only (the adapters never ask otherwise)."""
 
     path = "/v1/messages"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.cache = PromptCache()
+
+    def clear(self) -> None:
+        super().clear()
+        self.cache = PromptCache()
 
     @property
     def base_url(self) -> str:
@@ -229,10 +240,10 @@ class AnthropicEmulator(Emulator):
         return _event("error", {"type": "error", "error": {"type": kind, "message": "Overloaded"}})
 
     def frames(self, reply: Reply, body: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
-        prompt = estimate_tokens([body.get("system"), body["messages"], body.get("tools")])
+        usage = {**self.cache.usage(body), "output_tokens": 1}
         message = {"id": self.next_id("msg_emu"), "type": "message", "role": "assistant",
                    "model": body["model"], "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": prompt, "output_tokens": 1}}
+                   "usage": usage}
         yield "text", _event("message_start", {"type": "message_start", "message": message})
         yield "text", _event("ping", {"type": "ping"})
         index = 0

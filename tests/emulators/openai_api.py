@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tests.emulators.openai_options import options_problem
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
 
@@ -133,7 +134,7 @@ def check(body: Any, max_context_tokens: int) -> Problem | None:
         problem = _message_problem(index, message)
         if problem:
             return problem
-    problem = _pairing_problem(messages)
+    problem = _pairing_problem(messages) or options_problem(body)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
     if problem is None and "stream_options" in body and body.get("stream") is not True:
@@ -152,6 +153,26 @@ class OpenAIEmulator(Emulator):
     """POST /v1/chat/completions, streaming only (the adapters never ask otherwise)."""
 
     path = "/v1/chat/completions"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.prefixes: set[str] = set()  # automatic prompt caching: message prefixes seen
+
+    def clear(self) -> None:
+        super().clear()
+        self.prefixes = set()
+
+    def cached_tokens(self, body: dict[str, Any]) -> int:
+        """OpenAI caches prompt prefixes on its own: the longest run of leading messages
+        (tools first) sent before is read from cache (the 1024-token minimum not modelled)."""
+        seen, cached = [body.get("tools")], 0
+        for message in body["messages"]:
+            seen.append(message)
+            key = json.dumps(seen, sort_keys=True)
+            if key in self.prefixes:
+                cached = estimate_tokens(seen[1:])
+            self.prefixes.add(key)
+        return cached
 
     @property
     def base_url(self) -> str:
@@ -205,7 +226,8 @@ class OpenAIEmulator(Emulator):
             prompt = estimate_tokens(body["messages"])
             completion = estimate_tokens([reply.text, [c.args_text for c in reply.calls]])
             usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                     "total_tokens": prompt + completion}
+                     "total_tokens": prompt + completion,
+                     "prompt_tokens_details": {"cached_tokens": min(prompt, self.cached_tokens(body))}}
             yield "end", _data({**base, "choices": [], "usage": usage})
         yield "end", b"data: [DONE]\n\n"
 

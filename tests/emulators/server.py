@@ -44,6 +44,7 @@ class Emulator:
         self.headers: list[dict[str, str]] = []
         self.refused: list[tuple[int, dict[str, Any]]] = []
         self.hangups: list[float] = []  # time.monotonic() when a client left mid-answer
+        self.connections = 0  # TCP connections accepted (each is one handshake)
         self._ids = 0
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -191,6 +192,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.emulator.connections += 1  # type: ignore[attr-defined]
 
     def do_POST(self) -> None:  # noqa: N802 (the http.server name)
         self.server.emulator.serve(self)  # type: ignore[attr-defined]
