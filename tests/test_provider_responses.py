@@ -99,6 +99,22 @@ def test_a_reasoning_model_gets_its_reasoning_setting_encrypted_items_and_no_tem
     assert kit.emulator.received[-1]["include"] == ["reasoning.encrypted_content"]
 
 
+def test_tool_choice_and_the_answers_schema_go_in_the_responses_apis_words(kit: Kit) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+              "additionalProperties": False}
+    kit.answer(settings=kit.settings(tool_choice={"name": "get_weather"},
+                                     response_format={"name": "place", "schema": schema}))
+    sent = kit.emulator.received[-1]
+    assert sent["tool_choice"] == {"type": "function", "name": "get_weather"}
+    assert sent["text"] == {"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}}
+    assert "response_format" not in sent and kit.emulator.refused == []
+    ask(kit, HELLO, reasoning_effort="high", tool_choice="required")
+    sent = kit.emulator.received[-1]
+    assert sent["tool_choice"] == "required" and sent["reasoning"]["effort"] == "low"  # the object wins
+    kit.answer(dataclasses.replace(HELLO, model="gpt-5-mini"), settings=kit.settings(reasoning_effort="high"))
+    assert kit.emulator.received[-1]["reasoning"] == {"effort": "high"}
+
+
 @pytest.mark.parametrize("reasoning", [{"effort": "huge"}, {"summary": "long"}, {"effort": "low", "budget": 1},
                                        "high"])
 def test_the_reasoning_setting_is_declared_and_validated(reasoning) -> None:
@@ -236,6 +252,12 @@ TOOL = {"type": "function", "name": "w", "parameters": {"type": "object", "prope
     (body(USER, tools=[{"type": "function", "function": {"name": "w"}}]), "unknown_parameter"),
     (body(USER, tools=[TOOL, TOOL]), "tool_names_unique"),
     (body(), "input_not_empty"),
+    (body(USER, tools=[TOOL], tool_choice={"type": "function", "name": "x"}), "tool_choice_names_a_tool"),
+    (body(USER, tools=[TOOL], tool_choice={"type": "function", "function": {"name": "w"}}), "unknown_parameter"),
+    (body(USER, tools=[TOOL], tool_choice="sometimes"), "tool_choice_shape"),
+    (body(USER, text={"format": {"type": "json_schema", "json_schema": {"name": "a"}}}), "unknown_parameter"),
+    (body(USER, text={"format": {"type": "xml"}}), "text_format_shape"),
+    (body(USER, response_format={"type": "json_object"}), "unknown_parameter"),
     (body({"type": "reasoning", "id": "rs_x", "summary": []}, USER), "reasoning_sent_back_whole"),
 ])
 def test_the_emulator_names_the_rule_each_refusal_keeps(request_body: dict, rule: str) -> None:

@@ -277,6 +277,42 @@ def _strict_schema_problem(index: int, tool: dict[str, Any]) -> Problem | None:
     return None
 
 
+def _tool_choice_problem(body: dict[str, Any]) -> Problem | None:
+    """none/auto/required, or {"type": "function", "name"} naming one of `tools`."""
+    choice = body["tool_choice"]
+    if choice in ("none", "auto", "required"):
+        return None
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return _invalid("tool_choice_shape", "tool_choice", "Invalid value for 'tool_choice': expected "
+                        "'none', 'auto', 'required' or a hosted or function tool choice.")
+    for name in choice:
+        if name not in ("type", "name"):
+            return _unknown(f"tool_choice.{name}")  # chat completions' nested `function`
+    names = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
+    if choice.get("name") not in names:
+        return Problem("tool_choice_names_a_tool", f"Tool choice '{choice.get('name')}' not found in "
+                       "'tools' parameter.", "tool_choice", None)
+    return None
+
+
+def _text_problem(text: Any) -> Problem | None:
+    """`text.format`: text, json_object, or a named json_schema (flat, unlike chat completions)."""
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema"):
+        return _invalid("text_format_shape", "text.format.type", "Invalid value for 'text.format.type': "
+                        "expected 'text', 'json_object' or 'json_schema'.")
+    if fmt["type"] != "json_schema":
+        return None
+    for name in fmt:
+        if name not in ("type", "name", "schema", "strict", "description"):
+            return _unknown(f"text.format.{name}")
+    if not TOOL_NAME.match(str(fmt.get("name"))):
+        return _missing("text.format.name")
+    if not isinstance(fmt.get("schema"), dict):
+        return _missing("text.format.schema")
+    return None
+
+
 def check(body: Any, memory: Memory, max_context_tokens: int) -> Problem | None:
     """The first thing the Responses API would refuse in this body, or None."""
     if not isinstance(body, dict):
@@ -297,6 +333,10 @@ def check(body: Any, memory: Memory, max_context_tokens: int) -> Problem | None:
     problem = _calls_problem(items) or _reasoning_problem(items, body, memory)
     if problem is None and "tools" in body:
         problem = _tools_problem(body["tools"])
+    if problem is None and "tool_choice" in body:
+        problem = _tool_choice_problem(body)
+    if problem is None and "text" in body:
+        problem = _text_problem(body["text"])
     if problem is None and estimate_tokens([body.get("instructions"), items, body.get("tools")]) > max_context_tokens:
         problem = Problem("context_window", "Your input exceeds the context window of this model. "
                           "Please adjust your input and try again.", "input", "context_length_exceeded")
