@@ -17,6 +17,7 @@ from agentq.core.decide import admit, ends_a_turn
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.keys import canonical_json
+from agentq.core.parts import BadContent, read_content
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
@@ -76,23 +77,29 @@ class Commands:
     def post_message(
         self,
         conversation_id: str,
-        text: str,
+        content: str | list[Any],
         scope: Scope,
         *,
         on_busy: str = "enqueue",
         idempotency_key: str | None = None,
         created_at: datetime | None = None,
     ) -> tuple[MessageAnswer, list[FollowUp]]:
-        """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer."""
-        if not text or not text.strip():
+        """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer.
+
+        `content` is text or a list of parts (core/parts.py), checked before anything is written."""
+        if isinstance(content, str) and not content.strip():
             raise InvalidInput("content must not be empty")
         if on_busy not in ON_BUSY:
             raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
-        asked = request_hash(text, on_busy, created_at)
+        asked = request_hash(content, on_busy, created_at)
         with self.store.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
+            try:
+                message = read_content(content, max_image_bytes=conv.settings.limits.max_image_bytes)
+            except BadContent as exc:
+                raise InvalidInput(str(exc), code="invalid_content") from None
             if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
                 if first.pop("request_hash") not in (None, asked):
                     raise InvalidInput(
@@ -104,7 +111,7 @@ class Commands:
                 raise Conflict("the conversation has ended")
             item = InboxItem(
                 id=str(uuid.uuid4()), conversation_id=conversation_id,
-                content={"text": text}, on_busy=on_busy, created_at=created,
+                content=message, on_busy=on_busy, created_at=created,
                 idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
             )
             action = admit(conv.fsm.state, on_busy)
@@ -121,8 +128,8 @@ class Commands:
             turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
-                text, turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
-                created_at=created,
+                message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
+                created_at=created, parts=message.get("parts") or (),
             )], now=now)
         return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id)]
 
@@ -211,9 +218,9 @@ class Commands:
         return info
 
 
-def request_hash(text: str, on_busy: str, created_at: datetime | None) -> str:
+def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | None) -> str:
     """What a message's request said, as one hash: a key replayed with another is refused."""
-    asked = {"content": text, "on_busy": on_busy,
+    asked = {"content": content, "on_busy": on_busy,
              "created_at": None if created_at is None else format_ts(to_utc(created_at))}
     return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -9,7 +9,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, WithJsonSchema
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, TypeAdapter,
+                      ValidationError, WithJsonSchema)
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
 from agentq.core.settings import Settings, integer
@@ -74,10 +75,67 @@ class CreateConversation(_Body):
     settings: Settings = Field(default_factory=Settings)
 
 
-class PostMessage(_Body):
-    """A user message. `created_at` defaults to the time it arrives."""
+class TextPart(_Body):
+    type: Literal["text"]
+    text: Text
 
-    content: Text
+
+class ImageURLPart(_Body):
+    """An image the provider fetches: https, and not on a private or local host."""
+
+    type: Literal["image"]
+    url: Annotated[str, StringConstraints(min_length=9, max_length=2048, pattern=r"^https://")]
+
+
+class ImageDataPart(_Body):
+    """An image in the message: base64 of its bytes, at most settings.limits.max_image_bytes."""
+
+    type: Literal["image"]
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    data: Annotated[str, StringConstraints(min_length=1)]
+
+
+ContentPart = TextPart | ImageURLPart | ImageDataPart
+_PARTS = TypeAdapter(Annotated[list[ContentPart], Field(min_length=1, max_length=20)])
+_TEXT = TypeAdapter(Text)
+
+
+def _content(value: Any) -> str | list[dict[str, Any]]:
+    """Text, or a list of parts; one error at `content` saying what is wrong."""
+    if isinstance(value, str):
+        try:
+            return _TEXT.validate_python(value, strict=True)
+        except ValidationError:
+            raise ValueError("must be non-blank text or a list of parts") from None
+    if not isinstance(value, list):
+        raise ValueError("must be non-blank text or a list of parts")
+    try:
+        parts = _PARTS.validate_python(value, strict=True)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False)[0]
+        where = ".".join(str(p) for p in first["loc"] if not str(p).endswith("Part"))
+        raise ValueError(f"part {where}: {first['msg']}") from None
+    return [part.model_dump() for part in parts]
+
+
+def _part_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+Content = Annotated[Any, PlainValidator(_content), WithJsonSchema({"oneOf": [
+    {**_TEXT.json_schema(), "description": "the message text"},
+    {"type": "array", "minItems": 1, "maxItems": 20, "description": "text and image parts",
+     "items": {"oneOf": [_part_schema(m) for m in (TextPart, ImageURLPart, ImageDataPart)]}},
+]})]
+
+
+class PostMessage(_Body):
+    """A user message: text, or a list of text and image parts. `created_at` defaults to the
+    time it arrives."""
+
+    content: Content
     on_busy: OnBusy = "enqueue"
     created_at: Timestamp | None = None
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from agentq.core.events import Event, View
 from agentq.core.keys import canonical_json
+from agentq.core.parts import IMAGE_TOKENS, images_of
 from agentq.core.render import output_text
 from agentq.core.request import Request
 
@@ -24,7 +25,7 @@ def request_tokens(request: Request) -> int:
     """Estimated tokens of a whole request: system, messages, calls and tool schemas."""
     total = estimate_tokens(request.system)
     for message in request.messages:
-        total += estimate_tokens(message.text)
+        total += estimate_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
         total += sum(estimate_tokens(c.name + canonical_json(c.args)) for c in message.tool_calls)
     for tool in request.tools:
         total += estimate_tokens(tool.name + tool.description + canonical_json(tool.parameters))
@@ -35,7 +36,7 @@ def event_tokens(event: Event) -> int:
     """Estimated tokens one event adds to the rendered context (what `render` sends of it)."""
     content = event.content
     if event.type in ("user_msg", "assistant_msg"):
-        return estimate_tokens(content.get("text", ""))
+        return estimate_tokens(content.get("text", "")) + IMAGE_TOKENS * images_of(content.get("parts"))
     if event.type == "tool_call":
         return estimate_tokens(content.get("name", "") + canonical_json(content.get("args", {})))
     if event.type == "tool_result":

@@ -15,10 +15,14 @@ from agentq.core.timefmt import format_ts
 
 
 def user_msg(
-    text: str, *, turn_id: str, message_id: str, scope: dict[str, Any], created_at: datetime
+    text: str, *, turn_id: str, message_id: str, scope: dict[str, Any], created_at: datetime,
+    parts: Sequence[dict[str, Any]] = (),
 ) -> EventDraft:
-    """Starts a turn; `scope` is who asked, so the turn's tools run on their behalf."""
-    content = {"text": text, "message_id": message_id, "scope": scope}
+    """Starts a turn; `scope` is who asked, so the turn's tools run on their behalf; `parts`
+    are its text and images when it has more than text."""
+    content: dict[str, Any] = {"text": text, "message_id": message_id, "scope": scope}
+    if parts:
+        content["parts"] = list(parts)
     return EventDraft("user_msg", content, created_at, turn_id=turn_id)
 
 

@@ -87,7 +87,8 @@ def _render_events(events: Sequence[Event]) -> list[Message]:
     for event in events:
         turn += event.type == "user_msg"
         if event.type == "user_msg":
-            messages.append(Message("user", event.content.get("text") or ""))
+            parts = tuple(p for p in event.content.get("parts") or () if isinstance(p, dict))
+            messages.append(Message("user", event.content.get("text") or "", parts=parts))
             continue
         group = rounds.get((turn, event.round_id or f"seq:{event.seq}"))
         if group is not None and group[0] is event:
@@ -124,7 +125,7 @@ def _unanswered(index: int, calls: Sequence[str], answered: set[str]) -> list[st
 
 def _check_message(index: int, message: Message, seen: set[str]) -> list[str]:
     problems = []
-    if message.role == "user" and not _has_text(message.text):
+    if message.role == "user" and not _has_text(message.text) and not message.parts:
         problems.append(f"message {index}: user message has no text")
     if message.role == "assistant" and not message.tool_calls and not _has_text(message.text):
         problems.append(f"message {index}: assistant message has neither text nor tool calls")
@@ -228,7 +229,7 @@ def _pair_answers(messages: Sequence[Message], fixes: list[str]) -> list[Message
 def _fill_user_texts(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
     filled = []
     for message in messages:
-        if message.role == "user" and not _has_text(message.text):
+        if message.role == "user" and not _has_text(message.text) and not message.parts:
             fixes.append("filled a user message that had no text")
             message = replace(message, text=EMPTY_USER_TEXT)
         filled.append(message)

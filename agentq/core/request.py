@@ -41,6 +41,8 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool = False
     reasoning: tuple[Reasoning, ...] = ()
+    # A user message's content parts (core/parts.py): text and images, in order.
+    parts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,9 @@ class Limits(_Strict):
     # Longest wait for the next bytes of a model response, per attempt; None means
     # llm_timeout_s. Shorter than the step's limit, a stalled connection is retried in time.
     read_timeout_s: float | None = Field(default=None, gt=0.0, le=86_400.0)
+    # The largest base64 image a user message may carry, decoded (the API's body limit,
+    # 1 MiB, bounds it too); 5 MB is the most Anthropic takes per image.
+    max_image_bytes: integer(ge=1, le=5_000_000) = 5_000_000
 
 
 class Compaction(_Strict):

@@ -14,6 +14,7 @@ from agentq.core.budget import fit, shorten
 from agentq.core.compaction import estimate_tokens
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
+from agentq.core.parts import images_of
 from agentq.core.request import Message, Request
 from agentq.core.render import render
 
@@ -42,7 +43,8 @@ def transcript(view: View, to_seq: int) -> str:
 
 def _line(message: Message, names: dict[str, str]) -> str:
     if message.role == "user":
-        return "User: " + message.text
+        images = images_of(message.parts)
+        return "User: " + message.text + (f" [{images} image(s)]" if images else "")
     if message.role == "tool":
         failed = " (failed)" if message.is_error else ""
         name = names.get(message.tool_call_id or "", "a tool")

@@ -18,10 +18,28 @@ def _has_text(text: Any) -> bool:
     return isinstance(text, str) and bool(text.strip())
 
 
+def _openai_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "text":
+        return {"type": "text", "text": part["text"]}
+    url = part.get("url") or f"data:{part['media_type']};base64,{part['data']}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _anthropic_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "text":
+        return {"type": "text", "text": part["text"]}
+    if "url" in part:
+        return {"type": "image", "source": {"type": "url", "url": part["url"]}}
+    return {"type": "image", "source": {"type": "base64", "media_type": part["media_type"],
+                                        "data": part["data"]}}
+
+
 def _openai_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
     if message.role == "user":
+        if message.parts:
+            return {"role": "user", "content": [_openai_part(p) for p in message.parts]}
         return {"role": "user", "content": message.text}
     out: dict[str, Any] = {
         "role": "assistant",
@@ -66,6 +84,8 @@ def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
             "is_error": message.is_error,
         }
         return "user", [block]
+    if message.parts:
+        return message.role, [_anthropic_part(p) for p in message.parts]
     blocks: list[dict[str, Any]] = []
     if _has_text(message.text):
         blocks.append({"type": "text", "text": message.text})
@@ -117,7 +137,10 @@ def _check_openai_message(index: int, message: Any, seen: set[str]) -> list[str]
         return [f"{where}: unknown role {role!r}"]
     calls = message.get("tool_calls")
     if role != "assistant":
-        ok = isinstance(message.get("content"), str) and calls is None
+        content = message.get("content")
+        parts = role == "user" and isinstance(content, list) and bool(content) and all(
+            isinstance(p, dict) and p.get("type") in ("text", "image_url") for p in content)
+        ok = (isinstance(content, str) or parts) and calls is None
         return [] if ok else [f"{where}: a {role} message needs text content and no tool_calls"]
     if calls is not None and (not isinstance(calls, list) or not calls):
         return [f"{where}: tool_calls must be a non-empty list when present"]
@@ -200,6 +223,10 @@ def _check_anthropic_block(where: str, role: str, block: Any) -> list[str]:
         ok = isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
         ok = ok and isinstance(block.get("input"), dict)
         return [] if ok else [f"{where}: tool_use needs an id, a name and an input object"]
+    if kind == "image" and role == "user":
+        source = block.get("source")
+        ok = isinstance(source, dict) and source.get("type") in ("base64", "url")
+        return [] if ok else [f"{where}: an image needs a base64 or url source"]
     if kind == "tool_result" and role == "user":
         ok = isinstance(block.get("tool_use_id"), str)
         ok = ok and isinstance(block.get("content", ""), (str, list))

@@ -30,6 +30,7 @@ def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
                 message_id=item.id,
                 scope=item.scope,
                 created_at=item.created_at,
+                parts=item.content.get("parts") or (),
             )
             events, _ = tx.append_and_fold([draft], now=now)
     except Stale:

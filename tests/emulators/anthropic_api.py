@@ -6,6 +6,8 @@ The checks are written from the API's documented behaviour, independently of age
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterator
@@ -42,6 +44,8 @@ def _block_problem(where: str, role: str, block: Any) -> str | None:
             return f"{where}.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
         if not isinstance(block.get("name"), str) or not isinstance(block.get("input"), dict):
             return f"{where}: tool_use blocks need a name and an input object"
+    if kind == "image":
+        return _image_problem(where, block.get("source"))
     if kind == "tool_result":
         if not isinstance(block.get("tool_use_id"), str):
             return f"{where}.tool_use_id: Field required"
@@ -50,6 +54,29 @@ def _block_problem(where: str, role: str, block: Any) -> str | None:
         if not isinstance(block.get("is_error", False), bool):
             return f"{where}.is_error: Input should be a valid boolean"
     return None
+
+
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+
+
+def _image_problem(where: str, source: Any) -> str | None:
+    """Vision: a base64 source of a supported type (JPEG, PNG, GIF, WebP) up to 5 MB, or a URL."""
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind == "url":
+        url = source.get("url")
+        return None if isinstance(url, str) and url.startswith(("https://", "http://")) else (
+            f"{where}.source.url: Input should be a valid URL")
+    if kind != "base64":
+        return f"{where}.source: Input tag '{kind}' does not match 'base64', 'url'"
+    if source.get("media_type") not in IMAGE_TYPES:
+        return (f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', "
+                "'image/gif' or 'image/webp'")
+    try:
+        size = len(base64.b64decode(source.get("data") or "", validate=True))
+    except (binascii.Error, ValueError):
+        return f"{where}.source.data: Invalid base64 data"
+    return f"{where}.source.data: image exceeds 5 MB maximum" if size > MAX_IMAGE_BYTES else None
 
 
 def _message_problem(index: int, message: Any, previous: str | None) -> str | None:

@@ -39,9 +39,24 @@ def _content_problem(where: str, role: str, message: dict[str, Any]) -> Problem 
     if isinstance(content, list) and content and all(
         isinstance(p, dict) and p.get("type") in ("text", "image_url") for p in content
     ):
-        return None
+        return _image_urls_problem(where, content)
     return (f"Invalid type for '{where}.content': expected one of a string or array of objects.",
             f"{where}.content", "invalid_type")
+
+
+_DATA_URL = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*$")
+
+
+def _image_urls_problem(where: str, parts: list[dict[str, Any]]) -> Problem | None:
+    """Vision: an image_url is an https URL or a base64 data URL of PNG, JPEG, WEBP or GIF."""
+    for number, part in enumerate(parts):
+        image = part.get("image_url") if part["type"] == "image_url" else None
+        url = image.get("url") if isinstance(image, dict) else None
+        if part["type"] == "image_url" and not (
+                isinstance(url, str) and (url.startswith("https://") or _DATA_URL.match(url))):
+            return ("Invalid image URL: expected an https URL or a base64 data URL of a supported "
+                    "image type.", f"{where}.content.[{number}].image_url.url", "invalid_image_url")
+    return None
 
 
 def _call_problem(where: str, call: Any) -> Problem | None:
