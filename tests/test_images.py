@@ -1,4 +1,4 @@
-"""Images in user messages: validated and size-capped at the API, rendered for both APIs.
+"""Images in user messages: validated and size-capped at the API, rendered for each API.
 
 The emulators check images as the APIs document them (Anthropic: base64 of JPEG, PNG,
 GIF or WebP up to 5 MB, or a URL source; OpenAI: an https or base64 data URL).
@@ -19,7 +19,7 @@ PARTS = [{"type": "text", "text": "What city is this?"}, {"type": "image", "url"
          {"type": "image", "media_type": "image/png", "data": PNG}]
 
 
-@pytest.fixture(params=["openai", "anthropic"])
+@pytest.fixture(params=["openai", "anthropic", "openai_responses"])
 def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
     with running(request.param) as emulator:
         yield Kit(request.param, emulator)
@@ -34,6 +34,12 @@ def test_text_and_images_reach_each_api_in_its_own_shape(served: Kit, sqlite_sto
     assert not served.emulator.refused, served.emulator.refused
     [user] = [e.content for e in api.store.list_events(cid) if e.type == "user_msg"]
     assert user["text"] == "What city is this?" and user["parts"] == PARTS
+    if served.name == "openai_responses":
+        assert served.emulator.received[-1]["input"][-1]["content"] == [
+            {"type": "input_text", "text": "What city is this?"},
+            {"type": "input_image", "image_url": URL, "detail": "auto"},
+            {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "auto"}]
+        return
     content = served.emulator.received[-1]["messages"][-1]["content"]
     if served.name == "openai":
         assert content == [{"type": "text", "text": "What city is this?"},

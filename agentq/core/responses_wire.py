@@ -3,7 +3,8 @@
 Each assistant round becomes its text as an assistant message and one `function_call`
 item per call, with the reasoning items this provider kind returned put back verbatim at
 their place in the response's output (so each goes before the call it preceded, as the
-API requires); each tool result becomes a `function_call_output` item.
+API requires); each tool result becomes a `function_call_output` item, and a user
+message's images `input_image` parts.
 """
 from __future__ import annotations
 
@@ -16,10 +17,20 @@ from agentq.core.request import Message, Request
 PROVIDER = "openai_responses"  # the provider kind whose reasoning items these requests carry
 
 
+def _part(part: dict[str, Any]) -> dict[str, Any]:
+    """A user message's text or image part as a Responses input part (a data URL for base64)."""
+    if part["type"] == "text":
+        return {"type": "input_text", "text": part["text"]}
+    url = part.get("url") or f"data:{part['media_type']};base64,{part['data']}"
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
+
+
 def _items(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id,
                  "output": message.text}]
+    if message.role == "user" and message.parts:
+        return [{"role": "user", "content": [_part(p) for p in message.parts]}]
     if message.role == "user":
         return [{"role": "user", "content": message.text}]
     items = [{"role": "assistant", "content": message.text}] if message.text.strip() else []

@@ -29,6 +29,7 @@ INCLUDABLE = frozenset({
     "computer_call_output.output.image_url", "message.input_image.image_url",
 })
 ENCRYPTED = "reasoning.encrypted_content"
+DATA_URL = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*$")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 SUMMARIES = ("auto", "concise", "detailed")
 # Fields each input item type may carry (anything else is an unknown parameter).
@@ -138,6 +139,25 @@ def _content_problem(where: str, role: str, content: Any) -> Problem | None:
                             + ", ".join(f"'{k}'" for k in PART_TYPES[role]) + ".")
         if kind in ("input_text", "output_text") and not isinstance(part.get("text"), str):
             return _missing(f"{where}.content[{number}].text")
+        if kind == "input_image":
+            problem = _image_problem(f"{where}.content[{number}]", part)
+            if problem:
+                return problem
+    return None
+
+
+def _image_problem(where: str, part: dict[str, Any]) -> Problem | None:
+    """An input_image: an https URL or a base64 data URL of PNG, JPEG, WEBP or GIF, and a detail."""
+    for name in part:
+        if name not in ("type", "image_url", "file_id", "detail"):
+            return _unknown(f"{where}.{name}")
+    url = part.get("image_url")  # flat, unlike chat completions' {"image_url": {"url"}}
+    if not isinstance(url, str) or not (url.startswith("https://") or DATA_URL.match(url)):
+        return _invalid("image_url_or_data_url", f"{where}.image_url", "Invalid image URL: expected an "
+                        "https URL or a base64 data URL of a supported image type.")
+    if part.get("detail") not in ("low", "high", "auto"):
+        return _invalid("image_detail", f"{where}.detail", f"Invalid value: '{part.get('detail')}'. "
+                        "Supported values are: 'low', 'high', and 'auto'.")
     return None
 
 
