@@ -156,6 +156,11 @@ def test_the_settings_offer_tenants_strings_in_these_places_only():
         "script.0.tool_calls.0.args.api_base", "script.0.tool_calls.0.args.headers",
         "script.0.fail.status", "compaction.model", "compaction.prompt",
         "extra_body.base_url", "extra_body.url", "extra_body.api_base", "extra_body.headers",
+        # declared provider options: sent to the operator's endpoint as data, never a place
+        "reasoning_effort", "tool_choice", "tool_choice.name", "response_format.type",
+        "response_format.name", "response_format.schema.base_url", "response_format.schema.url",
+        "response_format.schema.api_base", "response_format.schema.headers",
+        "reasoning.effort", "reasoning.summary",
     }
 
 

@@ -26,6 +26,7 @@ def request_tokens(request: Request) -> int:
     total = estimate_tokens(request.system)
     for message in request.messages:
         total += estimate_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
+        total += sum(estimate_tokens(canonical_json(item.item)) for item in message.reasoning)
         total += sum(estimate_tokens(c.name + canonical_json(c.args)) for c in message.tool_calls)
     for tool in request.tools:
         total += estimate_tokens(tool.name + tool.description + canonical_json(tool.parameters))
@@ -36,7 +37,9 @@ def event_tokens(event: Event) -> int:
     """Estimated tokens one event adds to the rendered context (what `render` sends of it)."""
     content = event.content
     if event.type in ("user_msg", "assistant_msg"):
-        return estimate_tokens(content.get("text", "")) + IMAGE_TOKENS * images_of(content.get("parts"))
+        reasoning = sum(estimate_tokens(canonical_json(entry)) for entry in content.get("reasoning") or ())
+        return (estimate_tokens(content.get("text", "")) + IMAGE_TOKENS * images_of(content.get("parts"))
+                + reasoning)
     if event.type == "tool_call":
         return estimate_tokens(content.get("name", "") + canonical_json(content.get("args", {})))
     if event.type == "tool_result":

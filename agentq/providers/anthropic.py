@@ -6,6 +6,8 @@ SDK's own retries are off (one policy, `retry.retrying`, rules). Text deltas str
 `tool_use` blocks are put together from their `input_json_delta`s; `thinking` and
 `redacted_thinking` blocks are not answer text: they are kept whole, signature included,
 as the round's reasoning items, and `to_anthropic` sends them back before the tool_use.
+Every request carries prompt-cache breakpoints (`prompt_cache`); the client and its
+connections are the endpoint's, shared in the process (`pool`).
 """
 from __future__ import annotations
 

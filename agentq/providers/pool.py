@@ -6,6 +6,9 @@ through `WatchedBackend`, which tells the hangup of the call using a connection 
 calling thread) which socket to shut when that call is cancelled, a reused connection
 as well as a new one. Clients are per process: a forked worker builds its own and never
 shares a parent's sockets.
+
+Why module-level (`CLIENTS`): connections belong to the process, not to one runtime or
+one call, and nothing kept here is needed for correctness; it is a cache.
 """
 from __future__ import annotations
 
