@@ -1,6 +1,6 @@
 """The whole conversation shape, through the HTTP API, against each API's strict emulator.
 
-One test per API (chat completions, Messages): thinking / reasoning, parallel tool calls,
+One test per API (chat completions, Messages, Responses): thinking / reasoning, parallel tool calls,
 a human call resolved, a human call interrupted by a new message, compaction, a fork that
 goes on by itself. Every request the worker sends must pass the emulator's documented rules
 (thinking blocks first and signed, reasoning-model options, pairing, cache breakpoints).
@@ -21,7 +21,7 @@ SYSTEM = "You help with weather and payments."
 SUMMARY = "They asked about the weather in Oslo and Bergen and paid Bob."
 
 
-@pytest.fixture(params=["openai", "anthropic"])
+@pytest.fixture(params=["openai", "anthropic", "openai_responses"])
 def kit(request: pytest.FixtureRequest) -> Iterator[Kit]:
     with running(request.param) as emulator:
         yield Kit(request.param, emulator)
@@ -127,6 +127,14 @@ def test_every_shape_of_a_conversation_passes_the_strict_emulator(kit: Kit, sqli
         assert "temperature" not in fork_body
         sent_next = [m for m in context["request"]["messages"] if m.get("reasoning")]
         assert sent_next and context["wire"]["messages"][1]["content"][0]["type"] == "thinking"
+    elif kit.name == "openai_responses":  # stateless: reasoning items go back before their calls
+        reasoned = [e for e in events if e.type == "assistant_msg" and e.content.get("reasoning")]
+        assert reasoned and not emulator.problems
+        kinds = [item.get("type", item.get("role")) for item in emulator.received[-1]["input"]]
+        assert kinds[-3:] == ["reasoning", "function_call", "function_call_output"], kinds
+        for body in emulator.received:
+            assert body["store"] is False and "temperature" not in body
+        assert any(item.get("type") == "reasoning" for item in context["wire"]["input"])
     else:  # a reasoning model: its own options, never the sampling ones
         for body in emulator.received:
             assert "max_tokens" not in body and "temperature" not in body
