@@ -24,6 +24,7 @@ from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
 from agentq.tools import Registry, Scope
 from web.auth import KeyRing
+from web.streams import OpenStreams, StreamLimits
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,15 @@ class Services:
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+    stream_limits: StreamLimits = field(default_factory=StreamLimits)
+    _open_streams: OpenStreams | None = field(default=None, repr=False)
+
+    @property
+    def open_streams(self) -> OpenStreams:
+        """This process's live streams: the cap per tenant, and the watch on their clients."""
+        if self._open_streams is None:
+            self._open_streams = OpenStreams(self.stream_limits)
+        return self._open_streams
 
     @property
     def policy(self) -> Policy:
@@ -123,7 +133,13 @@ def build_services(config: Config) -> Services:
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
+        stream_limits=stream_limits(config),
     )
+
+
+def stream_limits(config: Config) -> StreamLimits:
+    return StreamLimits(per_tenant=config.max_streams_per_tenant, buffer=config.stream_buffer,
+                        stall_s=config.stream_stall_s)
 
 
 def _no_runtime():
@@ -147,4 +163,5 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         own_keys=embedded.own_keys,
+        stream_limits=stream_limits(embedded.config),
     )

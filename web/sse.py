@@ -4,21 +4,21 @@ Frames: each persisted event is `id: <seq>` + `event: event` + its JSON (one eve
 for all types, so a client needs one listener); live deltas are `event: delta`, retries
 `event: retry`; `: keep-alive` comments keep proxies from closing a quiet stream.
 
-Careful: the subscription is opened BEFORE the replay reads the log, so an event
+Careful: the feed is subscribed BEFORE the replay reads the log, so an event
 committed while replaying is announced to us and read after the last seq we sent:
-nothing falls between replay and live, and no event is sent twice.
+nothing falls between replay and live, and no event is sent twice. A feed that ends
+(its client went away or fell behind, the server stops) ends the stream; a client that
+reconnects with Last-Event-ID replays what it missed.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from werkzeug.wsgi import ClosingIterator
-
 from agentq.core.events import Event
-from agentq.pubsub import Notice, PubSub, Subscription
+from agentq.pubsub import Feed, FeedEnded, Notice
 from agentq.store import Store
 from web import present
 from web.models import StreamEnd
@@ -58,14 +58,15 @@ def frame(kind: str, data: Any, seq: int | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def open_stream(store: Store, pubsub: PubSub, plan: StreamPlan) -> Iterable[str]:
-    """Subscribe now (a failure is still an error answer), then stream; closing unsubscribes."""
-    subscription = pubsub.subscribe(plan.conversation_id, timeout_s=plan.keepalive_s)
-    return ClosingIterator(_frames(store, subscription, plan), [subscription.close])
+def frames(store: Store, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    """Replay, then live, until the feed ends; the caller closes the feed."""
+    try:
+        yield from _frames(store, feed, plan)
+    except FeedEnded:
+        return
 
 
-def _frames(store: Store, subscription: Subscription, plan: StreamPlan) -> Iterator[str]:
-    """Replay, then live; the caller closes the subscription when the client goes away."""
+def _frames(store: Store, feed: Feed, plan: StreamPlan) -> Iterator[str]:
     cid = plan.conversation_id
     yield f"retry: {RETRY_MS}\n\n"
     cursor = Cursor(plan.after_seq)
@@ -73,7 +74,7 @@ def _frames(store: Store, subscription: Subscription, plan: StreamPlan) -> Itera
     if plan.until_idle and (end := _end_frame(store, cid, cursor)):
         yield end
         return
-    for notice in subscription:
+    for notice in feed:
         if notice is not None and notice.kind in ("delta", "retry"):
             if not cursor.stale(notice):
                 yield frame(notice.kind, notice.data)
