@@ -15,6 +15,7 @@ from agentq.breakers import Board, board_for
 from agentq.commands import Commands
 from agentq.clock import utcnow
 from agentq.config import Config
+from agentq.cooperative import check_drivers
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
 from agentq.own_keys import OwnKeys
@@ -106,6 +107,7 @@ def build_services(config: Config) -> Services:
     """Services for a standalone API process: its own store, broker connection and pub/sub."""
     from agentq.worker import create_celery, enqueue
 
+    check_drivers()
     store = Store.open(config.database_url)
     policy = Policy.from_config(config)
     celery = create_celery(config, runtime=_no_runtime)

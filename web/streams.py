@@ -154,7 +154,8 @@ class OpenStreams:
             stream.cut = True
         stream.feed.end(reason)
         self._count(stream, reason)
-        self._cut(stream)
+        if reason != "shutdown":  # at shutdown the stream ends cleanly, its last frame sent
+            self._cut(stream)
 
     def _count(self, stream: Stream, reason: str) -> None:
         with self._lock:
