@@ -40,9 +40,9 @@ def check_drivers() -> None:
     """Raise BlockingDriver if gevent patched this process but psycopg would block it."""
     if not patched():
         return
-    from psycopg import waiting
+    from agentq.store.engine import psycopg_waits_in_c
 
-    if waiting.wait is getattr(waiting, "wait_c", None):
+    if psycopg_waits_in_c():
         raise BlockingDriver(
             "psycopg was imported before gevent patched this process, so its queries would "
             "block every open stream; patch first (gunicorn -k gevent does, without --preload "

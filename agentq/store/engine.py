@@ -151,3 +151,14 @@ def insert_ignoring(dialect: Dialect, table: Table) -> Any:
 def _insert_ignoring(dialect_name: str, table: Table) -> Any:
     module = postgresql if dialect_name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+
+
+def psycopg_waits_in_c() -> bool:
+    """True if psycopg waits for the server in C, where gevent's loop cannot switch away.
+
+    psycopg picks its Python wait functions instead when gevent patched `select` before
+    psycopg was imported; see agentq/cooperative.py.
+    """
+    from psycopg import waiting
+
+    return waiting.wait is getattr(waiting, "wait_c", None)
