@@ -54,6 +54,7 @@ class Feed:
     timeout_s: float
     fanout: Fanout | None = field(default=None, repr=False)
     ended: str | None = None  # the reason, once ended
+    received_at: float = 0.0  # time.monotonic() when the last notice `get` returned arrived
     _buffer: deque = field(default_factory=deque)
     _ready: threading.Condition = field(default_factory=threading.Condition)
 
@@ -71,11 +72,12 @@ class Feed:
         with self._ready:
             if self.ended:
                 return True
-            if notice.kind == "events" and self._buffer and self._buffer[-1].kind == "events":
-                return True  # a wake-up already waits: one read of the log serves both
+            if notice.kind == "events" and self._buffer and self._buffer[-1][0].kind == "events":
+                self._buffer[-1] = (notice, time.monotonic())  # one read, as fresh as the newer
+                return True
             if len(self._buffer) >= self.capacity:
                 return False
-            self._buffer.append(notice)
+            self._buffer.append((notice, time.monotonic()))
             self._ready.notify()
             return True
 
@@ -86,7 +88,11 @@ class Feed:
                 self._ready.wait(timeout_s)
             if self.ended:
                 raise FeedEnded(self.ended)
-            return self._buffer.popleft() if self._buffer else None
+            if not self._buffer:
+                self.received_at = time.monotonic()  # a keep-alive tick: read what is there now
+                return None
+            notice, self.received_at = self._buffer.popleft()
+            return notice
 
     def end(self, reason: str) -> bool:
         """Stop the feed (the first reason sticks); True if this call ended it."""

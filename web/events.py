@@ -58,7 +58,7 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
                        headers={"Retry-After": "5"}) from None
     return Response(
-        streams.follow(opened, sse.frames(svc.store, opened.feed, plan)),
+        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
         mimetype=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -25,6 +25,7 @@ from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
 from agentq.tools import Registry, Scope
 from web.auth import KeyRing
+from web.shared_reads import SharedReads
 from web.streams import OpenStreams, StreamLimits
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,14 @@ class Services:
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
     stream_limits: StreamLimits = field(default_factory=StreamLimits)
     _open_streams: OpenStreams | None = field(default=None, repr=False)
+    _shared_reads: SharedReads | None = field(default=None, repr=False)
+
+    @property
+    def shared_reads(self) -> SharedReads:
+        """The log as the streams read it: one query for the streams that need the same page."""
+        if self._shared_reads is None:
+            self._shared_reads = SharedReads(self.store)
+        return self._shared_reads
 
     @property
     def open_streams(self) -> OpenStreams:

@@ -13,6 +13,7 @@ reconnects with Last-Event-ID replays what it missed.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from agentq.pubsub import Feed, FeedEnded, Notice
 from agentq.store import Store
 from web import present
 from web.models import StreamEnd
+from web.shared_reads import SharedReads
 
 RETRY_MS = 2000
 PAGE = 500
@@ -58,19 +60,19 @@ def frame(kind: str, data: Any, seq: int | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def frames(store: Store, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
     """Replay, then live, until the feed ends; the caller closes the feed."""
     try:
-        yield from _frames(store, feed, plan)
+        yield from _frames(reads, feed, plan)
     except FeedEnded:
         return
 
 
-def _frames(store: Store, feed: Feed, plan: StreamPlan) -> Iterator[str]:
-    cid = plan.conversation_id
+def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    cid, store = plan.conversation_id, reads.store
     yield f"retry: {RETRY_MS}\n\n"
     cursor = Cursor(plan.after_seq)
-    yield from catch_up(store, cid, cursor)
+    yield from catch_up(reads, cid, cursor, time.monotonic())
     if plan.until_idle and (end := _end_frame(store, cid, cursor)):
         yield end
         return
@@ -81,16 +83,20 @@ def _frames(store: Store, feed: Feed, plan: StreamPlan) -> Iterator[str]:
             continue
         if notice is None:
             yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
-        yield from catch_up(store, cid, cursor)
+        yield from catch_up(reads, cid, cursor, feed.received_at)
         if plan.until_idle and (end := _end_frame(store, cid, cursor)):
             yield end
             return
 
 
-def catch_up(store: Store, cid: str, cursor: Cursor) -> Iterator[str]:
-    """Every stored event after `cursor.last_seq`, in seq order, each once."""
+def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -> Iterator[str]:
+    """Every stored event after `cursor.last_seq`, in seq order, each once.
+
+    Read at or after `fresh_since`: the arrival of the notice that woke the stream.
+    """
     while True:
-        events = store.list_events(cid, after_seq=cursor.last_seq, limit=PAGE)
+        events = reads.list_events(cid, after_seq=cursor.last_seq, limit=PAGE,
+                                   fresh_since=fresh_since)
         for event in events:
             cursor.passed(event)
             yield frame("event", present.dump(present.event(event)), event.seq)
