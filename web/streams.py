@@ -98,6 +98,9 @@ class OpenStreams:
             if stream.closed:
                 return
             stream.closed = True
+            uncounted = None if stream.cut else stream.feed.ended  # ended before the watcher saw it
+        if uncounted:
+            self._count(stream, uncounted)
         with self._lock:
             self._streams.pop(stream.feed, None)
         self._forget_tenant(stream.tenant)
