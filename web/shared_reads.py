@@ -1,9 +1,11 @@
 """Reads of a conversation's log shared by the streams that need the same page at once.
 
 When an event is committed, every stream of its conversation wakes with the same cursor
-and asks for the same page; one query answers them all. A stream joins a read only if
-that read started after the notice that woke it arrived, so what it gets holds every
-event committed before that notice: sharing never hides an event (the log is the truth).
+and asks for the same page; one query answers them all. A stream takes a read (running,
+or the last one done) only if that read started after the notice that woke it arrived,
+so what it gets holds every event committed before that notice: sharing never hides an
+event (the log is the truth). A keep-alive's re-read, which only guards against a lost
+notice, takes any read of its period.
 """
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ from dataclasses import dataclass, field
 
 from agentq.core.events import Event
 from agentq.store import Store
+
+
+KEEP = 10_000  # pages remembered before the stale ones are forgotten
+KEEP_S = 60.0
 
 
 @dataclass(eq=False)
@@ -30,11 +36,15 @@ class SharedReads:
         self.store = store
         self._lock = threading.Lock()
         self._reads: dict[tuple[str, int, int], _Read] = {}
+        self._done: dict[tuple[str, int, int], _Read] = {}  # the last read of each page
 
     def list_events(self, cid: str, *, after_seq: int, limit: int, fresh_since: float) -> list[Event]:
         """The page after `after_seq`, read at or after `fresh_since` (time.monotonic())."""
         key = (cid, after_seq, limit)
         with self._lock:
+            done = self._done.get(key)
+            if done is not None and done.started_at >= fresh_since:
+                return list(done.events or ())
             read = self._reads.get(key)
             mine = read is None or read.started_at < fresh_since
             if mine:
@@ -53,5 +63,15 @@ class SharedReads:
             with self._lock:
                 if self._reads.get(key) is read:
                     del self._reads[key]
+                if read.error is None:
+                    self._keep(key, read)
             read.done.set()
         return list(read.events)
+
+    def _keep(self, key: tuple[str, int, int], read: _Read) -> None:
+        """Remember the page; past KEEP entries, forget those older than KEEP_S."""
+        self._done[key] = read
+        if len(self._done) > KEEP:
+            oldest = time.monotonic() - KEEP_S
+            for stale in [k for k, r in self._done.items() if r.started_at < oldest]:
+                del self._done[stale]

@@ -83,7 +83,10 @@ def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
             continue
         if notice is None:
             yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
-        yield from catch_up(reads, cid, cursor, feed.received_at)
+            fresh_since = time.monotonic() - plan.keepalive_s  # any read of this period
+        else:
+            fresh_since = feed.received_at
+        yield from catch_up(reads, cid, cursor, fresh_since)
         if plan.until_idle and (end := _end_frame(store, cid, cursor)):
             yield end
             return
