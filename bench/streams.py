@@ -51,7 +51,7 @@ from bench.places import postgres_database, redis_database  # noqa: E402
 
 EVENT_ID = re.compile(rb"id: (\d+)\nevent: event\n")
 DELTA = b"event: delta\n"
-OPEN_WAIT_S = 60.0
+OPEN_WAIT_S = 180.0
 TIMEOUT_S = 10.0  # a request the API has not answered by then counts as a failure
 SCRIPT = [{"text": f"Answer number {i}, in a few pieces.", "chunks": 4, "delay_s": 0.2}
           for i in range(300)]

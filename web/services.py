@@ -31,6 +31,9 @@ from web.streams import OpenStreams, StreamLimits
 log = logging.getLogger(__name__)
 
 Send = Callable[[list[FollowUp]], None]
+# An API process serves thousands of greenlets (open streams among them): more connections
+# than a worker's few threads need, so a burst of stream openings does not starve the rest.
+DB_POOL_SIZE, DB_POOL_OVERFLOW = 20, 20
 Check = Callable[[], None]
 
 
@@ -117,7 +120,7 @@ def build_services(config: Config) -> Services:
     from agentq.worker import create_celery, enqueue
 
     check_drivers()
-    store = Store.open(config.database_url)
+    store = Store.open(config.database_url, pool_size=DB_POOL_SIZE, max_overflow=DB_POOL_OVERFLOW)
     policy = Policy.from_config(config)
     celery = create_celery(config, runtime=_no_runtime)
     pubsub = PubSub(config.redis_url)
