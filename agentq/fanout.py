@@ -34,7 +34,7 @@ class Notice:
 
 WAKE = Notice("events", {"last_seq": None})  # re-read the log: something may have been missed
 LISTEN_S = 1.0
-CONFIRM_S = 5.0
+CONFIRM_S = 30.0  # under a burst of openings the listener may take a while to come round
 
 
 class FeedEnded(Exception):

@@ -35,8 +35,7 @@ def listing(conversation_id: str, query: models.ListEvents):
            headers=models.StreamHeaders, answers={200: SSE}, errors=(429, 503))
 def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
     """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
-    svc = services()
-    svc.conversation(conversation_id, g.scope)
+    svc, streams = services(), services().open_streams
     after = int(headers.last_event_id) if headers.last_event_id is not None else query.after_seq
     plan = sse.StreamPlan(
         conversation_id=conversation_id,
@@ -44,21 +43,27 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
         until_idle=query.until_idle in ("1", "true"),
     )
-    streams = svc.open_streams
+    with streams.opening():
+        svc.conversation(conversation_id, g.scope)
+        opened = _open(svc, streams, plan, g.scope.tenant)
+    return Response(
+        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
+        mimetype=SSE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _open(svc, streams, plan: sse.StreamPlan, tenant: str):
+    """Admit and subscribe the stream: 429 past the tenant's cap, 503 if pub/sub is down."""
     try:
-        opened = streams.open(g.scope.tenant, lambda buffer: svc.pubsub.subscribe(
-            conversation_id, timeout_s=plan.keepalive_s, capacity=buffer), request.environ)
+        return streams.open(tenant, lambda buffer: svc.pubsub.subscribe(
+            plan.conversation_id, timeout_s=plan.keepalive_s, capacity=buffer), request.environ)
     except TooManyStreams:
         raise ApiError(429, "too_many_streams",
                        f"this tenant holds {streams.limits.per_tenant} open streams, the most it "
                        "may; close one or retry later", headers={"Retry-After": str(RETRY_AFTER_S)},
                        details={"limit": streams.limits.per_tenant}) from None
     except Exception:  # pub/sub down: say so now, not as a broken stream
-        log.exception("could not subscribe to live updates of %s", conversation_id)
+        log.exception("could not subscribe to live updates of %s", plan.conversation_id)
         raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
                        headers={"Retry-After": "5"}) from None
-    return Response(
-        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
-        mimetype=SSE,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )

@@ -12,6 +12,7 @@ The cap and the counts are per process: with several API processes a tenant may 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -38,6 +39,7 @@ class StreamLimits:
     buffer: int = 1000  # AGENTQ_STREAM_BUFFER: notices waiting for one stream
     stall_s: float = 30.0  # AGENTQ_STREAM_STALL_S: longest write without progress
     check_s: float = 0.5  # how often the watcher looks at every stream
+    opening: int = 16  # streams that may be opening at once (checks, subscription)
 
 
 class TooManyStreams(Exception):
@@ -66,9 +68,17 @@ class OpenStreams:
         self.refused = 0
         self._lock = threading.Lock()
         self._streams: dict[Feed, Stream] = {}
+        self._opening = threading.BoundedSemaphore(limits.opening)
         self._per_tenant: Counter[str] = Counter()
         self._watcher: threading.Thread | None = None
         self._stopping = threading.Event()
+
+    @contextlib.contextmanager
+    def opening(self) -> Iterator[None]:
+        """Hold while a stream opens: a burst of openings queues here, so the requests
+        that are not streams still find database connections free."""
+        with self._opening:
+            yield
 
     def open(self, tenant: str, subscribe: Callable[[int], Feed], environ: dict[str, Any]) -> Stream:
         """Admit a stream of `tenant` (or TooManyStreams), then `subscribe(buffer)` its feed."""
