@@ -2,16 +2,25 @@
 clients chat, inspect, fork."""
 from __future__ import annotations
 
-import argparse
-import logging
-import re
-import signal
 import sys
-from typing import Sequence
 
-from agentq.config import Config
-from agentq.logconfig import configure as configure_logging
-from agentq.policy import PolicyError
+from agentq.cooperative import patch_for
+
+patch_for(sys.argv[1:])  # first: `agentq api` and `agentq dev` serve with gevent
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from agentq.config import Config  # noqa: E402
+from agentq.logconfig import configure as configure_logging  # noqa: E402
+from agentq.policy import PolicyError  # noqa: E402
+
+
+DEV_GRACE_S = 0.5  # what `agentq dev`'s embedded worker gets to stop once the API stopped
 
 
 def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
@@ -54,20 +63,39 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
+    import gevent
+
     from agentq.embedded import Embedded
     from agentq.store.api_keys import new_secret
+    from agentq.worker import when_shutting_down
     from web.app import create_app
-    from web.serve import serve_in_thread
+    from web.serve import make_server, stopper
     from web.services import embedded_services
 
     embedded = Embedded(config)
     api_key = config.api_key or f"dev:{new_secret()}"
     app = create_app(services=embedded_services(embedded, api_key))
-    server = serve_in_thread(app, host=args.host, port=args.port)
+    server = make_server(app, host=args.host, port=args.port)
+    server.start()
     print(f"agentq dev: API on http://{args.host}:{server.server_port}, worker and sweeper on "
           f"{_redacted(config.database_url)}; Ctrl-C stops")
     if not config.api_key:
         print(f"  API key of tenant dev: {api_key.split(':', 1)[1]}", flush=True)
+    stop_api = stopper(app, server)
+
+    def stop() -> None:
+        """The API first (streams end cleanly), then the process, even mid-step.
+
+        A step cut short is like one whose worker was killed: the log and the ledger hold
+        it, and the next start takes it over when its lease runs out.
+        """
+        stop_api()
+        gevent.sleep(DEV_GRACE_S)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    when_shutting_down(lambda: gevent.spawn(stop))
 
     def wait_forever(_: Embedded) -> int:
         embedded.stopping.wait()
@@ -76,7 +104,7 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     try:
         return embedded.run(wait_forever)
     finally:
-        server.shutdown()
+        stop_api()
 
 
 def _cmd_api(config: Config, args: argparse.Namespace) -> int:

@@ -76,6 +76,11 @@ class Config:
     encryption_keys: str | None = field(default=None, repr=False)
     breaker_failures: int = 5
     breaker_open_s: float = 30.0
+    # Live streams of one API process: a tenant's cap, a stream's buffer of notices, the
+    # longest a write to a client may make no progress before the stream is dropped.
+    max_streams_per_tenant: int = 1000
+    stream_buffer: int = 1000
+    stream_stall_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -100,6 +105,10 @@ class Config:
             encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,
             breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
             breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
+            max_streams_per_tenant=int(_float(env, "AGENTQ_MAX_STREAMS_PER_TENANT",
+                                              cls.max_streams_per_tenant)),
+            stream_buffer=int(_float(env, "AGENTQ_STREAM_BUFFER", cls.stream_buffer)),
+            stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
         )
 
     @property

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import fakeredis
 import redis
 
 from agentq.config import EMBEDDED_PUBSUB
+from agentq.fanout import Fanout, Feed, FeedEnded, Notice
+
+__all__ = ["Feed", "FeedEnded", "Notice", "PubSub", "channel"]
 
 _EMBEDDED_SERVERS: dict[str, fakeredis.FakeServer] = {}
 _EMBEDDED_LOCK = threading.Lock()
@@ -28,6 +30,8 @@ def _embedded_client(url: str) -> redis.Redis:
 
 
 MAX_CONNECTIONS = 10_000
+FEED_CAPACITY = 1000
+_FANOUT_LOCK = threading.Lock()
 
 
 def channel(conversation_id: str) -> str:
@@ -47,24 +51,16 @@ def _closed_key(round_id: str) -> str:
     return f"agentq:partial:{round_id}:closed"
 
 
-@dataclass(frozen=True)
-class Notice:
-    """One live message: `kind` is "delta", "retry" or "events"."""
-
-    kind: str
-    data: dict[str, Any]
-
-
 class PubSub:
     """Publish and subscribe per conversation; publishing never raises into a step."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._fanout: Fanout | None = None
         if url.startswith(EMBEDDED_PUBSUB):
             self.client = _embedded_client(url)
         else:
-            # Each live stream holds a connection for its subscription: redis-py's default
-            # pool of 100 would cap an API process at about 100 streams.
+            # Publishing threads each take a connection; live streams share one (the fanout).
             self.client = redis.Redis.from_url(
                 url, socket_timeout=5, socket_connect_timeout=5, max_connections=MAX_CONNECTIONS
             )
@@ -116,27 +112,15 @@ class PubSub:
             return ""
         return "" if text is None else text.decode("utf-8", errors="replace")
 
-    def subscribe(self, conversation_id: str, *, timeout_s: float = 1.0) -> Subscription:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(channel(conversation_id))
-        return Subscription(pubsub, timeout_s)
+    @property
+    def fanout(self) -> Fanout:
+        """This process's one subscription for all its live streams, made at first use."""
+        with _FANOUT_LOCK:
+            if self._fanout is None:
+                self._fanout = Fanout(self.client)
+            return self._fanout
 
-
-class Subscription:
-    """Iterates notices; yields None every `timeout_s` without one (for keep-alives)."""
-
-    def __init__(self, pubsub: Any, timeout_s: float) -> None:
-        self._pubsub = pubsub
-        self._timeout_s = timeout_s
-
-    def __iter__(self) -> Iterator[Notice | None]:
-        while True:
-            message = self._pubsub.get_message(timeout=self._timeout_s)
-            if message is None:
-                yield None
-                continue
-            body = json.loads(message["data"])
-            yield Notice(body["kind"], body["data"])
-
-    def close(self) -> None:
-        self._pubsub.close()
+    def subscribe(self, conversation_id: str, *, timeout_s: float = 1.0,
+                  capacity: int = FEED_CAPACITY) -> Feed:
+        """A feed of the conversation's notices, subscribed when this returns; close it after."""
+        return self.fanout.open(channel(conversation_id), capacity=capacity, timeout_s=timeout_s)

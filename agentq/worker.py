@@ -263,3 +263,8 @@ app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _pol
 def _format_worker_logs(logger: logging.Logger, **_: object) -> None:
     """Celery made the worker's log handlers; give them AGENTQ_LOG_FORMAT and the step context."""
     use_format(logger, _config.log_format)
+
+
+def when_shutting_down(callback: Callable[[], None]) -> None:
+    """Call `callback` as soon as a worker of this process begins to shut down (SIGINT, SIGTERM)."""
+    signals.worker_shutting_down.connect(lambda **_: callback(), weak=False)

@@ -19,6 +19,7 @@ from web.app import create_app
 from web.auth import KeyRing
 from web.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
 from web.services import Services
+from web.streams import DROP_REASONS
 
 SCRAPED_AT = T0 + timedelta(hours=1)
 SCOPE = Scope(tenant="acme", user="u1")
@@ -122,6 +123,10 @@ def _series(*, steps: dict, retries: dict, durations: dict, pending: dict, oldes
         )
     expected[("agentq_oldest_pending_call_age_seconds", frozenset())] = oldest_age_s
     expected[("agentq_inbox_messages", frozenset())] = inbox
+    expected[("agentq_streams_open", frozenset())] = 0  # the scrape's own process holds none
+    expected[("agentq_streams_refused_total", frozenset())] = 0
+    for reason in DROP_REASONS:
+        expected[("agentq_streams_dropped_total", frozenset({"reason": reason}.items()))] = 0
     return expected
 
 

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, current_app, g
+from flask import Blueprint, Response, current_app, g, request
 
 from web import models, present, sse
 from web.errors import ApiError
 from web.operation import SSE, operation
 from web.services import services
+from web.streams import TooManyStreams
 
 log = logging.getLogger(__name__)
+RETRY_AFTER_S = 5
 bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
 
 
@@ -30,11 +32,10 @@ def listing(conversation_id: str, query: models.ListEvents):
 
 @bp.get("/<id:conversation_id>/stream")
 @operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
-           headers=models.StreamHeaders, answers={200: SSE}, errors=(503,))
+           headers=models.StreamHeaders, answers={200: SSE}, errors=(429, 503))
 def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
     """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
-    svc = services()
-    svc.conversation(conversation_id, g.scope)
+    svc, streams = services(), services().open_streams
     after = int(headers.last_event_id) if headers.last_event_id is not None else query.after_seq
     plan = sse.StreamPlan(
         conversation_id=conversation_id,
@@ -42,14 +43,27 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
         until_idle=query.until_idle in ("1", "true"),
     )
-    try:
-        frames = sse.open_stream(svc.store, svc.pubsub, plan)
-    except Exception:  # pub/sub down: say so now, not as a broken stream
-        log.exception("could not subscribe to live updates of %s", conversation_id)
-        raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
-                       headers={"Retry-After": "5"}) from None
+    with streams.opening():
+        svc.conversation(conversation_id, g.scope)
+        opened = _open(svc, streams, plan, g.scope.tenant)
     return Response(
-        frames,
+        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
         mimetype=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _open(svc, streams, plan: sse.StreamPlan, tenant: str):
+    """Admit and subscribe the stream: 429 past the tenant's cap, 503 if pub/sub is down."""
+    try:
+        return streams.open(tenant, lambda buffer: svc.pubsub.subscribe(
+            plan.conversation_id, timeout_s=plan.keepalive_s, capacity=buffer), request.environ)
+    except TooManyStreams:
+        raise ApiError(429, "too_many_streams",
+                       f"this tenant holds {streams.limits.per_tenant} open streams, the most it "
+                       "may; close one or retry later", headers={"Retry-After": str(RETRY_AFTER_S)},
+                       details={"limit": streams.limits.per_tenant}) from None
+    except Exception:  # pub/sub down: say so now, not as a broken stream
+        log.exception("could not subscribe to live updates of %s", plan.conversation_id)
+        raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
+                       headers={"Retry-After": "5"}) from None

@@ -2,7 +2,8 @@
 
 Workers run on other machines and the API under several gunicorn processes, so nothing
 is counted in memory: each scrape reads a few aggregates from the store and turns them
-into gauges. Only aggregates leave: no ids, no tenants, no content. With
+into gauges. The one exception is the live streams, which only the process holding them
+knows: their figures (`agentq_streams_*`) are those of the process that answered. Only aggregates leave: no ids, no tenants, no content. With
 AGENTQ_METRICS_TOKEN set, a scrape must send it as `Authorization: Bearer <token>`.
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ from datetime import datetime
 
 from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (CounterMetricFamily, GaugeHistogramMetricFamily,
+                                   GaugeMetricFamily, Metric)
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
@@ -22,6 +24,7 @@ from agentq.core.breaker import STATE_NUMBERS, Breaker
 from agentq.store.metrics import StoreMetrics
 from web.errors import ApiError
 from web.services import services
+from web.streams import DROP_REASONS, OpenStreams
 
 log = logging.getLogger(__name__)
 bp = Blueprint("metrics", __name__)
@@ -104,6 +107,27 @@ class BreakerCollector(Collector):
         yield failures
 
 
+class StreamCollector(Collector):
+    """The live streams of this process: open, refused over the cap, dropped and why."""
+
+    def __init__(self, streams: OpenStreams) -> None:
+        self.streams = streams
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("agentq_streams_open", "Live streams this API process holds",
+                                value=self.streams.open_count())
+        yield CounterMetricFamily(
+            "agentq_streams_refused", "Streams refused with 429: the tenant held its cap in this "
+            "process", value=self.streams.refused)
+        dropped = CounterMetricFamily(
+            "agentq_streams_dropped", "Streams this process ended: overflow (the client fell "
+            "behind), stalled (it read nothing for too long), gone (it closed), shutdown",
+            labels=["reason"])
+        for reason in DROP_REASONS:
+            dropped.add_metric([reason], self.streams.dropped.get(reason, 0))
+        yield dropped
+
+
 def _known(known: Iterable[str], *seen: Iterable[str]) -> list[str]:
     """The known label values, then any other value the store holds, in a stable order."""
     values = dict.fromkeys(known)
@@ -147,5 +171,6 @@ def metrics() -> Response:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(snapshot, found.commands.clock()))
     registry.register(BreakerCollector(_breakers(found)))
+    registry.register(StreamCollector(found.open_streams))
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return Response(encoder(registry), content_type=content_type)

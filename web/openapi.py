@@ -25,6 +25,7 @@ _DESCRIPTIONS = {
     401: "Missing, unknown or revoked API key", 404: "No such conversation or call (for this tenant)",
     409: "The current state does not allow it", 413: "Body larger than the limit",
     415: "Body is not application/json", 422: "Request does not match the declared model",
+    429: "Too many open streams for this tenant: retry after Retry-After seconds",
     503: "Not ready, or the database cannot be reached now: retry after Retry-After seconds",
 }
 

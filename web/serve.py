@@ -1,32 +1,62 @@
-"""Serving the app with werkzeug's threaded server: `agentq api` and `agentq dev`.
+"""Serving the app with gevent's WSGI server: `agentq api` and `agentq dev`.
 
-Good for one machine and for tests; production runs the same app under gunicorn
-(`gunicorn -k gthread --threads 64 'web.app:create_app()'`), where each open stream
-holds one thread.
+Each connection is a greenlet, so thousands of open streams cost memory, not threads, and
+the API keeps answering while they are held. Production runs the same app under gunicorn
+with the same model (`gunicorn -k gevent 'web.app:create_app()'`). SIGINT or SIGTERM ends
+every open stream and stops the server within a second or two.
 """
 from __future__ import annotations
 
-import threading
+import gc
+import logging
+import signal
+import socket
+from collections.abc import Callable
 
+import gevent
 from flask import Flask
-from werkzeug.serving import BaseWSGIServer, make_server
+from gevent.pool import Pool
+from gevent.pywsgi import WSGIHandler, WSGIServer
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 20_000
+STOP_S = 0.5  # what the open requests get to finish once the streams were told to end
+
+
+class Handler(WSGIHandler):
+    """gevent's handler, with the client's socket in the environ (web/streams.py watches it)."""
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ["agentq.socket"] = self.socket
+        return environ
+
+
+def make_server(app: Flask, *, host: str, port: int) -> WSGIServer:
+    """A server listening on host:port (0: any free port), not yet serving."""
+    listener = socket.create_server((host, port), backlog=2048)
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+    return WSGIServer(listener, app, spawn=Pool(MAX_CONNECTIONS), handler_class=Handler,
+                      log=None, error_log=logging.getLogger("agentq.api"))
+
+
+def stopper(app: Flask, server: WSGIServer) -> Callable[[], None]:
+    """End every open stream, then stop the server (requests still running get STOP_S)."""
+    def stop(*_: object) -> None:
+        app.extensions["agentq"].open_streams.stop()
+        server.stop(timeout=STOP_S)
+    return stop
 
 
 def serve(app: Flask, *, host: str, port: int) -> int:
-    """Serve until interrupted; 0 on Ctrl-C."""
-    server = make_server(host, port, app, threaded=True)
+    """Serve until SIGINT or SIGTERM; 0 then."""
+    server = make_server(app, host=host, port=port)
+    stop = stopper(app, server)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, lambda: gevent.spawn(stop))
+    server.start()
+    gc.freeze()  # what the app built at start is never collected: shorter GC pauses later
     print(f"agentq api: serving on http://{host}:{server.server_port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    server.serve_forever()
     return 0
-
-
-def serve_in_thread(app: Flask, *, host: str, port: int) -> BaseWSGIServer:
-    """Serve from a daemon thread; call `shutdown()` on the result to stop."""
-    server = make_server(host, port, app, threaded=True)
-    threading.Thread(target=server.serve_forever, name="agentq-api", daemon=True).start()
-    return server

@@ -15,6 +15,7 @@ from agentq.breakers import Board, board_for
 from agentq.commands import Commands
 from agentq.clock import utcnow
 from agentq.config import Config
+from agentq.cooperative import check_drivers
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
 from agentq.own_keys import OwnKeys
@@ -24,10 +25,15 @@ from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
 from agentq.tools import Registry, Scope
 from web.auth import KeyRing
+from web.shared_reads import SharedReads
+from web.streams import OpenStreams, StreamLimits
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[list[FollowUp]], None]
+# An API process serves thousands of greenlets (open streams among them): more connections
+# than a worker's few threads need, so a burst of stream openings does not starve the rest.
+DB_POOL_SIZE, DB_POOL_OVERFLOW = 20, 20
 Check = Callable[[], None]
 
 
@@ -45,6 +51,23 @@ class Services:
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+    stream_limits: StreamLimits = field(default_factory=StreamLimits)
+    _open_streams: OpenStreams | None = field(default=None, repr=False)
+    _shared_reads: SharedReads | None = field(default=None, repr=False)
+
+    @property
+    def shared_reads(self) -> SharedReads:
+        """The log as the streams read it: one query for the streams that need the same page."""
+        if self._shared_reads is None:
+            self._shared_reads = SharedReads(self.store)
+        return self._shared_reads
+
+    @property
+    def open_streams(self) -> OpenStreams:
+        """This process's live streams: the cap per tenant, and the watch on their clients."""
+        if self._open_streams is None:
+            self._open_streams = OpenStreams(self.stream_limits)
+        return self._open_streams
 
     @property
     def policy(self) -> Policy:
@@ -96,7 +119,8 @@ def build_services(config: Config) -> Services:
     """Services for a standalone API process: its own store, broker connection and pub/sub."""
     from agentq.worker import create_celery, enqueue
 
-    store = Store.open(config.database_url)
+    check_drivers()
+    store = Store.open(config.database_url, pool_size=DB_POOL_SIZE, max_overflow=DB_POOL_OVERFLOW)
     policy = Policy.from_config(config)
     celery = create_celery(config, runtime=_no_runtime)
     pubsub = PubSub(config.redis_url)
@@ -123,7 +147,13 @@ def build_services(config: Config) -> Services:
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
+        stream_limits=stream_limits(config),
     )
+
+
+def stream_limits(config: Config) -> StreamLimits:
+    return StreamLimits(per_tenant=config.max_streams_per_tenant, buffer=config.stream_buffer,
+                        stall_s=config.stream_stall_s)
 
 
 def _no_runtime():
@@ -147,4 +177,5 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         own_keys=embedded.own_keys,
+        stream_limits=stream_limits(embedded.config),
     )

@@ -4,24 +4,26 @@ Frames: each persisted event is `id: <seq>` + `event: event` + its JSON (one eve
 for all types, so a client needs one listener); live deltas are `event: delta`, retries
 `event: retry`; `: keep-alive` comments keep proxies from closing a quiet stream.
 
-Careful: the subscription is opened BEFORE the replay reads the log, so an event
+Careful: the feed is subscribed BEFORE the replay reads the log, so an event
 committed while replaying is announced to us and read after the last seq we sent:
-nothing falls between replay and live, and no event is sent twice.
+nothing falls between replay and live, and no event is sent twice. A feed that ends
+(its client went away or fell behind, the server stops) ends the stream; a client that
+reconnects with Last-Event-ID replays what it missed.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from werkzeug.wsgi import ClosingIterator
-
 from agentq.core.events import Event
-from agentq.pubsub import Notice, PubSub, Subscription
+from agentq.pubsub import Feed, FeedEnded, Notice
 from agentq.store import Store
 from web import present
 from web.models import StreamEnd
+from web.shared_reads import SharedReads
 
 RETRY_MS = 2000
 PAGE = 500
@@ -58,38 +60,46 @@ def frame(kind: str, data: Any, seq: int | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def open_stream(store: Store, pubsub: PubSub, plan: StreamPlan) -> Iterable[str]:
-    """Subscribe now (a failure is still an error answer), then stream; closing unsubscribes."""
-    subscription = pubsub.subscribe(plan.conversation_id, timeout_s=plan.keepalive_s)
-    return ClosingIterator(_frames(store, subscription, plan), [subscription.close])
+def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    """Replay, then live, until the feed ends; the caller closes the feed."""
+    try:
+        yield from _frames(reads, feed, plan)
+    except FeedEnded:
+        return
 
 
-def _frames(store: Store, subscription: Subscription, plan: StreamPlan) -> Iterator[str]:
-    """Replay, then live; the caller closes the subscription when the client goes away."""
-    cid = plan.conversation_id
+def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    cid, store = plan.conversation_id, reads.store
     yield f"retry: {RETRY_MS}\n\n"
     cursor = Cursor(plan.after_seq)
-    yield from catch_up(store, cid, cursor)
+    yield from catch_up(reads, cid, cursor, time.monotonic())
     if plan.until_idle and (end := _end_frame(store, cid, cursor)):
         yield end
         return
-    for notice in subscription:
+    for notice in feed:
         if notice is not None and notice.kind in ("delta", "retry"):
             if not cursor.stale(notice):
                 yield frame(notice.kind, notice.data)
             continue
         if notice is None:
             yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
-        yield from catch_up(store, cid, cursor)
+            fresh_since = time.monotonic() - plan.keepalive_s  # any read of this period
+        else:
+            fresh_since = feed.received_at
+        yield from catch_up(reads, cid, cursor, fresh_since)
         if plan.until_idle and (end := _end_frame(store, cid, cursor)):
             yield end
             return
 
 
-def catch_up(store: Store, cid: str, cursor: Cursor) -> Iterator[str]:
-    """Every stored event after `cursor.last_seq`, in seq order, each once."""
+def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -> Iterator[str]:
+    """Every stored event after `cursor.last_seq`, in seq order, each once.
+
+    Read at or after `fresh_since`: the arrival of the notice that woke the stream.
+    """
     while True:
-        events = store.list_events(cid, after_seq=cursor.last_seq, limit=PAGE)
+        events = reads.list_events(cid, after_seq=cursor.last_seq, limit=PAGE,
+                                   fresh_since=fresh_since)
         for event in events:
             cursor.passed(event)
             yield frame("event", present.dump(present.event(event)), event.seq)

@@ -27,8 +27,12 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 
 
-def create_engine(url: str) -> Engine:
-    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq."""
+def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
+    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq.
+
+    The pool sizes matter on PostgreSQL only: an API process that serves thousands of
+    greenlets wants more connections than a worker with a few threads.
+    """
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -36,7 +40,7 @@ def create_engine(url: str) -> Engine:
     if backend in ("postgresql", "postgres"):
         if parsed.drivername in ("postgresql", "postgres"):
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return _postgres_engine(parsed)
+        return _postgres_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
     raise ValueError(f"unsupported database backend {backend!r}")
 
 
@@ -63,8 +67,8 @@ def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
     return engine
 
 
-def _postgres_engine(url: sqlalchemy.URL) -> Engine:
-    engine = sqlalchemy.create_engine(url)
+def _postgres_engine(url: sqlalchemy.URL, *, pool_size: int, max_overflow: int) -> Engine:
+    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
     dialect = engine.dialect
 
     @event.listens_for(engine, "checkin")
@@ -102,6 +106,9 @@ _UNREACHABLE = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
 def _reachable() -> Iterator[None]:
     try:
         yield
+    except sqlalchemy.exc.TimeoutError as exc:  # every pooled connection busy for pool_timeout
+        raise Unavailable("the database is busy: no connection came free in time; retry shortly",
+                          code="database_busy") from exc
     except _UNREACHABLE as exc:
         raise Unavailable(f"the database cannot be reached now ({type(exc.orig).__name__}); "
                           "retry shortly", code="database_unavailable") from exc
@@ -151,3 +158,14 @@ def insert_ignoring(dialect: Dialect, table: Table) -> Any:
 def _insert_ignoring(dialect_name: str, table: Table) -> Any:
     module = postgresql if dialect_name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+
+
+def psycopg_waits_in_c() -> bool:
+    """True if psycopg waits for the server in C, where gevent's loop cannot switch away.
+
+    psycopg picks its Python wait functions instead when gevent patched `select` before
+    psycopg was imported; see agentq/cooperative.py.
+    """
+    from psycopg import waiting
+
+    return waiting.wait is getattr(waiting, "wait_c", None)

@@ -60,9 +60,9 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Store:
         """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first."""
-        return cls(create_engine(url))
+        return cls(create_engine(url, pool_size=pool_size, max_overflow=max_overflow))
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""

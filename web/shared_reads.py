@@ -1,0 +1,77 @@
+"""Reads of a conversation's log shared by the streams that need the same page at once.
+
+When an event is committed, every stream of its conversation wakes with the same cursor
+and asks for the same page; one query answers them all. A stream takes a read (running,
+or the last one done) only if that read started after the notice that woke it arrived,
+so what it gets holds every event committed before that notice: sharing never hides an
+event (the log is the truth). A keep-alive's re-read, which only guards against a lost
+notice, takes any read of its period.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from agentq.core.events import Event
+from agentq.store import Store
+
+
+KEEP = 10_000  # pages remembered before the stale ones are forgotten
+KEEP_S = 60.0
+
+
+@dataclass(eq=False)
+class _Read:
+    started_at: float
+    done: threading.Event = field(default_factory=threading.Event)
+    events: list[Event] | None = None
+    error: BaseException | None = None
+
+
+class SharedReads:
+    """`list_events` of one store, each concurrent identical page read once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._reads: dict[tuple[str, int, int], _Read] = {}
+        self._done: dict[tuple[str, int, int], _Read] = {}  # the last read of each page
+
+    def list_events(self, cid: str, *, after_seq: int, limit: int, fresh_since: float) -> list[Event]:
+        """The page after `after_seq`, read at or after `fresh_since` (time.monotonic())."""
+        key = (cid, after_seq, limit)
+        with self._lock:
+            done = self._done.get(key)
+            if done is not None and done.started_at >= fresh_since:
+                return list(done.events or ())
+            read = self._reads.get(key)
+            mine = read is None or read.started_at < fresh_since
+            if mine:
+                read = self._reads[key] = _Read(time.monotonic())
+        if not mine:
+            read.done.wait()
+            if read.error is not None:
+                raise read.error
+            return list(read.events or ())
+        try:
+            read.events = self.store.list_events(cid, after_seq=after_seq, limit=limit)
+        except BaseException as exc:
+            read.error = exc
+            raise
+        finally:
+            with self._lock:
+                if self._reads.get(key) is read:
+                    del self._reads[key]
+                if read.error is None:
+                    self._keep(key, read)
+            read.done.set()
+        return list(read.events)
+
+    def _keep(self, key: tuple[str, int, int], read: _Read) -> None:
+        """Remember the page; past KEEP entries, forget those older than KEEP_S."""
+        self._done[key] = read
+        if len(self._done) > KEEP:
+            oldest = time.monotonic() - KEEP_S
+            for stale in [k for k, r in self._done.items() if r.started_at < oldest]:
+                del self._done[stale]
