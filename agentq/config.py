@@ -61,7 +61,7 @@ class Config:
     redis_url: str = EMBEDDED_PUBSUB
     tools: tuple[str, ...] = DEFAULT_TOOLS
     api_key: str | None = field(default=None, repr=False)
-    lease_s: float = 30.0
+    lease_s: float = 6.0  # renewed every 2 s: a dead worker's step moves on within seconds
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
     max_attempts: int = 5

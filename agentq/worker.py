@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Callable, Iterable
 
 from celery import Celery, Task, signals
+from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.exceptions import SecurityWarning
 from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError
@@ -27,8 +28,9 @@ from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.logconfig import log_context, use_format
 from agentq.own_keys import OwnKeys, keybox_for
 from agentq.policy import Policy
-from agentq.queues import MODEL, TASK_QUEUES, all_queues
+from agentq.queues import MODEL, TASK_QUEUES, TIMERS, all_queues
 from agentq.runtime import Runtime
+from agentq.runtime.sweeper import Sweeper
 from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
@@ -254,8 +256,43 @@ _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
 _registry = Registry.from_modules(list(_config.tools))
-app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy, _registry)),
-                    tool_queues=_registry.queues)
+_runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
+app = create_celery(_config, _runtime, tool_queues=_registry.queues)
+_sweepers: list[Sweeper] = []
+
+
+def _start_sweeper() -> None:
+    """Start this process's sweeper candidate, if its worker takes the timers queue.
+
+    It runs where tasks run: in each child of a prefork worker (never in the parent, which
+    forks children later), in the worker's own process for the other pools. The sweeper
+    lock makes one candidate of the deployment lead.
+    """
+    if _sweepers or TIMERS not in app.amqp.queues.consume_from:
+        return
+    sweeper = _runtime().sweeper(lambda due: enqueue(app, due, tool_queues=_registry.queues))
+    sweeper.start()
+    _sweepers.append(sweeper)
+
+
+@signals.worker_process_init.connect
+def _sweeper_in_pool_process(**_: object) -> None:
+    _start_sweeper()  # a prefork child, or the solo pool's process
+
+
+@signals.worker_ready.connect
+def _sweeper_in_worker(sender: object, **_: object) -> None:
+    if getattr(sender, "app", None) is app and not isinstance(getattr(sender, "pool", None),
+                                                               PreforkPool):
+        _start_sweeper()  # threads, gevent: tasks run in this process
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _stop_sweeper(**_: object) -> None:
+    """A stopping worker gives the sweeper lock up at once: another candidate leads."""
+    while _sweepers:
+        _sweepers.pop().stop()
 
 
 @signals.after_setup_logger.connect
