@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from agentq.config import Config
 from agentq.followups import FollowUp
-from agentq.runtime import repair
+from agentq.runtime.repair import sweep, sweep_due
 from agentq.runtime.context import StepContext
 from agentq.store import SweeperLock
 
@@ -86,7 +86,7 @@ class Sweeper:
             return self.max_sleep_s
         now = self.ctx.clock()
         if self._through is None:  # just took the lead: repair all that waited for one
-            self.send(repair.sweep(self.ctx))
+            self.send(sweep(self.ctx))
             self._through = now
             return 0.0
         grace = timedelta(seconds=ETA_GRACE_S)
@@ -99,6 +99,6 @@ class Sweeper:
             return self.max_sleep_s
         if soonest > now:
             return min(self.max_sleep_s, (soonest - now).total_seconds() + OVERSHOOT_S)
-        self.send(repair.sweep_due(self.ctx, after=self._through, now=now, grace_s=ETA_GRACE_S))
+        self.send(sweep_due(self.ctx, after=self._through, now=now, grace_s=ETA_GRACE_S))
         self._through = now
         return 0.0
