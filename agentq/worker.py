@@ -235,7 +235,7 @@ def build_runtime(
     from agentq.clock import utcnow
     from agentq.store import Store
 
-    store = Store.open(config.database_url)
+    store = Store.open(config.database_url, event_cache=config.event_cache)
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
@@ -293,6 +293,21 @@ def _stop_sweeper(**_: object) -> None:
     """A stopping worker gives the sweeper lock up at once: another candidate leads."""
     while _sweepers:
         _sweepers.pop().stop()
+
+
+@signals.worker_init.connect
+def _refuse_a_blocking_driver(**_: object) -> None:
+    """Under `-P gevent` every model call of the process shares one thread: a database driver
+    that blocks it would stall them all, so the worker does not start."""
+    from agentq.cooperative import under_gevent
+    from agentq.store.engine import driver_blocks_hub
+
+    if under_gevent() and driver_blocks_hub():
+        raise SystemExit(
+            "agentq: psycopg waits in C and would block the gevent hub (it was imported before "
+            "gevent patched select, or PSYCOPG_WAIT_FUNC is set); start the worker with "
+            "`celery -A agentq.worker:app worker -P gevent`, which patches first"
+        )
 
 
 @signals.after_setup_logger.connect

@@ -24,6 +24,8 @@ from agentq.errors import Unavailable
 
 _READ = "agentq_read"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+POOL_SIZE = 10  # PostgreSQL connections per process
+POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 
 
@@ -64,7 +66,11 @@ def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
 
 
 def _postgres_engine(url: sqlalchemy.URL) -> Engine:
-    engine = sqlalchemy.create_engine(url)
+    # A fixed pool: a worker's many green threads wait their turn for a connection (each
+    # holds one for one short transaction) instead of opening and closing overflow
+    # connections, which costs both sides a connection setup per step under load.
+    engine = sqlalchemy.create_engine(url, pool_size=POOL_SIZE, max_overflow=0,
+                                      pool_timeout=POOL_TIMEOUT_S)
     dialect = engine.dialect
 
     @event.listens_for(engine, "checkin")
@@ -151,3 +157,17 @@ def insert_ignoring(dialect: Dialect, table: Table) -> Any:
 def _insert_ignoring(dialect_name: str, table: Table) -> Any:
     module = postgresql if dialect_name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+
+
+def driver_blocks_hub() -> bool:
+    """True if psycopg waits on its sockets in C, which no green thread can interrupt.
+
+    psycopg 3 picks its wait function when first imported: the C one unless gevent has
+    patched `select` by then (or `PSYCOPG_WAIT_FUNC` names one).
+    """
+    try:
+        from psycopg import waiting
+    except ImportError:  # no PostgreSQL driver: nothing to wait on
+        return False
+    wait_c = getattr(waiting, "wait_c", None)
+    return wait_c is not None and waiting.wait is wait_c

@@ -31,6 +31,7 @@ from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
+from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
@@ -43,29 +44,35 @@ from agentq.store.txn import ConversationTxn
 class Snapshot:
     """One conversation's log as of its row; only valid inside `Store.snapshot`."""
 
-    def __init__(self, conn: Connection, conversation_id: str) -> None:
+    def __init__(self, conn: Connection, conversation_id: str, cache: EventCache) -> None:
         self._conn = conn
         self._id = conversation_id
+        self._cache = cache
 
     def view(self, *, turn_only: bool = False) -> View | None:
-        """As `Store.load_view`."""
-        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only)
+        """As `Store.load_view`, reading only the events the process's cache lacks."""
+        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only, cache=self._cache)
 
     def with_history(self, turn: View) -> View:
         """A turn-only view grown to everything after the latest summary: a model call's context."""
-        return eventlog.with_history_txn(self._conn, turn)
+        return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
 class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
         self.engine = engine
+        # decoded events of the `event_cache` conversations stepped last (0: none kept)
+        self.event_cache = EventCache(event_cache)
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first."""
-        return cls(create_engine(url))
+    def open(cls, url: str, *, event_cache: int = 0) -> Store:
+        """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first.
+
+        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's).
+        """
+        return cls(create_engine(url), event_cache=event_cache)
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""
@@ -173,7 +180,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
         again under the conversation's lock when it commits.
         """
         with begin_read(self.engine, one_snapshot=False) as conn:
-            yield Snapshot(conn, conversation_id)
+            yield Snapshot(conn, conversation_id, self.event_cache)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
@@ -281,6 +288,19 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
             return ledger.heartbeat_step_txn(
                 conn, step_key, worker=worker, lease_s=lease_s, now=now
             )
+
+    def renew_leases(
+        self, held: list[tuple[str, str]], *, lease_s: float, now: datetime
+    ) -> set[str]:
+        """Renew the leases of `held` (step_key, worker) to now + `lease_s` in one statement;
+        the step keys that are still ours."""
+        with begin_write(self.engine, one_statement=True) as conn:
+            return ledger.renew_leases_txn(conn, held, lease_s=lease_s, now=now)
+
+    def list_owned_steps(self, held: list[tuple[str, str]]) -> set[str]:
+        """The step keys of `held` (step_key, worker) still running under that worker."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return ledger.list_owned_txn(conn, held)
 
     def release_step(
         self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
