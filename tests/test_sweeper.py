@@ -5,7 +5,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 
 from agentq.commands import Commands
 from agentq.config import Config
@@ -50,12 +50,17 @@ def pending_call(runtime):
     return conv.id, call
 
 
-def statements(store):
-    """A list that every SQL statement run on the store's engine is appended to."""
+@pytest.fixture
+def statements():
+    """A list that every SQL statement this process runs, on any engine, is appended to."""
     seen: list[str] = []
-    event.listen(store.engine, "before_cursor_execute",
-                 lambda conn, cursor, sql, *args: seen.append(sql))
-    return seen
+
+    def record(conn, cursor, sql, *args):
+        seen.append(sql)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(Engine, "before_cursor_execute", record)
 
 
 def test_a_lease_that_runs_out_is_taken_up_when_it_does_and_only_once(runtime):
@@ -106,11 +111,12 @@ def test_a_pending_call_whose_expiry_was_lost_is_expired_a_grace_after_its_deadl
     lock.close()
 
 
-def test_a_wake_on_a_quiet_deployment_is_one_statement(runtime):
+def test_a_wake_on_a_quiet_deployment_is_one_statement(runtime, statements):
     sweeper = runtime.sweeper(lambda due: None)
     lock = runtime.store.sweeper_lock(idle_s=10)
     sweeper.wake(lock)  # the lead: takes the lock and sweeps everything once
-    seen = statements(runtime.store)
+    seen = statements
+    seen.clear()
     for _ in range(3):
         assert sweeper.wake(lock) == pytest.approx(sweeper.max_sleep_s)
     queries = [sql for sql in seen if sql.strip().upper() not in ("BEGIN", "COMMIT")]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import sqlalchemy
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.pool import NullPool
 
 from agentq.store.deadlines import Deadlines, next_deadlines_txn
 from agentq.store.engine import begin_read
@@ -35,8 +37,9 @@ class SweeperLock:
         if self._engine.dialect.name != "postgresql":
             self.held = True
             return True
-        if self._conn is None:
-            self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        if self._conn is None:  # a connection of its own: it never takes one from the pool
+            own = sqlalchemy.create_engine(self._engine.url, poolclass=NullPool)
+            self._conn = own.connect().execution_options(isolation_level="AUTOCOMMIT")
             idle_ms = int(self._idle_s * 1000)
             self._conn.exec_driver_sql(f"SET idle_session_timeout = {idle_ms}")
         got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
@@ -56,7 +59,7 @@ class SweeperLock:
                                   call_after=call_after)
 
     def close(self) -> None:
-        """Give the lock up: the session ends, never back to the pool with its settings."""
+        """Give the lock up, and end the session."""
         self.held = False
         conn, self._conn = self._conn, None
         if conn is None:
@@ -65,5 +68,5 @@ class SweeperLock:
             conn.execute(text("SELECT pg_advisory_unlock_all()"))
         except Exception:  # noqa: BLE001 - the session is gone already, and its lock with it
             pass
-        conn.invalidate()
         conn.close()
+        conn.engine.dispose()
