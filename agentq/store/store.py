@@ -23,9 +23,7 @@ from agentq.core.events import (
 )
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
-from agentq.store import (
-    audit, backlog, calls, conversations, deadlines, eventlog, fork, inbox, ledger,
-)
+from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
@@ -36,7 +34,7 @@ from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
-from agentq.store.sweeper_lock import SweeperLock
+from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 
@@ -58,7 +56,7 @@ class Snapshot:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
+class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
@@ -349,28 +347,6 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
             return backlog.list_stale_steps_txn(
                 conn, now=now, scheduled_before=scheduled_before, limit=limit
             )
-
-    def list_lapsed_steps(
-        self, *, lease_after: datetime, hold_after: datetime, lease_now: datetime,
-        hold_now: datetime, limit: int = 100,
-    ) -> list[tuple[StepRecord, str | None]]:
-        """Steps whose lease ran out, or whose hold ended, within the windows given."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
-            return deadlines.list_lapsed_steps_txn(
-                conn, lease_after=lease_after, hold_after=hold_after, lease_now=lease_now,
-                hold_now=hold_now, limit=limit,
-            )
-
-    def list_calls_due(
-        self, *, after: datetime, now: datetime, limit: int = 100
-    ) -> list[ToolCallRecord]:
-        """Pending calls whose deadline came in (after, now], soonest first."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
-            return deadlines.list_calls_due_txn(conn, after=after, now=now, limit=limit)
-
-    def sweeper_lock(self, *, idle_s: float) -> SweeperLock:
-        """A candidate's hold on the sweeper lock (one sweeper at a time per database)."""
-        return SweeperLock(self.engine, idle_s=idle_s)
 
     def next_waiting_step(self, tenant: str) -> tuple[StepRecord, str | None] | None:
         """The tenant's step that has waited longest for a slot, with its tool's name."""

@@ -1,4 +1,5 @@
-"""The sweeper's own connection: a PostgreSQL advisory lock lets one sweeper run at a time.
+"""The sweeper's reads, and its own connection: a PostgreSQL advisory lock lets one sweeper
+run at a time. `Sweeps` is mixed into `Store`.
 
 The lock is a session lock, so it goes when its holder does: a killed process's
 connection closes, and the server ends a session that sat idle past `idle_s` (a holder
@@ -14,7 +15,11 @@ import sqlalchemy
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.pool import NullPool
 
-from agentq.store.deadlines import Deadlines, next_deadlines_txn
+from agentq.core.events import ToolCallRecord
+from agentq.store.deadlines import (
+    Deadlines, list_calls_due_txn, list_lapsed_steps_txn, next_deadlines_txn,
+)
+from agentq.store.ledger import StepRecord
 from agentq.store.engine import begin_read
 
 # pg_try_advisory_lock(bigint) keys do not meet the (int, int) keys of tenants' claims.
@@ -70,3 +75,29 @@ class SweeperLock:
             pass
         conn.close()
         conn.engine.dispose()
+
+
+class Sweeps:
+    """What the sweeper reads: what fell due in a window, and the lock to lead by."""
+
+    engine: Engine
+
+    def list_lapsed_steps(
+        self, *, lease_after: datetime, hold_after: datetime, lease_now: datetime,
+        hold_now: datetime, limit: int = 100,
+    ) -> list[tuple[StepRecord, str | None]]:
+        """Steps whose lease ran out, or whose hold ended, within the windows given."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return list_lapsed_steps_txn(conn, lease_after=lease_after, hold_after=hold_after,
+                                         lease_now=lease_now, hold_now=hold_now, limit=limit)
+
+    def list_calls_due(
+        self, *, after: datetime, now: datetime, limit: int = 100
+    ) -> list[ToolCallRecord]:
+        """Pending calls whose deadline came in (after, now], soonest first."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return list_calls_due_txn(conn, after=after, now=now, limit=limit)
+
+    def sweeper_lock(self, *, idle_s: float) -> SweeperLock:
+        """A candidate's hold on the sweeper lock (one sweeper at a time per database)."""
+        return SweeperLock(self.engine, idle_s=idle_s)
