@@ -97,6 +97,8 @@ class Stack:
         self.broker = create_celery(Config(broker_url=redis_url, redis_url=redis_url),
                                     runtime=lambda: None)
         self.started: list[WorkerProcess] = []
+        self.spawned: dict[str, float] = {}  # worker name -> when it was started
+        self.startups: list[float] = []  # spawn -> answers a ping, of each worker waited for
         self._names = 0
 
     def worker(self, queues: str) -> WorkerProcess:
@@ -108,6 +110,7 @@ class Stack:
         worker = WorkerProcess(env, self.log_dir / f"w{self._names}.log",
                                name=f"bench{self._names}", queues=queues, concurrency=16).start()
         self.started.append(worker)
+        self.spawned[worker.name] = time.monotonic()
         return worker
 
     def begin(self, script: list[dict]) -> str:
@@ -123,6 +126,8 @@ class Stack:
         """Wait until the worker answers a remote-control ping."""
         node = f"{worker.name}@{socket.gethostname()}"
         wait(lambda: self.broker.control.ping(destination=[node], timeout=0.5), what="ping")
+        if (spawned := self.spawned.pop(worker.name, None)) is not None:
+            self.startups.append(time.monotonic() - spawned)
         return worker
 
     def holder(self, workers: list[WorkerProcess], task: str) -> WorkerProcess | None:
@@ -154,6 +159,7 @@ def takeover(stack: Stack, rounds: int) -> None:
     victim = stack.worker(STEPS)
     stack.ready(victim)
     for peer_ready in (True, False):
+        stack.startups.clear()
         claims: dict[str, list[float]] = {"llm": [], "tool": []}
         for _ in range(rounds):
             streaming, tooling = stack.begin(MODEL), stack.begin(TOOL)
@@ -175,6 +181,8 @@ def takeover(stack: Stack, rounds: int) -> None:
         print(f"takeover by {who}:")
         print(f"  kill -> its claim of the model call:   {spread(claims['llm'])}  [{load()}]")
         print(f"  kill -> its claim of the tool call:    {spread(claims['tool'])}  [{load()}]")
+        if peer_ready:
+            print(f"  a worker's start-up, spawn -> answers a ping: {spread(stack.startups)}")
 
 
 def expiry(stack: Stack, rounds: int) -> None:

@@ -101,7 +101,7 @@ def test_a_worker_paused_past_its_lease_and_resumed_commits_nothing_twice(
     workers("timers", queues="agentq.timers", **DEFAULTS)
     paused = workers("w1", queues=STEPS, AGENTQ_TEST_TOOL_LOG=str(tool_log), **DEFAULTS)
     tooling = begin(commands, broker, [
-        {"tool_calls": [{"name": "slow_lookup", "args": {"key": "k", "seconds": 4}}]},
+        {"tool_calls": [{"name": "slow_lookup", "args": {"key": "k", "seconds": 8}}]},
         {"text": "done"}])
     streaming = begin(commands, broker, [{"text": TEXT, "chunks": 8, "delay_s": 8.0}])
     wait_for(lambda: tool_log.read_text(), what="the tool to start")
@@ -120,9 +120,12 @@ def test_a_worker_paused_past_its_lease_and_resumed_commits_nothing_twice(
     for cid, rounds in ((tooling, 2), (streaming, 1)):
         wait_for(lambda: idle(store, cid, rounds), timeout_s=45, what="both turns to finish")
     assert paused.alive()
-    assert len(tool_log.read_text().split()) == 2  # it ran twice, one after the other's lease
+    # It ran twice, the second time after the first's lease ran out; the second run took longer
+    # than a lease and kept it (attempts stayed at 2).
+    assert len(tool_log.read_text().split()) == 2
     assert [e.type for e in events(store, tooling)] == [
         "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"]
     assert [e.type for e in events(store, streaming)] == ["user_msg", "assistant_msg"]
+    assert store.load_step(tool_step.step_key).attempts == 2
     for cid in (tooling, streaming):
         assert all(s.status == "succeeded" for s in store.list_steps(cid))
