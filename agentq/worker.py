@@ -112,7 +112,9 @@ def _register_tasks(
         """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            enqueue(app, work(rt), tool_queues=tool_queues)
+            followups = work(rt)
+            _crash_point("after_commit", followups)
+            enqueue(app, followups, tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
@@ -155,8 +157,6 @@ def enqueue(
     own queue if it names one (`tool_queues`). `argsrepr` is what Flower and the worker log
     show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
     """
-    followups = list(followups)
-    _crash_point("after_commit", followups)
     for item in followups:
         match item:
             case Advance(conversation_id=cid, eta=eta):
@@ -204,8 +204,9 @@ def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
 def _crash_point(name: str, followups: list[FollowUp]) -> None:
     """Test hook: die at `name` once, if AGENTQ_CRASH_AT names it and its flag file exists.
 
-    Crash tests need a kill at an exact instant (after a commit, before the enqueue);
-    the flag file makes it happen once, so the replacement worker survives.
+    Crash tests need a kill at an exact instant (after a step's commit, before the enqueue
+    of its follow-ups; not the sweeper's sends); the flag file makes it happen once, so the
+    replacement worker survives.
     """
     if not followups or os.environ.get("AGENTQ_CRASH_AT") != name:
         return
