@@ -59,4 +59,3 @@ def big_result(size: int) -> str:
 def own_queue_lookup(key: str) -> str:
     """Look a key up on the workers of a queue of its own (queue routing tests)."""
     return f"own value of {key}"
-
