@@ -40,6 +40,15 @@ def test_a_cached_conversation_reads_only_the_events_past_what_it_holds():
     assert db.reads == [(0, 6), (5, 11)]  # the third read asked the database nothing
 
 
+def test_events_appended_since_the_cache_last_read_are_read_once_even_before_the_read_range():
+    db, cache = Log(log("c1", 12)), EventCache(8)
+    cache.events("c1", after_seq=0, before_seq=6, load=db.load)
+    # a new turn starts at seq 9: the events 6..8 came in while another process stepped
+    assert seqs(cache.events("c1", after_seq=8, before_seq=13, load=db.load)) == [9, 10, 11, 12]
+    assert seqs(cache.events("c1", after_seq=0, before_seq=9, load=db.load)) == list(range(1, 9))
+    assert db.reads == [(0, 6), (5, 13)]
+
+
 def test_a_cache_ahead_of_the_row_read_never_shows_events_past_the_rows_next_seq():
     db, cache = Log(log("c1", 10)), EventCache(8)
     cache.events("c1", after_seq=0, before_seq=11, load=db.load)
