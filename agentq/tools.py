@@ -24,7 +24,6 @@ from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
 from agentq.errors import AgentqError
-from agentq.cooperative import run_on_os_thread, under_gevent
 from agentq.threads import DaemonThreads
 
 Executor = Literal["server", "human", "client"]
@@ -312,8 +311,6 @@ def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: 
     # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
     # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
     # The tool logs with the step's log context (agentq.logconfig), which `submit` carries.
-    if under_gevent():  # a greenlet would block the hub: the tool gets a real thread
-        return _run_on_os_thread(item, kwargs, timeout_s)
     future = threads.submit(lambda: item.fn(**kwargs))
     try:
         error = future.exception(timeout=timeout_s)
@@ -322,16 +319,6 @@ def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: 
     if error is not None:
         return ToolOutcome("error", f"{type(error).__name__}: {error}")
     return ToolOutcome("ok", jsonable(future.result()))
-
-
-def _run_on_os_thread(item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
-    try:
-        ok, value = run_on_os_thread(lambda: item.fn(**kwargs), timeout_s)
-    except TimeoutError:
-        return ToolOutcome("error", f"timed out after {timeout_s:g}s")
-    if not ok:
-        return ToolOutcome("error", f"{type(value).__name__}: {value}")
-    return ToolOutcome("ok", jsonable(value))
 
 
 def jsonable(value: Any) -> Any:

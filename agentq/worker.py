@@ -10,6 +10,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -299,11 +300,16 @@ def _stop_sweeper(**_: object) -> None:
 @signals.worker_init.connect
 def _refuse_a_blocking_driver(**_: object) -> None:
     """Under `-P gevent` every model call of the process shares one thread: a database driver
-    that blocks it would stall them all, so the worker does not start."""
-    from agentq.cooperative import under_gevent
+    that blocks it would stall them all, so the worker does not start.
+
+    Tools may block in C or compute, so the default deployment runs them on a worker of OS
+    threads (`-P threads`, queue agentq.tools). They cannot simply be handed to OS threads
+    inside a gevent process: its locks are green, and deadlock when OS threads contend.
+    """
     from agentq.store.engine import driver_blocks_hub
 
-    if under_gevent() and driver_blocks_hub():
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket") and driver_blocks_hub():
         raise SystemExit(
             "agentq: psycopg waits in C and would block the gevent hub (it was imported before "
             "gevent patched select, or PSYCOPG_WAIT_FUNC is set); start the worker with "

@@ -26,7 +26,7 @@ def sweep(ctx: StepContext) -> list[FollowUp]:
     for step, tool in store.list_stale_steps(now=now, scheduled_before=now - grace):
         follow.append(redrive(step, tool))
     follow.extend(_waiting_with_a_free_slot(ctx))
-    for conversation_id in store.list_stalled_conversations(updated_before=now - grace):
+    for conversation_id in store.list_stalled_conversations(updated_before=now - grace, now=now):
         follow.append(Advance(conversation_id))
     return list(dict.fromkeys(follow))
 

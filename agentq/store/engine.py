@@ -29,8 +29,11 @@ POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 
 
-def create_engine(url: str) -> Engine:
-    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq."""
+def create_engine(url: str, *, pool_size: int | None = None) -> Engine:
+    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq.
+
+    `pool_size`: PostgreSQL connections it keeps (POOL_SIZE by default).
+    """
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -38,7 +41,7 @@ def create_engine(url: str) -> Engine:
     if backend in ("postgresql", "postgres"):
         if parsed.drivername in ("postgresql", "postgres"):
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return _postgres_engine(parsed)
+        return _postgres_engine(parsed, pool_size or POOL_SIZE)
     raise ValueError(f"unsupported database backend {backend!r}")
 
 
@@ -65,11 +68,11 @@ def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
     return engine
 
 
-def _postgres_engine(url: sqlalchemy.URL) -> Engine:
+def _postgres_engine(url: sqlalchemy.URL, pool_size: int) -> Engine:
     # A fixed pool: a worker's many green threads wait their turn for a connection (each
     # holds one for one short transaction) instead of opening and closing overflow
     # connections, which costs both sides a connection setup per step under load.
-    engine = sqlalchemy.create_engine(url, pool_size=POOL_SIZE, max_overflow=0,
+    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=0,
                                       pool_timeout=POOL_TIMEOUT_S)
     dialect = engine.dialect
 

@@ -32,35 +32,20 @@ class EventCache:
     def events(
         self, conversation_id: str, *, after_seq: int, before_seq: int, load: Load
     ) -> list[Event]:
-        """Events with after_seq < seq < before_seq: the cached run, plus what is newer."""
+        """Events with after_seq < seq < before_seq: the cached run, and from the log only
+        the events it lacks."""
         if self.size <= 0:
             return load(after_seq, before_seq)
         run = self._get(conversation_id)
-        if run and self._covers(run, conversation_id, after_seq):
-            last = run[-1].seq
-            newer = load(last, before_seq) if last + 1 < before_seq else []
-            if not newer or newer[0].seq == last + 1:
-                if newer:
-                    run = run + newer
-                    self._put(conversation_id, run)
+        if run and _whole(run, conversation_id):
+            run = _grown(run, after_seq, before_seq, load)
+            if run is not None:
+                self._put(conversation_id, run)
                 return _between(run, after_seq, before_seq)
-        cached, run = run, load(after_seq, before_seq)  # a miss: read the range afresh
-        if not run or not self._covers(run, conversation_id, after_seq):
-            return run
-        if cached and cached[0].conversation_id == conversation_id \
-                and cached[0].seq == run[-1].seq + 1:  # earlier events, before a cached turn
-            self._put(conversation_id, run + cached)
-        else:
+        run = load(after_seq, before_seq)  # a miss, or a run that did not join: read afresh
+        if run and run[0].seq == after_seq + 1 and _whole(run, conversation_id):
             self._put(conversation_id, run)
         return run
-
-    @staticmethod
-    def _covers(run: list[Event], conversation_id: str, after_seq: int) -> bool:
-        """The run is this conversation's and reaches from after_seq + 1 on, without a gap."""
-        first, last = run[0], run[-1]
-        return (first.conversation_id == conversation_id and last.conversation_id == conversation_id
-                and first.seq <= after_seq + 1 and last.seq >= after_seq
-                and last.seq - first.seq == len(run) - 1)
 
     def _get(self, conversation_id: str) -> list[Event] | None:
         with self._lock:
@@ -85,3 +70,28 @@ def _between(run: list[Event], after_seq: int, before_seq: int) -> list[Event]:
     """The events of a gap-free run with after_seq < seq < before_seq (a copy)."""
     first = run[0].seq
     return run[max(0, after_seq + 1 - first):max(0, before_seq - first)]
+
+
+def _whole(run: list[Event], conversation_id: str) -> bool:
+    """The run is this conversation's, without a gap."""
+    first, last = run[0], run[-1]
+    return (first.conversation_id == conversation_id == last.conversation_id
+            and last.seq - first.seq == len(run) - 1)
+
+
+def _grown(run: list[Event], after_seq: int, before_seq: int, load: Load) -> list[Event] | None:
+    """The cached run with the events it lacks for the read read from the log: those before
+    it (down to after_seq + 1) and those after it (below before_seq); None if they do not
+    join up, which a gap-free log never does."""
+    first, last = run[0].seq, run[-1].seq
+    if first > after_seq + 1:
+        earlier = load(after_seq, first)
+        if not earlier or earlier[0].seq != after_seq + 1 or earlier[-1].seq != first - 1:
+            return None
+        run = earlier + run
+    if last + 1 < before_seq:
+        newer = load(last, before_seq)
+        if newer and newer[0].seq != last + 1:
+            return None
+        run = run + newer
+    return run

@@ -61,6 +61,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
 
     def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
         self.engine = engine
+        self._lease_engine: Engine | None = None
         # decoded events of the `event_cache` conversations stepped last (0: none kept)
         self.event_cache = EventCache(event_cache)
 
@@ -79,6 +80,8 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self._lease_engine is not None:
+            self._lease_engine.dispose()
 
     # conversations
 
@@ -135,11 +138,14 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
                 conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
             )
 
-    def list_stalled_conversations(self, *, updated_before: datetime, limit: int = 500) -> list[str]:
-        """Conversations with work to do that have not moved since `updated_before`."""
+    def list_stalled_conversations(
+        self, *, updated_before: datetime, now: datetime | None = None, limit: int = 500
+    ) -> list[str]:
+        """Conversations with work to do that have not moved since `updated_before`, and
+        run no step under a lease live at `now` (by default, `updated_before`)."""
         with begin_read(self.engine, one_snapshot=False) as conn:
             return conversations.list_stalled_conversations_txn(
-                conn, updated_before=updated_before, limit=limit
+                conn, updated_before=updated_before, now=now or updated_before, limit=limit
             )
 
     def list_conversation_ids(self, *, status: str | None = "active") -> list[str]:
@@ -292,13 +298,23 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     ) -> set[str]:
         """Renew the leases of `held` (step_key, worker) to now + `lease_s` in one statement;
         the step keys that are still ours."""
-        with begin_write(self.engine, one_statement=True) as conn:
+        with begin_write(self._leases(), one_statement=True) as conn:
             return ledger.renew_leases_txn(conn, held, lease_s=lease_s, now=now)
 
     def list_owned_steps(self, held: list[tuple[str, str]]) -> set[str]:
         """The step keys of `held` (step_key, worker) still running under that worker."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._leases(), one_snapshot=False) as conn:
             return ledger.list_owned_txn(conn, held)
+
+    def _leases(self) -> Engine:
+        """A connection of its own for the lease keeper: a renewal must not queue behind
+        the steps of a busy process for a pooled connection while their leases run out."""
+        if self.engine.dialect.name != "postgresql":
+            return self.engine
+        if self._lease_engine is None:
+            url = self.engine.url.render_as_string(hide_password=False)
+            self._lease_engine = create_engine(url, pool_size=1)
+        return self._lease_engine
 
     def release_step(
         self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
