@@ -61,10 +61,12 @@ class Config:
     redis_url: str = EMBEDDED_PUBSUB
     tools: tuple[str, ...] = DEFAULT_TOOLS
     api_key: str | None = field(default=None, repr=False)
-    lease_s: float = 30.0
+    lease_s: float = 6.0  # renewed every 2 s: a dead worker's step moves on within seconds
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
+    # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
+    event_cache: int = 1000
     audit: bool = False
     audit_ttl_s: float = 7 * 24 * 3600.0
     log_format: str = "plain"
@@ -96,6 +98,7 @@ class Config:
             sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
+            event_cache=int(_float(env, "AGENTQ_EVENT_CACHE", cls.event_cache)),
             audit=_flag(env, "AGENTQ_AUDIT"),
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
             log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),

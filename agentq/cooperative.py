@@ -1,4 +1,5 @@
-"""gevent for the processes that serve the API: an open stream is a greenlet, not a thread.
+"""gevent for the processes that serve the API (an open stream is a greenlet, not a thread),
+and the check that a patched process, API or worker, has a database driver that yields.
 
 `patch_for(argv)` patches the standard library when the command serves the API; it must
 run before anything else is imported (the `agentq` command calls it first).

@@ -60,13 +60,17 @@ class Embedded:
                 self.stopping.set()
                 worker.stop(in_sighandler=False)
 
-        threading.Thread(target=self._sweep_forever, name="agentq-sweeper", daemon=True).start()
+        sweeper = self.runtime.sweeper(self.send)  # what falls due, when it does
+        sweeper.start()
+        threading.Thread(target=self._sweep_forever, name="agentq-beat", daemon=True).start()
         threading.Thread(target=drive, name="agentq-main", daemon=True).start()
         worker.start()
+        sweeper.stop()
         self.runtime.store.dispose()
         return outcome.get("code", 1)
 
     def _sweep_forever(self) -> None:
+        """Beat's periodic sweep, which no beat process runs here."""
         while not self.stopping.wait(self.config.sweep_s):
             try:
                 self.send(self.runtime.sweep())

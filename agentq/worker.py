@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Callable, Iterable
 
 from celery import Celery, Task, signals
+from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.exceptions import SecurityWarning
 from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError
@@ -27,8 +28,9 @@ from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
 from agentq.logconfig import log_context, use_format
 from agentq.own_keys import OwnKeys, keybox_for
 from agentq.policy import Policy
-from agentq.queues import MODEL, TASK_QUEUES, all_queues
+from agentq.queues import MODEL, TASK_QUEUES, TIMERS, all_queues
 from agentq.runtime import Runtime
+from agentq.runtime.sweeper import Sweeper
 from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
@@ -110,7 +112,9 @@ def _register_tasks(
         """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            enqueue(app, work(rt), tool_queues=tool_queues)
+            followups = work(rt)
+            _crash_point("after_commit", followups)
+            enqueue(app, followups, tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
@@ -153,8 +157,6 @@ def enqueue(
     own queue if it names one (`tool_queues`). `argsrepr` is what Flower and the worker log
     show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
     """
-    followups = list(followups)
-    _crash_point("after_commit", followups)
     for item in followups:
         match item:
             case Advance(conversation_id=cid, eta=eta):
@@ -202,8 +204,9 @@ def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
 def _crash_point(name: str, followups: list[FollowUp]) -> None:
     """Test hook: die at `name` once, if AGENTQ_CRASH_AT names it and its flag file exists.
 
-    Crash tests need a kill at an exact instant (after a commit, before the enqueue);
-    the flag file makes it happen once, so the replacement worker survives.
+    Crash tests need a kill at an exact instant (after a step's commit, before the enqueue
+    of its follow-ups; not the sweeper's sends); the flag file makes it happen once, so the
+    replacement worker survives.
     """
     if not followups or os.environ.get("AGENTQ_CRASH_AT") != name:
         return
@@ -233,7 +236,7 @@ def build_runtime(
     from agentq.clock import utcnow
     from agentq.store import Store
 
-    store = Store.open(config.database_url)
+    store = Store.open(config.database_url, event_cache=config.event_cache)
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
@@ -254,8 +257,63 @@ _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
 _registry = Registry.from_modules(list(_config.tools))
-app = create_celery(_config, functools.cache(lambda: build_runtime(_config, _policy, _registry)),
-                    tool_queues=_registry.queues)
+_runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
+app = create_celery(_config, _runtime, tool_queues=_registry.queues)
+_sweepers: list[Sweeper] = []
+
+
+def _start_sweeper() -> None:
+    """Start this process's sweeper candidate, if its worker takes the timers queue.
+
+    It runs where tasks run: in each child of a prefork worker (never in the parent, which
+    forks children later), in the worker's own process for the other pools. The sweeper
+    lock makes one candidate of the deployment lead.
+    """
+    if _sweepers or TIMERS not in app.amqp.queues.consume_from:
+        return
+    sweeper = _runtime().sweeper(lambda due: enqueue(app, due, tool_queues=_registry.queues))
+    sweeper.start()
+    _sweepers.append(sweeper)
+
+
+@signals.worker_process_init.connect
+def _sweeper_in_pool_process(**_: object) -> None:
+    _start_sweeper()  # a prefork child, or the solo pool's process
+
+
+@signals.worker_ready.connect
+def _sweeper_in_worker(sender: object, **_: object) -> None:
+    if getattr(sender, "app", None) is app and not isinstance(getattr(sender, "pool", None),
+                                                               PreforkPool):
+        _start_sweeper()  # threads, gevent: tasks run in this process
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _stop_sweeper(**_: object) -> None:
+    """A stopping worker gives the sweeper lock up at once: another candidate leads."""
+    while _sweepers:
+        _sweepers.pop().stop()
+
+
+@signals.worker_init.connect
+def _refuse_a_blocking_driver(**_: object) -> None:
+    """Under `-P gevent` every model call of the process shares one thread: a database driver
+    that blocks it would stall them all, so the worker does not start.
+
+    Tools may block in C or compute, so the default deployment runs them on a worker of OS
+    threads (`-P threads`, queue agentq.tools). They cannot simply be handed to OS threads
+    inside a gevent process: its locks are green, and deadlock when OS threads contend.
+    """
+    from agentq.cooperative import patched
+    from agentq.store.engine import psycopg_waits_in_c
+
+    if patched() and psycopg_waits_in_c():
+        raise SystemExit(
+            "agentq: psycopg waits in C and would block the gevent hub (it was imported before "
+            "gevent patched select, or PSYCOPG_WAIT_FUNC is set); start the worker with "
+            "`celery -A agentq.worker:app worker -P gevent`, which patches first"
+        )
 
 
 @signals.after_setup_logger.connect

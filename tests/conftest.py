@@ -187,10 +187,10 @@ def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., Wor
     started: list[WorkerProcess] = []
 
     def start(name: str = "w1", concurrency: int = 4, queues: str | None = None,
-              **env_extra: str) -> WorkerProcess:
+              pool: str = "threads", **env_extra: str) -> WorkerProcess:
         env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
         worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency,
-                               queues=queues)
+                               queues=queues, pool=pool)
         started.append(worker.start())
         return worker
 
@@ -204,8 +204,8 @@ def beat(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[[], subproc
     """Start one `celery beat` (the sweeper every second); killed by pid at the end."""
     procs: list[subprocess.Popen] = []
 
-    def start() -> subprocess.Popen:
-        env = worker_env(pg_url, redis_url, redis_url, **FAST_RECOVERY)
+    def start(**env_extra: str) -> subprocess.Popen:
+        env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
         log = open(tmp_path / "beat.log", "ab")
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "beat", "-l", "WARNING",

@@ -605,6 +605,19 @@ def test_heartbeat_renews_the_lease_only_for_the_owner(store):
     assert store.load_step("s1").lease_until == at(50)
 
 
+def test_leases_renewed_in_one_statement_only_for_steps_still_ours(store):
+    cid = new_conversation(store).id
+    for key, worker in (("s1", "w1"), ("s2", "w1"), ("s3", "w2")):
+        schedule(store, cid, key)
+        claim(store, key, worker=worker, lease_s=30, now=at(0), max_attempts=5)
+    store.release_step("s2", worker="w1", status="cancelled", now=at(5))
+    held = [("s1", "w1"), ("s2", "w1"), ("s3", "w1")]  # s3 is w2's, not w1's
+    assert store.list_owned_steps(held) == {"s1"}
+    assert store.renew_leases(held, lease_s=30, now=at(20)) == {"s1"}
+    assert store.load_step("s1").lease_until == at(50)
+    assert store.load_step("s3").lease_until == at(30)
+
+
 def test_a_released_recoverable_step_can_be_claimed_again(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")

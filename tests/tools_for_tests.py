@@ -59,3 +59,8 @@ def big_result(size: int) -> str:
 def own_queue_lookup(key: str) -> str:
     """Look a key up on the workers of a queue of its own (queue routing tests)."""
     return f"own value of {key}"
+
+
+@agentq.tool(executor="human", expires_in=8)
+def approve_soon(amount: float) -> None:
+    """Ask a person, who has eight seconds to answer (takeover tests)."""

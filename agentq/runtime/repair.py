@@ -1,11 +1,12 @@
-"""Beat's periodic repairs: re-drive what the broker lost, and drop old bookkeeping.
+"""Repairs: re-drive what the broker lost (beat's periodic sweep, and the `Sweeper`'s sweep
+of what just fell due), and drop old bookkeeping.
 
 Both are safe to run twice at once (DESIGN section 6): the sweeper only asks for work
 whose steps are idempotent, and gc only deletes finished rows.
 """
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agentq.core.decide import Step
 from agentq.followups import Advance, Expire, FollowUp, RunTool
@@ -25,8 +26,24 @@ def sweep(ctx: StepContext) -> list[FollowUp]:
     for step, tool in store.list_stale_steps(now=now, scheduled_before=now - grace):
         follow.append(redrive(step, tool))
     follow.extend(_waiting_with_a_free_slot(ctx))
-    for conversation_id in store.list_stalled_conversations(updated_before=now - grace):
+    for conversation_id in store.list_stalled_conversations(updated_before=now - grace, now=now):
         follow.append(Advance(conversation_id))
+    return list(dict.fromkeys(follow))
+
+
+def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: float) -> list[FollowUp]:
+    """Re-drive what fell due in (after, now]: leases that ran out, and `grace_s` after their
+    own ETA tasks were due, holds that ended and pending calls' deadlines (`Sweeper`)."""
+    store, grace = ctx.store, timedelta(seconds=grace_s)
+    follow: list[FollowUp] = []
+    for call in store.list_calls_due(after=after - grace, now=now - grace):
+        key = Step.expire(call.conversation_id, call.id).key
+        follow.append(Expire(call.conversation_id, call.id, key, None))
+    lapsed = store.list_lapsed_steps(lease_after=after, lease_now=now,
+                                     hold_after=after - grace, hold_now=now - grace)
+    follow.extend(redrive(step, tool) for step, tool in lapsed)
+    if lapsed:  # a dead worker's slots are free again
+        follow.extend(_waiting_with_a_free_slot(ctx))
     return list(dict.fromkeys(follow))
 
 

@@ -26,6 +26,7 @@ from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
 from agentq.runtime.model_call import ModelCalls
 from agentq.runtime.notices import Notices
+from agentq.runtime.sweeper import Sweeper
 from agentq.runtime.timers import Timers
 from agentq.store import Store
 from agentq.tools import Registry
@@ -113,6 +114,10 @@ class Runtime:
     def sweep(self) -> list[FollowUp]:
         """Re-drive what the broker lost: overdue calls, stale steps, stalled conversations."""
         return repair.sweep(self._ctx)
+
+    def sweeper(self, send: Callable[[list[FollowUp]], None]) -> Sweeper:
+        """A candidate sweeper that wakes for the next deadline and `send`s what fell due."""
+        return Sweeper(self._ctx, send)
 
     def gc(self, *, keep_s: float = 7 * 24 * 3600) -> int:
         """Drop finished step rows older than `keep_s` and audit rows past their TTL."""

@@ -23,20 +23,20 @@ def list_stale_steps_txn(
     expired = and_(c.status == "running", c.lease_until < now)
     ready = and_(c.status.in_(READY), c.created_at < scheduled_before,
                  or_(c.lease_until.is_(None), c.lease_until < now))  # not held (hold_step)
-    query = _with_tool(
+    query = with_tool(
         select(steps).where(or_(expired, ready)).order_by(c.created_at, c.step_key).limit(limit)
     )
-    return _steps_with_tools(conn.execute(query))
+    return steps_with_tools(conn.execute(query))
 
 
 def next_waiting_step_txn(conn: Connection, tenant: str) -> tuple[StepRecord, str | None] | None:
     """The tenant's waiting step that arrived first, with its tool's name: the next to run."""
     c = steps.c
-    query = _with_tool(
+    query = with_tool(
         select(steps).where(c.tenant == tenant, c.status == WAITING)
         .order_by(c.created_at, c.step_key).limit(1)
     )
-    found = _steps_with_tools(conn.execute(query))
+    found = steps_with_tools(conn.execute(query))
     return found[0] if found else None
 
 
@@ -54,16 +54,16 @@ def list_waiting_steps_txn(
     ).all()
     place = func.row_number().over(partition_by=c.tenant, order_by=(c.created_at, c.step_key))
     ranked = select(steps, place.label("place")).where(c.status == WAITING).subquery("ranked")
-    query = _with_tool(
+    query = with_tool(
         select(*(ranked.c[name] for name in steps.c.keys()))
         .where(ranked.c.place <= per_tenant)
         .order_by(ranked.c.tenant, ranked.c.place),
         ranked,
     )
-    return {tenant: int(n) for tenant, n in running}, _steps_with_tools(conn.execute(query))
+    return {tenant: int(n) for tenant, n in running}, steps_with_tools(conn.execute(query))
 
 
-def _with_tool(query: Any, rows: Any = steps) -> Any:
+def with_tool(query: Any, rows: Any = steps) -> Any:
     """`query` over step rows, with the name of each tool step's call as `tool`."""
     call_id = rows.c.ref["tool_call_id"].as_string()
     calls = tool_calls.alias("call")
@@ -73,5 +73,5 @@ def _with_tool(query: Any, rows: Any = steps) -> Any:
     return query.select_from(joined).add_columns(calls.c.name.label("tool"))
 
 
-def _steps_with_tools(result: Any) -> list[tuple[StepRecord, str | None]]:
+def steps_with_tools(result: Any) -> list[tuple[StepRecord, str | None]]:
     return [(step_from_row(row), row.tool) for row in result]

@@ -11,7 +11,7 @@ from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.store.engine import param
-from agentq.store.schema import conversations, inbox
+from agentq.store.schema import conversations, inbox, steps
 
 STATUSES = ("active", "ended")
 
@@ -115,20 +115,32 @@ def list_conversations_txn(
 
 
 def list_stalled_conversations_txn(
-    conn: Connection, *, updated_before: datetime, limit: int
+    conn: Connection, *, updated_before: datetime, now: datetime, limit: int
 ) -> list[str]:
     """Active conversations with work to do (a running turn, or a waiting inbox) that
-    have not moved since `updated_before`: the sweeper re-drives them."""
+    have not moved since `updated_before`: the sweeper re-drives them.
+
+    One whose step runs under a lease still live at `now` is not stalled, only slow (a
+    long model call): re-driving it would only find the step taken. If its worker dies,
+    the lease runs out and the step is stale (`backlog.list_stale_steps_txn`).
+    """
     c = conversations.c
     waiting = (
         select(inbox.c.id)
         .where(inbox.c.conversation_id == c.id, inbox.c.taken_at.is_(None))
         .exists()
     )
+    running = (
+        select(steps.c.step_key)
+        .where(steps.c.conversation_id == c.id, steps.c.status == "running",
+               steps.c.lease_until >= now)
+        .exists()
+    )
     query = (
         select(c.id)
         .where(c.status == "active", c.updated_at < updated_before)
         .where(or_(c.fsm_state["state"].as_string() == "running", waiting))
+        .where(~running)
         .order_by(c.updated_at, c.id)
         .limit(limit)
     )

@@ -24,14 +24,19 @@ from agentq.errors import Unavailable
 
 _READ = "agentq_read"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+POOL_SIZE = 10  # PostgreSQL connections per process
+POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
+def create_engine(url: str, *, pool_size: int = POOL_SIZE, max_overflow: int = 0) -> Engine:
     """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq.
 
-    The pool sizes matter on PostgreSQL only: an API process that serves thousands of
-    greenlets wants more connections than a worker with a few threads.
+    The pool sizes matter on PostgreSQL only: a fixed pool by default, so a worker's many
+    green threads wait their turn for a connection (each holds one for one short
+    transaction) instead of opening and closing overflow connections, which costs both
+    sides a connection setup per step under load; an API process that serves thousands of
+    greenlets asks for more.
     """
     parsed = make_url(url)
     backend = parsed.get_backend_name()
@@ -68,7 +73,8 @@ def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
 
 
 def _postgres_engine(url: sqlalchemy.URL, *, pool_size: int, max_overflow: int) -> Engine:
-    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                                      pool_timeout=POOL_TIMEOUT_S)
     dialect = engine.dialect
 
     @event.listens_for(engine, "checkin")
@@ -163,9 +169,12 @@ def _insert_ignoring(dialect_name: str, table: Table) -> Any:
 def psycopg_waits_in_c() -> bool:
     """True if psycopg waits for the server in C, where gevent's loop cannot switch away.
 
-    psycopg picks its Python wait functions instead when gevent patched `select` before
-    psycopg was imported; see agentq/cooperative.py.
+    psycopg 3 picks its wait function when first imported: the C one unless gevent has
+    patched `select` by then (or `PSYCOPG_WAIT_FUNC` names one); see agentq/cooperative.py.
     """
-    from psycopg import waiting
-
-    return waiting.wait is getattr(waiting, "wait_c", None)
+    try:
+        from psycopg import waiting
+    except ImportError:  # no PostgreSQL driver: nothing to wait on
+        return False
+    wait_c = getattr(waiting, "wait_c", None)
+    return wait_c is not None and waiting.wait is wait_c

@@ -15,6 +15,7 @@ from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import ConversationInfo, conversation_from_row, move_next_seq_txn
 from agentq.store.engine import insert_ignoring, param
+from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
 from agentq.store.schema import conversations, events, record_from_row, summaries
 
@@ -169,7 +170,10 @@ def list_summaries_txn(conn: Connection, conversation_id: str) -> list[Summary]:
     return [summary_from_row(row) for row in conn.execute(query)]
 
 
-def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = False) -> View | None:
+def load_view_txn(
+    conn: Connection, conversation_id: str, *, turn_only: bool = False,
+    cache: EventCache | None = None,
+) -> View | None:
     """The view in up to four indexed queries: row + latest summary, events, open calls, inbox.
 
     With `turn_only`, events start at the current turn's user_msg: what deciding needs,
@@ -177,7 +181,8 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
     says whether there are open calls, and the inbox only matters between turns (a
     message that comes in while a turn runs is handled when it is posted), so those
     queries run only when they can return something that counts (inv. 1 keeps the
-    cache true to the log).
+    cache true to the log). With an event `cache` (committed reads only), only the events
+    the cache does not hold yet are read.
     """
     row = conn.execute(_VIEW_HEAD, {"conversation_id": conversation_id}).first()
     if row is None:
@@ -197,10 +202,8 @@ def load_view_txn(conn: Connection, conversation_id: str, *, turn_only: bool = F
         status=info.status,
         fsm=fsm,
         summary=summary,
-        events=tuple(  # bounded by the row: a reader outside one snapshot sees the same
-            list_events_txn(conn, info.id, after_seq=after_seq, limit=None,
-                            before_seq=info.next_seq)
-        ),
+        # bounded by the row: a reader outside one snapshot sees the same
+        events=tuple(_events_between(conn, info.id, after_seq, info.next_seq, cache)),
         open_calls=tuple(list_open_calls_txn(conn, info.id)) if has_open_calls else (),
         inbox=tuple(list_inbox_txn(conn, info.id, taken=False)) if between_turns else (),
     )
@@ -231,7 +234,20 @@ def _view_head() -> Select[Any]:
 _VIEW_HEAD = _view_head()  # built once: every step reads it
 
 
-def with_history_txn(conn: Connection, turn: View) -> View:
+def _events_between(
+    conn: Connection, conversation_id: str, after_seq: int, before_seq: int,
+    cache: EventCache | None,
+) -> list[Event]:
+    def load(after: int, before: int) -> list[Event]:
+        return list_events_txn(conn, conversation_id, after_seq=after, limit=None,
+                               before_seq=before)
+
+    if cache is None:
+        return load(after_seq, before_seq)
+    return cache.events(conversation_id, after_seq=after_seq, before_seq=before_seq, load=load)
+
+
+def with_history_txn(conn: Connection, turn: View, cache: EventCache | None = None) -> View:
     """A turn's view grown to the whole context: the events between the summary and the turn.
 
     Events never change, so the earlier ones join the turn's without a gap.
@@ -239,7 +255,5 @@ def with_history_txn(conn: Connection, turn: View) -> View:
     after = turn.summary.to_seq if turn.summary else 0
     if not turn.events or turn.events[0].seq <= after + 1:
         return turn
-    earlier = list_events_txn(
-        conn, turn.conversation_id, after_seq=after, limit=None, before_seq=turn.events[0].seq
-    )
+    earlier = _events_between(conn, turn.conversation_id, after, turn.events[0].seq, cache)
     return replace(turn, events=(*earlier, *turn.events))

@@ -231,6 +231,27 @@ def heartbeat_step_txn(
     return result.rowcount == 1
 
 
+def renew_leases_txn(
+    conn: Connection, held: list[tuple[str, str]], *, lease_s: float, now: datetime
+) -> set[str]:
+    """Renew every (step_key, worker) lease still ours in one UPDATE; the keys renewed."""
+    c = steps.c
+    result = conn.execute(
+        update(steps)
+        .where(tuple_(c.step_key, c.worker).in_(held), c.status == "running")
+        .values(lease_until=now + timedelta(seconds=lease_s))
+        .returning(c.step_key)
+    )
+    return set(result.scalars())
+
+
+def list_owned_txn(conn: Connection, held: list[tuple[str, str]]) -> set[str]:
+    """The keys of `held` (step_key, worker) still running under that worker: one SELECT."""
+    c = steps.c
+    query = select(c.step_key).where(tuple_(c.step_key, c.worker).in_(held), c.status == "running")
+    return set(conn.execute(query).scalars())
+
+
 def release_step_txn(
     conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None
 ) -> bool:

@@ -28,11 +28,13 @@ from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
-from agentq.store.engine import begin_read, begin_write, create_engine
+from agentq.store.engine import POOL_SIZE, begin_read, begin_write, create_engine
+from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 
@@ -40,29 +42,38 @@ from agentq.store.txn import ConversationTxn
 class Snapshot:
     """One conversation's log as of its row; only valid inside `Store.snapshot`."""
 
-    def __init__(self, conn: Connection, conversation_id: str) -> None:
+    def __init__(self, conn: Connection, conversation_id: str, cache: EventCache) -> None:
         self._conn = conn
         self._id = conversation_id
+        self._cache = cache
 
     def view(self, *, turn_only: bool = False) -> View | None:
-        """As `Store.load_view`."""
-        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only)
+        """As `Store.load_view`, reading only the events the process's cache lacks."""
+        return eventlog.load_view_txn(self._conn, self._id, turn_only=turn_only, cache=self._cache)
 
     def with_history(self, turn: View) -> View:
         """A turn-only view grown to everything after the latest summary: a model call's context."""
-        return eventlog.with_history_txn(self._conn, turn)
+        return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
+class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
         self.engine = engine
+        self._lease_engine: Engine | None = None
+        # decoded events of the `event_cache` conversations stepped last (0: none kept)
+        self.event_cache = EventCache(event_cache)
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Store:
-        """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first."""
-        return cls(create_engine(url, pool_size=pool_size, max_overflow=max_overflow))
+    def open(cls, url: str, *, event_cache: int = 0, pool_size: int = POOL_SIZE,
+             max_overflow: int = 0) -> Store:
+        """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first.
+
+        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's).
+        """
+        return cls(create_engine(url, pool_size=pool_size, max_overflow=max_overflow),
+                   event_cache=event_cache)
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""
@@ -71,6 +82,8 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self._lease_engine is not None:
+            self._lease_engine.dispose()
 
     # conversations
 
@@ -127,11 +140,14 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
                 conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
             )
 
-    def list_stalled_conversations(self, *, updated_before: datetime, limit: int = 500) -> list[str]:
-        """Conversations with work to do that have not moved since `updated_before`."""
+    def list_stalled_conversations(
+        self, *, updated_before: datetime, now: datetime | None = None, limit: int = 500
+    ) -> list[str]:
+        """Conversations with work to do that have not moved since `updated_before`, and
+        run no step under a lease live at `now` (by default, `updated_before`)."""
         with begin_read(self.engine, one_snapshot=False) as conn:
             return conversations.list_stalled_conversations_txn(
-                conn, updated_before=updated_before, limit=limit
+                conn, updated_before=updated_before, now=now or updated_before, limit=limit
             )
 
     def list_conversation_ids(self, *, status: str | None = "active") -> list[str]:
@@ -170,7 +186,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
         again under the conversation's lock when it commits.
         """
         with begin_read(self.engine, one_snapshot=False) as conn:
-            yield Snapshot(conn, conversation_id)
+            yield Snapshot(conn, conversation_id, self.event_cache)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""
@@ -278,6 +294,29 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics):
             return ledger.heartbeat_step_txn(
                 conn, step_key, worker=worker, lease_s=lease_s, now=now
             )
+
+    def renew_leases(
+        self, held: list[tuple[str, str]], *, lease_s: float, now: datetime
+    ) -> set[str]:
+        """Renew the leases of `held` (step_key, worker) to now + `lease_s` in one statement;
+        the step keys that are still ours."""
+        with begin_write(self._leases(), one_statement=True) as conn:
+            return ledger.renew_leases_txn(conn, held, lease_s=lease_s, now=now)
+
+    def list_owned_steps(self, held: list[tuple[str, str]]) -> set[str]:
+        """The step keys of `held` (step_key, worker) still running under that worker."""
+        with begin_read(self._leases(), one_snapshot=False) as conn:
+            return ledger.list_owned_txn(conn, held)
+
+    def _leases(self) -> Engine:
+        """A connection of its own for the lease keeper: a renewal must not queue behind
+        the steps of a busy process for a pooled connection while their leases run out."""
+        if self.engine.dialect.name != "postgresql":
+            return self.engine
+        if self._lease_engine is None:
+            url = self.engine.url.render_as_string(hide_password=False)
+            self._lease_engine = create_engine(url, pool_size=1)
+        return self._lease_engine
 
     def release_step(
         self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None

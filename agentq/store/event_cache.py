@@ -1,0 +1,97 @@
+"""Decoded events of the conversations a process works on, so a step reads only what is new.
+
+Events never change (inv. 1) and seq is gap-free per conversation, so a run of events
+once read stays true. A read asks for the events between two seqs, the upper one from
+the conversation row it just read; the cache answers what it holds and the database the
+rest (seq above the cached ones, below the row's `next_seq`). It never answers past what
+the row says, and a run that does not join up is dropped and read again, so a stale
+cache can hide nothing and a cache of another conversation can leak nothing. A fork is a
+new conversation and a summary only moves where a read starts.
+Only committed reads fill it: never a read inside a write that may roll back.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from agentq.core.events import Event
+
+# (after_seq, before_seq) -> the events between them, from the database
+Load = Callable[[int, int], list[Event]]
+
+
+class EventCache:
+    """A per-process LRU of each conversation's events, `conversations` of them (0: off)."""
+
+    def __init__(self, conversations: int) -> None:
+        self.size = conversations
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[str, list[Event]] = OrderedDict()
+
+    def events(
+        self, conversation_id: str, *, after_seq: int, before_seq: int, load: Load
+    ) -> list[Event]:
+        """Events with after_seq < seq < before_seq: the cached run, and from the log only
+        the events it lacks."""
+        if self.size <= 0:
+            return load(after_seq, before_seq)
+        run = self._get(conversation_id)
+        if run and _whole(run, conversation_id):
+            run = _grown(run, after_seq, before_seq, load)
+            if run is not None:
+                self._put(conversation_id, run)
+                return _between(run, after_seq, before_seq)
+        run = load(after_seq, before_seq)  # a miss, or a run that did not join: read afresh
+        if run and run[0].seq == after_seq + 1 and _whole(run, conversation_id):
+            self._put(conversation_id, run)
+        return run
+
+    def _get(self, conversation_id: str) -> list[Event] | None:
+        with self._lock:
+            run = self._runs.get(conversation_id)
+            if run is not None:
+                self._runs.move_to_end(conversation_id)
+            return run
+
+    def _put(self, conversation_id: str, run: list[Event]) -> None:
+        with self._lock:
+            self._runs[conversation_id] = run
+            self._runs.move_to_end(conversation_id)
+            while len(self._runs) > self.size:
+                self._runs.popitem(last=False)
+
+    def forget(self, conversation_id: str) -> None:
+        with self._lock:
+            self._runs.pop(conversation_id, None)
+
+
+def _between(run: list[Event], after_seq: int, before_seq: int) -> list[Event]:
+    """The events of a gap-free run with after_seq < seq < before_seq (a copy)."""
+    first = run[0].seq
+    return run[max(0, after_seq + 1 - first):max(0, before_seq - first)]
+
+
+def _whole(run: list[Event], conversation_id: str) -> bool:
+    """The run is this conversation's, without a gap."""
+    first, last = run[0], run[-1]
+    return (first.conversation_id == conversation_id == last.conversation_id
+            and last.seq - first.seq == len(run) - 1)
+
+
+def _grown(run: list[Event], after_seq: int, before_seq: int, load: Load) -> list[Event] | None:
+    """The cached run with the events it lacks for the read read from the log: those before
+    it (down to after_seq + 1) and those after it (below before_seq); None if they do not
+    join up, which a gap-free log never does."""
+    first, last = run[0].seq, run[-1].seq
+    if first > after_seq + 1:
+        earlier = load(after_seq, first)
+        if not earlier or earlier[0].seq != after_seq + 1 or earlier[-1].seq != first - 1:
+            return None
+        run = earlier + run
+    if last + 1 < before_seq:
+        newer = load(last, before_seq)
+        if newer and newer[0].seq != last + 1:
+            return None
+        run = run + newer
+    return run

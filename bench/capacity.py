@@ -1,0 +1,225 @@
+"""How many conversations a deployment carries, and the CPU each step burns.
+
+N conversations run T turns each, all at once (a turn is model -> no-op tool -> model with
+the scripted provider; the model takes `--delay` seconds per call, 0.5 s by default, the
+tool is instant). Each conversation posts its next message when its turn ends. Prints
+turns/s, turn p50 / p99, and CPU seconds per step from /proc: the worker processes (and
+their pool children), the PostgreSQL backends of the run's database, and Redis
+(`INFO cpu`; shared with anything else on that server). CPU per step varies far less from
+run to run than wall time, so compare changes by it, runs interleaved, load beside them.
+
+    python bench/capacity.py [--conversations 100] [--turns 3] [--delay 0.5]
+                             [--workers 2] [--pool gevent] [--concurrency 1000]
+
+PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379); the database is dropped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from agentq.commands import Commands  # noqa: E402
+from agentq.config import Config  # noqa: E402
+from agentq.store import Store  # noqa: E402
+from agentq.tools import Registry, Scope  # noqa: E402
+from agentq.worker import create_celery, enqueue  # noqa: E402
+from bench.places import postgres_database, redis_database  # noqa: E402
+from bench.steps import warm_up  # noqa: E402
+from tests.processes import WorkerProcess, worker_env  # noqa: E402
+
+SCOPE = Scope(tenant="bench", user="bench")
+EVENTS_PER_TURN = 5  # user_msg, assistant_msg, tool_call, tool_result, assistant_msg
+STEPS_PER_TURN = 3  # llm, tool, llm
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def settings(delay_s: float) -> dict:
+    return {"script": [{"tool_calls": [{"name": "noop", "args": {}}], "delay_s": delay_s},
+                       {"text": "ok", "delay_s": delay_s}],
+            "script_repeat": True}
+
+
+# -- CPU from /proc -------------------------------------------------------------------------
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of one live process, in seconds (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def _group_pids(pgid: int) -> list[int]:
+    """Every live process of a process group (a worker and its pool children)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(entry))
+    return pids
+
+
+class CpuMeter:
+    """CPU seconds of the workers, the run's PostgreSQL backends and Redis since `start`."""
+
+    def __init__(self, store: Store, reply: redis.Redis, workers: list[WorkerProcess]) -> None:
+        self.store, self.reply, self.workers = store, reply, workers
+        self._start: dict[str, dict[int, float] | float] = {}
+
+    def _backends(self) -> dict[int, float]:
+        with self.store.engine.connect() as conn:
+            pids = conn.exec_driver_sql(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()").scalars().all()
+        return {pid: _proc_cpu_s(pid) for pid in pids}
+
+    def _workers(self) -> dict[int, float]:
+        return {pid: _proc_cpu_s(pid) for w in self.workers for pid in _group_pids(w.pid)}
+
+    def _redis(self) -> float:
+        info = self.reply.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    def start(self) -> None:
+        self._start = {"workers": self._workers(), "postgres": self._backends(),
+                       "redis": self._redis()}
+
+    def since_start(self) -> dict[str, float]:
+        """CPU seconds per part; a process that appeared since `start` counts from zero."""
+        used = {}
+        for part, now in (("workers", self._workers()), ("postgres", self._backends())):
+            before = self._start[part]
+            used[part] = sum(cpu - before.get(pid, 0.0) for pid, cpu in now.items())
+        used["redis"] = self._redis() - self._start["redis"]
+        return used
+
+
+# -- the run --------------------------------------------------------------------------------
+
+def run_conversations(store: Store, commands: Commands, send, ids: list[str],
+                      turns: int, timeout_s: float) -> list[float]:
+    """Every conversation runs `turns` turns, the next posted as the last ends; turn times."""
+    started: dict[str, float] = {}
+    done_turns = {cid: 0 for cid in ids}
+    took: list[float] = []
+
+    def post(cid: str) -> None:
+        started[cid] = time.perf_counter()
+        send(commands.post_message(cid, "go", SCOPE)[1])
+
+    for cid in ids:
+        post(cid)
+    deadline = time.monotonic() + timeout_s
+    with store.engine.connect() as conn:
+        while any(n < turns for n in done_turns.values()):
+            if time.monotonic() > deadline:
+                stuck = sum(1 for n in done_turns.values() if n < turns)
+                raise TimeoutError(f"{stuck} conversation(s) did not finish their turns")
+            rows = conn.exec_driver_sql(
+                "SELECT id, next_seq FROM conversations WHERE tenant = 'bench'").all()
+            conn.rollback()
+            for cid, next_seq in rows:
+                cid = str(cid)
+                finished = (next_seq - 1) // EVENTS_PER_TURN
+                if cid in done_turns and finished > done_turns[cid]:
+                    done_turns[cid] = finished
+                    took.append(time.perf_counter() - started[cid])
+                    if finished < turns:
+                        post(cid)
+            time.sleep(0.01)
+    return took
+
+
+def bench(args) -> dict:
+    with postgres_database() as db_url, redis_database() as broker_url, \
+            tempfile.TemporaryDirectory() as logs:
+        store = Store.open(db_url)
+        store.migrate()
+        config = Config(broker_url=broker_url, redis_url=broker_url)
+        app = create_celery(config, runtime=lambda: None)
+        commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
+        send = lambda follow: enqueue(app, follow)  # noqa: E731
+        reply = redis.Redis.from_url(broker_url, socket_timeout=None)
+        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.demo_tools")
+        workers = [WorkerProcess(env, Path(logs) / f"w{i}.log", name=f"capacity{i}",
+                                 pool=args.pool, concurrency=args.concurrency).start()
+                   for i in range(args.workers)]
+        try:
+            warm_up(app, reply)
+            ids = [commands.create_conversation(SCOPE, settings(args.delay)).id
+                   for _ in range(args.conversations)]
+            meter = CpuMeter(store, reply, workers)
+            meter.start()
+            load_before = os.getloadavg()[0]
+            start = time.perf_counter()
+            took = run_conversations(store, commands, send, ids, args.turns, args.timeout)
+            wall_s = time.perf_counter() - start
+            cpu = meter.since_start()
+        finally:
+            for worker in workers:
+                worker.stop()
+            reply.close()
+            app.close()
+            store.dispose()
+    steps = args.conversations * args.turns * STEPS_PER_TURN
+    took.sort()
+    return {
+        "deployment": f"{args.workers} x -P {args.pool} -c {args.concurrency}",
+        "conversations": args.conversations, "turns": args.turns, "delay_s": args.delay,
+        "turns_per_s": len(took) / wall_s,
+        "turn_p50_s": statistics.median(took),
+        "turn_p99_s": took[min(len(took) - 1, int(0.99 * len(took)))],
+        "cpu_ms_per_step": {part: 1000 * s / steps for part, s in cpu.items()},
+        "cpu_ms_per_step_total": 1000 * sum(cpu.values()) / steps,
+        "load1": [load_before, os.getloadavg()[0]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--delay", type=float, default=0.5, help="seconds per model call")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pool", default="gevent")
+    parser.add_argument("--concurrency", type=int, default=1000)
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    args = parser.parse_args()
+    os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
+    result = bench(args)
+    if args.json:
+        print(json.dumps(result))
+        return
+    cpu = result["cpu_ms_per_step"]
+    print(f"| deployment | conversations x turns, model s | turns/s | turn p50 / p99 s | "
+          f"CPU ms/step: workers + postgres + redis = total | load1 before, after |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| {result['deployment']} | {args.conversations} x {args.turns}, {args.delay} | "
+          f"{result['turns_per_s']:.1f} | {result['turn_p50_s']:.2f} / {result['turn_p99_s']:.2f} | "
+          f"{cpu['workers']:.2f} + {cpu['postgres']:.2f} + {cpu['redis']:.2f} = "
+          f"{result['cpu_ms_per_step_total']:.2f} | "
+          f"{result['load1'][0]:.2f}, {result['load1'][1]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""The lease keeper: every lease of a process renewed by one statement per period, and a
+step that is no longer ours (an interrupt cancelled it) found by one statement per check."""
+from __future__ import annotations
+
+import time
+
+from agentq.clock import utcnow
+from agentq.core.settings import Settings
+from agentq.runtime.leases import Leases
+from agentq.runtime.timers import Timers
+from agentq.store import NewStep
+from tests.processes import wait_for
+
+
+def test_one_statement_per_period_keeps_every_lease_and_finds_the_interrupted_step(sqlite_store):
+    store = sqlite_store
+    store.migrate()
+    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
+    keys = [f"s{i}" for i in range(50)]
+    for key in keys:
+        store.schedule_and_claim_step(
+            NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}", "acme"),
+            worker="w1", lease_s=0.9, now=utcnow(), max_attempts=5)
+    calls = {"renew": 0, "check": 0}
+    renew, check = store.renew_leases, store.list_owned_steps
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return call
+
+    store.renew_leases = counted("renew", renew)
+    store.list_owned_steps = counted("check", check)
+    leases = Leases(store, utcnow, Timers(), lease_s=0.9)  # renewed every 0.3 s
+    beats = [leases.kept(key, "w1", period_s=0.1) for key in keys]
+    for beat in beats:
+        beat.__enter__()
+    started = time.monotonic()
+    try:
+        store.release_step("s7", worker="w1", status="cancelled", now=utcnow())  # an interrupt
+        wait_for(lambda: beats[7].lost.is_set(), timeout_s=10, what="the interrupt to be heard")
+        time.sleep(1.5)  # past the first lease: only renewals keep the others
+        assert all(not b.lost.is_set() for i, b in enumerate(beats) if i != 7)
+        assert all(store.load_step(key).lease_until > utcnow() for key in keys if key != "s7")
+        assert leases.held() == 49
+    finally:
+        for beat in beats:
+            beat.__exit__(None, None, None)
+    periods = (time.monotonic() - started) / 0.1
+    # one statement per tick for all fifty steps, not fifty (ticks may run late, never more)
+    assert 0 < calls["renew"] + calls["check"] <= periods + 2
+    assert calls["renew"] >= 3
+    assert leases.held() == 0
+
