@@ -14,7 +14,8 @@ import pytest
 from agentq.core.keys import scripted_call_id
 from agentq.core.request import Message, Request
 from agentq.core.settings import parse_settings
-from agentq.providers import CallContext, Delta, ModelResponse, ScriptedProvider
+from agentq.providers import CallContext, Delta, ModelResponse
+from agentq.providers.scripted import ScriptedProvider
 from agentq.providers.access import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
 from agentq.providers import anthropic_errors, openai_errors, retry
