@@ -12,15 +12,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
-from agentq.core.events import (
-    Event,
-    EventDraft,
-    FsmState,
-    InboxItem,
-    Summary,
-    ToolCallRecord,
-    View,
-)
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
 from agentq.errors import NotFound, Stale
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
@@ -28,7 +20,7 @@ from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
-from agentq.store.engine import POOL_SIZE, begin_read, begin_write, create_engine
+from agentq.store.engine import begin_read, begin_write, create_engine
 from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
@@ -66,14 +58,13 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         self.event_cache = EventCache(event_cache)
 
     @classmethod
-    def open(cls, url: str, *, event_cache: int = 0, pool_size: int = POOL_SIZE,
-             max_overflow: int = 0) -> Store:
+    def open(cls, url: str, *, event_cache: int = 0, **pool: int) -> Store:
         """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first.
 
-        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's).
+        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's);
+        `pool`: `pool_size` and `max_overflow` of `create_engine`.
         """
-        return cls(create_engine(url, pool_size=pool_size, max_overflow=max_overflow),
-                   event_cache=event_cache)
+        return cls(create_engine(url, **pool), event_cache=event_cache)
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""
