@@ -86,7 +86,10 @@ def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
             fresh_since = time.monotonic() - plan.keepalive_s  # any read of this period
         else:
             fresh_since = feed.received_at
+        sent = cursor.last_seq
         yield from catch_up(reads, cid, cursor, fresh_since)
+        if notice is None and cursor.last_seq != sent:
+            continue  # ahead of the events' notice: deltas published before it may still come
         if plan.until_idle and (end := _end_frame(store, cid, cursor)):
             yield end
             return
