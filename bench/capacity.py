@@ -30,12 +30,10 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from agentq.commands import Commands  # noqa: E402
-from agentq.config import Config  # noqa: E402
 from agentq.store import Store  # noqa: E402
-from agentq.tools import Registry, Scope  # noqa: E402
-from agentq.worker import create_celery, enqueue  # noqa: E402
+from agentq.tools import Scope  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
-from bench.steps import warm_up  # noqa: E402
+from bench.steps import sending, warm_up  # noqa: E402
 from tests.processes import WorkerProcess, worker_env  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
@@ -151,14 +149,8 @@ def run_conversations(store: Store, commands: Commands, send, ids: list[str],
 
 def bench(args) -> dict:
     with postgres_database() as db_url, redis_database() as broker_url, \
-            tempfile.TemporaryDirectory() as logs:
-        store = Store.open(db_url)
-        store.migrate()
-        config = Config(broker_url=broker_url, redis_url=broker_url)
-        app = create_celery(config, runtime=lambda: None)
-        commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
-        send = lambda follow: enqueue(app, follow)  # noqa: E731
-        reply = redis.Redis.from_url(broker_url, socket_timeout=None)
+            tempfile.TemporaryDirectory() as logs, \
+            sending(db_url, broker_url) as (store, app, commands, send, reply):
         env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.demo_tools")
         workers = [WorkerProcess(env, Path(logs) / f"w{i}.log", name=f"capacity{i}",
                                  pool=args.pool, concurrency=args.concurrency).start()
@@ -177,9 +169,6 @@ def bench(args) -> dict:
         finally:
             for worker in workers:
                 worker.stop()
-            reply.close()
-            app.close()
-            store.dispose()
     steps = args.conversations * args.turns * STEPS_PER_TURN
     took.sort()
     return {

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,15 +268,26 @@ def report(name: str, workers: str, single: list[float], concurrent: float, adde
             print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
 
 
+@contextlib.contextmanager
+def sending(db_url: str, broker_url: str) -> Iterator[tuple]:
+    """(store, app, commands, send, reply) that post turns as the API would, with workers
+    elsewhere; closed at the end."""
+    store = Store.open(db_url)
+    store.migrate()
+    app = create_celery(Config(broker_url=broker_url, redis_url=broker_url), runtime=lambda: None)
+    commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
+    reply = redis.Redis.from_url(broker_url, socket_timeout=None)
+    try:
+        yield store, app, commands, lambda follow: enqueue(app, follow), reply
+    finally:
+        reply.close()
+        app.close()
+        store.dispose()
+
+
 def bench_postgres(args, log_dir: Path) -> None:
-    with postgres_database() as db_url, redis_database() as broker_url:
-        store = Store.open(db_url)
-        store.migrate()
-        config = Config(broker_url=broker_url, redis_url=broker_url)
-        app = create_celery(config, runtime=lambda: None)
-        commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
-        send = lambda follow: enqueue(app, follow)  # noqa: E731
-        reply = redis.Redis.from_url(broker_url, socket_timeout=None)
+    with postgres_database() as db_url, redis_database() as broker_url, \
+            sending(db_url, broker_url) as (store, app, commands, send, reply):
 
         def wal() -> int:
             with store.engine.connect() as conn:
@@ -302,9 +314,6 @@ def bench_postgres(args, log_dir: Path) -> None:
         sql = count_sql_per_step(db_url)
         report("PostgreSQL + Redis", "2 worker processes x 4 threads", single, concurrent,
                added, hop, insert, sql, growths, True)
-        reply.close()
-        app.close()
-        store.dispose()
 
 
 def bench_embedded(args) -> None:

@@ -194,12 +194,7 @@ class OpenAIEmulator(Emulator):
         return self.url + "/v1"
 
     def authorized(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
-        given = headers.get("authorization", "").removeprefix("Bearer ")
-        if given == self.api_key:
-            return None
-        masked = given[:3] + "*" * max(len(given) - 7, 0) + given[-4:]
-        return (401, "invalid_request_error", f"Incorrect API key provided: {masked}. You can find "
-                "your API key at https://platform.openai.com/account/api-keys.")
+        return openai_key_refusal(self.api_key, headers)
 
     def refusal(self, body: Any, headers: dict[str, str]) -> dict[str, Any] | None:
         problem = check(body, self.max_context_tokens)
@@ -249,3 +244,13 @@ class OpenAIEmulator(Emulator):
 
 def _data(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def openai_key_refusal(api_key: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    """The OpenAI API's 401 for a missing or wrong bearer key (both of its APIs answer alike)."""
+    given = headers.get("authorization", "").removeprefix("Bearer ")
+    if given == api_key:
+        return None
+    masked = given[:3] + "*" * max(len(given) - 7, 0) + given[-4:]
+    return (401, "invalid_request_error", f"Incorrect API key provided: {masked}. You can find "
+            "your API key at https://platform.openai.com/account/api-keys.")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tests.emulators.openai_api import openai_key_refusal
 from tests.emulators.responses_rules import REASONING_MODEL, Memory, Problem, check
 from tests.emulators.script import Reply, estimate_tokens, pieces
 from tests.emulators.server import Emulator
@@ -46,12 +47,7 @@ class ResponsesEmulator(Emulator):
         self._prefixes.clear()
 
     def authorized(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
-        given = headers.get("authorization", "").removeprefix("Bearer ")
-        if given == self.api_key:
-            return None
-        masked = given[:3] + "*" * max(len(given) - 7, 0) + given[-4:]
-        return (401, "invalid_request_error", f"Incorrect API key provided: {masked}. You can find "
-                "your API key at https://platform.openai.com/account/api-keys.")
+        return openai_key_refusal(self.api_key, headers)
 
     def refusal(self, body: Any, headers: dict[str, str]) -> dict[str, Any] | None:
         problem = check(body, self.memory, self.max_context_tokens)
