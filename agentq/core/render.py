@@ -7,7 +7,7 @@ states the contract, and `repair` closes any gap with a recorded synthetic answe
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -76,7 +76,8 @@ def _group_rounds(events: Sequence[Event]) -> dict[tuple[int, str], list[Event]]
     return rounds
 
 
-def _render_events(events: Sequence[Event]) -> list[Message]:
+def render_events(events: Sequence[Event]) -> list[Message]:
+    """The messages of `events` before repair: each result found among `events` by its call's id."""
     results: dict[str, Event] = {}
     for event in events:
         if event.type == "tool_result":
@@ -96,19 +97,26 @@ def _render_events(events: Sequence[Event]) -> list[Message]:
     return messages
 
 
+def summary_messages(view: View) -> list[Message]:
+    """The view's summary as the leading message, or nothing."""
+    if view.summary is None:
+        return []
+    return [Message("user", SUMMARY_PREFIX + view.summary.content["text"])]
+
+
 def render(view: View, tools: Sequence[ToolSpec] = ()) -> Request:
     """The neutral request for the next model call on this view, already repaired."""
-    messages: list[Message] = []
-    if view.summary is not None:
-        messages.append(Message("user", SUMMARY_PREFIX + view.summary.content["text"]))
-    messages.extend(_render_events(view.events))
-    request = Request(
-        system=view.settings.system,
-        messages=tuple(messages),
-        tools=tuple(tools),
-        model=view.settings.model or "",
-    )
-    return repair(request)
+    messages = summary_messages(view) + render_events(view.events)
+    repaired, fixes = repair_passes(messages)
+    return request_for(view, tools, repaired, [fix for done in fixes for fix in done])
+
+
+def request_for(view: View, tools: Sequence[ToolSpec], messages: Sequence[Message],
+                fixes: Sequence[str]) -> Request:
+    """The request of `view` with its repaired `messages`, led by a user message."""
+    messages, fixes = _led_by_user(messages, fixes)
+    return Request(system=view.settings.system, messages=messages, tools=tuple(tools),
+                   model=view.settings.model or "", repairs=fixes)
 
 
 def _has_text(text: str) -> bool:
@@ -162,14 +170,15 @@ def validate(request: Request) -> list[str]:
     return problems + _unanswered(block_start, calls, answered)
 
 
-def _drop_stray_calls(messages: Sequence[Message], fixes: list[str]) -> list[Message]:
-    """Keep each call id once, and only on assistant messages."""
-    seen: set[str] = set()
+def _drop_stray_calls(messages: Sequence[Message], fixes: list[str], seen: set[str],
+                      earlier: AbstractSet[str]) -> list[Message]:
+    """Keep each call id once, and only on assistant messages; `earlier` messages made
+    calls, and `seen` gathers the calls these make."""
     kept = []
     for message in messages:
         calls = []
         for call in message.tool_calls:
-            if message.role != "assistant" or call.id in seen:
+            if message.role != "assistant" or call.id in seen or call.id in earlier:
                 fixes.append(f"dropped a duplicate or misplaced tool call {call.id}")
                 continue
             seen.add(call.id)
@@ -236,14 +245,37 @@ def _fill_user_texts(messages: Sequence[Message], fixes: list[str]) -> list[Mess
     return filled
 
 
+REPAIR_PASSES = 4  # stray calls, empty answers, pairs, empty user texts
+
+
+def repair_passes(
+    messages: Sequence[Message], *, earlier: AbstractSet[str] = frozenset(),
+    seen: set[str] | None = None,
+) -> tuple[list[Message], tuple[list[str], ...]]:
+    """`messages` with every pairing gap closed, and each pass's fixes, in pass order.
+
+    `earlier`: the call ids of messages before these, already repaired (a second call with
+    one of those ids is dropped); `seen` gathers the call ids these messages keep.
+    Careful: `messages` must start a block (a message that is not a tool message, or the
+    first message of the request), since a tool message answers the message before it.
+    """
+    fixes: tuple[list[str], ...] = tuple([] for _ in range(REPAIR_PASSES))
+    repaired = _drop_stray_calls(messages, fixes[0], set() if seen is None else seen, earlier)
+    repaired = _drop_empty_assistants(repaired, fixes[1])
+    repaired = _pair_answers(repaired, fixes[2])
+    return _fill_user_texts(repaired, fixes[3]), fixes
+
+
+def _led_by_user(messages: Sequence[Message],
+                 fixes: Sequence[str]) -> tuple[tuple[Message, ...], tuple[str, ...]]:
+    if not messages or messages[0].role != "user":
+        lead = Message("user", LEADING_USER_TEXT)
+        return (lead, *messages), (*fixes, "inserted a leading user message")
+    return tuple(messages), tuple(fixes)
+
+
 def repair(request: Request) -> Request:
     """The request with every pairing gap closed; each fix is recorded in `repairs`."""
-    fixes: list[str] = []
-    messages = _drop_stray_calls(request.messages, fixes)
-    messages = _drop_empty_assistants(messages, fixes)
-    messages = _pair_answers(messages, fixes)
-    messages = _fill_user_texts(messages, fixes)
-    if not messages or messages[0].role != "user":
-        fixes.append("inserted a leading user message")
-        messages.insert(0, Message("user", LEADING_USER_TEXT))
-    return replace(request, messages=tuple(messages), repairs=request.repairs + tuple(fixes))
+    repaired, fixes = repair_passes(request.messages)
+    messages, done = _led_by_user(repaired, [fix for pass_fixes in fixes for fix in pass_fixes])
+    return replace(request, messages=messages, repairs=request.repairs + done)
