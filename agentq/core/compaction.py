@@ -13,7 +13,7 @@ from agentq.core.events import Event, View
 from agentq.core.keys import canonical_json
 from agentq.core.parts import IMAGE_TOKENS, images_of
 from agentq.core.render import output_text
-from agentq.core.request import Request
+from agentq.core.request import Message, Request
 
 
 def estimate_tokens(text: str) -> int:
@@ -21,13 +21,17 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def message_tokens(message: Message) -> int:
+    """Estimated tokens of one message: its text, images, reasoning items and calls."""
+    total = estimate_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
+    total += sum(estimate_tokens(canonical_json(item.item)) for item in message.reasoning)
+    return total + sum(estimate_tokens(c.name + canonical_json(c.args)) for c in message.tool_calls)
+
+
 def request_tokens(request: Request) -> int:
     """Estimated tokens of a whole request: system, messages, calls and tool schemas."""
     total = estimate_tokens(request.system)
-    for message in request.messages:
-        total += estimate_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
-        total += sum(estimate_tokens(canonical_json(item.item)) for item in message.reasoning)
-        total += sum(estimate_tokens(c.name + canonical_json(c.args)) for c in message.tool_calls)
+    total += sum(message.memo(message_tokens) for message in request.messages)
     for tool in request.tools:
         total += estimate_tokens(tool.name + tool.description + canonical_json(tool.parameters))
     return total

@@ -4,12 +4,14 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from agentq.core.reasoning import Reasoning
 
 Role = Literal["user", "assistant", "tool"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,20 @@ class Message:
     reasoning: tuple[Reasoning, ...] = ()
     # A user message's content parts (core/parts.py): text and images, in order.
     parts: tuple[dict[str, Any], ...] = ()
+
+    def memo(self, make: Callable[[Message], T]) -> T:
+        """`make(self)`, made once per message: a message never changes, so neither does
+        what is made of it (its token estimate, its wire shape for each API).
+
+        Why: a worker keeps the messages of a conversation's closed turns (`core.transcript`),
+        so each is counted and shaped once, not on every model call. Careful: what `make`
+        returns is shared by every caller; a caller that changes it must change a copy.
+        The memo sits beside the fields, so equality, `repr` and `replace` ignore it.
+        """
+        try:
+            return self.__dict__["_made"][make]
+        except KeyError:
+            return self.__dict__.setdefault("_made", {}).setdefault(make, make(self))
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,8 @@ def _items(message: Message) -> list[dict[str, Any]]:
 
 def to_responses(request: Request) -> dict[str, Any]:
     """The Responses body of `request`: system prompt as `instructions`, history as `input`."""
-    payload: dict[str, Any] = {"model": request.model,
-                               "input": [item for m in request.messages for item in _items(m)]}
+    items = [item for message in request.messages for item in message.memo(_items)]
+    payload: dict[str, Any] = {"model": request.model, "input": items}
     if request.system:
         payload["instructions"] = request.system
     if request.tools:

@@ -2,6 +2,8 @@
 
 `to_openai` / `to_anthropic` build the payloads; `check_openai` / `check_anthropic` state
 what those providers reject (DESIGN section 9), so tests and strict emulators share them.
+Each message's shape is made once (`Message.memo`) and shared by every payload that holds
+it: whoever changes a payload changes copies of what it changes (`prompt_cache` does).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def _openai_message(message: Message) -> dict[str, Any]:
 def to_openai(request: Request) -> dict[str, Any]:
     """OpenAI chat completions: system first, one `tool` message per call right after it."""
     messages = [{"role": "system", "content": request.system}] if request.system else []
-    messages += [_openai_message(m) for m in request.messages]
+    messages += [m.memo(_openai_message) for m in request.messages]
     payload: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.tools:
         payload["tools"] = [
@@ -100,11 +102,11 @@ def to_anthropic(request: Request) -> dict[str, Any]:
     """Anthropic messages: strict alternation, results first in the next user message."""
     messages: list[dict[str, Any]] = []
     for message in request.messages:
-        role, blocks = _anthropic_blocks(message)
+        role, blocks = message.memo(_anthropic_blocks)
         if messages and messages[-1]["role"] == role:
             messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": role, "content": blocks})
+        else:  # a list of its own: the next message's blocks may join it
+            messages.append({"role": role, "content": list(blocks)})
     payload: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.system:
         payload["system"] = request.system

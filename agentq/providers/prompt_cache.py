@@ -10,7 +10,6 @@ prefix the last round wrote is found even when more than 20 blocks were added si
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 MAX_BREAKPOINTS = 4
@@ -18,36 +17,40 @@ EPHEMERAL = {"type": "ephemeral"}
 
 
 def with_breakpoints(body: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the messages body with cache breakpoints on its stable prefix."""
-    body = copy.deepcopy(body)
+    """A copy of the messages body with cache breakpoints on its stable prefix.
+
+    Only what gets a breakpoint is copied: the rest is shared with `body`, which is left
+    as it was (its messages' blocks are each message's own, made once: `Message.memo`).
+    """
+    body = dict(body)
     marked = 0
     if body.get("tools"):
-        body["tools"][-1]["cache_control"] = EPHEMERAL
+        *earlier, last = body["tools"]
+        body["tools"] = [*earlier, {**last, "cache_control": EPHEMERAL}]
         marked += 1
     if isinstance(body.get("system"), str) and body["system"]:
         body["system"] = [{"type": "text", "text": body["system"], "cache_control": EPHEMERAL}]
         marked += 1
-    for message in _history_marks(body["messages"])[: MAX_BREAKPOINTS - marked]:
-        _mark_last_block(message)
+    messages = body["messages"] = list(body["messages"])
+    for index in _history_marks(messages)[: MAX_BREAKPOINTS - marked]:
+        messages[index] = _with_last_block_marked(messages[index])
     return body
 
 
-def _history_marks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _history_marks(messages: list[dict[str, Any]]) -> list[int]:
     """The last message, then the user message before the last round, newest first."""
     if not messages:
         return []
-    marks = [messages[-1]]
-    earlier = [m for m in messages[:-1] if m["role"] == "user"]
-    if earlier:
-        marks.append(earlier[-1])
-    return marks
+    last = len(messages) - 1
+    earlier = next((i for i in range(last - 1, -1, -1) if messages[i]["role"] == "user"), None)
+    return [last] if earlier is None else [last, earlier]
 
 
-def _mark_last_block(message: dict[str, Any]) -> None:
+def _with_last_block_marked(message: dict[str, Any]) -> dict[str, Any]:
     content = message["content"]
-    if isinstance(content, str):
-        message["content"] = content = [{"type": "text", "text": content}]
-    for block in reversed(content):
-        if block.get("type") not in ("thinking", "redacted_thinking"):  # cannot carry cache_control
-            block["cache_control"] = EPHEMERAL
-            return
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    for index in range(len(blocks) - 1, -1, -1):
+        if blocks[index].get("type") not in ("thinking", "redacted_thinking"):  # no cache_control
+            blocks[index] = {**blocks[index], "cache_control": EPHEMERAL}
+            break
+    return {**message, "content": blocks}

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 
 from agentq.core.keys import canonical_json, scripted_call_id
-from agentq.core.request import CallRef, Request
+from agentq.core.request import CallRef, Message, Request
 from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.openai_errors import classify, sdk_error
@@ -78,18 +78,20 @@ def _response(request: Request, answer: ScriptedResponse, ctx: CallContext) -> M
     return ModelResponse(
         text=answer.text,
         tool_calls=calls,
-        usage={"input_tokens": estimate_tokens(_request_text(request)),
+        usage={"input_tokens": math.ceil(_request_chars(request) / 4),
                "output_tokens": estimate_tokens(answer_text)},
         finish_reason="tool_calls" if calls else "stop",
     )
 
 
-def _request_text(request: Request) -> str:
-    parts = [request.system]
-    for message in request.messages:
-        parts.append(message.text)
-        parts.extend(call.name + canonical_json(call.args) for call in message.tool_calls)
-    return "".join(parts)
+def _request_chars(request: Request) -> int:
+    """The characters of the request's system prompt, texts and calls."""
+    return len(request.system) + sum(message.memo(_message_chars) for message in request.messages)
+
+
+def _message_chars(message: Message) -> int:
+    return len(message.text) + sum(len(call.name + canonical_json(call.args))
+                                   for call in message.tool_calls)
 
 
 def estimate_tokens(text: str) -> int:
