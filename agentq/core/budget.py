@@ -8,7 +8,7 @@ recorded as an eviction, so "why did it forget X" has an answer (GET …/context
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from agentq.core.compaction import compaction_cut, request_tokens, result_token_limit
@@ -37,9 +37,12 @@ class Context:
     rendered: Request
 
 
-def plan_context(view: View, tools: Sequence[ToolSpec] = ()) -> Context:
+Renderer = Callable[[View, Sequence[ToolSpec]], Request]  # `render`, or one that gives the same
+
+
+def plan_context(view: View, tools: Sequence[ToolSpec] = (), renderer: Renderer = render) -> Context:
     """Render the view; if it passes the budget, compact (a cut) or shorten it to fit."""
-    rendered = render(view, tools)
+    rendered = renderer(view, tools)
     request, evictions = fit(rendered, view)
     cut = compaction_cut(view, context_tokens=request_tokens(request))
     budget = view.settings.compaction.max_context_tokens

@@ -1,5 +1,5 @@
-"""What every step kind is given instead of the whole Runtime: the store, the clock, the config
-and where to announce new events, with the two writes they share.
+"""What every step kind is given instead of the whole Runtime: the store, the clock, the config,
+where to announce new events and how to render a view, with the two writes they share.
 """
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from datetime import datetime
 from agentq.config import Config
 from agentq.core import drafts
 from agentq.core.decide import Step
+from agentq.core.budget import Renderer
 from agentq.core.events import Event, FsmState
 from agentq.core.fsm import round_closed
+from agentq.core.render import render
 from agentq.followups import Advance, FollowUp
 from agentq.store import Store
 
@@ -31,6 +33,8 @@ class StepContext:
     notify: Callable[[str, Sequence[Event]], None]
     # How many of a tenant's steps may run at once on all workers (the operator's policy).
     running_steps: Callable[[str], int | None] = no_cap
+    # How a model step renders its view: `render`, or a worker's transcripts that give the same.
+    render: Renderer = render
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str

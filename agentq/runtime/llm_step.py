@@ -50,7 +50,7 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
-    context = plan_context(view, registry.specs(view.settings.tools))
+    context = plan_context(view, registry.specs(view.settings.tools), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing

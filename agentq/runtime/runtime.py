@@ -28,6 +28,7 @@ from agentq.runtime.model_call import ModelCalls
 from agentq.runtime.notices import Notices
 from agentq.runtime.sweeper import Sweeper
 from agentq.runtime.timers import Timers
+from agentq.runtime.transcripts import Transcripts
 from agentq.store import Store
 from agentq.tools import Registry
 
@@ -61,7 +62,10 @@ class Runtime:
         self._sleep = sleep
         self.timers = Timers()  # leases and time limits of this process's steps
         self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
-        self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps)
+        # the closed turns of the conversations stepped last, rendered (as many as events kept)
+        self.transcripts = Transcripts(config.event_cache)
+        self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
+                                self.transcripts.render)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
