@@ -6,9 +6,12 @@ conversation's input read from cache, which this test holds above a floor.
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from agentq.core.render import render
+from agentq.core.wire import to_anthropic
 from agentq.providers.anthropic import messages_body
 from agentq.providers.prompt_cache import with_breakpoints
 from bench.prompt_cache import cache_usage, read_share
@@ -45,6 +48,19 @@ def test_breakpoints_go_on_tools_system_the_last_message_and_the_user_message_be
     marked = with_breakpoints(body)
     assert _marks(marked) == ["tools", "system", "messages.2", "messages.4"]
     assert "cache_control" not in marked["tools"][0] and "cache_control" not in body["tools"][-1]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_breakpoints_leave_the_body_and_the_shapes_of_its_messages_as_they_were(shape):
+    view = SHAPES[shape]
+    request = render(view, [WEATHER])
+    plain = to_anthropic(request)  # its blocks are each message's own, made once and shared
+    before = copy.deepcopy(plain)
+    marked = with_breakpoints(plain)
+    assert plain == before and to_anthropic(request) == before
+    assert messages_body(request, view.settings) == messages_body(render(view, [WEATHER]),
+                                                                  view.settings)
+    assert _marks(marked)
 
 
 @pytest.mark.parametrize("kind, floor", [("anthropic", 0.8), ("openai", 0.8)])

@@ -40,7 +40,8 @@ class Context:
 Renderer = Callable[[View, Sequence[ToolSpec]], Request]  # `render`, or one that gives the same
 
 
-def plan_context(view: View, tools: Sequence[ToolSpec] = (), renderer: Renderer = render) -> Context:
+def plan_context(view: View, tools: Sequence[ToolSpec] = (),
+                 renderer: Renderer = render) -> Context:
     """Render the view; if it passes the budget, compact (a cut) or shorten it to fit."""
     rendered = renderer(view, tools)
     request, evictions = fit(rendered, view)

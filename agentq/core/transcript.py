@@ -1,4 +1,4 @@
-"""The rendering of a conversation's closed turns, kept so that a model call renders only new events.
+"""The rendering of a conversation's closed turns, kept so a model call renders only new events.
 
 `render(view)` walks the whole view on every model call, so a long conversation pays for its
 length at every step. Events never change (inv. 1) and seq is gap-free, so what the turns
