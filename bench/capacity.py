@@ -32,6 +32,7 @@ import redis  # noqa: E402
 from agentq.commands import Commands  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Scope  # noqa: E402
+from bench.cpu import group_pids, process_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.steps import sending, warm_up  # noqa: E402
 from tests.processes import WorkerProcess, worker_env  # noqa: E402
@@ -39,7 +40,6 @@ from tests.processes import WorkerProcess, worker_env  # noqa: E402
 SCOPE = Scope(tenant="bench", user="bench")
 EVENTS_PER_TURN = 5  # user_msg, assistant_msg, tool_call, tool_result, assistant_msg
 STEPS_PER_TURN = 3  # llm, tool, llm
-TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 def settings(delay_s: float) -> dict:
@@ -49,32 +49,6 @@ def settings(delay_s: float) -> dict:
 
 
 # -- CPU from /proc -------------------------------------------------------------------------
-
-def _proc_cpu_s(pid: int) -> float:
-    """utime + stime of one live process, in seconds (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) * TICK_S
-
-
-def _group_pids(pgid: int) -> list[int]:
-    """Every live process of a process group (a worker and its pool children)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            pids.append(int(entry))
-    return pids
-
 
 class CpuMeter:
     """CPU seconds of the workers, the run's PostgreSQL backends and Redis since `start`."""
@@ -88,10 +62,10 @@ class CpuMeter:
             pids = conn.exec_driver_sql(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid()").scalars().all()
-        return {pid: _proc_cpu_s(pid) for pid in pids}
+        return {pid: process_cpu_s(pid) for pid in pids}
 
     def _workers(self) -> dict[int, float]:
-        return {pid: _proc_cpu_s(pid) for w in self.workers for pid in _group_pids(w.pid)}
+        return {pid: process_cpu_s(pid) for w in self.workers for pid in group_pids(w.pid)}
 
     def _redis(self) -> float:
         info = self.reply.info("cpu")

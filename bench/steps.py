@@ -4,8 +4,9 @@ A turn is model -> no-op tool -> model with the scripted provider and no delay. 
 turns per second (one conversation; 50 at once on two workers), the time one step
 adds next to the floor measured in the same run (an empty Celery task hop on the same
 broker plus one insert-and-commit), SQL statements and write transactions per step,
-and time and Postgres WAL bytes per turn (medians of the 20 turns up to each mark) at
-growing history, without compaction and with it.
+and time and Postgres WAL bytes per turn (medians of the 20 turns up to each mark) and the
+worker's CPU per turn (mean over those turns, from /proc: compare changes by it on a busy
+machine) at growing history, without compaction and with it.
 
     python bench/steps.py [--turns 40] [--history 10,100,1000] [--skip-postgres]
                           [--running-steps N]
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,7 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.embedded import Embedded  # noqa: E402
 from agentq.store import Store  # noqa: E402
+from bench.cpu import groups_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from agentq.tools import Registry, Scope  # noqa: E402
 from agentq.worker import build_runtime, create_celery, enqueue  # noqa: E402
@@ -214,12 +216,15 @@ def count_sql_per_step(db_url: str, turns: int = 20) -> dict[str, float]:
 GROWTH_WINDOW = 20  # turns measured up to each mark: single turns vary by 2x on a busy machine
 
 
-def growth(commands: Commands, send, wal, marks: list[int],
-           settings: dict = SETTINGS) -> list[tuple[int, float, float]]:
-    """Median time and WAL bytes per turn over the turns up to each mark, on one conversation.
+def growth(commands: Commands, send, wal, marks: list[int], cpu: Callable[[], float],
+           settings: dict = SETTINGS) -> list[tuple[int, list[float], float, float]]:
+    """Per mark, over the turns up to it on one conversation: the seconds of each turn, the
+    median WAL bytes per turn, and the mean CPU seconds per turn of the process(es) running
+    the steps (`cpu`).
 
     Medians, because a checkpoint inside the window makes the turns after it write whole
-    pages to the WAL, whatever the history.
+    pages to the WAL, whatever the history; CPU is summed over the window, so its mean
+    holds up under load where wall time does not.
     """
     cid = commands.create_conversation(SCOPE, settings).id
     rows, done = [], 0
@@ -228,12 +233,14 @@ def growth(commands: Commands, send, wal, marks: list[int],
         if mark - window > done:
             run_turns(commands, send, cid, mark - window - done)
         took, wal_bytes = [], []
+        cpu_before = cpu()
         for _ in range(window):
             before = wal() if wal else 0
             took.extend(run_turns(commands, send, cid, 1))
             wal_bytes.append(wal() - before if wal else 0)
+        cpu_s = (cpu() - cpu_before) / window
         done = mark
-        rows.append((mark, statistics.median(took), statistics.median(wal_bytes)))
+        rows.append((mark, took, statistics.median(wal_bytes), cpu_s))
     return rows
 
 
@@ -246,7 +253,8 @@ def ms(values: list[float], q: float) -> float:
 
 def report(name: str, workers: str, single: list[float], concurrent: float, added: list[float],
            hop: list[float], insert: list[float], sql: dict[str, float] | None,
-           growths: dict[str, list[tuple[int, float, float]]], has_wal: bool) -> None:
+           growths: dict[str, list[tuple[int, list[float], float, float]]], has_wal: bool,
+           cpu_of: str) -> None:
     floor_p50 = ms(hop, 0.5) + ms(insert, 0.5)
     print(f"\n## {name}\n")
     print("| measure | value |")
@@ -262,10 +270,18 @@ def report(name: str, workers: str, single: list[float], concurrent: float, adde
         print(f"| write transactions per step | {sql['writes']:.2f} |")
     for label, rows in growths.items():
         print(f"\n{label}\n")
-        print("| at turn | ms per turn, median | " + ("WAL bytes per turn, median |" if has_wal else ""))
-        print("| --- | --- |" + (" --- |" if has_wal else ""))
-        for mark, seconds, wal_bytes in rows:
-            print(f"| {mark} | {1000 * seconds:.1f} |" + (f" {wal_bytes:,.0f} |" if has_wal else ""))
+        wal_column = "WAL bytes per turn, median | " if has_wal else ""
+        print(f"| at turn | ms per turn, median / mean | {wal_column}"
+              f"CPU ms per turn, mean ({cpu_of}) |")
+        print("| --- | --- | --- |" + (" --- |" if has_wal else ""))
+        for mark, took, wal_bytes, cpu_s in rows:
+            wal_cell = f" {wal_bytes:,.0f} |" if has_wal else ""
+            median_ms, mean_ms = 1000 * statistics.median(took), 1000 * statistics.mean(took)
+            print(f"| {mark} | {median_ms:.1f} / {mean_ms:.1f} |{wal_cell} {1000 * cpu_s:.1f} |")
+        first, last = rows[0], rows[-1]
+        print(f"\nturn {last[0]} / turn {first[0]}: "
+              f"{statistics.mean(last[1]) / statistics.mean(first[1]):.2f}x in mean time, "
+              f"{last[3] / first[3]:.2f}x in CPU")
 
 
 @contextlib.contextmanager
@@ -294,8 +310,12 @@ def bench_postgres(args, log_dir: Path) -> None:
                 return conn.exec_driver_sql(
                     "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").scalar()
 
-        with worker_processes(1, db_url, broker_url, log_dir):
+        with worker_processes(1, db_url, broker_url, log_dir) as workers:
             warm_up(app, reply)
+
+            def cpu() -> float:
+                return groups_cpu_s([worker.pid for worker in workers])
+
             cid = commands.create_conversation(SCOPE, SETTINGS).id
             run_turns(commands, send, cid, 3)
             single = run_turns(commands, send, cid, args.turns)
@@ -304,16 +324,16 @@ def bench_postgres(args, log_dir: Path) -> None:
             insert = insert_commit_s(store.engine, 200)
             growths = {
                 "Without compaction (a model call reads and sends the whole log):":
-                    growth(commands, send, wal, args.history),
+                    growth(commands, send, wal, args.history, cpu),
                 f"With compaction at {COMPACTION_TOKENS} tokens (a summary and the last turns):":
-                    growth(commands, send, wal, args.history, COMPACTED),
+                    growth(commands, send, wal, args.history, cpu, COMPACTED),
             }
         with worker_processes(2, db_url, broker_url, log_dir):
             warm_up(app, reply)
             concurrent = run_concurrent(commands, send, 50, 3)
         sql = count_sql_per_step(db_url)
         report("PostgreSQL + Redis", "2 worker processes x 4 threads", single, concurrent,
-               added, hop, insert, sql, growths, True)
+               added, hop, insert, sql, growths, True, "the worker")
 
 
 def bench_embedded(args) -> None:
@@ -334,9 +354,10 @@ def bench_embedded(args) -> None:
             results["hop"] = hop_s(emb.app, reply, 100)
             results["insert"] = insert_commit_s(store.engine, 200)
             results["rows"] = {
-                "Without compaction:": growth(commands, emb.send, None, args.history),
+                "Without compaction:": growth(commands, emb.send, None, args.history,
+                                              time.process_time),
                 f"With compaction at {COMPACTION_TOKENS} tokens:":
-                    growth(commands, emb.send, None, args.history, COMPACTED),
+                    growth(commands, emb.send, None, args.history, time.process_time, COMPACTED),
             }
             results["concurrent"] = run_concurrent(commands, emb.send, 50, 3)
             return 0
@@ -347,7 +368,7 @@ def bench_embedded(args) -> None:
         report("Embedded (SQLite, memory:// broker)", "1 process x 4 worker threads",
                results["single"],
                results["concurrent"], results["added"], results["hop"], results["insert"],
-               sql, results["rows"], False)
+               sql, results["rows"], False, "the whole process")
 
 
 def main() -> None:
