@@ -1,7 +1,8 @@
 """What a step costs deep into a conversation, with and without compaction.
 
-For each history length (turns already in the log) it prints the time per step and
-the rows read per step over a few real turns (model -> tool -> model, scripted, no
+For each history length (turns already in the log) it prints the time per step, the
+CPU time per step of the process (the steps run in it: steadier than wall time on a busy
+machine) and the rows read per step over a few real turns (model -> tool -> model, scripted, no
 delay), run in-process on PostgreSQL so the broker hop does not blur the figures.
 The history before the measured turns is written straight into the log (whole
 turns, as the runtime writes them) to reach 10,000 turns in seconds; with
@@ -82,8 +83,9 @@ def summarize_all_but_last(store, cid: str, keep_turns: int) -> None:
         )
 
 
-def measure(db_url: str, turns: int, measured: int, compaction: bool) -> tuple[float, float]:
-    """Milliseconds and rows read per step over `measured` real turns after `turns`."""
+def measure(db_url: str, turns: int, measured: int, compaction: bool) -> tuple[float, float, float]:
+    """Milliseconds (median), CPU milliseconds of this process (mean) and rows read per step
+    over `measured` real turns after `turns`."""
     runtime = build_runtime(Config(database_url=db_url, redis_url="embedded://bench-history"))
     commands = Commands(runtime.store, runtime.registry)
     settings = {"script": SCRIPT, "script_repeat": True, "tools": ["noop"]}
@@ -101,16 +103,17 @@ def measure(db_url: str, turns: int, measured: int, compaction: bool) -> tuple[f
             rows[0] += max(cursor.rowcount, 0)
 
     drain(runtime, commands.post_message(cid, "warm up", SCOPE)[1])
-    took = []
+    took, cpu = [], 0.0
     rows[0] = 0
     for _ in range(measured):
         _, follow = commands.post_message(cid, "go", SCOPE)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         drain(runtime, follow)
         took.append((time.perf_counter() - start) / 3)
+        cpu += time.process_time() - cpu_start
     read = rows[0] / (3 * measured)
     runtime.store.dispose()
-    return 1000 * statistics.median(took), read
+    return 1000 * statistics.median(took), 1000 * cpu / (3 * measured), read
 
 
 def main() -> None:
@@ -119,17 +122,18 @@ def main() -> None:
     parser.add_argument("--measure", type=int, default=10)
     args = parser.parse_args()
     marks = [int(x) for x in args.turns.split(",")]
-    print("| turns in the log | compaction | ms per step (median) | rows read per step |")
-    print("| --- | --- | --- | --- |")
+    print("| turns in the log | compaction | ms per step (median) | CPU ms per step (mean) "
+          "| rows read per step |")
+    print("| --- | --- | --- | --- | --- |")
     with postgres_database() as db_url:
         from agentq.store import Store
 
         Store.open(db_url).migrate()
         for compaction in (False, True):
             for turns in marks:
-                ms, read = measure(db_url, turns, args.measure, compaction)
+                ms, cpu_ms, read = measure(db_url, turns, args.measure, compaction)
                 label = f"on ({BUDGET} tokens)" if compaction else "off"
-                print(f"| {turns:,} | {label} | {ms:.1f} | {read:.0f} |", flush=True)
+                print(f"| {turns:,} | {label} | {ms:.1f} | {cpu_ms:.1f} | {read:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
