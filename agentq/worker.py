@@ -43,6 +43,7 @@ CELERY_DEFAULTS = {
     "accept_content": ["json"],
     "result_serializer": "json",
     "task_ignore_result": True,
+    "result_backend_thread_safe": True,  # see celeryconfig.py
     "worker_send_task_events": True,
     "task_send_sent_event": False,  # see celeryconfig.py
     "broker_transport_options": {"visibility_timeout": 300},
