@@ -104,7 +104,7 @@ class BatchedTaskEvents(bootsteps.StartStopStep):
 
     Celery publishes each task event (received, started, succeeded) as a broker message of
     its own unless the worker runs its event loop (prefork); under gevent and threads that
-    was the largest part of a step's cost after the database. A batch is one message, which
+    was about a fifth of a step's CPU (bench/capacity.py). A batch is one message, which
     Flower and every Celery event receiver take apart; each event keeps its own timestamp,
     so Flower shows the same times, at most TASK_EVENTS_FLUSH_S later.
     """
