@@ -10,6 +10,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -56,7 +57,10 @@ CELERY_DEFAULTS = {
 
 EMBEDDED_POLL_S = 0.005
 TASK_EVENTS_FLUSH_S = 0.5  # how late Flower may see a task event
-TASK_EVENTS_BATCH = 100  # events that go in one broker message at most
+# Never flushed by the task that sends an event: that flush holds the dispatcher's lock
+# through a broker round trip, and every task sending an event meanwhile queued behind it
+# to flush again; under gevent that convoy held a worker's leases past their time.
+TASK_EVENTS_UNFLUSHED = sys.maxsize
 NO_TOOL_QUEUES: Mapping[str, str] = MappingProxyType({})
 
 
@@ -120,7 +124,7 @@ class BatchedTaskEvents(bootsteps.StartStopStep):
         if c.hub is not None or dispatcher is None or not dispatcher.enabled:
             return  # prefork batches already; no events, nothing to batch
         dispatcher.buffer_group = frozenset({"task"})
-        dispatcher.buffer_limit = TASK_EVENTS_BATCH
+        dispatcher.buffer_limit = TASK_EVENTS_UNFLUSHED
         self.timer_entry = c.timer.call_repeatedly(TASK_EVENTS_FLUSH_S, self._flush, (c,))
 
     def stop(self, c) -> None:
