@@ -11,6 +11,9 @@ task_serializer = "json"
 accept_content = ["json"]
 result_serializer = "json"
 task_ignore_result = True
+# One (disabled) result backend per process: Celery otherwise builds one per thread, which
+# under gevent is one for every task that sends a follow-up.
+result_backend_thread_safe = True
 worker_send_task_events = True
 # Off: a task-sent event for every step costs each step about 15% (bench/steps.py); turn it
 # on to see tasks that are queued but not yet received in Flower.
