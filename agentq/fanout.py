@@ -5,7 +5,9 @@ connection subscribes to the channel when its first feed opens and unsubscribes 
 last one closes, and a listener thread copies each notice into every feed of the channel.
 A feed's buffer is bounded: a stream that does not keep up is ended (its client
 reconnects with Last-Event-ID and replays from the log, which is the truth; a notice is
-only a wake-up, or a delta).
+only a wake-up, or a delta). Every feed of a channel gets the same `Notice` object, so
+what a stream derives from it (its SSE frame) is worked out once per process, and a
+stream takes all the notices waiting at each wake-up, so it writes them at once.
 
 Careful: `open` returns only once Redis confirmed the subscription, so a stream that
 reads the log after `open` misses no event committed after that read (see web/sse.py).
@@ -26,10 +28,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Notice:
-    """One live message: `kind` is "delta", "retry" or "events"."""
+    """One live message: `kind` is "delta", "retry" or "events".
+
+    `memo` holds what readers derive from the notice (web/sse.py keeps its frame there):
+    one notice is shared by every feed of its channel, so that is done once, not per feed.
+    """
 
     kind: str
     data: dict[str, Any]
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 WAKE = Notice("events", {"last_seq": None})  # re-read the log: something may have been missed
@@ -62,6 +69,11 @@ class Feed:
         while True:
             yield self.get(self.timeout_s)
 
+    def batches(self) -> Iterator[list[tuple[Notice, float]]]:
+        """Like iterating, but each wake-up yields every notice waiting (see `take`)."""
+        while True:
+            yield self.take(self.timeout_s)
+
     def close(self) -> None:
         """Leave the fanout (unsubscribing if this was the channel's last feed)."""
         if self.fanout is not None:
@@ -93,6 +105,22 @@ class Feed:
                 return None
             notice, self.received_at = self._buffer.popleft()
             return notice
+
+    def take(self, timeout_s: float) -> list[tuple[Notice, float]]:
+        """Every waiting notice with its arrival (time.monotonic()), oldest first; [] after
+        `timeout_s` without one; FeedEnded once ended.
+
+        Why: a stream that writes all it has in one go switches and writes once per
+        wake-up, not once per notice, and the more it fell behind the bigger its batch.
+        """
+        with self._ready:
+            if not self._buffer and not self.ended:
+                self._ready.wait(timeout_s)
+            if self.ended:
+                raise FeedEnded(self.ended)
+            taken = list(self._buffer)
+            self._buffer.clear()
+            return taken
 
     def end(self, reason: str) -> bool:
         """Stop the feed (the first reason sticks); True if this call ended it."""
