@@ -63,7 +63,10 @@ class Feed:
     ended: str | None = None  # the reason, once ended
     received_at: float = 0.0  # time.monotonic() when the last notice `get` returned arrived
     _buffer: deque = field(default_factory=deque)
-    _ready: threading.Condition = field(default_factory=threading.Condition)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set while a notice waits or the feed is ended (changed only under _lock). Why not a
+    # Condition: under gevent its wait allocates a lock and notify walks a list, per notice.
+    _ready: threading.Event = field(default_factory=threading.Event)
 
     def __iter__(self) -> Iterator[Notice | None]:
         while True:
@@ -79,31 +82,34 @@ class Feed:
         if self.fanout is not None:
             self.fanout.close(self)
 
-    def put(self, notice: Notice) -> bool:
-        """Add a notice; False if the buffer is full (the caller ends the feed)."""
-        with self._ready:
+    def put(self, notice: Notice, arrived_at: float | None = None) -> bool:
+        """Add a notice (arrived at `arrived_at`, else now); False if the buffer is full
+        (the caller ends the feed)."""
+        arrived_at = time.monotonic() if arrived_at is None else arrived_at
+        with self._lock:
             if self.ended:
                 return True
             if notice.kind == "events" and self._buffer and self._buffer[-1][0].kind == "events":
-                self._buffer[-1] = (notice, time.monotonic())  # one read, as fresh as the newer
+                self._buffer[-1] = (notice, arrived_at)  # one read, as fresh as the newer
                 return True
             if len(self._buffer) >= self.capacity:
                 return False
-            self._buffer.append((notice, time.monotonic()))
-            self._ready.notify()
+            self._buffer.append((notice, arrived_at))
+            self._ready.set()
             return True
 
     def get(self, timeout_s: float) -> Notice | None:
         """The next notice, or None after `timeout_s` without one; FeedEnded once ended."""
-        with self._ready:
-            if not self._buffer and not self.ended:
-                self._ready.wait(timeout_s)
+        self._ready.wait(timeout_s)
+        with self._lock:
             if self.ended:
                 raise FeedEnded(self.ended)
             if not self._buffer:
                 self.received_at = time.monotonic()  # a keep-alive tick: read what is there now
                 return None
             notice, self.received_at = self._buffer.popleft()
+            if not self._buffer:
+                self._ready.clear()
             return notice
 
     def take(self, timeout_s: float) -> list[tuple[Notice, float]]:
@@ -113,23 +119,23 @@ class Feed:
         Why: a stream that writes all it has in one go switches and writes once per
         wake-up, not once per notice, and the more it fell behind the bigger its batch.
         """
-        with self._ready:
-            if not self._buffer and not self.ended:
-                self._ready.wait(timeout_s)
+        self._ready.wait(timeout_s)
+        with self._lock:
             if self.ended:
                 raise FeedEnded(self.ended)
             taken = list(self._buffer)
             self._buffer.clear()
+            self._ready.clear()
             return taken
 
     def end(self, reason: str) -> bool:
         """Stop the feed (the first reason sticks); True if this call ended it."""
-        with self._ready:
+        with self._lock:
             if self.ended:
                 return False
             self.ended = reason
             self._buffer.clear()
-            self._ready.notify_all()
+            self._ready.set()
             return True
 
 
@@ -261,8 +267,9 @@ class Fanout:
         self._deliver(self.feeds(), notice)
 
     def _deliver(self, feeds: list[Feed], notice: Notice) -> None:
+        arrived_at = time.monotonic()
         for feed in feeds:
-            if not feed.put(notice):
+            if not feed.put(notice, arrived_at):
                 feed.end("overflow")  # the stream's watcher logs and counts it
 
 
