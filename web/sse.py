@@ -84,9 +84,15 @@ def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
 
 def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
     cid, store = plan.conversation_id, reads.store
-    yield f"retry: {RETRY_MS}\n\n"
     cursor = Cursor(plan.after_seq)
-    yield from catch_up(reads, cid, cursor, time.monotonic())
+    replay = [f"retry: {RETRY_MS}\n\n"]
+    for text in catch_up(reads, cid, cursor, time.monotonic()):
+        replay.append(text)
+        if len(replay) >= PAGE:  # a write per page of the log, not per event
+            yield "".join(replay)
+            replay = []
+    if replay:
+        yield "".join(replay)
     if plan.until_idle and (end := _end_frame(store, cid, cursor)):
         yield end
         return
