@@ -3,8 +3,9 @@
 The first is what GET /v1/conversations/{id} shows: one statement (one round trip, one
 snapshot) instead of a transaction of four, and the inbox counted rather than loaded, so
 the answer stays cheap when a long turn has many messages waiting, and quick on a busy
-API process, where each round trip waits its turn among thousands of streams. The second is what GET /v1/tool-calls shows: every call waiting
-on a person, whichever conversation it is in, a page at a time.
+API process, where each round trip waits its turn among thousands of streams. The second
+is what GET /v1/tool-calls shows: every call waiting on a person, whichever conversation
+it is in, a page at a time.
 """
 from __future__ import annotations
 
