@@ -9,7 +9,7 @@ AWAITING = FsmState(state="awaiting_input", turn_id="t1", running=("queued",),
                     pending={"open": {"executor": "human", "name": "approve", "expires_at": None}})
 
 
-def test_the_overview_has_pending_calls_oldest_first_the_inbox_count_and_latest_summary(store):
+def test_the_overview_has_pending_calls_oldest_first_the_inbox_count_and_summary(store):
     cid = _view_fixture(store, AWAITING)  # pending "open" at 2 s; "queued" scheduled, "done" resolved
     with store.locked(cid) as tx:
         tx.put_tool_calls([call(cid, "later", seconds=5), call(cid, "early", seconds=1)])

@@ -37,12 +37,12 @@ def load_overview_txn(conn: Connection, conversation_id: str) -> Overview | None
     if not rows:
         return None
     first = rows[0]
-    span = None if first.overview_to_seq is None else (first.overview_from_seq, first.overview_to_seq)
+    to_seq = first.overview_to_seq
     return Overview(
         conversation=conversation_from_row(first),
-        pending=[call_from_row(row, _CALL) for row in rows if row._mapping[f"{_CALL}id"] is not None],
+        pending=[call_from_row(r, _CALL) for r in rows if r._mapping[f"{_CALL}id"] is not None],
         inbox=first.overview_inbox,
-        summary=span,
+        summary=None if to_seq is None else (first.overview_from_seq, to_seq),
     )
 
 
@@ -51,11 +51,11 @@ def _overview_query():
     latest = (select(summary.from_seq).where(summary.conversation_id == conv.id)
               .order_by(summary.to_seq.desc()).limit(1).scalar_subquery())
     pending = and_(call.conversation_id == conv.id, call.status == "pending")
+    waiting_now = and_(waiting.conversation_id == conv.id, waiting.taken_at.is_(None))
     return (
         select(
             conversations,
-            select(func.count()).where(waiting.conversation_id == conv.id, waiting.taken_at.is_(None))
-            .scalar_subquery().label("overview_inbox"),
+            select(func.count()).where(waiting_now).scalar_subquery().label("overview_inbox"),
             latest.label("overview_from_seq"),
             select(func.max(summary.to_seq)).where(summary.conversation_id == conv.id)
             .scalar_subquery().label("overview_to_seq"),
