@@ -10,7 +10,7 @@ AWAITING = FsmState(state="awaiting_input", turn_id="t1", running=("queued",),
 
 
 def test_the_overview_has_pending_calls_oldest_first_the_inbox_count_and_summary(store):
-    cid = _view_fixture(store, AWAITING)  # pending "open" at 2 s; "queued" scheduled, "done" resolved
+    cid = _view_fixture(store, AWAITING)  # "open" pending at 2 s, "queued" and "done" not pending
     with store.locked(cid) as tx:
         tx.put_tool_calls([call(cid, "later", seconds=5), call(cid, "early", seconds=1)])
     found = store.load_overview(cid, tenant="acme")
