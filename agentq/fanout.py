@@ -5,7 +5,9 @@ connection subscribes to the channel when its first feed opens and unsubscribes 
 last one closes, and a listener thread copies each notice into every feed of the channel.
 A feed's buffer is bounded: a stream that does not keep up is ended (its client
 reconnects with Last-Event-ID and replays from the log, which is the truth; a notice is
-only a wake-up, or a delta).
+only a wake-up, or a delta). Every feed of a channel gets the same `Notice` object, so
+what a stream derives from it (its SSE frame) is worked out once per process, and a
+stream takes all the notices waiting at each wake-up, so it writes them at once.
 
 Careful: `open` returns only once Redis confirmed the subscription, so a stream that
 reads the log after `open` misses no event committed after that read (see web/sse.py).
@@ -26,15 +28,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Notice:
-    """One live message: `kind` is "delta", "retry" or "events"."""
+    """One live message: `kind` is "delta", "retry" or "events".
+
+    `memo` holds what readers derive from the notice (web/sse.py keeps its frame there):
+    one notice is shared by every feed of its channel, so that is done once, not per feed.
+    """
 
     kind: str
     data: dict[str, Any]
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 WAKE = Notice("events", {"last_seq": None})  # re-read the log: something may have been missed
 LISTEN_S = 1.0
 CONFIRM_S = 30.0  # under a burst of openings the listener may take a while to come round
+WAVE = 32  # feeds woken before the listener lets the woken streams run
 
 
 class FeedEnded(Exception):
@@ -56,52 +64,79 @@ class Feed:
     ended: str | None = None  # the reason, once ended
     received_at: float = 0.0  # time.monotonic() when the last notice `get` returned arrived
     _buffer: deque = field(default_factory=deque)
-    _ready: threading.Condition = field(default_factory=threading.Condition)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set while a notice waits or the feed is ended (changed only under _lock). Why not a
+    # Condition: under gevent its wait allocates a lock and notify walks a list, per notice.
+    _ready: threading.Event = field(default_factory=threading.Event)
 
     def __iter__(self) -> Iterator[Notice | None]:
         while True:
             yield self.get(self.timeout_s)
+
+    def batches(self) -> Iterator[list[tuple[Notice, float]]]:
+        """Like iterating, but each wake-up yields every notice waiting (see `take`)."""
+        while True:
+            yield self.take(self.timeout_s)
 
     def close(self) -> None:
         """Leave the fanout (unsubscribing if this was the channel's last feed)."""
         if self.fanout is not None:
             self.fanout.close(self)
 
-    def put(self, notice: Notice) -> bool:
-        """Add a notice; False if the buffer is full (the caller ends the feed)."""
-        with self._ready:
+    def put(self, notice: Notice, arrived_at: float | None = None) -> bool:
+        """Add a notice (arrived at `arrived_at`, else now); False if the buffer is full
+        (the caller ends the feed)."""
+        arrived_at = time.monotonic() if arrived_at is None else arrived_at
+        with self._lock:
             if self.ended:
                 return True
             if notice.kind == "events" and self._buffer and self._buffer[-1][0].kind == "events":
-                self._buffer[-1] = (notice, time.monotonic())  # one read, as fresh as the newer
+                self._buffer[-1] = (notice, arrived_at)  # one read, as fresh as the newer
                 return True
             if len(self._buffer) >= self.capacity:
                 return False
-            self._buffer.append((notice, time.monotonic()))
-            self._ready.notify()
+            self._buffer.append((notice, arrived_at))
+            self._ready.set()
             return True
 
     def get(self, timeout_s: float) -> Notice | None:
         """The next notice, or None after `timeout_s` without one; FeedEnded once ended."""
-        with self._ready:
-            if not self._buffer and not self.ended:
-                self._ready.wait(timeout_s)
+        self._ready.wait(timeout_s)
+        with self._lock:
             if self.ended:
                 raise FeedEnded(self.ended)
             if not self._buffer:
                 self.received_at = time.monotonic()  # a keep-alive tick: read what is there now
                 return None
             notice, self.received_at = self._buffer.popleft()
+            if not self._buffer:
+                self._ready.clear()
             return notice
+
+    def take(self, timeout_s: float) -> list[tuple[Notice, float]]:
+        """Every waiting notice with its arrival (time.monotonic()), oldest first; [] after
+        `timeout_s` without one; FeedEnded once ended.
+
+        Why: a stream that writes all it has in one go switches and writes once per
+        wake-up, not once per notice, and the more it fell behind the bigger its batch.
+        """
+        self._ready.wait(timeout_s)
+        with self._lock:
+            if self.ended:
+                raise FeedEnded(self.ended)
+            taken = list(self._buffer)
+            self._buffer.clear()
+            self._ready.clear()
+            return taken
 
     def end(self, reason: str) -> bool:
         """Stop the feed (the first reason sticks); True if this call ended it."""
-        with self._ready:
+        with self._lock:
             if self.ended:
                 return False
             self.ended = reason
             self._buffer.clear()
-            self._ready.notify_all()
+            self._ready.set()
             return True
 
 
@@ -233,8 +268,18 @@ class Fanout:
         self._deliver(self.feeds(), notice)
 
     def _deliver(self, feeds: list[Feed], notice: Notice) -> None:
-        for feed in feeds:
-            if not feed.put(notice):
+        """Wake the feeds a wave at a time, letting the woken streams (and anything else
+        that is ready, such as a request) run between waves.
+
+        Why: under gevent, waking a thousand streams at once queues a thousand writes in
+        front of every request that waits for the database; in waves, a request waits
+        for one wave at most.
+        """
+        arrived_at = time.monotonic()
+        for index, feed in enumerate(feeds):
+            if index and index % WAVE == 0:
+                time.sleep(0)  # a yield: to the other greenlets under gevent, else threads
+            if not feed.put(notice, arrived_at):
                 feed.end("overflow")  # the stream's watcher logs and counts it
 
 

@@ -7,7 +7,7 @@ Starts the API (one process: gunicorn's gevent worker by default, as in the Proc
 --period-s while the streams are held for --hold-s, and prints:
 
 - streams held (answered 200 and replaying within 20 s), and how long opening took;
-- events and deltas delivered per second to all streams while held;
+- events and deltas delivered per second while held, and the API's CPU per frame delivered;
 - /healthz and GET /v1/conversations/{id} latency, p50 and p99, while held;
 - memory per open stream (the API process's RSS from /proc, before and after opening);
 - whether every stream saw every event of its conversation once, in order;
@@ -242,6 +242,12 @@ class Producer:
             self.stopping.wait(max(0.0, self.period_s - (time.monotonic() - started)))
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -305,7 +311,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> None:
         time.sleep(1.0)
         rss_held = rss_kib(pid)
         prober, producer = Prober(port, key, cids[0]), Producer(port, key, cids, args.period_s)
-        frames_before, started = streams.frames, time.monotonic()
+        frames_before, started, cpu_before = streams.frames, time.monotonic(), cpu_s(pid)
         prober.thread.start()
         producer.thread.start()
         time.sleep(args.hold_s)
@@ -313,6 +319,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> None:
         producer.thread.join(timeout=30)
         held_s = time.monotonic() - started
         frames_held = streams.frames - frames_before
+        cpu_held = cpu_s(pid) - cpu_before
         prober.stopping.set()
         prober.thread.join(timeout=30)
         try:
@@ -327,10 +334,10 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> None:
                            and not client.pubsub_channels("agentq:conversation:*"), 30, 0.02)
         free_s = time.monotonic() - closed_at
         rss_after = rss_kib(pid)
-        print_report(args, held=held, all_held=all_held, open_s=open_s, frames=frames_held, held_s=held_s,
-                     prober=prober, posted=producer.posted, rss=(rss_before, rss_held, rss_after),
-                     complete=complete, caught_up=caught_up, events_total=events_total,
-                     freed=freed, free_s=free_s)
+        print_report(args, held=held, all_held=all_held, open_s=open_s, frames=frames_held,
+                     held_s=held_s, cpu_held=cpu_held, prober=prober, posted=producer.posted,
+                     rss=(rss_before, rss_held, rss_after), complete=complete, caught_up=caught_up,
+                     events_total=events_total, freed=freed, free_s=free_s)
 
 
 def check_delivery(api: Api, cids: list[str], streams: Streams) -> tuple[int, int, bool]:
@@ -348,7 +355,7 @@ def check_delivery(api: Api, cids: list[str], streams: Streams) -> tuple[int, in
     return complete, sum(last_seq.values()), idle and caught_up
 
 
-def print_report(args, *, held, all_held, open_s, frames, held_s, prober, posted, rss, complete,
+def print_report(args, *, held, all_held, open_s, frames, held_s, cpu_held, prober, posted, rss, complete,
                  caught_up, events_total, freed, free_s) -> None:
     rss_before, rss_held, rss_after = rss
     per_stream = (rss_held - rss_before) / held if held else 0.0
@@ -358,6 +365,8 @@ def print_report(args, *, held, all_held, open_s, frames, held_s, prober, posted
           f" ({'all' if all_held else 'NOT all'} within {OPEN_WAIT_S:.0f} s; took {open_s:.1f} s)")
     print(f"  delivered while held   {frames / held_s:9.0f} frames/s (events and deltas, all streams);"
           f" {posted} messages posted")
+    print(f"  API CPU while held     {cpu_held / held_s:9.2f} cores"
+          f" ({cpu_held * 1e6 / frames if frames else 0:.0f} µs per frame delivered)")
     print(f"  /healthz               {percentiles(prober.latency['healthz'])}")
     print(f"  GET conversation       {percentiles(prober.latency['conversation'])}")
     print(f"  probe failures         {prober.failures}")

@@ -6,11 +6,15 @@ or the last one done) only if that read started after the notice that woke it ar
 so what it gets holds every event committed before that notice: sharing never hides an
 event (the log is the truth). A keep-alive's re-read, which only guards against a lost
 notice, takes any read of its period.
+
+A read also keeps its events' SSE frames, made by the first stream that asks: an event is
+encoded once per read, not once per stream.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentq.core.events import Event
@@ -27,6 +31,25 @@ class _Read:
     done: threading.Event = field(default_factory=threading.Event)
     events: list[Event] | None = None
     error: BaseException | None = None
+    frames: list[str] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Page:
+    """A page of the log as one read returned it; its frames are made once for every reader."""
+
+    read: _Read
+
+    @property
+    def events(self) -> list[Event]:
+        return list(self.read.events or ())
+
+    def frames(self, encode: Callable[[Event], str]) -> list[str]:
+        """`encode(event)` for each event, worked out by the first caller only."""
+        frames = self.read.frames
+        if frames is None:  # two racing callers both encode: the same text, harmless
+            frames = self.read.frames = [encode(event) for event in self.read.events or ()]
+        return frames
 
 
 class SharedReads:
@@ -40,11 +63,15 @@ class SharedReads:
 
     def list_events(self, cid: str, *, after_seq: int, limit: int, fresh_since: float) -> list[Event]:
         """The page after `after_seq`, read at or after `fresh_since` (time.monotonic())."""
+        return self.page(cid, after_seq=after_seq, limit=limit, fresh_since=fresh_since).events
+
+    def page(self, cid: str, *, after_seq: int, limit: int, fresh_since: float) -> Page:
+        """Like `list_events`, as the shared read itself (with its frames)."""
         key = (cid, after_seq, limit)
         with self._lock:
             done = self._done.get(key)
             if done is not None and done.started_at >= fresh_since:
-                return list(done.events or ())
+                return Page(done)
             read = self._reads.get(key)
             mine = read is None or read.started_at < fresh_since
             if mine:
@@ -53,7 +80,7 @@ class SharedReads:
             read.done.wait()
             if read.error is not None:
                 raise read.error
-            return list(read.events or ())
+            return Page(read)
         try:
             read.events = self.store.list_events(cid, after_seq=after_seq, limit=limit)
         except BaseException as exc:
@@ -66,7 +93,7 @@ class SharedReads:
                 if read.error is None:
                     self._keep(key, read)
             read.done.set()
-        return list(read.events)
+        return Page(read)
 
     def _keep(self, key: tuple[str, int, int], read: _Read) -> None:
         """Remember the page; past KEEP entries, forget those older than KEEP_S."""

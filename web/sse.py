@@ -6,7 +6,9 @@ for all types, so a client needs one listener); live deltas are `event: delta`, 
 
 Careful: the feed is subscribed BEFORE the replay reads the log, so an event
 committed while replaying is announced to us and read after the last seq we sent:
-nothing falls between replay and live, and no event is sent twice. A feed that ends
+nothing falls between replay and live, and no event is sent twice. Each wake-up writes
+every frame it brought at once, and a frame shared by many streams (an event of one
+read, a delta) is encoded once. A feed that ends
 (its client went away or fell behind, the server stops) ends the stream; a client that
 reconnects with Last-Event-ID replays what it missed.
 """
@@ -60,6 +62,18 @@ def frame(kind: str, data: Any, seq: int | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+def event_frame(event: Event) -> str:
+    return frame("event", present.dump(present.event(event)), event.seq)
+
+
+def live_frame(notice: Notice) -> str:
+    """A delta's or retry's frame, encoded once for all the streams that share the notice."""
+    text = notice.memo.get("sse")
+    if text is None:
+        text = notice.memo["sse"] = frame(notice.kind, notice.data)
+    return text
+
+
 def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
     """Replay, then live, until the feed ends; the caller closes the feed."""
     try:
@@ -70,42 +84,73 @@ def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
 
 def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
     cid, store = plan.conversation_id, reads.store
-    yield f"retry: {RETRY_MS}\n\n"
     cursor = Cursor(plan.after_seq)
-    yield from catch_up(reads, cid, cursor, time.monotonic())
+    replay = [f"retry: {RETRY_MS}\n\n"]
+    for text in catch_up(reads, cid, cursor, time.monotonic()):
+        replay.append(text)
+        if len(replay) >= PAGE:  # a write per page of the log, not per event
+            yield "".join(replay)
+            replay = []
+    if replay:
+        yield "".join(replay)
     if plan.until_idle and (end := _end_frame(store, cid, cursor)):
         yield end
         return
-    for notice in feed:
-        if notice is not None and notice.kind in ("delta", "retry"):
-            if not cursor.stale(notice):
-                yield frame(notice.kind, notice.data)
-            continue
-        if notice is None:
-            yield KEEP_ALIVE  # also re-reads the log: a lost notice costs latency only
-            fresh_since = time.monotonic() - plan.keepalive_s  # any read of this period
-        else:
-            fresh_since = feed.received_at
-        sent = cursor.last_seq
-        yield from catch_up(reads, cid, cursor, fresh_since)
-        if notice is None and cursor.last_seq != sent:
-            continue  # ahead of the events' notice: deltas published before it may still come
-        if plan.until_idle and (end := _end_frame(store, cid, cursor)):
-            yield end
+    for batch in feed.batches():
+        out: list[str] = []
+        over = _follow(reads, store, plan, cursor, batch, out)
+        if out:
+            yield "".join(out)  # one write for everything this wake-up brought
+        if over:
             return
+
+
+def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
+            batch: list[tuple[Notice, float]], out: list[str]) -> bool:
+    """Add the frames of one wake-up's notices to `out`, in order; True once the stream ends.
+
+    An empty batch is a keep-alive tick, which also re-reads the log: a lost notice costs
+    latency only.
+    """
+    cid = plan.conversation_id
+    if not batch:
+        out.append(KEEP_ALIVE)
+        sent = cursor.last_seq
+        out.extend(catch_up(reads, cid, cursor, time.monotonic() - plan.keepalive_s))
+        if cursor.last_seq != sent:
+            return False  # ahead of the events' notice: deltas published before it may still come
+        return _ended(store, plan, cursor, out)
+    for notice, arrived_at in batch:
+        if notice.kind in ("delta", "retry"):
+            if not cursor.stale(notice):
+                out.append(live_frame(notice))
+            continue
+        out.extend(catch_up(reads, cid, cursor, arrived_at))
+        if _ended(store, plan, cursor, out):
+            return True
+    return False
+
+
+def _ended(store: Store, plan: StreamPlan, cursor: Cursor, out: list[str]) -> bool:
+    """With `until_idle`, add the `end` frame and say so once the conversation is idle."""
+    end = _end_frame(store, plan.conversation_id, cursor) if plan.until_idle else None
+    if end:
+        out.append(end)
+    return end is not None
 
 
 def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -> Iterator[str]:
     """Every stored event after `cursor.last_seq`, in seq order, each once.
 
-    Read at or after `fresh_since`: the arrival of the notice that woke the stream.
+    Read at or after `fresh_since`: the arrival of the notice that woke the stream. The
+    frames come with the shared read, so each event is encoded once per read.
     """
     while True:
-        events = reads.list_events(cid, after_seq=cursor.last_seq, limit=PAGE,
-                                   fresh_since=fresh_since)
-        for event in events:
+        page = reads.page(cid, after_seq=cursor.last_seq, limit=PAGE, fresh_since=fresh_since)
+        events = page.events
+        for event, text in zip(events, page.frames(event_frame)):
             cursor.passed(event)
-            yield frame("event", present.dump(present.event(event)), event.seq)
+            yield text
         if len(events) < PAGE:
             return
 

@@ -42,11 +42,39 @@ class ConversationInfo:
         }
 
 
+class _ParsedSettings:
+    """Each conversation's settings as last parsed, reused while the stored JSON is equal.
+
+    Why: validating a conversation's settings (a long script, many tools) takes about a
+    millisecond and every request and step loads them; comparing the stored JSON with
+    what was parsed last takes a twentieth of that. Settings are written once, at create
+    (a fork is a new id), and the comparison runs on every load anyway, so this hands out
+    what the row holds (Settings are frozen models).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._by_id: dict[str, tuple[Any, Settings]] = {}
+
+    def parse(self, conversation_id: str, data: dict[str, Any] | None) -> Settings:
+        known = self._by_id.get(conversation_id)
+        if known is not None and known[0] == data:
+            return known[1]
+        settings = parse_settings(data)
+        if len(self._by_id) >= self._size:
+            self._by_id.clear()
+        self._by_id[conversation_id] = (data, settings)
+        return settings
+
+
+_PARSED = _ParsedSettings(size=4096)
+
+
 def conversation_from_row(row: Row[Any]) -> ConversationInfo:
     return ConversationInfo(
         id=row.id,
         tenant=row.tenant,
-        settings=parse_settings(row.settings),
+        settings=_PARSED.parse(row.id, row.settings),
         fsm=FsmState.from_json(row.fsm_state),
         status=row.status,
         next_seq=row.next_seq,

@@ -1,9 +1,11 @@
 """Read-only overviews: a conversation at a glance, and a tenant's calls across conversations.
 
-The first is what GET /v1/conversations/{id} shows: one read transaction instead of four,
-and the inbox counted rather than loaded, so the answer stays cheap when a long turn has
-many messages waiting. The second is what GET /v1/tool-calls shows: every call waiting
-on a person, whichever conversation it is in, a page at a time.
+The first is what GET /v1/conversations/{id} shows: one statement (one round trip, one
+snapshot) instead of a transaction of four, and the inbox counted rather than loaded, so
+the answer stays cheap when a long turn has many messages waiting, and quick on a busy
+API process, where each round trip waits its turn among thousands of streams. The second
+is what GET /v1/tool-calls shows: every call waiting on a person, whichever conversation
+it is in, a page at a time.
 """
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, and_, func, or_, select
 
 from agentq.core.events import ToolCallRecord
-from agentq.store.calls import call_from_row, list_calls_txn
-from agentq.store.conversations import ConversationInfo, load_conversation_txn
-from agentq.store.engine import begin_read
+from agentq.store.calls import call_from_row
+from agentq.store.conversations import ConversationInfo, conversation_from_row
+from agentq.store.engine import begin_read, param
 from agentq.store.schema import conversations, inbox, summaries, tool_calls
 
 
@@ -28,19 +30,45 @@ class Overview:
     summary: tuple[int, int] | None
 
 
-def count_inbox_txn(conn: Connection, conversation_id: str) -> int:
-    c = inbox.c
-    query = select(func.count()).where(c.conversation_id == conversation_id, c.taken_at.is_(None))
-    return conn.execute(query).scalar_one()
+def load_overview_txn(conn: Connection, conversation_id: str) -> Overview | None:
+    """The overview from one statement: the row joined to its pending calls (one row per
+    call, or one without), the inbox count and the latest summary's span beside it."""
+    rows = conn.execute(_OVERVIEW, {"conversation_id": conversation_id}).all()
+    if not rows:
+        return None
+    first = rows[0]
+    to_seq = first.overview_to_seq
+    return Overview(
+        conversation=conversation_from_row(first),
+        pending=[call_from_row(r, _CALL) for r in rows if r._mapping[f"{_CALL}id"] is not None],
+        inbox=first.overview_inbox,
+        summary=None if to_seq is None else (first.overview_from_seq, to_seq),
+    )
 
 
-def latest_summary_span_txn(conn: Connection, conversation_id: str) -> tuple[int, int] | None:
-    c = summaries.c
-    row = conn.execute(
-        select(c.from_seq, c.to_seq).where(c.conversation_id == conversation_id)
-        .order_by(c.to_seq.desc()).limit(1)
-    ).first()
-    return None if row is None else (row.from_seq, row.to_seq)
+def _overview_query():
+    conv, call, waiting, summary = conversations.c, tool_calls.c, inbox.c, summaries.c
+    latest = (select(summary.from_seq).where(summary.conversation_id == conv.id)
+              .order_by(summary.to_seq.desc()).limit(1).scalar_subquery())
+    pending = and_(call.conversation_id == conv.id, call.status == "pending")
+    waiting_now = and_(waiting.conversation_id == conv.id, waiting.taken_at.is_(None))
+    return (
+        select(
+            conversations,
+            select(func.count()).where(waiting_now).scalar_subquery().label("overview_inbox"),
+            latest.label("overview_from_seq"),
+            select(func.max(summary.to_seq)).where(summary.conversation_id == conv.id)
+            .scalar_subquery().label("overview_to_seq"),
+            *[column.label(f"{_CALL}{column.name}") for column in tool_calls.c],
+        )
+        .select_from(conversations.outerjoin(tool_calls, pending))
+        .where(conv.id == param(conv.id, "conversation_id"))
+        .order_by(call.created_at, call.id)
+    )
+
+
+_CALL = "pending_call_"
+_OVERVIEW = _overview_query()  # built once, like the statements a step runs
 
 
 def list_tenant_calls_txn(
@@ -89,16 +117,11 @@ class Overviews:
 
     def load_overview(self, conversation_id: str, *, tenant: str | None = None) -> Overview | None:
         """The overview, or None if absent or owned by another `tenant`."""
-        with begin_read(self.engine) as conn:
-            info = load_conversation_txn(conn, conversation_id)
-            if info is None or (tenant is not None and info.tenant != tenant):
-                return None
-            return Overview(
-                conversation=info,
-                pending=list_calls_txn(conn, conversation_id, statuses=("pending",)),
-                inbox=count_inbox_txn(conn, conversation_id),
-                summary=latest_summary_span_txn(conn, conversation_id),
-            )
+        with begin_read(self.engine, one_snapshot=False) as conn:  # one statement: one snapshot
+            found = load_overview_txn(conn, conversation_id)
+        if found is None or (tenant is not None and found.conversation.tenant != tenant):
+            return None
+        return found
 
     def list_tenant_calls(
         self,
