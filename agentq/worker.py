@@ -58,8 +58,8 @@ CELERY_DEFAULTS = {
 EMBEDDED_POLL_S = 0.005
 TASK_EVENTS_FLUSH_S = 0.5  # how late Flower may see a task event
 # Never flushed by the task that sends an event: that flush holds the dispatcher's lock
-# through a broker round trip, and every task sending an event meanwhile queued behind it
-# to flush again; under gevent that convoy held a worker's leases past their time.
+# through a broker round trip, and every task sending an event meanwhile queues behind it
+# to flush again, one round trip each.
 TASK_EVENTS_UNFLUSHED = sys.maxsize
 NO_TOOL_QUEUES: Mapping[str, str] = MappingProxyType({})
 

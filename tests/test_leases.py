@@ -2,13 +2,18 @@
 step that is no longer ours (an interrupt cancelled it) found by one statement per check."""
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
+
+import pytest
 
 from agentq.clock import utcnow
 from agentq.core.settings import Settings
 from agentq.runtime.leases import Leases
 from agentq.runtime.timers import Timers
-from agentq.store import NewStep
+from agentq.store import NewStep, Store
+from tests.clock import T0
 from tests.processes import wait_for
 
 
@@ -53,3 +58,23 @@ def test_one_statement_per_period_keeps_every_lease_and_finds_the_interrupted_st
     assert calls["renew"] >= 3
     assert leases.held() == 0
 
+
+
+@pytest.mark.postgres
+def test_a_claim_that_waits_for_a_connection_starts_its_lease_when_it_runs(pg_url):
+    """Hundreds of green threads share a worker's few connections: a lease that began before
+    its claim's wait for one could run out before its first renewal, and the step be taken
+    over again by a worker that never stopped running it."""
+    store = Store.open(pg_url, pool_size=1)
+    cid = store.create_conversation(tenant="acme", settings=Settings(), now=T0).id
+    step = NewStep("waits", cid, "llm", {"after_seq": 1}, "r1", "task-waits", "acme")
+    now = [T0]
+    claimed = []
+    with store.engine.connect():  # the pool's one connection: the claim waits for it
+        claiming = threading.Thread(target=lambda: claimed.append(store.schedule_and_claim_step(
+            step, worker="w1", lease_s=30, now=lambda: now[0], max_attempts=5)))
+        claiming.start()
+        now[0] = T0 + timedelta(seconds=20)  # the wait took 20 s
+    claiming.join(timeout=60)
+    store.dispose()
+    assert claimed[0].lease_until == T0 + timedelta(seconds=50)

@@ -162,7 +162,7 @@ class Lifecycle:
         worker = worker_id()
         record = self.ctx.store.schedule_and_claim_step(
             NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
-            worker=worker, lease_s=config.lease_s, now=self.ctx.clock(),
+            worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
             max_attempts=config.max_attempts, cap=cap,
         )
         bind_log_context(conversation_id=cid, step_key=step.key,

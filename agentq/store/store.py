@@ -260,18 +260,20 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     # the steps ledger
 
     def schedule_and_claim_step(
-        self, step: NewStep, *, worker: str, lease_s: float, now: datetime, max_attempts: int,
-        cap: int | None = None,
+        self, step: NewStep, *, worker: str, lease_s: float,
+        now: datetime | Callable[[], datetime], max_attempts: int, cap: int | None = None,
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if it is not ours).
 
         With `cap`, the most steps of its tenant that may run at once: past it, the step is
-        left waiting and comes back with status `waiting`.
+        left waiting and comes back with status `waiting`. `now` may be the clock, read once
+        a connection is in hand: a lease that started while its claim waited for one may run
+        out before its first renewal, and the step is taken over again.
         """
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
-                conn, step, worker=worker, lease_s=lease_s, now=now, max_attempts=max_attempts,
-                cap=cap,
+                conn, step, worker=worker, lease_s=lease_s,
+                now=now() if callable(now) else now, max_attempts=max_attempts, cap=cap,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
