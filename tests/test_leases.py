@@ -59,7 +59,6 @@ def test_one_statement_per_period_keeps_every_lease_and_finds_the_interrupted_st
     assert leases.held() == 0
 
 
-
 @pytest.mark.postgres
 def test_a_claim_that_waits_for_a_connection_starts_its_lease_when_it_runs(pg_url):
     """Hundreds of green threads share a worker's few connections: a lease that began before
