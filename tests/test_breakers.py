@@ -7,7 +7,6 @@ ledger (not sleeping in a worker, not calling the endpoint), and one probe close
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -27,7 +26,7 @@ from agentq.tools import Registry, Scope
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.emulators import Fail, Reply
-from tests.emulators.kit import Kit, running
+from tests.emulators.kit import Kit, kit_fixtures
 
 SCOPE = Scope(tenant="t1", user="u1")
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
@@ -105,17 +104,7 @@ def test_a_board_that_fails_altogether_lets_calls_through(store):
 # ---- the runtime: held steps, one probe -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[Kit]:
-    with running("openai") as emulator:
-        yield Kit("openai", emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Iterator[Kit]:
-    served.emulator.clear()
-    yield served
-    served.emulator.clear()
+served, kit = kit_fixtures("openai")
 
 
 def make_runtime(kit: Kit, store) -> Runtime:

@@ -7,7 +7,6 @@ keep `min_keep_turns` or the summary request was itself too long.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,24 +18,13 @@ from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
 from tests.emulators import ByRequest, Call, Reply, anthropic_api
-from tests.emulators.kit import Kit, running
+from tests.emulators.kit import Kit, kit_fixtures
 
 SCOPE = Scope(tenant="t1", user="u1")
 TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
 
 
-@pytest.fixture(scope="module", params=["openai", "anthropic"])
-def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
-    with running(request.param) as emulator:
-        yield Kit(request.param, emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Iterator[Kit]:
-    served.emulator.clear()
-    yield served
-    served.emulator.clear()
-    served.emulator.max_context_tokens = 50_000
+served, kit = kit_fixtures("openai", "anthropic")
 
 
 def test_anthropic_refuses_tool_blocks_in_a_request_that_defines_no_tools():

@@ -6,7 +6,6 @@ test_provider_contract.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from types import SimpleNamespace as NS
 
 import httpx2
@@ -19,21 +18,11 @@ from agentq.providers.errors import ProviderError
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
 from tests.emulators import AnthropicEmulator, Fail, Reply
-from tests.emulators.kit import HELLO, WEATHER, Kit, running
+from tests.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.emulators.shapes import SHAPES
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[Kit]:
-    with running("anthropic") as emulator:
-        yield Kit("anthropic", emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Kit:
-    served.emulator.clear()
-    served.emulator.max_context_tokens = 50_000
-    return served
+served, kit = kit_fixtures("anthropic")
 
 
 def post(emulator: AnthropicEmulator, body: dict) -> httpx2.Response:

@@ -9,7 +9,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -35,7 +34,7 @@ from tests.core import builders as b
 from tests.core.strategies import conversation_logs
 from tests.drive import drain
 from tests.emulators import Call, Fail, Reply, Reset, Stall
-from tests.emulators.kit import HELLO, MAX_TOKENS_FIELD, WEATHER, Kit, running
+from tests.emulators.kit import HELLO, Kit, MAX_TOKENS_FIELD, WEATHER, kit_fixtures, running
 from tests.emulators.shapes import SHAPES
 
 PROVIDERS = ["openai", "anthropic", "openai_responses"]
@@ -43,17 +42,7 @@ SCOPE = Scope(tenant="t1", user="u1")
 HANGUP_WITHIN_S = 1.0
 
 
-@pytest.fixture(scope="module", params=PROVIDERS)
-def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
-    with running(request.param) as emulator:
-        yield Kit(request.param, emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Kit:
-    served.emulator.clear()
-    served.emulator.max_context_tokens = 50_000
-    return served
+served, kit = kit_fixtures(*PROVIDERS)
 
 
 class Recorded:

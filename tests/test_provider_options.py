@@ -17,22 +17,13 @@ from agentq.core.settings import parse_settings
 from agentq.providers.errors import ProviderError
 from agentq.providers.openai import reasoning_model
 from tests.emulators import Reply
-from tests.emulators.kit import HELLO, Kit, running
+from tests.emulators.kit import HELLO, Kit, kit_fixtures, running
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
           "additionalProperties": False}
 
 
-@pytest.fixture(scope="module", params=["openai", "anthropic"])
-def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
-    with running(request.param) as emulator:
-        yield Kit(request.param, emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Kit:
-    served.emulator.clear()
-    return served
+served, kit = kit_fixtures("openai", "anthropic")
 
 
 @pytest.fixture(scope="module")

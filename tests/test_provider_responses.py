@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from types import SimpleNamespace as NS
 
 import httpx2
@@ -25,7 +24,7 @@ from agentq.providers.openai_responses import EventReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
 from tests.emulators import Call, Fail, Reply
-from tests.emulators.kit import HELLO, WEATHER, Kit, running
+from tests.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.emulators.responses_api import ResponsesEmulator
 from tests.emulators.responses_rules import Memory, check
 
@@ -33,17 +32,7 @@ REASONER = "emu-reasoner-1"
 TWO_CITIES = (Call("get_weather", {"city": "Oslo"}), Call("get_weather", {"city": "Bergen"}))
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[Kit]:
-    with running("openai_responses") as emulator:
-        yield Kit("openai_responses", emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Kit:
-    served.emulator.clear()
-    served.emulator.max_context_tokens = 50_000
-    return served
+served, kit = kit_fixtures("openai_responses")
 
 
 def reasoning_settings(kit: Kit, **options):

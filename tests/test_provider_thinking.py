@@ -7,7 +7,6 @@ temperature must not be sent.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,22 +21,13 @@ from agentq.tools import Registry, Scope
 from tests.drive import drain
 from tests.emulators import Call, Reply
 from tests.emulators import anthropic_thinking as rules
-from tests.emulators.kit import MODEL, WEATHER, Kit, running
+from tests.emulators.kit import Kit, MODEL, WEATHER, kit_fixtures
 
 SCOPE = Scope(tenant="t1", user="u1")
 THINKING = {"thinking": {"budget_tokens": 2048}}
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[Kit]:
-    with running("anthropic") as emulator:
-        yield Kit("anthropic", emulator)
-
-
-@pytest.fixture
-def kit(served: Kit) -> Kit:
-    served.emulator.clear()
-    return served
+served, kit = kit_fixtures("anthropic")
 
 
 def _turn(kit: Kit, store, *replies: Reply, **settings) -> str:

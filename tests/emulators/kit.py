@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.settings import Settings, parse_settings
 from agentq.policy import Policy
@@ -42,6 +44,24 @@ def running(name: str) -> Iterator[Emulator]:
     """The emulator of provider `name`, serving until the block ends."""
     with _ADAPTERS[name][0]() as emulator:
         yield emulator
+
+
+def kit_fixtures(*names: str) -> tuple[Any, Any]:
+    """The `served` and `kit` fixtures of a module of provider tests: one emulator per module
+    and provider (several names run each test on each), cleared around every test."""
+
+    @pytest.fixture(scope="module", params=list(names))
+    def served(request: pytest.FixtureRequest) -> Iterator[Kit]:
+        with running(request.param) as emulator:
+            yield Kit(request.param, emulator)
+
+    @pytest.fixture
+    def kit(served: Kit) -> Iterator[Kit]:
+        served.emulator.clear()
+        yield served
+        served.emulator.clear()
+
+    return served, kit
 
 
 @dataclass

@@ -37,6 +37,7 @@ class Emulator:
         self, *, api_key: str = "sk-emulator-0123456789abcdef", max_context_tokens: int = 50_000
     ) -> None:
         self.api_key = api_key
+        self.context_limit = max_context_tokens  # what `clear` puts back
         self.max_context_tokens = max_context_tokens
         self.script: deque[Action] = deque()
         self.default: Action = Reply()  # the answer once the script has run out
@@ -64,6 +65,8 @@ class Emulator:
         return self
 
     def clear(self) -> None:
+        """Forget what a test scripted, set and saw: the next test starts afresh."""
+        self.max_context_tokens = self.context_limit
         self.script.clear()
         self.default = Reply()
         self.received.clear()
