@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
+from sqlalchemy import Engine  # noqa: E402
 
 from agentq.commands import Commands  # noqa: E402
 from agentq.store import Store  # noqa: E402
@@ -53,12 +54,12 @@ def settings(delay_s: float) -> dict:
 class CpuMeter:
     """CPU seconds of the workers, the run's PostgreSQL backends and Redis since `start`."""
 
-    def __init__(self, store: Store, reply: redis.Redis, workers: list[WorkerProcess]) -> None:
-        self.store, self.reply, self.workers = store, reply, workers
+    def __init__(self, engine: Engine, reply: redis.Redis, workers: list[WorkerProcess]) -> None:
+        self.engine, self.reply, self.workers = engine, reply, workers
         self._start: dict[str, dict[int, float] | float] = {}
 
     def _backends(self) -> dict[int, float]:
-        with self.store.engine.connect() as conn:
+        with self.engine.connect() as conn:
             pids = conn.exec_driver_sql(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid()").scalars().all()
@@ -133,7 +134,7 @@ def bench(args) -> dict:
             warm_up(app, reply)
             ids = [commands.create_conversation(SCOPE, settings(args.delay)).id
                    for _ in range(args.conversations)]
-            meter = CpuMeter(store, reply, workers)
+            meter = CpuMeter(store.engine, reply, workers)
             meter.start()
             load_before = os.getloadavg()[0]
             start = time.perf_counter()
