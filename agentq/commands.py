@@ -115,7 +115,7 @@ class Commands:
                 idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
             )
             action = admit(conv.fsm.state, on_busy)
-            if action == "append" and conv.fsm.state == "idle" and tx.view().inbox:
+            if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
                 raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")

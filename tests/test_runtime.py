@@ -230,6 +230,20 @@ def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store,
     ]
 
 
+def test_a_message_to_an_idle_conversation_queues_behind_one_still_waiting(store, runtime, commands):
+    conv = commands.create_conversation(SCOPE, {})
+    _, follow1 = commands.post_message(conv.id, "one", SCOPE)
+    _, follow2 = commands.post_message(conv.id, "two", SCOPE)
+    (advance,) = follow1
+    later = runtime.advance(advance.conversation_id)  # the first turn ends; "two" still waits
+    assert store.load_conversation(conv.id).fsm.state == "idle"
+    third, follow3 = commands.post_message(conv.id, "three", SCOPE)
+    assert third.queued and third.turn_id is None
+    drain(runtime, later + follow2 + follow3)
+    users = [e.content["text"] for e in store.list_events(conv.id) if e.type == "user_msg"]
+    assert users == ["one", "two", "three"]
+
+
 def test_the_same_idempotency_key_returns_the_first_answer_and_appends_nothing(store, commands):
     conv = commands.create_conversation(SCOPE, {})
     first, _ = commands.post_message(conv.id, "hi", SCOPE, idempotency_key="k1")
