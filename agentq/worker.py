@@ -17,11 +17,13 @@ from types import MappingProxyType
 from typing import Callable, Iterable
 
 from celery import Celery, Task, signals
+from celery.app.amqp import AMQP
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.exceptions import SecurityWarning
 from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError
 
+from agentq import broker
 from agentq.config import Config
 from agentq.core.keys import task_id
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
@@ -58,6 +60,12 @@ EMBEDDED_POLL_S = 0.005
 NO_TOOL_QUEUES: Mapping[str, str] = MappingProxyType({})
 
 
+class _BrokerAMQP(AMQP):
+    """Celery's AMQP, connecting through agentq.broker (one Redis client per channel)."""
+
+    Connection = broker.Connection
+
+
 def _project_overrides() -> dict:
     """Settings from a top-level `celeryconfig.py`, when one is importable."""
     try:
@@ -76,7 +84,7 @@ def create_celery(
     `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
     `-Q` takes them too, and their calls are sent there.
     """
-    app = Celery("agentq", set_as_current=False)
+    app = Celery("agentq", set_as_current=False, amqp=_BrokerAMQP)
     app.conf.update(CELERY_DEFAULTS)
     app.conf.update(_queues(tool_queues))
     app.conf.update(_project_overrides())

@@ -1,0 +1,80 @@
+"""The broker transport: one Redis client per channel, kombu's semantics and URLs unchanged."""
+from __future__ import annotations
+
+import kombu
+import pytest
+import redis
+from kombu import Exchange, Producer, Queue
+from kombu.transport import memory, redis as kombu_redis
+
+from agentq import broker as agentq_broker
+
+QUEUE = Queue("agentq.test-broker", Exchange("agentq.test-broker"), routing_key="agentq.test-broker")
+FANOUT = Exchange("agentq.test-broker-fanout", type="fanout")
+
+
+def counting_clients(channel: kombu_redis.Channel) -> list[redis.Redis]:
+    """Every redis.Redis the channel builds from now on, in order."""
+    built: list[redis.Redis] = []
+    make = channel.Client
+
+    def client(**kwargs: object) -> redis.Redis:
+        built.append(make(**kwargs))
+        return built[-1]
+
+    channel.Client = client
+    return built
+
+
+@pytest.mark.redis
+def test_a_channel_publishes_fans_out_and_acks_through_one_redis_client(broker, redis_url):
+    peek = redis.Redis.from_url(redis_url)
+    with broker.connection_for_write() as conn:
+        channel = conn.channel()
+        built = counting_clients(channel)
+        producer = Producer(channel)
+        for n in range(3):
+            producer.publish({"n": n}, exchange=QUEUE.exchange, routing_key=QUEUE.routing_key,
+                             declare=[QUEUE])
+        producer.publish({"event": "e"}, exchange=FANOUT, declare=[FANOUT])
+        received = []
+        for _ in range(3):
+            message = QUEUE(channel).get(no_ack=False)
+            assert peek.hexists(channel.unacked_key, message.delivery_tag)  # held until acked
+            message.ack()
+            assert not peek.hexists(channel.unacked_key, message.delivery_tag)
+            received.append(message.payload["n"])
+        channel.close()
+    assert received == [0, 1, 2]
+    assert len(built) == 1
+
+
+@pytest.mark.redis
+def test_a_channel_builds_a_new_client_on_the_pool_kombu_makes_after_a_fork(broker):
+    with broker.connection_for_write() as conn:
+        channel = conn.channel()
+        built = counting_clients(channel)
+        producer = Producer(channel)
+        producer.publish({"n": 1}, exchange=QUEUE.exchange, routing_key=QUEUE.routing_key,
+                         declare=[QUEUE])
+        channel._after_fork()  # the hook kombu runs in a forked child: it drops the pool
+        producer.publish({"n": 2}, exchange=QUEUE.exchange, routing_key=QUEUE.routing_key)
+        assert [QUEUE(channel).get(no_ack=True).payload["n"] for _ in range(2)] == [1, 2]
+        assert len(built) == 2
+        assert built[1].connection_pool is channel.pool is not built[0].connection_pool
+        channel.close()
+
+
+@pytest.mark.parametrize("url, transport", [
+    ("redis://127.0.0.1:6379/3", agentq_broker.Transport),
+    ("rediss://cache.example:6380/0", agentq_broker.Transport),
+    ("rediss://cache.example:6380/0?ssl_cert_reqs=required", agentq_broker.Transport),
+    ("redis+socket:///run/redis.sock", agentq_broker.Transport),
+    ("sentinel://127.0.0.1:26379", kombu_redis.SentinelTransport),
+    ("memory://", memory.Transport),
+])
+def test_a_broker_url_reads_and_connects_as_with_kombu_and_only_redis_changes_transport(
+        url, transport):
+    ours, kombus = agentq_broker.Connection(url), kombu.Connection(url)
+    assert ours.get_transport_cls() is transport
+    assert (ours.as_uri(), ours.ssl, ours.info()) == (kombus.as_uri(), kombus.ssl, kombus.info())
