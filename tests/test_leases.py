@@ -9,8 +9,12 @@ from datetime import timedelta
 import pytest
 
 from agentq.clock import utcnow
+from agentq.config import Config
+from agentq.core.decide import Step
 from agentq.core.settings import Settings
+from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
+from agentq.runtime.lifecycle import Lifecycle, StepWork
 from agentq.runtime.timers import Timers
 from agentq.store import NewStep, Store
 from tests.clock import T0
@@ -77,3 +81,66 @@ def test_a_claim_that_waits_for_a_connection_starts_its_lease_when_it_runs(pg_ur
     claiming.join(timeout=60)
     store.dispose()
     assert claimed[0].lease_until == T0 + timedelta(seconds=50)
+
+
+@pytest.mark.postgres
+def test_a_renewal_goes_through_while_steps_hold_every_pooled_connection(pg_url):
+    """The lease keeper has a connection of its own: a worker whose steps hold all of theirs
+    (hundreds of green threads, a pool of ten) still keeps every lease."""
+    store = Store.open(pg_url, pool_size=2)
+    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
+    store.schedule_and_claim_step(NewStep("busy", cid, "llm", {"after_seq": 1}, "r1", "t-busy",
+                                          "acme"), worker="w1", lease_s=30, now=utcnow(),
+                                  max_attempts=5)
+    renewed, owned = [], []
+
+    def keep() -> None:
+        renewed.append(store.renew_leases([("busy", "w1")], lease_s=60, now=utcnow()))
+        owned.append(store.list_owned_steps([("busy", "w1")]))
+
+    with store.engine.connect(), store.engine.connect():  # the pool's every connection
+        keeper = threading.Thread(target=keep, daemon=True)
+        keeper.start()
+        keeper.join(timeout=30)  # queued for a pooled connection, it would wait a minute
+        assert renewed == [{"busy"}] and owned == [{"busy"}]
+    store.dispose()
+
+
+class CommitsWhenLetGo(StepWork[str]):
+    """A step whose commit waits until the test lets it go, as a commit on a busy worker
+    waits for a pooled connection."""
+
+    def __init__(self, ctx: StepContext, cid: str) -> None:
+        super().__init__(ctx, cid, "acme", Step("llm", {"after_seq": 1}, "slow-commit", "r1"))
+        self.committing, self.go = threading.Event(), threading.Event()
+
+    def run(self, claim, lost):
+        return "answer"
+
+    def commit(self, claim, result):
+        self.committing.set()
+        self.go.wait(timeout=60)
+        return []
+
+
+def test_a_step_keeps_its_lease_while_its_commit_waits(sqlite_store):
+    """Its lease let go before the commit, the step would be claimed again (its model called
+    twice) while its first commit still waited, and that commit refused as stale."""
+    store = sqlite_store
+    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
+    ctx = StepContext(store, utcnow, Config(lease_s=0.9), lambda *_: None)
+    lifecycle = Lifecycle(ctx, Leases(store, utcnow, Timers(), lease_s=0.9))
+    work = CommitsWhenLetGo(ctx, cid)
+    running = threading.Thread(target=lifecycle.run, args=(work,), daemon=True)
+    running.start()
+    try:
+        assert work.committing.wait(timeout=30)
+        time.sleep(2.0)  # past two leases: only renewals keep it ours
+        taken = store.schedule_and_claim_step(
+            NewStep.of(work.step, cid, "task-again", tenant="acme"), worker="w2", lease_s=0.9,
+            now=utcnow(), max_attempts=5)
+        assert taken is None
+        assert store.load_step("slow-commit").attempts == 1
+    finally:
+        work.go.set()
+        running.join(timeout=30)

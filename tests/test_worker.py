@@ -1,7 +1,13 @@
 """The runtime through a real Celery worker process on the real Redis broker and Postgres."""
 from __future__ import annotations
 
+import socket
+import time
+import uuid
+
 import pytest
+from celery.events.event import get_exchange
+from kombu import Queue
 
 from agentq.tools import Scope
 from agentq.worker import enqueue
@@ -180,3 +186,53 @@ def test_a_slow_tool_holds_no_worker_of_model_calls_or_deadlines(
     [result] = [e for e in store.list_events(quick.id) if e.type == "tool_result"]
     assert result.content["status"] == "expired"
     assert [s.status for s in store.list_steps(slow.id) if s.kind == "tool"] == ["running"]
+
+
+# task events: Flower's tasks page is built from them
+
+
+def task_event_messages(app, start, until, *, timeout_s: float = 60.0) -> list:
+    """Bodies of the broker messages on the event exchange from `start()` until `until()`
+    holds, and a second after (a batch goes out at most half a second late)."""
+    seen: list = []
+
+    def drain() -> None:
+        try:
+            conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+
+    with app.connection_for_read() as conn, conn.Consumer(
+            Queue(f"test-events-{uuid.uuid4().hex}", get_exchange(conn, app.conf.event_exchange),
+                  routing_key="task.#", auto_delete=True, durable=False),
+            callbacks=[lambda body, _message: seen.append(body)], accept=["json"]):
+        drain()  # subscribed from here on
+        start()
+        deadline, done_at = time.monotonic() + timeout_s, None
+        while time.monotonic() < (done_at or deadline):
+            drain()
+            if done_at is None and until():
+                done_at = time.monotonic() + 1.0
+    return seen
+
+
+@pytest.mark.parametrize("pool", ["gevent", "threads"])
+def test_a_worker_sends_every_task_event_but_in_batches_on_pools_without_an_event_loop(
+        pg_store_clean, commands, broker, workers, pool):
+    store = pg_store_clean
+    conv = commands.create_conversation(SCOPE, {"script": [
+        {"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "done"}]})
+    workers("w1", pool=pool)
+    wait_for(lambda: broker.control.ping(timeout=0.5), timeout_s=60, what="the worker to start")
+    bodies = task_event_messages(
+        broker, lambda: enqueue(broker, commands.post_message(conv.id, "go", SCOPE)[1]),
+        lambda: idle_after(store, conv.id, rounds=2))
+    events = [e for body in bodies for e in (body if isinstance(body, list) else [body])]
+    steps = store.list_steps(conv.id)
+    by_task = {s.celery_task_id: {e["type"] for e in events if e.get("uuid") == s.celery_task_id}
+               for s in steps}
+    # Flower learns of each step's task being received, started and finished...
+    assert len(steps) == 3 and all(
+        {"task-received", "task-started", "task-succeeded"} <= types for types in by_task.values())
+    # ...from fewer broker messages than events: a batch is one message
+    assert len(bodies) < len(events)

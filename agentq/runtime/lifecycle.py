@@ -126,7 +126,12 @@ class Lifecycle:
         return followups if cap is None else followups + self._woken(work.tenant)
 
     def _run_claimed(self, work: StepWork[Result], claim: Claim) -> list[FollowUp]:
-        """Run the claimed step with its lease kept, then commit it or record how it failed."""
+        """Run the claimed step and commit it, or record how it failed, with its lease kept.
+
+        Careful: the commit runs under the lease too. On a busy worker it may wait seconds for
+        a pooled connection; a lease let go before it would run out meanwhile, the step be
+        claimed again and its model called again, and this commit be refused as stale.
+        """
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat:
             try:
                 result = work.run(claim, beat.lost)
@@ -145,13 +150,13 @@ class Lifecycle:
             except Cancelled:
                 self.release(claim, "cancelled", None)
                 return []
-        try:
-            return work.commit(claim, result)
-        except Stale:  # the conversation moved on (an interrupt, say): nothing was written
-            self.ctx.store.release_step(
-                work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
-            )
-            return []
+            try:
+                return work.commit(claim, result)
+            except Stale:  # the conversation moved on (an interrupt, say): nothing was written
+                self.ctx.store.release_step(
+                    work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
+                )
+                return []
 
     def claim(
         self, work: StepWork[Result], task_id: str | None, *, cap: int | None
