@@ -1,0 +1,113 @@
+"""The statements that stand in for several: what each must still say, on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import delete, event
+
+from agentq.core.events import FsmState
+from agentq.store import Store
+from agentq.store.schema import conversations, events
+from tests.store_support import save_summary, set_fsm
+from tests.test_store import append, at, new_conversation, user
+
+
+@pytest.fixture
+def cached_store(db_url: str) -> Iterator[Store]:
+    """A store that keeps the events it reads, as a worker's does."""
+    opened = Store.open(db_url, event_cache=8)
+    yield opened
+    opened.dispose()
+
+
+@contextmanager
+def counted(store: Store) -> Iterator[list[str]]:
+    """The statements the store sends while the block runs (SQLite's BEGINs left out)."""
+    sent: list[str] = []
+
+    def _sent(_conn, _cursor, statement, *_args) -> None:
+        if statement.split(None, 1)[0].upper() != "BEGIN":
+            sent.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", _sent)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine, "before_cursor_execute", _sent)
+
+
+def running_turn(store: Store, cid: str, *, turn_seq: int) -> None:
+    with store.locked(cid) as tx:
+        set_fsm(tx, FsmState(state="running", turn_id="t1", turn_seq=turn_seq), now=at(3))
+
+
+def turn_events(store: Store, cid: str) -> list[int]:
+    with store.snapshot(cid) as snapshot:
+        view = snapshot.view(turn_only=True)
+        return [] if view is None else [e.seq for e in view.events]
+
+
+def test_a_view_whose_earlier_events_are_cached_is_read_in_one_statement(cached_store):
+    cid = new_conversation(cached_store).id
+    append(cached_store, cid, user("a"), user("b"))
+    running_turn(cached_store, cid, turn_seq=1)
+    assert turn_events(cached_store, cid) == [1, 2]
+    append(cached_store, cid, user("c"), user("d"))
+    with counted(cached_store) as sent:
+        with cached_store.snapshot(cid) as snapshot:
+            view = snapshot.view(turn_only=True)
+    assert len(sent) == 1
+    assert view.events == cached_store.load_view(cid).events
+    assert [e.seq for e in view.events] == [1, 2, 3, 4]
+
+
+def test_events_read_with_the_row_stop_below_its_next_seq(cached_store):
+    """An event past next_seq stands for an append that commits while the statement runs."""
+    cid = new_conversation(cached_store).id
+    append(cached_store, cid, user("a"))
+    running_turn(cached_store, cid, turn_seq=1)
+    assert turn_events(cached_store, cid) == [1]
+    append(cached_store, cid, user("b"))
+    with cached_store.engine.begin() as conn:
+        conn.execute(events.insert().values(
+            id="late", conversation_id=cid, seq=3, type="user_msg", content={"text": "late"},
+            created_at=at(4),
+        ))
+    assert turn_events(cached_store, cid) == [1, 2]
+
+
+def test_a_cached_conversation_that_is_gone_has_no_view(cached_store):
+    cid = new_conversation(cached_store).id
+    append(cached_store, cid, user("a"), user("b"))
+    assert turn_events(cached_store, cid) == [1, 2]
+    with cached_store.engine.begin() as conn:
+        conn.execute(delete(conversations).where(conversations.c.id == cid))
+    with cached_store.snapshot(cid) as snapshot:
+        assert snapshot.view(turn_only=True) is None
+
+
+def test_a_view_read_with_cached_events_starts_after_a_newer_summary(cached_store):
+    cid = new_conversation(cached_store).id
+    append(cached_store, cid, user("a"), user("b"))
+    assert turn_events(cached_store, cid) == [1, 2]
+    append(cached_store, cid, user("c"), user("d"))
+    save_summary(cached_store, conversation_id=cid, from_seq=1, to_seq=3, content={"s": 1},
+                 version=1, now=at(1))
+    with cached_store.snapshot(cid) as snapshot:
+        view = snapshot.view()
+    assert view.summary.to_seq == 3
+    assert [e.seq for e in view.events] == [4]
+    assert view.events == cached_store.load_view(cid).events
+
+
+def test_a_view_with_nothing_new_after_the_cached_events_reads_only_the_row(cached_store):
+    cid = new_conversation(cached_store).id
+    append(cached_store, cid, user("a"))
+    running_turn(cached_store, cid, turn_seq=1)
+    first = turn_events(cached_store, cid)
+    with counted(cached_store) as sent:
+        again = turn_events(cached_store, cid)
+    assert first == again == [1]
+    assert len(sent) == 1
