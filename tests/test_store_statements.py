@@ -10,8 +10,8 @@ from sqlalchemy import delete, event
 from agentq.core.events import FsmState
 from agentq.store import Store
 from agentq.store.schema import conversations, events
-from tests.store_support import save_summary, set_fsm
-from tests.test_store import append, at, new_conversation, user
+from tests.store_support import claim, save_summary, schedule_step, set_fsm
+from tests.test_store import append, at, call, new_conversation, user
 
 
 @pytest.fixture
@@ -111,3 +111,33 @@ def test_a_view_with_nothing_new_after_the_cached_events_reads_only_the_row(cach
         again = turn_events(cached_store, cid)
     assert first == again == [1]
     assert len(sent) == 1
+
+
+def running_step(store: Store, cid: str, key: str, *, worker: str) -> None:
+    schedule_step(store, step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 0},
+                  round_id="r1", celery_task_id="task-" + key, now=at(1))
+    assert claim(store, key, worker=worker, lease_s=30, now=at(1), max_attempts=5) is not None
+
+
+def committing(store: Store, cid: str):
+    """A commit's transaction: one event appended, which takes the lock."""
+    next_seq = store.load_conversation(cid).next_seq
+    return store.appending(cid, [user("answer", 2)], next_seq=next_seq,
+                           state_after=lambda _: FsmState(), now=at(2))
+
+
+def test_finishing_a_tool_step_whose_call_was_closed_meanwhile_says_which(store):
+    cid = new_conversation(store).id
+    with store.locked(cid) as tx:
+        tx.put_tool_calls([call(cid, "c1", status="scheduled"), call(cid, "c2", status="done")])
+    running_step(store, cid, "tool-1", worker="w1")
+    running_step(store, cid, "tool-2", worker="w1")
+    done = {"status": "ok", "output": 1}
+    with committing(store, cid) as (tx, _):
+        assert tx.finish_closing_call("tool-2", worker="w1", call_id="c2", result=done,
+                                      now=at(2)) == (True, False)
+        assert tx.finish_closing_call("tool-1", worker="w-old", call_id="c1", result=done,
+                                      now=at(2)) == (False, True)
+        assert tx.finish_closing_call("tool-1", worker="w1", call_id="c1", result=done,
+                                      now=at(2)) == (True, False)  # closed by the one before
+    assert store.load_tool_call(cid, "c1").result == done

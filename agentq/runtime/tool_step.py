@@ -103,12 +103,13 @@ class ToolStep(StepWork[ToolOutcome]):
 
     def _close(self, tx: ConversationTxn, claim: Claim, result: ToolOutcome, now: datetime) -> None:
         """Finish our step and close its call with the result; Stale if either moved on."""
-        if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
-            raise Stale("the step is no longer ours")
-        if not tx.transition_call(
-            self.call.id, from_statuses=["scheduled"], to_status="done", now=now,
+        finished, closed = tx.finish_closing_call(
+            self.step.key, worker=claim.worker, call_id=self.call.id, now=now,
             result={"status": result.status, "output": result.output},
-        ):
+        )
+        if not finished:
+            raise Stale("the step is no longer ours")
+        if not closed:
             raise Stale("the call was closed meanwhile")
 
     def give_up(self, message: str) -> list[FollowUp]:

@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.store import step_commit
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
@@ -134,6 +135,15 @@ class ConversationTxn:
     def finish_step(self, step_key: str, *, worker: str, now: datetime) -> bool:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
+
+    def finish_closing_call(
+        self, step_key: str, *, worker: str, call_id: str, result: Any, now: datetime
+    ) -> tuple[bool, bool]:
+        """Finish our step and close its scheduled call as done with `result`: (the step was
+        ours, the call was open); roll back unless both."""
+        return step_commit.finish_closing_call_txn(
+            self._conn, self._id, step_key, worker=worker, call_id=call_id, result=result, now=now
+        )
 
     def schedule_step(self, step: NewStep, *, now: datetime) -> bool:
         """Schedule a step in the same transaction as the events that ask for it."""
