@@ -8,10 +8,11 @@ import pytest
 from sqlalchemy import delete, event
 
 from agentq.core.events import FsmState
-from agentq.store import Store
+from agentq.errors import Stale
+from agentq.store import NewStep, Store
 from agentq.store.schema import conversations, events
 from tests.store_support import claim, save_summary, schedule_step, set_fsm
-from tests.test_store import append, at, call, new_conversation, user
+from tests.test_store import append, at, call, message, new_conversation, user
 
 
 @pytest.fixture
@@ -119,11 +120,64 @@ def running_step(store: Store, cid: str, key: str, *, worker: str) -> None:
     assert claim(store, key, worker=worker, lease_s=30, now=at(1), max_attempts=5) is not None
 
 
+def tool_step(cid: str, call_id: str) -> NewStep:
+    return NewStep("tool-" + call_id, cid, "tool", {"tool_call_id": call_id}, "r1",
+                   "task-" + call_id, "acme")
+
+
 def committing(store: Store, cid: str):
     """A commit's transaction: one event appended, which takes the lock."""
     next_seq = store.load_conversation(cid).next_seq
     return store.appending(cid, [user("answer", 2)], next_seq=next_seq,
                            state_after=lambda _: FsmState(), now=at(2))
+
+
+def test_finishing_with_the_rounds_calls_writes_the_calls_and_schedules_their_steps(store):
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w1")
+    calls = [call(cid, "c1", status="scheduled"), call(cid, "c2")]
+    with committing(store, cid) as (tx, _):
+        assert tx.finish_scheduling("llm-1", worker="w1", calls=calls,
+                                    scheduled=[tool_step(cid, "c1")], now=at(2))
+    assert store.list_tool_calls(cid) == calls
+    assert store.load_step("llm-1").status == "succeeded"
+    assert store.load_step("tool-c1").status == "scheduled"
+
+
+def test_a_lost_step_finishes_with_its_calls_as_nothing_written(store):
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w-new")
+    before = store.load_conversation(cid)
+    with pytest.raises(Stale):
+        with committing(store, cid) as (tx, _):
+            if not tx.finish_scheduling("llm-1", worker="w-old", calls=[call(cid, "c1")],
+                                        scheduled=[tool_step(cid, "c1")], now=at(2)):
+                raise Stale("the step is no longer ours")
+    assert store.list_tool_calls(cid) == []
+    assert store.load_step("tool-c1") is None
+    assert store.load_step("llm-1").status == "running"
+    assert store.load_conversation(cid) == before and store.list_events(cid) == []
+
+
+def test_finishing_the_last_round_says_whether_a_message_waits(store):
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w1")
+    running_step(store, cid, "llm-2", worker="w1")
+    with committing(store, cid) as (tx, _):
+        assert tx.finish_seeing_inbox("llm-1", worker="w1", now=at(2)) == (True, False)
+    with store.locked(cid) as tx:
+        tx.add_inbox(message(cid, "m1"), queued=True, turn_id=None, taken_at=None)
+    with committing(store, cid) as (tx, _):
+        assert tx.finish_seeing_inbox("llm-2", worker="w1", now=at(3)) == (True, True)
+
+
+def test_finishing_a_lost_step_of_the_last_round_says_so(store):
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w-new")
+    with committing(store, cid) as (tx, _):
+        finished, _waiting = tx.finish_seeing_inbox("llm-1", worker="w-old", now=at(2))
+    assert not finished
+    assert store.load_step("llm-1").status == "running"
 
 
 def test_finishing_a_tool_step_whose_call_was_closed_meanwhile_says_which(store):
