@@ -195,3 +195,31 @@ def test_finishing_a_tool_step_whose_call_was_closed_meanwhile_says_which(store)
         assert tx.finish_closing_call("tool-1", worker="w1", call_id="c1", result=done,
                                       now=at(2)) == (True, False)  # closed by the one before
     assert store.load_tool_call(cid, "c1").result == done
+
+
+def test_a_tool_steps_commit_writes_in_two_statements_on_postgres(store):
+    """The append (row and events) and the finish with the call's close; SQLite, in
+    process, sends each write on its own."""
+    cid = new_conversation(store).id
+    with store.locked(cid) as tx:
+        tx.put_tool_calls([call(cid, "c1", status="scheduled")])
+    running_step(store, cid, "tool-1", worker="w1")
+    commit = committing(store, cid)
+    with counted(store) as sent:
+        with commit as (tx, appended):
+            assert tx.finish_closing_call("tool-1", worker="w1", call_id="c1",
+                                          result={"status": "ok"}, now=at(2)) == (True, True)
+    assert len(sent) == {"postgresql": 2, "sqlite": 4}[store.engine.dialect.name]
+    assert store.list_events(cid) == appended
+    assert store.load_conversation(cid).next_seq == 2
+
+
+def test_an_append_of_several_events_from_a_moved_log_inserts_none(store):
+    cid = new_conversation(store).id
+    append(store, cid, user("a"))
+    with pytest.raises(Stale):
+        with store.appending(cid, [user("b"), user("c")], next_seq=1,
+                             state_after=lambda _: FsmState(), now=at(2)):
+            pass
+    assert [e.seq for e in store.list_events(cid)] == [1]
+    assert store.load_conversation(cid).next_seq == 2

@@ -16,6 +16,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
+    insert,
     literal_column,
     null,
     select,
@@ -26,7 +27,13 @@ from sqlalchemy import (
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
 from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
-from agentq.store.conversations import ConversationInfo, conversation_from_row, move_next_seq_txn
+from agentq.store.conversations import (
+    MOVE_NEXT_SEQ,
+    ConversationInfo,
+    conversation_from_row,
+    move_next_seq_txn,
+    move_params,
+)
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
@@ -74,18 +81,39 @@ def append_at_txn(
     """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
 
     The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
-    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`.
+    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`. On
+    PostgreSQL the events' INSERT is part of that statement and runs only if the row moved.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
-    moved = move_next_seq_txn(
-        conn, conversation_id, old_seq=next_seq, new_seq=next_seq + len(appended),
-        fsm=state_after(appended), now=now,
-    )
+    move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
+            "fsm": state_after(appended), "now": now}
+    if appended and conn.dialect.name == "postgresql":  # one round trip, not two
+        params = move_params(conversation_id, **move)
+        for i, event in enumerate(appended):
+            params.update({f"e{i}_{name}": value for name, value in _event_values(event).items()})
+        row = conn.execute(_move_and_insert(len(appended)), params).first()
+        return None if row is None else (appended, conversation_from_row(row))
+    moved = move_next_seq_txn(conn, conversation_id, **move)
     if moved is None:
         return None
     if appended:
         conn.execute(events.insert(), [_event_values(event) for event in appended])
     return appended, moved
+
+
+@cache
+def _move_and_insert(count: int) -> Select[Any]:
+    """Move the row on and insert `count` events, only if it moved: the events' INSERT reads
+    the UPDATE's RETURNING, the one way one part of a statement sees another's write."""
+    moved = MOVE_NEXT_SEQ.cte("moved")
+    names = [column.name for column in events.c]
+    rows = [
+        select(*(param(events.c[name], f"e{i}_{name}").label(name) for name in names))
+        .where(select(moved.c.id).exists())
+        for i in range(count)
+    ]
+    source = rows[0] if count == 1 else union_all(*rows)
+    return select(moved).add_cte(insert(events).from_select(names, source).cte("appended"))
 
 
 def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
