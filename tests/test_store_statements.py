@@ -10,7 +10,9 @@ from sqlalchemy import delete, event
 from agentq.core.events import FsmState
 from agentq.errors import Stale
 from agentq.store import NewStep, Store
+from agentq.store.eventlog import MERGED_EVENTS
 from agentq.store.schema import conversations, events
+from agentq.store.step_commit import MERGED_ROWS
 from tests.store_support import claim, save_summary, schedule_step, set_fsm
 from tests.test_store import append, at, call, message, new_conversation, user
 
@@ -223,3 +225,25 @@ def test_an_append_of_several_events_from_a_moved_log_inserts_none(store):
             pass
     assert [e.seq for e in store.list_events(cid)] == [1]
     assert store.load_conversation(cid).next_seq == 2
+
+
+def test_an_append_longer_than_one_statement_holds_lands_whole(store):
+    cid = new_conversation(store).id
+    drafts = [user(str(n)) for n in range(MERGED_EVENTS * 2 + 1)]
+    with store.appending(cid, drafts, next_seq=1, state_after=lambda _: FsmState(),
+                         now=at(2)) as (_, appended):
+        pass
+    assert [e.seq for e in store.list_events(cid)] == [e.seq for e in appended]
+    assert store.load_conversation(cid).next_seq == len(drafts) + 1
+
+
+def test_a_round_with_more_calls_than_one_statement_holds_writes_them_all(store):
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w1")
+    ids = [f"c{n}" for n in range(MERGED_ROWS + 2)]
+    calls = [call(cid, call_id, status="scheduled") for call_id in ids]
+    with committing(store, cid) as (tx, _):
+        assert tx.finish_scheduling("llm-1", worker="w1", calls=calls,
+                                    scheduled=[tool_step(cid, c) for c in ids], now=at(2))
+    assert len(store.list_tool_calls(cid)) == len(ids)
+    assert all(store.load_step("tool-" + c).status == "scheduled" for c in ids)

@@ -87,7 +87,7 @@ def append_at_txn(
     appended = _as_events(conversation_id, next_seq, drafts)
     move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
-    if appended and conn.dialect.name == "postgresql":  # one round trip, not two
+    if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
         params = move_params(conversation_id, **move)
         for i, event in enumerate(appended):
             params.update({f"e{i}_{name}": value for name, value in _event_values(event).items()})
@@ -99,6 +99,12 @@ def append_at_txn(
     if appended:
         conn.execute(events.insert(), [_event_values(event) for event in appended])
     return appended, moved
+
+
+# At most this many events are appended in the statement that moves the row: one such
+# statement is built and kept per count, and a longer append (a fork copying a log) is
+# rare enough to pay its second round trip.
+MERGED_EVENTS = 16
 
 
 @cache

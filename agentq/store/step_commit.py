@@ -41,6 +41,12 @@ from agentq.store.ledger import (
 from agentq.store.schema import steps, tool_calls
 
 
+# At most this many calls (and as many tool steps) are written in the statement that
+# finishes the step: one such statement is built and kept per shape, and a round with more
+# calls than this is rare enough to pay its extra round trips.
+MERGED_ROWS = 16
+
+
 def finish_closing_call_txn(
     conn: Connection, conversation_id: str, step_key: str, *, worker: str, call_id: str,
     result: Any, now: datetime,
@@ -63,7 +69,7 @@ def finish_scheduling_txn(
 ) -> bool:
     """Finish our step, insert the round's calls and schedule their steps (each insert a
     no-op if the row exists, inv. 5); whether the step was ours."""
-    if conn.dialect.name != "postgresql":
+    if conn.dialect.name != "postgresql" or max(len(calls), len(scheduled)) > MERGED_ROWS:
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False
         put_calls_txn(conn, calls)
