@@ -44,3 +44,8 @@ class Stale(AgentqError):
     """The conversation moved on under a step; its commit was rolled back, nothing written."""
 
     code = "stale"
+
+
+class LogMoved(Stale):
+    """The log no longer ends where a writer read it; nothing was written, and a writer
+    that can decide again under the lock may try once more."""

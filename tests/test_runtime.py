@@ -10,11 +10,13 @@ import pytest
 from agentq.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.errors import Conflict, InvalidInput, NotFound
+from agentq.errors import Conflict, InvalidInput, NotFound, Stale
 from agentq.providers.access import provider_for
 from agentq.pubsub import PubSub
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.runtime.lifecycle import Claim
+from agentq.runtime.tool_step import ToolStep
+from agentq.tools import Registry, Scope, ToolOutcome
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.store_support import claim
@@ -542,3 +544,49 @@ def test_a_model_call_past_its_time_limit_is_closed_and_fails_as_a_timeout(store
     assert store.load_conversation(cid).fsm.state == "failed"
     (step,) = store.list_steps(cid)
     assert step.status == "timeout"
+
+
+TWO_LOOKUPS = [
+    {"tool_calls": [{"name": "lookup", "args": {"key": "a"}}, {"name": "lookup", "args": {"key": "b"}}]},
+    {"text": "done"},
+]
+
+
+def _tool_steps_read_now(runtime, cid):
+    """A ToolStep per open call, each with the call and conversation as read now."""
+    found = [runtime.store.load_call_and_conversation(cid, c.id) for c in runtime.store.list_tool_calls(cid)]
+    return [ToolStep(runtime._ctx, runtime.registry, conversation, call) for conversation, call in found]
+
+
+def test_calls_of_one_round_read_before_either_commits_both_land_gap_free(store, runtime, commands):
+    """The second commit finds the log moved past where it read it, and appends under the lock."""
+    cid = commands.create_conversation(SCOPE, {"script": TWO_LOOKUPS}).id
+    commands.post_message(cid, "go", SCOPE)
+    runtime.advance(cid)  # the model asks for both calls
+    first, second = _tool_steps_read_now(runtime, cid)
+    drain(runtime, runtime._lifecycle.run(first))
+    drain(runtime, runtime._lifecycle.run(second))
+    events = store.list_events(cid)
+    assert [e.type for e in events] == [
+        "user_msg", "assistant_msg", "tool_call", "tool_call", "tool_result", "tool_result",
+        "assistant_msg",
+    ]
+    assert [e.seq for e in events] == list(range(1, 8))
+    assert {c.status for c in store.list_tool_calls(cid)} == {"done"}
+    assert store.load_conversation(cid).fsm.state == "idle"
+    assert check_conversation(store, cid) == []  # inv. 1: both folds agree with the log
+
+
+def test_a_tool_commit_whose_step_was_taken_over_writes_nothing(store, runtime, commands, clock):
+    cid = commands.create_conversation(SCOPE, {"script": TWO_LOOKUPS}).id
+    commands.post_message(cid, "go", SCOPE)
+    runtime.advance(cid)
+    work = _tool_steps_read_now(runtime, cid)[0]
+    claim(store, work.step.key, worker="w-new", lease_s=30, now=clock(), max_attempts=5)
+    before = store.list_events(cid)
+    with pytest.raises(Stale):
+        work.commit(Claim(cid, work.step, "w-old", attempts=1, retries=0), ToolOutcome("ok", "a"))
+    assert store.list_events(cid) == before
+    assert store.load_tool_call(cid, work.call.id).status == "scheduled"
+    assert store.load_step(work.step.key).worker == "w-new"
+    assert store.load_conversation(cid).next_seq == before[-1].seq + 1

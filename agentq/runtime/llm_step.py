@@ -137,10 +137,7 @@ class LlmStep(StepWork[ModelResponse]):
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), now=now,
         ) as (tx, events):
-            if not tx.finish_step(step.key, worker=claim.worker, now=now):
-                raise Stale("the step is no longer ours")
-            tx.put_tool_calls(records)
-            follow = self._schedule_calls(tx, records, now)
+            follow = self._finish(tx, claim, records, now)
         self.ctx.notify(cid, events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
         return follow
@@ -158,26 +155,33 @@ class LlmStep(StepWork[ModelResponse]):
             evictions=list(self.context.evictions), created_at=self.ctx.clock(),
         ))
 
-    def _schedule_calls(
-        self, tx: ConversationTxn, records: Sequence[ToolCallRecord], now: datetime
+    def _finish(
+        self, tx: ConversationTxn, claim: Claim, records: Sequence[ToolCallRecord], now: datetime
     ) -> list[FollowUp]:
-        """Schedule the round's tool steps with its events, so no crash can lose one."""
-        cid = tx.conversation.id
+        """Finish the step with the round's calls and their tool steps, so no crash can lose
+        one; Stale if the step is no longer ours."""
+        cid, key = tx.conversation.id, self.step.key
+        if not records:  # the turn is over: only a waiting message gives it more to do
+            finished, waiting = tx.finish_seeing_inbox(key, worker=claim.worker, now=now)
+            if not finished:
+                raise Stale("the step is no longer ours")
+            return [Advance(cid)] if waiting else []
+        scheduled: list[NewStep] = []
         follow: list[FollowUp] = []
         for record in records:
             if record.status == "scheduled":
                 step = Step.tool(cid, record.id)
-                tx.schedule_step(NewStep.of(step, cid, step_task_id(step.key),
-                                             tenant=tx.conversation.tenant), now=now)
+                scheduled.append(NewStep.of(step, cid, step_task_id(step.key),
+                                            tenant=tx.conversation.tenant))
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
-                key = Step.expire(cid, record.id).key
+                expire = Step.expire(cid, record.id).key
                 when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
-                follow.append(Expire(cid, record.id, key, when, tool=record.name))
-        if follow or records:  # every call refused: the model reads why and speaks again
-            return follow or [Advance(cid)]
-        # the turn is over: only a waiting message gives the conversation more to do
-        return [Advance(cid)] if tx.inbox_waiting() else []
+                follow.append(Expire(cid, record.id, expire, when, tool=record.name))
+        if not tx.finish_scheduling(key, worker=claim.worker, calls=records, scheduled=scheduled,
+                                    now=now):
+            raise Stale("the step is no longer ours")
+        return follow or [Advance(cid)]  # every call refused: the model reads why, speaks again
 
     def _response_drafts(
         self, turn_id: str, response: ModelResponse, now: datetime

@@ -8,15 +8,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 
 from agentq.core import drafts
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
-from agentq.errors import Stale
+from agentq.core.fsm import fold
+from agentq.errors import LogMoved, Stale
 from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
-from agentq.store import ConversationInfo
+from agentq.store import ConversationInfo, ConversationTxn
 from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -73,24 +75,42 @@ class ToolStep(StepWork[ToolOutcome]):
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
-        call = self.call
+        """Append the tool_result where the log ended when the call was read, which takes
+        the lock; if the log moved since (another call of the round came back first), under
+        the lock as it is now."""
+        call, conversation = self.call, self.conversation
         now = self.ctx.clock()
-        with self.ctx.store.locked(self.conversation_id) as tx:
-            if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
-                raise Stale("the step is no longer ours")
-            if not tx.transition_call(
-                call.id, from_statuses=["scheduled"], to_status="done", now=now,
-                result={"status": result.status, "output": result.output},
-            ):
-                raise Stale("the call was closed meanwhile")
-            events, fsm = tx.append_and_fold([drafts.tool_result(
-                call.id, result.status, result.output, turn_id=call.turn_id,
-                round_id=call.round_id, step_key=self.step.key, created_at=now,
-            )], now=now)
+        draft = drafts.tool_result(
+            call.id, result.status, result.output, turn_id=call.turn_id,
+            round_id=call.round_id, step_key=self.step.key, created_at=now,
+        )
+        store = self.ctx.store
+        try:
+            with store.appending(
+                self.conversation_id, [draft], next_seq=conversation.next_seq,
+                state_after=lambda appended: fold(appended, conversation.fsm), now=now,
+            ) as (tx, events):
+                self._close(tx, claim, result, now)
+            fsm = tx.conversation.fsm
+        except LogMoved:
+            with store.locked(self.conversation_id) as tx:
+                self._close(tx, claim, result, now)
+                events, fsm = tx.append_and_fold([draft], now=now)
         self.ctx.notify(self.conversation_id, events)
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})
         return after_result(self.conversation_id, fsm)
+
+    def _close(self, tx: ConversationTxn, claim: Claim, result: ToolOutcome, now: datetime) -> None:
+        """Finish our step and close its call with the result; Stale if either moved on."""
+        finished, closed = tx.finish_closing_call(
+            self.step.key, worker=claim.worker, call_id=self.call.id, now=now,
+            result={"status": result.status, "output": result.output},
+        )
+        if not finished:
+            raise Stale("the step is no longer ours")
+        if not closed:
+            raise Stale("the call was closed meanwhile")
 
     def give_up(self, message: str) -> list[FollowUp]:
         """Close the call with an error result the model can read; the turn goes on."""

@@ -25,24 +25,16 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
     """Insert records; one that exists already is left as it is (inv. 5)."""
     if not records:
         return
-    rows = [
-        {
-            "conversation_id": record.conversation_id,
-            "id": record.id,
-            "name": record.name,
-            "executor": record.executor,
-            "status": record.status,
-            "args": record.args,
-            "result": record.result,
-            "round_id": record.round_id,
-            "turn_id": record.turn_id,
-            "expires_at": record.expires_at,
-            "created_at": record.created_at,
-            "resolved_at": record.resolved_at,
-        }
-        for record in records
-    ]
-    conn.execute(insert_ignoring(conn.dialect, tool_calls), rows)
+    conn.execute(insert_ignoring(conn.dialect, tool_calls), [call_values(r) for r in records])
+
+
+CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
+                "round_id", "turn_id", "expires_at", "created_at", "resolved_at")
+
+
+def call_values(record: ToolCallRecord) -> dict[str, Any]:
+    """The row that holds `record`."""
+    return {name: getattr(record, name) for name in CALL_COLUMNS}
 
 
 def load_call_txn(conn: Connection, conversation_id: str, call_id: str) -> ToolCallRecord | None:
@@ -113,14 +105,23 @@ def transition_call_txn(
     result: Any,
 ) -> bool:
     """Move a call on only from an expected status, so a second resolution changes nothing."""
-    params = {"cid": conversation_id, "call_id": call_id, "from": list(from_statuses),
-              "to": to_status, "result_value": result, "now": now}
-    statement = _transition(with_result=result is not None, terminal=to_status in TERMINAL_STATUSES)
+    params = transition_params(conversation_id, call_id, from_statuses=from_statuses,
+                               to_status=to_status, now=now, result=result)
+    statement = transition(with_result=result is not None, terminal=to_status in TERMINAL_STATUSES)
     return conn.execute(statement, params).rowcount == 1
 
 
+def transition_params(
+    conversation_id: str, call_id: str, *, from_statuses: Sequence[str], to_status: str,
+    now: datetime, result: Any,
+) -> dict[str, Any]:
+    return {"cid": conversation_id, "call_id": call_id, "from": list(from_statuses),
+            "to": to_status, "result_value": result, "now": now}
+
+
 @cache
-def _transition(*, with_result: bool, terminal: bool) -> Update:
+def transition(*, with_result: bool, terminal: bool) -> Update:
+    """The conditional UPDATE of `transition_call_txn` (also a part of `step_commit`'s)."""
     c = tool_calls.c
     values: dict[str, Any] = {"status": param(c.status, "to")}
     if with_result:

@@ -191,13 +191,20 @@ def move_next_seq_txn(
     None means the log no longer ends before `old_seq`. The UPDATE holds the row's lock
     until the transaction ends (inv. 8), like `SELECT … FOR NO KEY UPDATE`.
     """
-    params = {"conversation_id": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
-              "now": now, "fsm": fsm.to_json()}
-    row = conn.execute(_MOVE_NEXT_SEQ, params).first()
+    params = move_params(conversation_id, old_seq=old_seq, new_seq=new_seq, fsm=fsm, now=now)
+    row = conn.execute(MOVE_NEXT_SEQ, params).first()
     return None if row is None else conversation_from_row(row)
 
 
-_MOVE_NEXT_SEQ = (
+def move_params(
+    conversation_id: str, *, old_seq: int, new_seq: int, fsm: FsmState, now: datetime
+) -> dict[str, Any]:
+    return {"conversation_id": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
+            "now": now, "fsm": fsm.to_json()}
+
+
+# the row moved on from :old_seq, returned as moved (also a part of eventlog's append)
+MOVE_NEXT_SEQ = (
     update(conversations)
     .where(
         conversations.c.id == param(conversations.c.id, "conversation_id"),

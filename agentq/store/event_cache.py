@@ -47,6 +47,15 @@ class EventCache:
             self._put(conversation_id, run)
         return run
 
+    def last_seq(self, conversation_id: str) -> int | None:
+        """The seq of the newest event held for the conversation, None if none is: what a
+        read can ask the log for the events after, in the statement that reads the row."""
+        if self.size <= 0:
+            return None
+        with self._lock:
+            run = self._runs.get(conversation_id)
+            return run[-1].seq if run else None
+
     def _get(self, conversation_id: str) -> list[Event] | None:
         with self._lock:
             run = self._runs.get(conversation_id)

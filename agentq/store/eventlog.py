@@ -8,12 +8,32 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
+from sqlalchemy import (
+    CompoundSelect,
+    Connection,
+    Row,
+    Select,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    null,
+    select,
+    type_coerce,
+    union_all,
+)
 
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
 from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
-from agentq.store.conversations import ConversationInfo, conversation_from_row, move_next_seq_txn
+from agentq.store.conversations import (
+    MOVE_NEXT_SEQ,
+    ConversationInfo,
+    conversation_from_row,
+    move_next_seq_txn,
+    move_params,
+)
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
@@ -61,18 +81,45 @@ def append_at_txn(
     """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
 
     The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
-    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`.
+    `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`. On
+    PostgreSQL the events' INSERT is part of that statement and runs only if the row moved.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
-    moved = move_next_seq_txn(
-        conn, conversation_id, old_seq=next_seq, new_seq=next_seq + len(appended),
-        fsm=state_after(appended), now=now,
-    )
+    move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
+            "fsm": state_after(appended), "now": now}
+    if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
+        params = move_params(conversation_id, **move)
+        for i, event in enumerate(appended):
+            params.update({f"e{i}_{name}": value for name, value in _event_values(event).items()})
+        row = conn.execute(_move_and_insert(len(appended)), params).first()
+        return None if row is None else (appended, conversation_from_row(row))
+    moved = move_next_seq_txn(conn, conversation_id, **move)
     if moved is None:
         return None
     if appended:
         conn.execute(events.insert(), [_event_values(event) for event in appended])
     return appended, moved
+
+
+# At most this many events are appended in the statement that moves the row: one such
+# statement is built and kept per count, and a longer append (a fork copying a log) is
+# rare enough to pay its second round trip.
+MERGED_EVENTS = 16
+
+
+@cache
+def _move_and_insert(count: int) -> Select[Any]:
+    """Move the row on and insert `count` events, only if it moved: the events' INSERT reads
+    the UPDATE's RETURNING, the one way one part of a statement sees another's write."""
+    moved = MOVE_NEXT_SEQ.cte("moved")
+    names = [column.name for column in events.c]
+    rows = [
+        select(*(param(events.c[name], f"e{i}_{name}").label(name) for name in names))
+        .where(select(moved.c.id).exists())
+        for i in range(count)
+    ]
+    source = rows[0] if count == 1 else union_all(*rows)
+    return select(moved).add_cte(insert(events).from_select(names, source).cte("appended"))
 
 
 def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
@@ -174,7 +221,7 @@ def load_view_txn(
     conn: Connection, conversation_id: str, *, turn_only: bool = False,
     cache: EventCache | None = None,
 ) -> View | None:
-    """The view in up to four indexed queries: row + latest summary, events, open calls, inbox.
+    """The view in up to four indexed queries: row + latest summary + events, open calls, inbox.
 
     With `turn_only`, events start at the current turn's user_msg: what deciding needs,
     and a cost that does not grow with the length of the conversation. The cached state
@@ -182,14 +229,16 @@ def load_view_txn(
     message that comes in while a turn runs is handled when it is posted), so those
     queries run only when they can return something that counts (inv. 1 keeps the
     cache true to the log). With an event `cache` (committed reads only), only the events
-    the cache does not hold yet are read.
+    the cache does not hold yet are read, in the statement that reads the row when the
+    cache holds some of the conversation's.
     """
-    row = conn.execute(_VIEW_HEAD, {"conversation_id": conversation_id}).first()
-    if row is None:
+    known = None if cache is None else cache.last_seq(conversation_id)
+    head, newer = _read_head(conn, conversation_id, known)
+    if head is None:
         return None
-    info = conversation_from_row(row)
+    info = conversation_from_row(head)
     fsm = info.fsm
-    summary = None if row.summary_id is None else summary_from_row(row, "summary_")
+    summary = None if head.summary_id is None else summary_from_row(head, "summary_")
     after_seq = summary.to_seq if summary else 0
     if turn_only and fsm.turn_seq:
         after_seq = max(after_seq, fsm.turn_seq - 1)
@@ -203,13 +252,28 @@ def load_view_txn(
         fsm=fsm,
         summary=summary,
         # bounded by the row: a reader outside one snapshot sees the same
-        events=tuple(_events_between(conn, info.id, after_seq, info.next_seq, cache)),
+        events=tuple(_events_between(conn, info.id, after_seq, info.next_seq, cache,
+                                     read=None if known is None else (known, newer))),
         open_calls=tuple(list_open_calls_txn(conn, info.id)) if has_open_calls else (),
         inbox=tuple(list_inbox_txn(conn, info.id, taken=False)) if between_turns else (),
     )
 
 
-def _view_head() -> Select[Any]:
+def _read_head(
+    conn: Connection, conversation_id: str, known: int | None
+) -> tuple[Row[Any] | None, list[Event]]:
+    """The row with its latest summary; with `known`, also the events after that seq and
+    below the row's next_seq, read in the same statement (so they agree with the row)."""
+    if known is None:
+        return conn.execute(_VIEW_HEAD, {"conversation_id": conversation_id}).first(), []
+    rows = conn.execute(_VIEW_HEAD_AND_NEWER, {"conversation_id": conversation_id,
+                                               "after_seq": known}).all()
+    if not rows or rows[0].part != 0:  # no row: the events branch is bounded by it too
+        return None, []
+    return rows[0], [record_from_row(Event, row, "event_") for row in rows[1:]]
+
+
+def _view_head(*more: Any) -> Select[Any]:
     """The conversation row joined to its latest summary (None when there is none)."""
     cid = param(conversations.c.id, "conversation_id")
     latest_to_seq = (
@@ -225,20 +289,55 @@ def _view_head() -> Select[Any]:
         ),
     )
     return (
-        select(conversations, *(column.label("summary_" + column.name) for column in summaries.c))
+        select(conversations, *(column.label("summary_" + column.name) for column in summaries.c),
+               *more)
         .select_from(joined)
         .where(conversations.c.id == cid)
     )
 
 
+def _view_head_and_newer() -> CompoundSelect:
+    """The head (part 0) and the events after `after_seq` below its next_seq (part 1), in
+    one statement: the head row first, then the events in seq order.
+
+    Each part leaves the other's columns NULL, so the row, its settings and its summary
+    are sent and decoded once, not once per event.
+    """
+    head = _view_head(literal_column("0").label("part"),
+                      *(_null_as(column, "event_" + column.name) for column in events.c))
+    cid = param(events.c.conversation_id, "conversation_id")
+    next_seq = select(conversations.c.next_seq).where(conversations.c.id == cid).scalar_subquery()
+    head_columns = list(head.selected_columns)[:-len(events.c) - 1]
+    newer = select(
+        *(_null_as(column, column.name) for column in head_columns),
+        literal_column("1").label("part"),
+        *(column.label("event_" + column.name) for column in events.c),
+    ).where(
+        events.c.conversation_id == cid,
+        events.c.seq > param(events.c.seq, "after_seq"),
+        events.c.seq < next_seq,
+    )
+    both = union_all(head, newer)
+    return both.order_by(both.selected_columns.part, both.selected_columns.event_seq)
+
+
+def _null_as(column: Any, name: str) -> Any:
+    """NULL in the column's type, so the result decodes as that column would."""
+    return type_coerce(null(), column.type).label(name)
+
+
 _VIEW_HEAD = _view_head()  # built once: every step reads it
+_VIEW_HEAD_AND_NEWER = _view_head_and_newer()
 
 
 def _events_between(
     conn: Connection, conversation_id: str, after_seq: int, before_seq: int,
-    cache: EventCache | None,
+    cache: EventCache | None, read: tuple[int, list[Event]] | None = None,
 ) -> list[Event]:
+    """`read`: the events after a seq, below `before_seq`, read already with the row."""
     def load(after: int, before: int) -> list[Event]:
+        if read is not None and (after, before) == (read[0], before_seq):
+            return read[1]
         return list_events_txn(conn, conversation_id, after_seq=after, limit=None,
                                before_seq=before)
 

@@ -110,8 +110,10 @@ def inbox_waiting_txn(conn: Connection, conversation_id: str) -> bool:
     return bool(conn.execute(_WAITING, {"cid": conversation_id}).scalar())
 
 
-_WAITING = select(
+# a message of conversation :cid waits (also a part of `step_commit`'s statements)
+MESSAGE_WAITS = (
     select(inbox.c.id)
     .where(inbox.c.conversation_id == param(inbox.c.conversation_id, "cid"), inbox.c.taken_at.is_(None))
     .exists()
 )
+_WAITING = select(MESSAGE_WAITS)

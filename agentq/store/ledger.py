@@ -88,7 +88,7 @@ def step_from_row(row: Row[Any]) -> StepRecord:
 
 
 def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool:
-    values = {**record_values(step), "status": "scheduled", "created_at": now}
+    values = schedule_values(step, now=now)
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
     result = conn.execute(insert_ignoring(conn.dialect, steps), values)
     return result.rowcount == 1
@@ -287,11 +287,21 @@ def hold_step_txn(
 def finish_step_txn(
     conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
 ) -> bool:
-    params = {"key": step_key, "by": worker, "cid": conversation_id, "now": now}
-    return conn.execute(_FINISH, params).rowcount == 1
+    return conn.execute(FINISH, finish_params(conversation_id, step_key, worker=worker, now=now)
+                        ).rowcount == 1
 
 
-_FINISH = (
+def finish_params(conversation_id: str, step_key: str, *, worker: str, now: datetime) -> dict[str, Any]:
+    return {"key": step_key, "by": worker, "cid": conversation_id, "now": now}
+
+
+def schedule_values(step: NewStep, *, now: datetime) -> dict[str, Any]:
+    """The row that schedules `step`."""
+    return {**record_values(step), "status": "scheduled", "created_at": now}
+
+
+# the running step of this worker, marked succeeded (also a part of `step_commit`'s statements)
+FINISH = (
     update(steps)
     .where(
         steps.c.step_key == param(steps.c.step_key, "key"),

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
-from agentq.errors import NotFound, Stale
+from agentq.errors import LogMoved, NotFound
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
@@ -245,15 +245,15 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
 
         For a writer that knows where the log ended (`next_seq`) and what it appends before
         it starts: the append takes the lock (inv. 8), one statement instead of `locked`'s
-        `SELECT … FOR NO KEY UPDATE` and a closing UPDATE. Raises Stale, writing nothing, if the
-        log moved.
+        `SELECT … FOR NO KEY UPDATE` and a closing UPDATE. Raises LogMoved (a Stale), writing
+        nothing, if the log moved.
         """
         with begin_write(self.engine) as conn:
             done = eventlog.append_at_txn(
                 conn, conversation_id, drafts, next_seq=next_seq, state_after=state_after, now=now
             )
             if done is None:
-                raise Stale(f"the log of {conversation_id} no longer ends before seq {next_seq}")
+                raise LogMoved(f"the log of {conversation_id} no longer ends before seq {next_seq}")
             events, moved = done
             yield ConversationTxn(conn, moved), events
 

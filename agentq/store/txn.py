@@ -10,22 +10,17 @@ from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.store import step_commit
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
-from agentq.store.inbox import (
-    add_inbox_txn,
-    find_inbox_by_key_txn,
-    inbox_waiting_txn,
-    take_inbox_txn,
-)
+from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
 from agentq.store.ledger import (
     NewStep,
     StepRecord,
     cancel_open_steps_txn,
     cancel_waiting_steps_txn,
     finish_step_txn,
-    schedule_step_txn,
 )
 
 
@@ -110,10 +105,6 @@ class ConversationTxn:
         """{"message_id", "turn_id", "queued"} of the message with that key, else None."""
         return find_inbox_by_key_txn(self._conn, self._id, idempotency_key)
 
-    def inbox_waiting(self) -> bool:
-        """Whether a message of this conversation waits in the inbox."""
-        return inbox_waiting_txn(self._conn, self._id)
-
     def take_inbox(self, item_id: str, *, turn_id: str, now: datetime) -> bool:
         return take_inbox_txn(self._conn, self._id, item_id, turn_id=turn_id, now=now)
 
@@ -135,9 +126,30 @@ class ConversationTxn:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
 
-    def schedule_step(self, step: NewStep, *, now: datetime) -> bool:
-        """Schedule a step in the same transaction as the events that ask for it."""
-        return schedule_step_txn(self._conn, step, now=now)
+    def finish_closing_call(
+        self, step_key: str, *, worker: str, call_id: str, result: Any, now: datetime
+    ) -> tuple[bool, bool]:
+        """Finish our step and close its scheduled call as done with `result`: (the step was
+        ours, the call was open); roll back unless both."""
+        return step_commit.finish_closing_call_txn(
+            self._conn, self._id, step_key, worker=worker, call_id=call_id, result=result, now=now
+        )
+
+    def finish_scheduling(
+        self, step_key: str, *, worker: str, calls: Sequence[ToolCallRecord],
+        scheduled: Sequence[NewStep], now: datetime,
+    ) -> bool:
+        """Finish our step, insert the round's calls and schedule their steps; False means
+        we lost the step and must roll back."""
+        return step_commit.finish_scheduling_txn(
+            self._conn, self._id, step_key, worker=worker, calls=calls, scheduled=scheduled,
+            now=now,
+        )
+
+    def finish_seeing_inbox(self, step_key: str, *, worker: str, now: datetime) -> tuple[bool, bool]:
+        """Finish our step and look whether a message waits: (the step was ours, one waits)."""
+        return step_commit.finish_seeing_inbox_txn(self._conn, self._id, step_key, worker=worker,
+                                                   now=now)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""

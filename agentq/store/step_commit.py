@@ -1,0 +1,142 @@
+"""The writes that end a step's commit, as one statement on PostgreSQL.
+
+A commit appends first, and the append takes the conversation's lock (inv. 8). What
+follows under that lock are plain conditional writes with no decision between them:
+finish the step, then close its call, or insert the round's calls and schedule their
+steps, or look whether a message waits. PostgreSQL runs them as data-modifying CTEs of
+one statement, one round trip, and says how each went; SQLite, in process, runs them one
+by one. Either way the caller learns whether the step was still ours, and rolls the
+whole commit back if it was not, so a write made beside a lost finish never lands.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Select, func, select
+from sqlalchemy.dialects import postgresql
+
+from agentq.core.events import ToolCallRecord
+from agentq.store.calls import (
+    CALL_COLUMNS,
+    call_values,
+    put_calls_txn,
+    transition,
+    transition_call_txn,
+    transition_params,
+)
+from agentq.store.engine import param
+from agentq.store.inbox import MESSAGE_WAITS, inbox_waiting_txn
+from agentq.store.ledger import (
+    FINISH,
+    NewStep,
+    finish_params,
+    finish_step_txn,
+    schedule_step_txn,
+    schedule_values,
+)
+from agentq.store.schema import steps, tool_calls
+
+
+# At most this many calls (and as many tool steps) are written in the statement that
+# finishes the step: one such statement is built and kept per shape, and a round with more
+# calls than this is rare enough to pay its extra round trips.
+MERGED_ROWS = 16
+
+
+def finish_closing_call_txn(
+    conn: Connection, conversation_id: str, step_key: str, *, worker: str, call_id: str,
+    result: Any, now: datetime,
+) -> tuple[bool, bool]:
+    """Finish our step and move its call from `scheduled` to `done` with `result`:
+    (the step was ours, the call was open)."""
+    moved = {"from_statuses": ["scheduled"], "to_status": "done", "now": now, "result": result}
+    if conn.dialect.name != "postgresql":
+        return (finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now),
+                transition_call_txn(conn, conversation_id, call_id, **moved))
+    params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
+              **transition_params(conversation_id, call_id, **moved)}
+    row = conn.execute(_finish_closing_call(), params).one()
+    return row.finished == 1, row.closed == 1
+
+
+def finish_scheduling_txn(
+    conn: Connection, conversation_id: str, step_key: str, *, worker: str,
+    calls: Sequence[ToolCallRecord], scheduled: Sequence[NewStep], now: datetime,
+) -> bool:
+    """Finish our step, insert the round's calls and schedule their steps (each insert a
+    no-op if the row exists, inv. 5); whether the step was ours."""
+    if conn.dialect.name != "postgresql" or max(len(calls), len(scheduled)) > MERGED_ROWS:
+        if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
+            return False
+        put_calls_txn(conn, calls)
+        for step in scheduled:
+            schedule_step_txn(conn, step, now=now)
+        return True
+    params = finish_params(conversation_id, step_key, worker=worker, now=now)
+    for i, record in enumerate(calls):
+        params.update({f"call{i}_{name}": value for name, value in call_values(record).items()})
+    for i, step in enumerate(scheduled):
+        params.update({f"step{i}_{name}": value
+                       for name, value in schedule_values(step, now=now).items()})
+    statement = _finish_scheduling(len(calls), len(scheduled))
+    return conn.execute(statement, params).one().finished == 1
+
+
+def finish_seeing_inbox_txn(
+    conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
+) -> tuple[bool, bool]:
+    """Finish our step and look whether a message waits: (the step was ours, one waits).
+
+    Under the lock no message comes in (posting one takes it), and this statement starts
+    after the lock was taken, so it sees every message posted before.
+    """
+    if conn.dialect.name != "postgresql":
+        if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
+            return False, False
+        return True, inbox_waiting_txn(conn, conversation_id)
+    params = finish_params(conversation_id, step_key, worker=worker, now=now)
+    row = conn.execute(_finish_seeing_inbox(), params).one()
+    return row.finished == 1, bool(row.waiting)
+
+
+def _finished() -> Any:
+    return FINISH.returning(steps.c.step_key).cte("finished")
+
+
+def _count(cte: Any) -> Any:
+    return select(func.count()).select_from(cte).scalar_subquery()
+
+
+@cache
+def _finish_closing_call() -> Select[Any]:
+    finished = _finished()
+    closed = transition(with_result=True, terminal=True).returning(tool_calls.c.id).cte("closed")
+    return select(_count(finished).label("finished"), _count(closed).label("closed"))
+
+
+@cache
+def _finish_scheduling(calls: int, scheduled: int) -> Select[Any]:
+    """One statement per shape (how many calls, how many steps), built once."""
+    finished = _finished()
+    statement = select(_count(finished).label("finished"))
+    if calls:
+        rows = [{name: param(tool_calls.c[name], f"call{i}_{name}") for name in CALL_COLUMNS}
+                for i in range(calls)]
+        insert = postgresql.insert(tool_calls).values(rows).on_conflict_do_nothing()
+        statement = statement.add_cte(insert.cte("calls"))
+    if scheduled:
+        names = (*(field.name for field in fields(NewStep)), "status", "created_at")
+        rows = [{name: param(steps.c[name], f"step{i}_{name}") for name in names}
+                for i in range(scheduled)]
+        insert = postgresql.insert(steps).values(rows).on_conflict_do_nothing()
+        statement = statement.add_cte(insert.cte("scheduled"))
+    return statement
+
+
+@cache
+def _finish_seeing_inbox() -> Select[Any]:
+    return select(_count(_finished()).label("finished"), MESSAGE_WAITS.label("waiting"))
