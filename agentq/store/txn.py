@@ -14,7 +14,12 @@ from agentq.store import step_commit
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
-from agentq.store.inbox import add_inbox_txn, find_inbox_by_key_txn, take_inbox_txn
+from agentq.store.inbox import (
+    add_inbox_txn,
+    find_inbox_by_key_txn,
+    inbox_waiting_txn,
+    take_inbox_txn,
+)
 from agentq.store.ledger import (
     NewStep,
     StepRecord,
@@ -104,6 +109,10 @@ class ConversationTxn:
     def find_inbox_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
         """{"message_id", "turn_id", "queued"} of the message with that key, else None."""
         return find_inbox_by_key_txn(self._conn, self._id, idempotency_key)
+
+    def inbox_waiting(self) -> bool:
+        """Whether a message of this conversation waits in the inbox."""
+        return inbox_waiting_txn(self._conn, self._id)
 
     def take_inbox(self, item_id: str, *, turn_id: str, now: datetime) -> bool:
         return take_inbox_txn(self._conn, self._id, item_id, turn_id=turn_id, now=now)
