@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import delete, event
+from sqlalchemy.engine.interfaces import CacheStats
 
 from agentq.core.events import FsmState
 from agentq.errors import Stale
@@ -144,6 +145,32 @@ def test_finishing_with_the_rounds_calls_writes_the_calls_and_schedules_their_st
     assert store.list_tool_calls(cid) == calls
     assert store.load_step("llm-1").status == "succeeded"
     assert store.load_step("tool-c1").status == "scheduled"
+
+
+def test_a_second_commit_of_the_same_shape_reuses_every_compiled_statement(store):
+    """SQLAlchemy compiles a statement once and keeps it only if it can key it (a multi-row
+    VALUES it cannot): a commit compiled anew each time costs more CPU than its round trip."""
+    compiled: list[str] = []
+
+    def _executed(_conn, _cursor, statement, _params, context, _many) -> None:
+        if context.compiled is not None and context.cache_hit != CacheStats.CACHE_HIT:
+            compiled.append(statement)
+
+    def commit_round() -> None:
+        cid = new_conversation(store).id
+        running_step(store, cid, "llm-" + cid, worker="w1")
+        calls = [call(cid, "c1", status="scheduled"), call(cid, "c2", status="scheduled")]
+        with committing(store, cid) as (tx, _):
+            assert tx.finish_scheduling("llm-" + cid, worker="w1", calls=calls, now=at(2),
+                                        scheduled=[tool_step(cid, "c1"), tool_step(cid, "c2")])
+
+    commit_round()
+    event.listen(store.engine, "after_cursor_execute", _executed)
+    try:
+        commit_round()
+    finally:
+        event.remove(store.engine, "after_cursor_execute", _executed)
+    assert compiled == []
 
 
 def test_a_lost_step_finishes_with_its_calls_as_nothing_written(store):

@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Connection, Select, Table, func, select, union_all
 from sqlalchemy.dialects import postgresql
 
 from agentq.core.events import ToolCallRecord
@@ -124,17 +124,25 @@ def _finish_scheduling(calls: int, scheduled: int) -> Select[Any]:
     finished = _finished()
     statement = select(_count(finished).label("finished"))
     if calls:
-        rows = [{name: param(tool_calls.c[name], f"call{i}_{name}") for name in CALL_COLUMNS}
-                for i in range(calls)]
-        insert = postgresql.insert(tool_calls).values(rows).on_conflict_do_nothing()
+        insert = _insert_ignoring(tool_calls, CALL_COLUMNS, "call", calls)
         statement = statement.add_cte(insert.cte("calls"))
     if scheduled:
         names = (*(field.name for field in fields(NewStep)), "status", "created_at")
-        rows = [{name: param(steps.c[name], f"step{i}_{name}") for name in names}
-                for i in range(scheduled)]
-        insert = postgresql.insert(steps).values(rows).on_conflict_do_nothing()
-        statement = statement.add_cte(insert.cte("scheduled"))
+        statement = statement.add_cte(_insert_ignoring(steps, names, "step", scheduled)
+                                      .cte("scheduled"))
     return statement
+
+
+def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int) -> Any:
+    """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5).
+
+    The rows are a UNION ALL of SELECTs, not a multi-row VALUES: SQLAlchemy caches the
+    compiled form of the one, and compiles the other anew on every execution.
+    """
+    rows = [select(*(param(table.c[name], f"{prefix}{i}_{name}").label(name) for name in names))
+            for i in range(count)]
+    source = rows[0] if count == 1 else union_all(*rows)
+    return postgresql.insert(table).from_select(list(names), source).on_conflict_do_nothing()
 
 
 @cache
