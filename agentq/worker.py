@@ -90,8 +90,7 @@ def create_celery(
     `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
     `-Q` takes them too, and their calls are sent there.
     """
-    app = Celery("agentq", set_as_current=False, amqp=_BrokerAMQP)
-    app.conf.update(CELERY_DEFAULTS)
+    app = celery_app("agentq")
     app.conf.update(_queues(tool_queues))
     app.conf.update(_project_overrides())
     app.conf.update(
@@ -107,6 +106,15 @@ def create_celery(
                         worker_enable_remote_control=False,
                         broker_transport_options={"polling_interval": EMBEDDED_POLL_S})
     _register_tasks(app, runtime, tool_queues)
+    return app
+
+
+def celery_app(name: str) -> Celery:
+    """A Celery app set up as agentq's workers are, with no tasks: the settings agentq
+    relies on, its broker connection and batched task events (bench/floor.py runs its
+    bare tasks on one)."""
+    app = Celery(name, set_as_current=False, amqp=_BrokerAMQP)
+    app.conf.update(CELERY_DEFAULTS)
     app.steps["consumer"].add(BatchedTaskEvents)
     return app
 

@@ -1,12 +1,12 @@
 """The floor under a step: what a Celery task that does the least a durable step must costs.
 
 A step in agentq is a Celery task on the default deployment's worker (gevent, acks late,
-task events for Flower) that reads and writes PostgreSQL and sends the next task. This
-runs K chains of L hops on that same worker set-up, each hop one `INSERT` committed
-(autocommit, one round trip) and the next hop sent, and prints the CPU each hop costs
-(the worker, the run's PostgreSQL backends, Redis), beside bench/capacity.py's CPU per
-step. No step can cost less than its hop here; a peer that is not a task per step is not
-held to this floor, so compare peers with capacity figures, and agentq with this.
+batched task events for Flower) that reads and writes PostgreSQL and sends the next task.
+This runs K chains of L hops on that same worker set-up (`agentq.worker.celery_app`),
+each hop one `INSERT` committed (autocommit, one round trip) and the next hop sent, and
+prints the CPU each hop costs (the worker, the run's PostgreSQL backends, Redis), to set
+beside bench/capacity.py's CPU per step: no step costs less than its hop here. A peer that
+is not a task per step is not held to this floor.
 
     python bench/floor.py [--chains 50] [--hops 90] [--workers 2] [--pool gevent]
                           [--concurrency 1000] [--no-events] [--reads 0]
@@ -29,15 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from celery import Celery  # noqa: E402
-
-from agentq.worker import CELERY_DEFAULTS  # noqa: E402
+from agentq.worker import celery_app  # noqa: E402
 
 QUEUE = "agentq.floor"
 DONE = "agentq:floor:done"
 
-app = Celery("agentq_floor", set_as_current=False)
-app.conf.update(CELERY_DEFAULTS, broker_url=os.environ.get("FLOOR_BROKER_URL", "memory://"),
+app = celery_app("agentq_floor")
+app.conf.update(broker_url=os.environ.get("FLOOR_BROKER_URL", "memory://"),
                 task_default_queue=QUEUE,
                 worker_send_task_events=os.environ.get("FLOOR_EVENTS", "1") == "1")
 _engine = None
