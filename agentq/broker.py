@@ -6,13 +6,22 @@ connections; only the client is rebuilt, and building one (a table of response c
 an event dispatcher) took about 6% of a green worker's CPU. A client that holds no
 connection of its own is safe to share between threads and greenlets: each command checks
 a connection out of the pool, and pipelines, locks and pub/sub are made per use.
+
+The pool a channel sends its commands through waits for a free connection instead of
+failing: kombu's raises `MaxConnectionsError` past its 10 connections, which a green
+worker with hundreds of tasks acking and publishing at once reached, and Celery took the
+failed ack for a lost broker, dropped its connection and left the unacked tasks to come
+back only after the visibility timeout.
 """
 from __future__ import annotations
 
 import kombu
+import redis
 from kombu.transport import redis as kombu_redis
 
 REDIS_SCHEMES = frozenset({"redis", "rediss"})
+# How long a command waits for one of the pool's connections before it fails as lost.
+POOL_WAIT_S = 30.0
 
 
 class Channel(kombu_redis.Channel):
@@ -28,6 +37,13 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not self.pool:
             client = self._commands_client = super()._create_client()
         return client
+
+    def _get_pool(self, asynchronous=False):
+        if asynchronous:  # one connection each for BRPOP and pub/sub: kombu's own
+            return super()._get_pool(asynchronous=True)
+        params = self._connparams(asynchronous=False)
+        self.keyprefix_fanout = self.keyprefix_fanout.format(db=params["db"])  # as kombu's
+        return redis.BlockingConnectionPool(timeout=POOL_WAIT_S, **params)
 
 
 class Transport(kombu_redis.Transport):

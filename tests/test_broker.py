@@ -1,6 +1,8 @@
 """The broker transport: one Redis client per channel, kombu's semantics and URLs unchanged."""
 from __future__ import annotations
 
+import threading
+
 import kombu
 import pytest
 import redis
@@ -78,3 +80,40 @@ def test_a_broker_url_reads_and_connects_as_with_kombu_and_only_redis_changes_tr
     ours, kombus = agentq_broker.Connection(url), kombu.Connection(url)
     assert ours.get_transport_cls() is transport
     assert (ours.as_uri(), ours.ssl, ours.info()) == (kombus.as_uri(), kombus.ssl, kombus.info())
+
+
+@pytest.mark.redis
+def test_more_senders_than_the_pool_has_connections_wait_for_one_instead_of_failing(broker):
+    """kombu's pool raised MaxConnectionsError past its size, which Celery took for a lost
+    broker; under gevent hundreds of tasks ack and publish at once."""
+    senders, each = 12, 5
+    with broker.connection_for_write() as conn:
+        conn.transport_options["max_connections"] = 2
+        channel = conn.channel()
+        assert isinstance(channel.pool, redis.BlockingConnectionPool)
+        Producer(channel).publish({}, exchange=QUEUE.exchange, routing_key=QUEUE.routing_key,
+                                  declare=[QUEUE])
+        QUEUE(channel).purge()
+        failures: list[BaseException] = []
+        start = threading.Barrier(senders)
+
+        def send(n: int) -> None:
+            start.wait()
+            try:
+                for i in range(each):
+                    with channel.conn_or_acquire() as client:
+                        client.blpop(["agentq.test-broker-nothing"], timeout=0.05)  # a slow reply
+                        client.lpush(QUEUE.routing_key, f"{n}-{i}")
+            except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+                failures.append(exc)
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(senders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with channel.conn_or_acquire() as client:
+            sent = client.llen(QUEUE.routing_key)
+            client.delete(QUEUE.routing_key)
+        channel.close()
+    assert failures == [] and sent == senders * each
