@@ -10,13 +10,24 @@ raises `Unavailable`, so callers answer "retry shortly" instead of failing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import BindParameter, Column, Connection, Dialect, Engine, Table, bindparam, event
+from sqlalchemy import (
+    BindParameter,
+    Column,
+    Connection,
+    Dialect,
+    Engine,
+    Table,
+    bindparam,
+    event,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
@@ -153,6 +164,28 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
 def param(column: Column[Any], name: str | None = None) -> BindParameter[Any]:
     """A named parameter of the column's type, for statements built once and run often."""
     return bindparam(name or column.name, type_=column.type)
+
+
+def parameter_rows(
+    table: Table, names: Sequence[str], prefix: str, count: int, *, where: Any = None
+) -> Any:
+    """`count` rows of parameters `<prefix><i>_<name>` (typed as the table's columns), as one
+    SELECT to insert from; with `where`, only the rows for which it holds.
+
+    A UNION ALL of SELECTs, not a multi-row VALUES: SQLAlchemy keeps the compiled form of
+    the one and compiles the other anew on every execution.
+    """
+    rows = []
+    for i in range(count):
+        row = select(*(param(table.c[name], f"{prefix}{i}_{name}").label(name) for name in names))
+        rows.append(row if where is None else row.where(where))
+    return rows[0] if count == 1 else union_all(*rows)
+
+
+def row_parameters(prefix: str, rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The parameters `parameter_rows` names, for these rows in order."""
+    return {f"{prefix}{i}_{name}": value
+            for i, row in enumerate(rows) for name, value in row.items()}
 
 
 def insert_ignoring(dialect: Dialect, table: Table) -> Any:

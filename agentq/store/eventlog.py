@@ -34,7 +34,7 @@ from agentq.store.conversations import (
     move_next_seq_txn,
     move_params,
 )
-from agentq.store.engine import insert_ignoring, param
+from agentq.store.engine import insert_ignoring, param, parameter_rows, row_parameters
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
 from agentq.store.schema import conversations, events, record_from_row, summaries
@@ -88,9 +88,8 @@ def append_at_txn(
     move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
     if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
-        params = move_params(conversation_id, **move)
-        for i, event in enumerate(appended):
-            params.update({f"e{i}_{name}": value for name, value in _event_values(event).items()})
+        params = {**move_params(conversation_id, **move),
+                  **row_parameters("e", map(_event_values, appended))}
         row = conn.execute(_move_and_insert(len(appended)), params).first()
         return None if row is None else (appended, conversation_from_row(row))
     moved = move_next_seq_txn(conn, conversation_id, **move)
@@ -113,12 +112,7 @@ def _move_and_insert(count: int) -> Select[Any]:
     the UPDATE's RETURNING, the one way one part of a statement sees another's write."""
     moved = MOVE_NEXT_SEQ.cte("moved")
     names = [column.name for column in events.c]
-    rows = [
-        select(*(param(events.c[name], f"e{i}_{name}").label(name) for name in names))
-        .where(select(moved.c.id).exists())
-        for i in range(count)
-    ]
-    source = rows[0] if count == 1 else union_all(*rows)
+    source = parameter_rows(events, names, "e", count, where=select(moved.c.id).exists())
     return select(moved).add_cte(insert(events).from_select(names, source).cte("appended"))
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, func, select, union_all
+from sqlalchemy import Connection, Select, Table, func, select
 from sqlalchemy.dialects import postgresql
 
 from agentq.core.events import ToolCallRecord
@@ -28,7 +28,7 @@ from agentq.store.calls import (
     transition_call_txn,
     transition_params,
 )
-from agentq.store.engine import param
+from agentq.store.engine import parameter_rows, row_parameters
 from agentq.store.inbox import MESSAGE_WAITS, inbox_waiting_txn
 from agentq.store.ledger import (
     FINISH,
@@ -76,12 +76,9 @@ def finish_scheduling_txn(
         for step in scheduled:
             schedule_step_txn(conn, step, now=now)
         return True
-    params = finish_params(conversation_id, step_key, worker=worker, now=now)
-    for i, record in enumerate(calls):
-        params.update({f"call{i}_{name}": value for name, value in call_values(record).items()})
-    for i, step in enumerate(scheduled):
-        params.update({f"step{i}_{name}": value
-                       for name, value in schedule_values(step, now=now).items()})
+    params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
+              **row_parameters("call", map(call_values, calls)),
+              **row_parameters("step", (schedule_values(step, now=now) for step in scheduled))}
     statement = _finish_scheduling(len(calls), len(scheduled))
     return conn.execute(statement, params).one().finished == 1
 
@@ -134,14 +131,8 @@ def _finish_scheduling(calls: int, scheduled: int) -> Select[Any]:
 
 
 def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int) -> Any:
-    """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5).
-
-    The rows are a UNION ALL of SELECTs, not a multi-row VALUES: SQLAlchemy caches the
-    compiled form of the one, and compiles the other anew on every execution.
-    """
-    rows = [select(*(param(table.c[name], f"{prefix}{i}_{name}").label(name) for name in names))
-            for i in range(count)]
-    source = rows[0] if count == 1 else union_all(*rows)
+    """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5)."""
+    source = parameter_rows(table, names, prefix, count)
     return postgresql.insert(table).from_select(list(names), source).on_conflict_do_nothing()
 
 
