@@ -1,7 +1,7 @@
 """The Celery app and its thin task shims; the only module that imports celery.
 
 Each task calls the runtime and sends the follow-ups it returns. Task ids of steps are
-uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them, the ledger does.
+uuid5(step_key) (docs/design.md §4); Celery does not de-duplicate them, the ledger does.
 Tasks go to a queue per kind of work (agentq.queues).
 """
 from __future__ import annotations

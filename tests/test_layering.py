@@ -1,4 +1,4 @@
-"""The import direction of STYLE.md, kept true by reading every module's imports."""
+"""The import direction of docs/contributing.md, kept true by reading every module's imports."""
 from __future__ import annotations
 
 import ast

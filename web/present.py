@@ -1,4 +1,4 @@
-"""Domain values as the API's answers (DESIGN section 10's JSON shapes), built through web.models."""
+"""Domain values as the API's answers (the JSON shapes of docs/design.md §10), via web.models."""
 from __future__ import annotations
 
 from typing import Any
