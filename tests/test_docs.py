@@ -1,4 +1,4 @@
-"""The README and docs/ hold together: every relative link lands, and the README stays a front door."""
+"""The README and docs/ hold together: links land, named files and tests exist, the README stays short."""
 from __future__ import annotations
 
 import re
@@ -70,6 +70,24 @@ def test_every_page_of_docs_is_reachable_from_the_readme():
     linked = {(ROOT / target.partition("#")[0]).resolve() for target in relative_links(README)}
     unlinked = [p.name for p in PAGES[1:] if p.resolve() not in linked]
     assert unlinked == []
+
+
+CODE_PATH = re.compile(r"`((?:agentq|tests|bench|docs)/[\w./-]*)`")
+TEST_NAME = re.compile(r"`(test_\w+)`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_path_of_the_repository_a_page_names_exists(page):
+    missing = [path for line in prose_lines(page.read_text())
+               for path in CODE_PATH.findall(line) if not (ROOT / path).exists()]
+    assert missing == []
+
+
+def test_every_test_a_page_names_as_proof_exists():
+    named = {name for page in PAGES for name in TEST_NAME.findall(page.read_text())}
+    defined = set(re.findall(r"def (test_\w+)\(",
+                             "\n".join(p.read_text() for p in (ROOT / "tests").rglob("*.py"))))
+    assert sorted(named - defined) == []
 
 
 def test_a_link_to_a_missing_file_or_heading_is_reported_and_code_blocks_are_not_read(tmp_path):
