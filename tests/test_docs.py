@@ -1,4 +1,4 @@
-"""The README and docs/ hold together: links land, named files and tests exist, the README stays short."""
+"""README and docs/ hold together: links land, named files and tests exist, the README is short."""
 from __future__ import annotations
 
 import re
