@@ -1,5 +1,7 @@
 """Shared fixtures: real PostgreSQL, SQLite and Redis, one test body for every backend; the
-API under test with its tenants' keys; worker and beat processes on the real services.
+API under test with its tenants' keys; worker and beat processes on the real services, on
+Redis as the broker, or on RabbitMQ too for the tests parametrized with
+`tests.support.brokers.ON_EACH_BROKER`.
 
 A missing service skips its tests locally and fails them when the CI variable is set.
 """
@@ -24,6 +26,7 @@ from agentq.tools import Registry
 from agentq.worker.factory import create_celery
 from tests.api_support import Api
 from tests.processes import FAST_RECOVERY, ROOT, WorkerProcess, worker_env
+from tests.support.brokers import RABBITMQ_SERVER, add_vhost, delete_vhost
 from tests.unavailable import unavailable
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -143,6 +146,27 @@ def redis_url() -> Iterator[str]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    """A RabbitMQ vhost made for this run (guest may use it), deleted at the end."""
+    try:
+        vhost = add_vhost()
+    except (OSError, subprocess.SubprocessError) as exc:
+        unavailable(f"RabbitMQ ({exc})")
+    try:
+        yield f"{RABBITMQ_SERVER}/{vhost}"
+    finally:
+        delete_vhost(vhost)
+
+
+@pytest.fixture
+def broker_url(request: pytest.FixtureRequest, redis_url: str) -> str:
+    """The broker workers and senders use: the run's Redis db, or with `ON_EACH_BROKER`
+    (indirect parametrization) each of "redis" and "rabbitmq" in turn. Pub/sub stays on Redis."""
+    kind = getattr(request, "param", "redis")
+    return request.getfixturevalue("rabbitmq_url") if kind == "rabbitmq" else redis_url
+
+
 # the HTTP API, in-process
 
 
@@ -167,9 +191,9 @@ def mallory(api: Api) -> dict[str, str]:
 
 
 @pytest.fixture
-def broker(redis_url: str) -> Iterator[Celery]:
-    """A Celery app that only sends, on the test run's own Redis database."""
-    app = create_celery(Config(broker_url=redis_url, redis_url=redis_url), runtime=lambda: None)
+def broker(broker_url: str, redis_url: str) -> Iterator[Celery]:
+    """A Celery app that only sends, on the test run's own broker."""
+    app = create_celery(Config(broker_url=broker_url, redis_url=redis_url), runtime=lambda: None)
     yield app
     app.close()
 
@@ -182,13 +206,13 @@ def commands(pg_store_clean: Store) -> Commands:
 
 
 @pytest.fixture
-def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+def workers(tmp_path, pg_url: str, broker_url: str, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
     """Start worker processes; every one is killed by pid when the test ends."""
     started: list[WorkerProcess] = []
 
     def start(name: str = "w1", concurrency: int = 4, queues: str | None = None,
               pool: str = "threads", **env_extra: str) -> WorkerProcess:
-        env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
+        env = worker_env(pg_url, broker_url, redis_url, **{**FAST_RECOVERY, **env_extra})
         worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency,
                                queues=queues, pool=pool)
         started.append(worker.start())
@@ -200,12 +224,12 @@ def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., Wor
 
 
 @pytest.fixture
-def beat(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[[], subprocess.Popen]]:
+def beat(tmp_path, pg_url: str, broker_url: str, redis_url: str) -> Iterator[Callable[[], subprocess.Popen]]:
     """Start one `celery beat` (the sweeper every second); killed by pid at the end."""
     procs: list[subprocess.Popen] = []
 
     def start(**env_extra: str) -> subprocess.Popen:
-        env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
+        env = worker_env(pg_url, broker_url, redis_url, **{**FAST_RECOVERY, **env_extra})
         log = open(tmp_path / "beat.log", "ab")
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "beat", "-l", "WARNING",

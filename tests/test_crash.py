@@ -1,6 +1,6 @@
 """Durability with real processes: workers killed with SIGKILL, a flushed broker, racing deliveries.
 
-Every test starts worker (and beat) processes on the real Redis broker and Postgres,
+Every test starts worker (and beat) processes on a real broker (Redis, then RabbitMQ) and Postgres,
 kills some of them mid-step, starts others, and reads the log afterwards.
 """
 from __future__ import annotations
@@ -11,13 +11,13 @@ import sys
 import time
 
 import pytest
-import redis
 
 from agentq.tools import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
+from tests.support.brokers import ON_EACH_BROKER, flush_broker
 
-pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis, ON_EACH_BROKER]
 
 SCOPE = Scope(tenant="t1", user="u1")
 
@@ -105,7 +105,7 @@ def test_a_worker_killed_after_its_commit_but_before_the_enqueue_still_lets_the_
 
 
 def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_are_down(
-    pg_store_clean, commands, broker, workers, beat, redis_url
+    pg_store_clean, commands, broker, workers, beat, broker_url
 ):
     store = pg_store_clean
     script = [{"tool_calls": [{"name": "quick_approve", "args": {"amount": 3}}]}, {"text": "moved on"}]
@@ -114,10 +114,7 @@ def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_
     wait_for(lambda: store.load_conversation(cid).fsm.state == "awaiting_input",
              what="the call to be pending")
     first.kill()
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()  # the ETA task that would expire the call is gone
-    client.set("agentq:test-claim", "flushed", ex=7200)  # keep this db claimed for the run
-    client.close()
+    flush_broker(broker_url)  # the ETA task that would expire the call is gone
     time.sleep(3.5)
     workers("w2")
     beat()

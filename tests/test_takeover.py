@@ -12,13 +12,13 @@ import os
 import signal
 
 import pytest
-import redis
 
 from agentq.tools import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
+from tests.support.brokers import ON_EACH_BROKER, flush_broker
 
-pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis, ON_EACH_BROKER]
 
 SCOPE = Scope(tenant="t1", user="u1")
 DEFAULTS = {"AGENTQ_LEASE_S": "", "AGENTQ_SWEEP_S": ""}  # the embedded defaults: lease 6 s
@@ -50,16 +50,8 @@ def idle(store, cid, rounds):
     return info.fsm.state == "idle" and info.fsm.rounds >= rounds
 
 
-def flush_broker(redis_url):
-    """Lose every queued and unacknowledged task, ETA tasks included."""
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    client.set("agentq:test-claim", "flushed", ex=7200)  # keep this db claimed for the run
-    client.close()
-
-
 def test_killed_workers_model_call_tool_call_and_lost_expiry_all_move_on_with_the_defaults(
-    pg_store_clean, commands, broker, workers, redis_url, tmp_path
+    pg_store_clean, commands, broker, workers, broker_url, tmp_path
 ):
     store = pg_store_clean
     tool_log = tmp_path / "tool.log"
@@ -73,7 +65,7 @@ def test_killed_workers_model_call_tool_call_and_lost_expiry_all_move_on_with_th
     wait_for(lambda: store.list_tool_calls(waiting, status="pending"), what="a pending call")
     first.kill()  # mid-tool and mid-stream
     timers.kill()  # it held the expiry's ETA task
-    flush_broker(redis_url)  # and the broker loses every task
+    flush_broker(broker_url)  # and the broker loses every task, ETA tasks included
     workers("w2", queues=STEPS, AGENTQ_TEST_TOOL_LOG=str(tool_log), **DEFAULTS)
     workers("timers2", queues="agentq.timers", **DEFAULTS)
 

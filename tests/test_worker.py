@@ -12,12 +12,14 @@ from kombu import Queue
 from agentq.tools import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
+from tests.support.brokers import ON_EACH_BROKER
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
 SCOPE = Scope(tenant="t1", user="u1")
 
 
+@ON_EACH_BROKER
 def test_a_turn_with_a_server_tool_completes_on_a_real_worker(pg_store_clean, commands, broker, workers):
     store = pg_store_clean
     conv = commands.create_conversation(SCOPE, {"script": [

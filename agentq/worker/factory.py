@@ -2,6 +2,9 @@
 
 Task ids of steps are uuid5(step_key) (docs/design.md §4); Celery does not de-duplicate them,
 the ledger does. Tasks go to a queue per kind of work (agentq.worker.queues).
+
+Two brokers are supported: Redis (the default; through agentq.worker.transport) and
+RabbitMQ (`amqp://`, kombu's own transport, set up as agentq.worker.rabbitmq says).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from kombu import Exchange, Queue
 
 from agentq.config import Config
 from agentq.runtime import Runtime
-from agentq.worker import transport
+from agentq.worker import rabbitmq, transport
 from agentq.worker.queues import MODEL, NO_TOOL_QUEUES, TASK_QUEUES, all_queues
 from agentq.worker.task_events import BatchedTaskEvents
 from agentq.worker.tasks import register_tasks
@@ -68,7 +71,7 @@ def create_celery(
     `-Q` takes them too, and their calls are sent there.
     """
     app = celery_app("agentq")
-    app.conf.update(_queues(tool_queues))
+    app.conf.update(_queues(tool_queues, amqp=rabbitmq.is_amqp(config.broker_url)))
     app.conf.update(_project_overrides())
     app.conf.update(
         broker_url=config.broker_url,
@@ -96,11 +99,17 @@ def celery_app(name: str) -> Celery:
     return app
 
 
-def _queues(tool_queues: Mapping[str, str]) -> dict:
+def _queues(tool_queues: Mapping[str, str], *, amqp: bool = False) -> dict:
     """Every queue declared (a worker without -Q takes them all), each task routed to its own."""
+    if amqp:
+        queues = [Queue(name, Exchange(name, type="topic"), routing_key=name,
+                        queue_arguments={"x-queue-type": "quorum"})
+                  for name in all_queues(tool_queues)]
+    else:
+        queues = [Queue(name, Exchange(name), routing_key=name) for name in all_queues(tool_queues)]
     return {
-        "task_queues": [Queue(name, Exchange(name), routing_key=name)
-                        for name in all_queues(tool_queues)],
+        "task_queues": queues,
         "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
         "task_default_queue": MODEL,
+        **(rabbitmq.SETTINGS if amqp else {}),
     }
