@@ -67,6 +67,9 @@ class Config:
     max_attempts: int = 5
     # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
     event_cache: int = 1000
+    # AGENTQ_EVENT_CACHE_MB: about how much each of a worker's two caches (decoded events,
+    # rendered turns) holds at most, whatever the count
+    event_cache_mb: float = 64.0
     audit: bool = False
     audit_ttl_s: float = 7 * 24 * 3600.0
     log_format: str = "plain"
@@ -99,6 +102,7 @@ class Config:
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
             event_cache=int(_float(env, "AGENTQ_EVENT_CACHE", cls.event_cache)),
+            event_cache_mb=_float(env, "AGENTQ_EVENT_CACHE_MB", cls.event_cache_mb),
             audit=_flag(env, "AGENTQ_AUDIT"),
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
             log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),
@@ -117,6 +121,10 @@ class Config:
     @property
     def embedded_broker(self) -> bool:
         return self.broker_url.startswith("memory://")
+
+    @property
+    def event_cache_bytes(self) -> int:
+        return int(self.event_cache_mb * 2**20)
 
     def with_(self, **changes: object) -> Config:
         return replace(self, **changes)

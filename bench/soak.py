@@ -432,7 +432,8 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
     _, key = store.create_api_key("soak", utcnow())
     store.dispose()
     env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": args.broker or redis_url,
-           "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on", "PYTHONPATH": str(ROOT),
+           "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
            "PYTHONUNBUFFERED": "1"}
     port, stop, samples = free_port(), threading.Event(), []
     with deployment(env, port, args.out) as procs:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import threading
 import time
 
+from agentq.core.weight import total_weight
+from agentq.web.streaming import shared_reads
 from agentq.web.streaming.shared_reads import SharedReads
 
 
@@ -49,3 +51,41 @@ def test_a_stream_woken_after_a_read_started_reads_again():
     assert reads.list_events("c1", after_seq=0, limit=500, fresh_since=time.monotonic() - 15) == ["e1", "e2"]
     assert reads.list_events("c1", after_seq=1, limit=500, fresh_since=time.monotonic() - 15) == ["e1", "e2"]
     assert log.calls == 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_done_reads_are_forgotten_once_older_than_a_minute_however_few(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(shared_reads, "time", clock)
+    log = SlowLog()
+    log.gate.set()
+    reads = SharedReads(log)
+    for page in range(5):
+        reads.list_events("c1", after_seq=page, limit=500, fresh_since=clock.now)
+    assert reads.kept()[0] == 5
+    clock.now += shared_reads.KEEP_S + 1
+    reads.list_events("c2", after_seq=0, limit=500, fresh_since=clock.now)
+    assert reads.kept()[0] == 1
+
+
+def test_done_reads_are_kept_to_about_keep_bytes_of_events_the_oldest_going_first(monkeypatch):
+    log = SlowLog()
+    log.gate.set()
+    log.events = [{"text": "x" * 1000}] * 10
+    monkeypatch.setattr(shared_reads, "KEEP_BYTES", 5 * total_weight(log.events))
+    reads = SharedReads(log)
+    for page in range(20):
+        reads.list_events("c1", after_seq=page, limit=500, fresh_since=time.monotonic())
+    count, weight = reads.kept()
+    assert count == 5 and weight == 5 * total_weight(log.events) <= shared_reads.KEEP_BYTES
+    log.calls = 0
+    reads.list_events("c1", after_seq=19, limit=500, fresh_since=time.monotonic() - 15)
+    reads.list_events("c1", after_seq=0, limit=500, fresh_since=time.monotonic() - 15)
+    assert log.calls == 1  # the newest page is kept, the oldest is read again

@@ -102,7 +102,7 @@ def test_a_worker_keeps_the_transcripts_of_the_conversations_it_stepped_last():
     for cid in ("a", "b", "c"):
         view = replace(b.view(events), conversation_id=cid)
         assert transcripts.render(view) == plan_context(view).rendered
-    assert transcripts._get("a") is None and transcripts._get("c").through_seq == 2
+    assert transcripts._get("a") is None and transcripts._get("c")[0].through_seq == 2
 
 
 def test_no_transcript_is_kept_when_the_event_cache_is_off():
@@ -110,3 +110,19 @@ def test_no_transcript_is_kept_when_the_event_cache_is_off():
     transcripts = Transcripts(0)
     assert transcripts.render(view) == plan_context(view).rendered
     assert transcripts._get(view.conversation_id) is None
+
+
+def test_transcripts_are_also_bounded_by_their_weight_the_least_recently_used_going_first():
+    turns = [m for n in range(30) for m in (b.user(f"question {n} " * 20), b.assistant(f"answer {n} " * 20))]
+    view = b.view(b.log(*turns, b.user("last")))
+    one = Transcripts(10)
+    one.render(view)
+    heavy = one.bytes
+    transcripts = Transcripts(10, max_bytes=heavy * 2 + heavy // 2)
+    for cid in ("a", "b", "c"):
+        assert transcripts.render(replace(view, conversation_id=cid)) == plan_context(view).rendered
+    assert len(transcripts) == 2 and transcripts._get("a") is None
+    assert 1.9 * heavy < transcripts.bytes <= transcripts.max_bytes  # ids of other lengths
+    small = Transcripts(10, max_bytes=heavy // 2)
+    assert small.render(view) == plan_context(view).rendered  # too heavy to keep, still right
+    assert len(small) == 0 and small.bytes == 0

@@ -63,7 +63,7 @@ class Runtime:
         self.timers = Timers()  # leases and time limits of this process's steps
         self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
-        self.transcripts = Transcripts(config.event_cache)
+        self.transcripts = Transcripts(config.event_cache, config.event_cache_bytes)
         self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
                                 self.transcripts.render)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)

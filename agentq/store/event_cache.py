@@ -8,6 +8,11 @@ the row says, and a run that does not join up is dropped and read again, so a st
 cache can hide nothing and a cache of another conversation can leak nothing. A fork is a
 new conversation and a summary only moves where a read starts.
 Only committed reads fill it: never a read inside a write that may roll back.
+
+It holds at most `conversations` runs and about `max_bytes` of events (core/weight.py),
+whichever is reached first, evicting the least recently used: a few long conversations
+weigh more than many short ones, and a count alone let a worker grow with their length.
+A run heavier than the whole bound is not kept (its reads go to the database).
 """
 from __future__ import annotations
 
@@ -16,18 +21,31 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from agentq.core.events import Event
+from agentq.core.weight import total_weight
 
 # (after_seq, before_seq) -> the events between them, from the database
 Load = Callable[[int, int], list[Event]]
+DEFAULT_MAX_BYTES = 64 * 2**20
 
 
 class EventCache:
-    """A per-process LRU of each conversation's events, `conversations` of them (0: off)."""
+    """A per-process LRU of each conversation's events, `conversations` of them (0: off) and
+    about `max_bytes` of them at most."""
 
-    def __init__(self, conversations: int) -> None:
+    def __init__(self, conversations: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.size = conversations
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._runs: OrderedDict[str, list[Event]] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[list[Event], int]] = OrderedDict()  # run, its weight
+        self._bytes = 0
+
+    @property
+    def bytes(self) -> int:
+        """The weight of the events held (core/weight.py)."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._runs)
 
     def events(
         self, conversation_id: str, *, after_seq: int, before_seq: int, load: Load
@@ -36,15 +54,16 @@ class EventCache:
         the events it lacks."""
         if self.size <= 0:
             return load(after_seq, before_seq)
-        run = self._get(conversation_id)
-        if run and _whole(run, conversation_id):
-            run = _grown(run, after_seq, before_seq, load)
-            if run is not None:
-                self._put(conversation_id, run)
+        kept = self._get(conversation_id)
+        if kept and _whole(kept[0], conversation_id):
+            grown = _grown(kept[0], after_seq, before_seq, load)
+            if grown is not None:
+                run, added = grown
+                self._put(conversation_id, run, kept[1] + total_weight(added))
                 return _between(run, after_seq, before_seq)
         run = load(after_seq, before_seq)  # a miss, or a run that did not join: read afresh
         if run and run[0].seq == after_seq + 1 and _whole(run, conversation_id):
-            self._put(conversation_id, run)
+            self._put(conversation_id, run, total_weight(run))
         return run
 
     def last_seq(self, conversation_id: str) -> int | None:
@@ -53,26 +72,34 @@ class EventCache:
         if self.size <= 0:
             return None
         with self._lock:
-            run = self._runs.get(conversation_id)
-            return run[-1].seq if run else None
+            kept = self._runs.get(conversation_id)
+            return kept[0][-1].seq if kept and kept[0] else None
 
-    def _get(self, conversation_id: str) -> list[Event] | None:
+    def _get(self, conversation_id: str) -> tuple[list[Event], int] | None:
         with self._lock:
-            run = self._runs.get(conversation_id)
-            if run is not None:
+            kept = self._runs.get(conversation_id)
+            if kept is not None:
                 self._runs.move_to_end(conversation_id)
-            return run
+            return kept
 
-    def _put(self, conversation_id: str, run: list[Event]) -> None:
+    def _put(self, conversation_id: str, run: list[Event], weight: int) -> None:
         with self._lock:
-            self._runs[conversation_id] = run
-            self._runs.move_to_end(conversation_id)
-            while len(self._runs) > self.size:
-                self._runs.popitem(last=False)
+            old = self._runs.pop(conversation_id, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if weight > self.max_bytes:
+                return  # heavier than the whole cache: read from the log every time
+            self._runs[conversation_id] = (run, weight)
+            self._bytes += weight
+            while len(self._runs) > self.size or self._bytes > self.max_bytes:
+                _, (_, evicted) = self._runs.popitem(last=False)
+                self._bytes -= evicted
 
     def forget(self, conversation_id: str) -> None:
         with self._lock:
-            self._runs.pop(conversation_id, None)
+            old = self._runs.pop(conversation_id, None)
+            if old is not None:
+                self._bytes -= old[1]
 
 
 def _between(run: list[Event], after_seq: int, before_seq: int) -> list[Event]:
@@ -88,19 +115,23 @@ def _whole(run: list[Event], conversation_id: str) -> bool:
             and last.seq - first.seq == len(run) - 1)
 
 
-def _grown(run: list[Event], after_seq: int, before_seq: int, load: Load) -> list[Event] | None:
+def _grown(run: list[Event], after_seq: int, before_seq: int,
+           load: Load) -> tuple[list[Event], list[Event]] | None:
     """The cached run with the events it lacks for the read read from the log: those before
-    it (down to after_seq + 1) and those after it (below before_seq); None if they do not
-    join up, which a gap-free log never does."""
+    it (down to after_seq + 1) and those after it (below before_seq), and those added; None
+    if they do not join up, which a gap-free log never does."""
     first, last = run[0].seq, run[-1].seq
+    added: list[Event] = []
     if first > after_seq + 1:
         earlier = load(after_seq, first)
         if not earlier or earlier[0].seq != after_seq + 1 or earlier[-1].seq != first - 1:
             return None
         run = earlier + run
+        added += earlier
     if last + 1 < before_seq:
         newer = load(last, before_seq)
         if newer and newer[0].seq != last + 1:
             return None
         run = run + newer
-    return run
+        added += newer
+    return run, added

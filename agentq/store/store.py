@@ -21,7 +21,7 @@ from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
-from agentq.store.event_cache import EventCache
+from agentq.store.event_cache import DEFAULT_MAX_BYTES as DEFAULT_CACHE_BYTES, EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
@@ -51,20 +51,24 @@ class Snapshot:
 class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
-    def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
+    def __init__(self, engine: Engine, *, event_cache: int = 0,
+                 event_cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.engine = engine
         self._lease_engine: Engine | None = None
         # decoded events of the `event_cache` conversations stepped last (0: none kept)
-        self.event_cache = EventCache(event_cache)
+        self.event_cache = EventCache(event_cache, event_cache_bytes)
 
     @classmethod
-    def open(cls, url: str, *, event_cache: int = 0, **pool: int) -> Store:
+    def open(cls, url: str, *, event_cache: int = 0,
+             event_cache_bytes: int = DEFAULT_CACHE_BYTES, **pool: int) -> Store:
         """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first.
 
-        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's);
+        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's),
+        `event_cache_bytes` about how many bytes of them at most;
         `pool`: `pool_size` and `max_overflow` of `create_engine`.
         """
-        return cls(create_engine(url, **pool), event_cache=event_cache)
+        return cls(create_engine(url, **pool), event_cache=event_cache,
+                   event_cache_bytes=event_cache_bytes)
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""

@@ -17,7 +17,8 @@ def build_runtime(
     from agentq.store import Store
     from agentq.tenancy.access import ModelAccess
 
-    store = Store.open(config.database_url, event_cache=config.event_cache)
+    store = Store.open(config.database_url, event_cache=config.event_cache,
+                       event_cache_bytes=config.event_cache_bytes)
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)

@@ -9,20 +9,28 @@ notice, takes any read of its period.
 
 A read also keeps its events' SSE frames, made by the first stream that asks: an event is
 encoded once per read, not once per stream.
+
+Done reads are kept KEEP_S (a keep-alive period and more), KEEP of them and about
+KEEP_BYTES of events at most, the oldest going first: a stream takes only a read that
+started after the notice that woke it, so an older one serves nobody, and a busy process
+kept thousands of pages whole conversations long.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentq.core.events import Event
+from agentq.core.weight import total_weight
 from agentq.store import Store
 
 
-KEEP = 10_000  # pages remembered before the stale ones are forgotten
-KEEP_S = 60.0
+KEEP = 10_000  # pages remembered at most
+KEEP_S = 60.0  # and for this long at most
+KEEP_BYTES = 32 * 2**20  # and about this much of their events at most (frames twice that)
 
 
 @dataclass(eq=False)
@@ -32,6 +40,7 @@ class _Read:
     events: list[Event] | None = None
     error: BaseException | None = None
     frames: list[str] | None = None
+    weight: int = 0  # of its events (core/weight.py), once done
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,7 +68,9 @@ class SharedReads:
         self.store = store
         self._lock = threading.Lock()
         self._reads: dict[tuple[str, int, int], _Read] = {}
-        self._done: dict[tuple[str, int, int], _Read] = {}  # the last read of each page
+        # the last read of each page, oldest first, and the weight of their events
+        self._done: OrderedDict[tuple[str, int, int], _Read] = OrderedDict()
+        self._done_bytes = 0
 
     def list_events(self, cid: str, *, after_seq: int, limit: int, fresh_since: float) -> list[Event]:
         """The page after `after_seq`, read at or after `fresh_since` (time.monotonic())."""
@@ -83,6 +94,7 @@ class SharedReads:
             return Page(read)
         try:
             read.events = self.store.list_events(cid, after_seq=after_seq, limit=limit)
+            read.weight = total_weight(read.events)
         except BaseException as exc:
             read.error = exc
             raise
@@ -96,9 +108,21 @@ class SharedReads:
         return Page(read)
 
     def _keep(self, key: tuple[str, int, int], read: _Read) -> None:
-        """Remember the page; past KEEP entries, forget those older than KEEP_S."""
+        """Remember the page as the newest; forget the oldest past KEEP_S, KEEP or KEEP_BYTES."""
+        old = self._done.pop(key, None)
+        if old is not None:
+            self._done_bytes -= old.weight
         self._done[key] = read
-        if len(self._done) > KEEP:
-            oldest = time.monotonic() - KEEP_S
-            for stale in [k for k, r in self._done.items() if r.started_at < oldest]:
-                del self._done[stale]
+        self._done_bytes += read.weight
+        oldest = time.monotonic() - KEEP_S
+        while self._done:
+            first = next(iter(self._done.values()))
+            if len(self._done) <= KEEP and self._done_bytes <= KEEP_BYTES and first.started_at >= oldest:
+                break
+            self._done.popitem(last=False)
+            self._done_bytes -= first.weight
+
+    def kept(self) -> tuple[int, int]:
+        """How many done reads are kept, and the weight of their events."""
+        with self._lock:
+            return len(self._done), self._done_bytes
