@@ -7,7 +7,7 @@ import kombu
 import pytest
 import redis
 from kombu import Exchange, Producer, Queue
-from kombu.transport import memory, redis as kombu_redis
+from kombu.transport import memory, pyamqp, redis as kombu_redis
 
 from agentq.worker import transport as agentq_broker
 
@@ -74,6 +74,7 @@ def test_a_channel_builds_a_new_client_on_the_pool_kombu_makes_after_a_fork(brok
     ("redis+socket:///run/redis.sock", agentq_broker.Transport),
     ("sentinel://127.0.0.1:26379", kombu_redis.SentinelTransport),
     ("memory://", memory.Transport),
+    ("amqp://guest:guest@127.0.0.1:5672/agentq", pyamqp.Transport),  # RabbitMQ: kombu's own
 ])
 def test_a_broker_url_reads_and_connects_as_with_kombu_and_only_redis_changes_transport(
         url, transport):

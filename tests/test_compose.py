@@ -112,8 +112,21 @@ def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
     envs = [services[name]["environment"] for name in ("migrate", *PROCESSES)]
     assert all(env == envs[0] for env in envs)
     assert envs[0]["AGENTQ_DATABASE_URL"].startswith("postgresql+psycopg://")
-    assert envs[0]["AGENTQ_BROKER_URL"].startswith("redis://redis:6379/")
+    assert expand(envs[0]["AGENTQ_BROKER_URL"], {}).startswith("redis://redis:6379/")
     assert envs[0]["AGENTQ_REDIS_URL"].startswith("redis://redis:6379/")
+
+
+def test_rabbitmq_is_a_broker_to_opt_into_and_pubsub_stays_on_redis(compose):
+    services = compose["services"]
+    assert services["rabbitmq"]["profiles"] == ["rabbitmq"]  # not started unless asked for
+    assert services["rabbitmq"]["healthcheck"]["test"][:2] == ["CMD", "rabbitmq-diagnostics"]
+    env = services["web"]["environment"]
+    rabbit = expand(env["AGENTQ_BROKER_URL"], {"AGENTQ_BROKER_URL": "amqp://agentq:agentq@rabbitmq:5672/agentq"})
+    assert rabbit.startswith("amqp://") and env["AGENTQ_REDIS_URL"].startswith("redis://")
+    user = services["rabbitmq"]["environment"]
+    header = (ROOT / "docker-compose.yml").read_text().split("\nx-agentq-env")[0]
+    assert (f"AGENTQ_BROKER_URL=amqp://{user['RABBITMQ_DEFAULT_USER']}:{user['RABBITMQ_DEFAULT_PASS']}"
+            f"@rabbitmq:5672/{user['RABBITMQ_DEFAULT_VHOST']} docker compose --profile rabbitmq up") in header
 
 
 def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_off(compose, procfile):
