@@ -1,6 +1,8 @@
 """Conversation rows: the settings, the cached fsm state, and the `next_seq` that orders the log."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -10,6 +12,7 @@ from sqlalchemy import Connection, Row, and_, or_, select, update
 from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
+from agentq.core.weight import weight
 from agentq.store.engine import param
 from agentq.store.schema import conversations, inbox, steps
 
@@ -50,24 +53,46 @@ class _ParsedSettings:
     what was parsed last takes a twentieth of that. Settings are written once, at create
     (a fork is a new id), and the comparison runs on every load anyway, so this hands out
     what the row holds (Settings are frozen models).
+
+    An LRU of `size` conversations and about `max_bytes` (the stored JSON's weight, twice:
+    the parsed model holds about as much again): a busy process loads thousands of
+    conversations an hour, and a long script weighs what it says.
     """
 
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._by_id: dict[str, tuple[Any, Settings]] = {}
+    def __init__(self, size: int, max_bytes: int) -> None:
+        self._size, self._max_bytes = size, max_bytes
+        self._lock = threading.Lock()
+        self._by_id: OrderedDict[str, tuple[Any, Settings, int]] = OrderedDict()
+        self._bytes = 0
 
     def parse(self, conversation_id: str, data: dict[str, Any] | None) -> Settings:
-        known = self._by_id.get(conversation_id)
-        if known is not None and known[0] == data:
-            return known[1]
+        with self._lock:
+            known = self._by_id.get(conversation_id)
+            if known is not None and known[0] == data:
+                self._by_id.move_to_end(conversation_id)
+                return known[1]
         settings = parse_settings(data)
-        if len(self._by_id) >= self._size:
-            self._by_id.clear()
-        self._by_id[conversation_id] = (data, settings)
+        size = 2 * weight(data)
+        with self._lock:
+            old = self._by_id.pop(conversation_id, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size <= self._max_bytes:
+                self._by_id[conversation_id] = (data, settings, size)
+                self._bytes += size
+            while len(self._by_id) > self._size or self._bytes > self._max_bytes:
+                self._bytes -= self._by_id.popitem(last=False)[1][2]
         return settings
 
+    def __len__(self) -> int:
+        return len(self._by_id)
 
-_PARSED = _ParsedSettings(size=4096)
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+
+_PARSED = _ParsedSettings(size=1024, max_bytes=16 * 2**20)
 
 
 def conversation_from_row(row: Row[Any]) -> ConversationInfo:
