@@ -181,3 +181,23 @@ def test_fifty_conversations_on_two_workers_all_finish_and_keep_every_invariant(
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "ok" in check.stdout
+
+
+def test_a_turn_interrupted_while_a_worker_streams_ends_once_and_the_queued_message_runs_next(
+    pg_store_clean, commands, broker, workers
+):
+    store = pg_store_clean
+    text = "one two three four five six seven eight"
+    cid = begin(commands, broker, [{"text": text, "chunks": 8, "delay_s": 6.0}, {"text": "next one"}])
+    worker = workers("w1")
+    step = wait_for(lambda: running_step(store, cid, "llm"), what="the model call to start")
+    queued, _ = commands.post_message(cid, "after that", SCOPE)
+    assert queued.queued
+    enqueue(broker, commands.cancel(cid, SCOPE))  # the next turn starts through the broker
+    wait_for(lambda: finished(store, cid, 1) and kinds(store, cid).count("assistant_msg") == 2,
+             timeout_s=60, what=f"the queued turn to finish; worker log:\n{worker.log_text()}")
+    answers = [e for e in store.list_events(cid) if e.type == "assistant_msg"]
+    assert answers[0].round_id == step.round_id and answers[0].content["interrupted"] is True
+    assert answers[1].content["interrupted"] is False and answers[1].round_id != step.round_id
+    assert [e.content["text"] for e in store.list_events(cid) if e.type == "user_msg"] == ["go", "after that"]
+    assert store.load_step(step.step_key).attempts == 1  # the interrupted call was not run again
