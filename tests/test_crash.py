@@ -1,6 +1,7 @@
 """Durability with real processes: workers killed with SIGKILL, a flushed broker, racing deliveries.
 
-Every test starts worker (and beat) processes on a real broker (Redis, then RabbitMQ) and Postgres,
+Every test starts worker (and beat) processes on a real broker and Postgres (each test that is
+about the broker losing or redelivering work runs on Redis and on RabbitMQ),
 kills some of them mid-step, starts others, and reads the log afterwards.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
 from tests.support.brokers import ON_EACH_BROKER, flush_broker
 
-pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis, ON_EACH_BROKER]
+pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
 SCOPE = Scope(tenant="t1", user="u1")
 
@@ -42,6 +43,7 @@ def running_step(store, cid, kind):
     return next((s for s in store.list_steps(cid) if s.kind == kind and s.status == "running"), None)
 
 
+@ON_EACH_BROKER
 def test_a_worker_killed_while_the_model_streams_is_replaced_and_the_round_answers_once(
     pg_store_clean, commands, broker, workers, beat
 ):
@@ -61,6 +63,7 @@ def test_a_worker_killed_while_the_model_streams_is_replaced_and_the_round_answe
     assert store.load_step(step.step_key).attempts == 2
 
 
+@ON_EACH_BROKER
 def test_a_worker_killed_during_a_tool_call_is_replaced_and_the_same_call_runs_again_without_a_new_model_round(
     pg_store_clean, commands, broker, workers, beat, tmp_path
 ):
@@ -86,6 +89,7 @@ def test_a_worker_killed_during_a_tool_call_is_replaced_and_the_same_call_runs_a
     assert len(llm_steps) == 2 and all(s.attempts == 1 for s in llm_steps)
 
 
+@ON_EACH_BROKER
 def test_a_worker_killed_after_its_commit_but_before_the_enqueue_still_lets_the_turn_finish(
     pg_store_clean, commands, broker, workers, beat, tmp_path
 ):
@@ -104,6 +108,7 @@ def test_a_worker_killed_after_its_commit_but_before_the_enqueue_still_lets_the_
     assert kinds(store, cid) == ["user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"]
 
 
+@ON_EACH_BROKER
 def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_are_down(
     pg_store_clean, commands, broker, workers, beat, broker_url
 ):
@@ -125,6 +130,7 @@ def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_
     assert events[-1].content["text"] == "moved on"
 
 
+@ON_EACH_BROKER
 def test_the_same_advance_delivered_five_times_at_once_appends_every_event_once(
     pg_store_clean, commands, broker, workers
 ):
@@ -160,6 +166,7 @@ def test_transient_failures_are_retried_and_a_permanent_one_fails_the_conversati
     assert error["status"] == "failed_permanent" and error["step_key"]
 
 
+@ON_EACH_BROKER
 def test_fifty_conversations_on_two_workers_all_finish_and_keep_every_invariant(
     pg_store_clean, commands, broker, workers, pg_url
 ):
@@ -183,6 +190,7 @@ def test_fifty_conversations_on_two_workers_all_finish_and_keep_every_invariant(
     assert "ok" in check.stdout
 
 
+@ON_EACH_BROKER
 def test_a_turn_interrupted_while_a_worker_streams_ends_once_and_the_queued_message_runs_next(
     pg_store_clean, commands, broker, workers
 ):
