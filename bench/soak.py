@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 
+from agentq.worker.rabbitmq import is_amqp  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 
 TIMEOUT_S = 60.0
@@ -347,8 +348,8 @@ class Sampler:
     """One row of every series, read from /proc, PostgreSQL and Redis."""
 
     def __init__(self, procs: dict[str, subprocess.Popen], database_url: str, redis_url: str,
-                 clients: list[Client]) -> None:
-        self.procs, self.clients = procs, clients
+                 clients: list[Client], broker_url: str) -> None:
+        self.procs, self.clients, self.broker_url = procs, clients, broker_url
         self.database = database_url.rsplit("/", 1)[1]
         self.pg = psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True)
         self.run_db = psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True)
@@ -371,13 +372,25 @@ class Sampler:
         row["redis.used_mb"] = round(self.redis.info("memory")["used_memory"] / 2**20, 1)
         row["redis.clients"] = sum(1 for c in self.redis.client_list() if int(c.get("db", -1)) == self.redis_db)
         row["redis.keys"] = self.redis.dbsize()
-        for queue in QUEUES:
-            row[f"queue.{queue}"] = self.redis.llen(queue)
-        row["queue.unacked"] = self.redis.hlen("unacked")
+        row.update(self.queues())
         row["turns"] = sum(c.turns for c in self.clients)
         row["errors"] = sum(c.errors for c in self.clients)
         row["deltas"] = sum(c.deltas for c in self.clients)
         return row
+
+    def queues(self) -> dict[str, int]:
+        """Tasks waiting in each queue, and those delivered but not acknowledged."""
+        if not is_amqp(self.broker_url):
+            return {**{f"queue.{q}": self.redis.llen(q) for q in QUEUES},
+                    "queue.unacked": self.redis.hlen("unacked")}
+        import kombu  # RabbitMQ: a passive declare answers the ready count
+
+        with kombu.Connection(self.broker_url) as conn:
+            channel = conn.channel()
+            try:
+                return {f"queue.{q}": channel.queue_declare(q, passive=True).message_count for q in QUEUES}
+            finally:
+                channel.close()
 
     def close(self) -> None:
         self.pg.close()
@@ -439,7 +452,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
     with deployment(env, port, args.out) as procs:
         wait_ready(port, procs)
         clients = [Client(port, key, args.think_s, args.long_turns, stop, seed) for seed in range(args.clients)]
-        sampler = Sampler(procs, database_url, redis_url, clients)
+        sampler = Sampler(procs, database_url, redis_url, clients, env["AGENTQ_BROKER_URL"])
         began = time.monotonic()
         for client in clients:
             client.start()
@@ -489,7 +502,8 @@ def main() -> int:
     parser.add_argument("--warmup-min", type=float, default=None, help="default: a quarter of the run, at most 15")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--judge-shared", action="store_true", help="also judge the whole Redis server's memory")
-    parser.add_argument("--broker", default=None, help="a broker URL (amqp://…); default: the run's Redis db")
+    parser.add_argument("--broker", default=None,
+                        help="a broker URL (amqp://… for RabbitMQ, a vhost of the run's own); default: the run's Redis db")
     parser.add_argument("--out", type=Path, default=Path("soak-out"))
     args = parser.parse_args()
     if args.warmup_min is None:
