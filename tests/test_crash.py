@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
 
