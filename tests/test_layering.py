@@ -1,4 +1,4 @@
-"""The import direction of STYLE.md, kept true by reading every module's imports."""
+"""The import direction of docs/contributing.md, kept true by reading every module's imports."""
 from __future__ import annotations
 
 import ast
@@ -70,7 +70,7 @@ def test_only_the_worker_package_imports_celery_and_kombu():
         assert not offenders, f"{package} imported outside the worker: {offenders}"
 
 
-# Each provider SDK stays inside the adapter modules of its API (issue 13): the rest of
+# Each provider SDK stays inside the adapter modules of its API: the rest of
 # agentq sees only ProviderError, never an SDK type.
 SDK_ADAPTERS = {
     "openai": {"agentq/providers/openai_chat.py", "agentq/providers/openai_responses.py",

@@ -1,7 +1,7 @@
 """What the outside can do to a conversation: create it, post a message, resolve a call, end it.
 
 Commands write first and return follow-ups; they never call a model or a tool
-(DESIGN section 2). The HTTP API and the CLI are thin shells over these.
+(docs/design.md §2). The HTTP API and the CLI are thin shells over these.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (DESIGN section 5).
+"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (docs/design.md §5).
 
 A step kind that runs under a claim (model, compact, tool) is a `StepWork`: what it runs
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or

@@ -1,7 +1,7 @@
 """One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
-"current round" (seed 004).
+"current round" (docs/design.md §16.5).
 """
 from __future__ import annotations
 

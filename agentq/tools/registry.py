@@ -287,7 +287,7 @@ class Registry:
 def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
     # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
     # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
-    # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+    # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
     # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
     # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
     future = threads.submit(lambda: item.fn(**kwargs))

@@ -93,7 +93,7 @@ class Services:
         """Send follow-ups after the write; a broker that is down costs time, not work.
 
         The write is committed already and the sweeper re-drives what was not sent
-        (DESIGN section 6), so a send failure is logged, not answered with a 500.
+        (docs/design.md §6), so a send failure is logged, not answered with a 500.
         """
         followups = list(followups)
         if not followups:

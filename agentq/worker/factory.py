@@ -1,6 +1,6 @@
 """The Celery app factory: the settings agentq relies on, its queues and its beat schedule.
 
-Task ids of steps are uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them,
+Task ids of steps are uuid5(step_key) (docs/design.md §4); Celery does not de-duplicate them,
 the ledger does. Tasks go to a queue per kind of work (agentq.worker.queues).
 """
 from __future__ import annotations
