@@ -6,8 +6,8 @@ once and hand it to what they create.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 EMBEDDED_BROKER = "memory://"
 EMBEDDED_PUBSUB = "embedded://"

@@ -185,7 +185,8 @@ def _error_response(response: httpx2.Response) -> ErrorResponse:
         return ErrorResponse(response.status_code, body["code"], body["message"], body.get("details"))
     except (ValueError, KeyError, TypeError):
         text = response.text.strip().splitlines()
-        return ErrorResponse(response.status_code, "http_error", text[0][:200] if text else response.reason_phrase)
+        message = text[0][:200] if text else response.reason_phrase
+        return ErrorResponse(response.status_code, "http_error", message)
 
 
 def _unreachable(url: str, exc: httpx2.TransportError) -> Unreachable:

@@ -5,8 +5,8 @@ is written. The log is the truth, so every check starts from it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
@@ -128,9 +128,9 @@ def _one_response_per_round(events: Sequence[Event]) -> Iterator[tuple[str, str]
             yield "4 no re-roll", f"round {event.round_id} has two assistant messages"
         seen[event.round_id] = event.step_key
     for event in events:
-        if event.round_id in seen and event.step_key not in (None, seen[event.round_id]):
-            if event.type in ("assistant_msg", "tool_call", "suspension"):
-                yield "6 round ids", f"seq {event.seq} carries round {event.round_id} of another step"
+        if (event.round_id in seen and event.step_key not in (None, seen[event.round_id])
+                and event.type in ("assistant_msg", "tool_call", "suspension")):
+            yield "6 round ids", f"seq {event.seq} carries round {event.round_id} of another step"
 
 
 def _context_is_valid(store: Store, info: ConversationInfo) -> Iterator[tuple[str, str]]:

@@ -7,26 +7,27 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-from agentq.process.clock import utcnow
+from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
 from agentq.core.decide import ends_a_turn, message_action
-from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
+from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
-from agentq.commands.interrupts import CloseRound, close_turn
-from agentq.tenancy.policy import Policy
+from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
+from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
-from agentq.core.scope import Scope
 
 RESOLUTION_STATUSES = ("resolved", "errored")
 ON_BUSY = ("enqueue", "interrupt", "reject")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+
 from agentq.core.events import Event, FsmState
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")

@@ -7,7 +7,8 @@ states the contract, and `repair` closes any gap with a recorded synthetic answe
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence, Set as AbstractSet
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 

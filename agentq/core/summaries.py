@@ -15,8 +15,8 @@ from agentq.core.compaction import estimate_tokens
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
 from agentq.core.parts import images_of
-from agentq.core.request import Message, Request
 from agentq.core.render import render
+from agentq.core.request import Message, Request
 
 DEFAULT_SUMMARY_PROMPT = (
     "You write the running summary of a conversation between a user and an assistant "

@@ -20,7 +20,12 @@ import redis
 
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
-    Breaker, BreakerPolicy, Wait, after_failure, after_success, before_call,
+    Breaker,
+    BreakerPolicy,
+    Wait,
+    after_failure,
+    after_success,
+    before_call,
 )
 from agentq.core.request import Request
 from agentq.core.timefmt import format_ts, parse_ts
@@ -78,7 +83,7 @@ class RedisBoard:
         pipe = self._client.pipeline(transaction=False)
         for endpoint in endpoints:
             pipe.hgetall(self.key(endpoint))
-        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute())]
+        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute(), strict=True)]
         return [breaker for breaker in found if breaker is not None]
 
 
@@ -193,7 +198,8 @@ class CircuitBreakers:
         return None
 
     def guard(self, provider: Provider, endpoint: str | None) -> Provider:
-        """`provider` with each attempt after the first let through by the breaker, and every outcome recorded.
+        """`provider` with each attempt after the first let through by the breaker, and every
+        outcome recorded.
 
         The breaker lets the first attempt of a step through before the step is claimed.
         """

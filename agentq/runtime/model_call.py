@@ -8,14 +8,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from agentq.providers.breakers import CircuitBreakers
 from agentq.core.breaker import Wait
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
+from agentq.providers.breakers import CircuitBreakers
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
 from agentq.runtime.timers import Timers
@@ -165,7 +165,8 @@ class ModelCalls:
         return self.breakers.before_call(self.endpoints(settings))
 
     def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
-        """A call for one step, its first attempt let through by the breaker already; without `deltas`, only its retries are published.
+        """A call for one step, its first attempt let through by the breaker already; without
+        `deltas`, only its retries are published.
 
         Each attempt after the first asks the breaker again, and every outcome is recorded.
         """

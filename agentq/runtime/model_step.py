@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Sequence
 
 from agentq.core import drafts
 from agentq.core.breaker import Wait

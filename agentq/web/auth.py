@@ -14,9 +14,9 @@ from collections.abc import Callable
 from flask import request
 from pydantic import TypeAdapter, ValidationError
 
+from agentq.core.scope import Scope
 from agentq.store import Store
 from agentq.store.api_keys import hash_secret
-from agentq.core.scope import Scope
 from agentq.web.errors import ApiError, validation_details
 from agentq.web.models import Token
 

@@ -149,7 +149,8 @@ def _responses(op: Operation, path: str, refs: dict[type[BaseModel], dict[str, s
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, "")}
         elif isinstance(answer, str):
             schema = _stream_frame(refs) if answer == SSE else {"type": "object"}
-            out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""), "content": {answer: {"schema": schema}}}
+            out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""),
+                                "content": {answer: {"schema": schema}}}
         else:
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""),
                                 "content": {"application/json": {"schema": refs[answer]}}}

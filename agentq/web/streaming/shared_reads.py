@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from agentq.core.events import Event
 from agentq.store import Store
 
-
 KEEP = 10_000  # pages remembered before the stale ones are forgotten
 KEEP_S = 60.0
 

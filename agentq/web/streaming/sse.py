@@ -148,7 +148,7 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
     while True:
         page = reads.page(cid, after_seq=cursor.last_seq, limit=PAGE, fresh_since=fresh_since)
         events = page.events
-        for event, text in zip(events, page.frames(event_frame)):
+        for event, text in zip(events, page.frames(event_frame), strict=True):
             cursor.passed(event)
             yield text
         if len(events) < PAGE:

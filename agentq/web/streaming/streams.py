@@ -12,6 +12,7 @@ The cap and the counts are per process: with several API processes a tenant may 
 """
 from __future__ import annotations
 
+import _socket  # the C sockets: a probe that never yields to (or waits in) an event loop
 import contextlib
 import logging
 import select
@@ -23,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import _socket  # the C sockets: a probe that never yields to (or waits in) an event loop
 from werkzeug.wsgi import ClosingIterator
 
 from agentq.live.pubsub import Feed
