@@ -162,7 +162,8 @@ class Client:
 
 def _frames(response: httpx2.Response) -> Iterator[StreamItem]:
     """Parse SSE frames (the subset the API sends: id, event, data, comments)."""
-    kind, data, seq = "message", [], None
+    kind, seq = "message", None
+    data: list[str] = []
     for line in response.iter_lines():
         if not line:
             if data:

@@ -74,7 +74,7 @@ def summary_request(
         room = (budget - estimate_tokens(system)) * 4 - len(head) - len(tail)
         end = _piece_end(text, start, max(room, MIN_PIECE_CHARS))
     message = Message("user", head + text[start:end] + tail)
-    return Request(system=system, messages=(message,), model=policy.model or view.settings.model), end
+    return Request(system=system, messages=(message,), model=policy.model or view.settings.model or ""), end
 
 
 def _piece_end(text: str, start: int, room: int) -> int:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
@@ -79,7 +80,8 @@ class RedisBoard:
         return _from_hash(new.endpoint, stored)
 
     def list_breakers(self) -> list[Breaker]:
-        endpoints = sorted(e.decode() for e in self._client.smembers(self.INDEX))
+        endpoints = sorted(e.decode() if isinstance(e, bytes) else e
+                           for e in self._client.smembers(self.INDEX))
         pipe = self._client.pipeline(transaction=False)
         for endpoint in endpoints:
             pipe.hgetall(self.key(endpoint))
@@ -87,7 +89,7 @@ class RedisBoard:
         return [breaker for breaker in found if breaker is not None]
 
 
-def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[str, Any]:
+def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[FieldT, EncodableT]:
     return {"state": breaker.state, "failures": breaker.failures, "trips": breaker.trips,
             "until": format_ts(breaker.until) if breaker.until else "",
             "last_error": breaker.last_error or "", "version": version,

@@ -227,8 +227,8 @@ def retrying(
             raise error from (None if error is exc else exc)
 
     def before_sleep(state: RetryCallState) -> None:
-        if on_retry is not None:
-            error = state.outcome.exception()
+        error = state.outcome.exception() if state.outcome is not None else None
+        if on_retry is not None and isinstance(error, ProviderError):  # retried: transient
             on_retry(state.attempt_number, error, state.upcoming_sleep)
 
     policy = Retrying(

@@ -41,7 +41,7 @@ class RoundInfo:
 
     conversation_id: str
     turn_id: str | None
-    round_id: str
+    round_id: str | None  # None: a summary's call, which is no round of the conversation
     step_key: str
 
 
@@ -97,7 +97,7 @@ class ModelCall:
                 attempt,
                 max_attempts=self._max_attempts,
                 on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
-                sleep=self._sleep or cancel.wait,
+                sleep=self._sleep or (lambda delay_s: _wait(cancel, delay_s)),
             )
         finally:
             timer.cancel()
@@ -196,3 +196,8 @@ def _stop_if_cancelled(
         )
     if cancel.is_set():
         raise Cancelled(partial_text)
+
+
+def _wait(cancel: threading.Event, delay_s: float) -> None:
+    """Sleep between attempts, woken early by a cancel."""
+    cancel.wait(delay_s)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
@@ -129,7 +130,7 @@ class Runtime:
 
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
-        breakers = {} if self._endpoints is None else {
+        breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
                           self.timers, self.config.max_attempts, self._sleep, **breakers)

@@ -35,7 +35,7 @@ Send = Callable[[list[FollowUp]], None]
 # An API process serves thousands of greenlets (open streams among them): more connections
 # than a worker's few threads need, so a burst of stream openings does not starve the rest.
 DB_POOL_SIZE, DB_POOL_OVERFLOW = 20, 20
-Check = Callable[[], None]
+Check = Callable[[], object]  # raises when its service is down; what it returns is ignored
 
 
 @dataclass

@@ -45,7 +45,7 @@ class Cursor:
     """The seq of the last event this stream sent, and the rounds it saw interrupted."""
 
     last_seq: int
-    interrupted_rounds: set[str] = field(default_factory=set)
+    interrupted_rounds: set[str | None] = field(default_factory=set)
 
     def passed(self, event: Event) -> None:
         self.last_seq = event.seq

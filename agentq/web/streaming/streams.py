@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from werkzeug.wsgi import ClosingIterator
 
@@ -101,7 +101,9 @@ class OpenStreams:
 
     def follow(self, stream: Stream, frames: Iterable[str]) -> Iterable[str]:
         """The frames, with the time each write takes watched; closing releases the stream."""
-        return ClosingIterator(_timed(stream, frames), [lambda: self.release(stream)])
+        # werkzeug types the iterable as bytes; a Flask response takes text frames as well
+        timed = cast(Iterable[bytes], _timed(stream, frames))
+        return cast(Iterable[str], ClosingIterator(timed, [lambda: self.release(stream)]))
 
     def release(self, stream: Stream) -> None:
         """The stream is over: unsubscribe, free its tenant's slot; its socket is no longer ours."""
