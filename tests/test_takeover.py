@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 from tests.support.brokers import ON_EACH_BROKER, flush_broker

@@ -85,7 +85,7 @@ class SharedReads:
                 return Page(done)
             read = self._reads.get(key)
             mine = read is None or read.started_at < fresh_since
-            if mine:
+            if read is None or mine:
                 read = self._reads[key] = _Read(time.monotonic())
         if not mine:
             read.done.wait()
