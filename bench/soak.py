@@ -87,7 +87,7 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
         return 0.0
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     var = sum((x - mx) ** 2 for x in xs)
-    return 0.0 if var == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    return 0.0 if var == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / var
 
 
 def growth(series: str, minutes: Sequence[float], values: Sequence[float], *, warmup_min: float,
@@ -100,7 +100,7 @@ def growth(series: str, minutes: Sequence[float], values: Sequence[float], *, wa
     absolute allowance for small counts: a queue of 0 may hold 3 at the last sample) and
     the last half of the run still rises by more than half of that.
     """
-    after = [(m, v) for m, v in zip(minutes, values) if m >= warmup_min and v is not None]
+    after = [(m, v) for m, v in zip(minutes, values, strict=False) if m >= warmup_min and v is not None]
     if len(after) < 4:
         return None
     warm = statistics.median(v for _, v in after[:3])
@@ -264,9 +264,12 @@ def answer(n: int) -> dict:
     return {"text": f"Answer {n}: " + "a few words of a streamed reply " * 3, "chunks": 4, "delay_s": 0.05}
 
 
-SHORT = {"script": [{"text": "Checking.", "chunks": 2, "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+SHORT = {"script": [{"text": "Checking.", "chunks": 2,
+                     "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
                     answer(0)]}
-LONG = {"script": [{"text": "Looking.", "chunks": 2, "tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]}, answer(1)],
+LONG = {"script": [{"text": "Looking.", "chunks": 2,
+                    "tool_calls": [{"name": "add", "args": {"a": 2, "b": 3}}]},
+                   answer(1)],
         "script_repeat": True,
         "compaction": {"max_context_tokens": 600, "min_keep_turns": 2}}
 APPROVAL = {"script": [{"text": "This needs a person.", "chunks": 2,
@@ -370,7 +373,8 @@ class Sampler:
         row["pg.database_mb"] = round(size / 2**20, 1)
         (row["summaries"],) = self.run_db.execute("SELECT count(*) FROM summaries").fetchone()
         row["redis.used_mb"] = round(self.redis.info("memory")["used_memory"] / 2**20, 1)
-        row["redis.clients"] = sum(1 for c in self.redis.client_list() if int(c.get("db", -1)) == self.redis_db)
+        row["redis.clients"] = sum(1 for c in self.redis.client_list()
+                                   if int(c.get("db", -1)) == self.redis_db)
         row["redis.keys"] = self.redis.dbsize()
         row.update(self.queues())
         row["turns"] = sum(c.turns for c in self.clients)
@@ -451,7 +455,8 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
     port, stop, samples = free_port(), threading.Event(), []
     with deployment(env, port, args.out) as procs:
         wait_ready(port, procs)
-        clients = [Client(port, key, args.think_s, args.long_turns, stop, seed) for seed in range(args.clients)]
+        clients = [Client(port, key, args.think_s, args.long_turns, stop, seed)
+                   for seed in range(args.clients)]
         sampler = Sampler(procs, database_url, redis_url, clients, env["AGENTQ_BROKER_URL"])
         began = time.monotonic()
         for client in clients:
@@ -464,7 +469,8 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
                 write(args.out, samples, None)
                 line = samples[-1]
                 print(f"[{line['time']}] min {minute:5.1f} turns {line['turns']} errors {line['errors']} "
-                      + " ".join(f"{k.removesuffix('.rss_mb')}={v}" for k, v in line.items() if k.endswith("rss_mb")),
+                      + " ".join(f"{k.removesuffix('.rss_mb')}={v}" for k, v in line.items()
+                                 if k.endswith("rss_mb")),
                       flush=True)
                 for name, proc in procs.items():
                     if proc.poll() is not None:
@@ -477,12 +483,14 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
             for client in clients:
                 client.join(timeout=TIMEOUT_S)
             sampler.close()
-    grown = judge(samples, warmup_min=args.warmup_min, tolerance=args.tolerance, judge_shared=args.judge_shared)
+    grown = judge(samples, warmup_min=args.warmup_min, tolerance=args.tolerance,
+                  judge_shared=args.judge_shared)
     kinds: dict[str, int] = {}
     for client in clients:
         for kind, count in client.error_kinds.items():
             kinds[kind] = kinds.get(kind, 0) + count
-    verdict = {"grown": [str(g) for g in grown], "turns": samples[-1]["turns"], "errors": samples[-1]["errors"],
+    verdict = {"grown": [str(g) for g in grown], "turns": samples[-1]["turns"],
+               "errors": samples[-1]["errors"],
                "error_kinds": kinds, "warmup_min": args.warmup_min,
                "tolerance": args.tolerance}
     write(args.out, samples, verdict)
@@ -499,11 +507,14 @@ def main() -> int:
     parser.add_argument("--think-s", type=float, default=1.0, help="mean pause between a client's turns")
     parser.add_argument("--long-turns", type=int, default=100, help="turns of a long conversation")
     parser.add_argument("--sample-s", type=float, default=60.0)
-    parser.add_argument("--warmup-min", type=float, default=None, help="default: a quarter of the run, at most 15")
+    parser.add_argument("--warmup-min", type=float, default=None,
+                        help="default: a quarter of the run, at most 15")
     parser.add_argument("--tolerance", type=float, default=0.10)
-    parser.add_argument("--judge-shared", action="store_true", help="also judge the whole Redis server's memory")
+    parser.add_argument("--judge-shared", action="store_true",
+                        help="also judge the whole Redis server's memory")
     parser.add_argument("--broker", default=None,
-                        help="a broker URL (amqp://… for RabbitMQ, a vhost of the run's own); default: the run's Redis db")
+                        help="a broker URL (amqp://… for RabbitMQ, a vhost of the run's own); "
+                             "default: the run's Redis db")
     parser.add_argument("--out", type=Path, default=Path("soak-out"))
     args = parser.parse_args()
     if args.warmup_min is None:

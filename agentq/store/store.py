@@ -21,7 +21,8 @@ from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
 from agentq.store.engine import begin_read, begin_write, create_engine
-from agentq.store.event_cache import DEFAULT_MAX_BYTES as DEFAULT_CACHE_BYTES, EventCache
+from agentq.store.event_cache import DEFAULT_MAX_BYTES as DEFAULT_CACHE_BYTES
+from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from agentq.core.weight import total_weight, weight
 
@@ -28,4 +28,4 @@ def test_a_dataclass_weighs_its_fields_and_values_are_added_up_one_by_one():
     pair = Pair("x" * 500, (1, 2))
     assert weight(pair) > weight("x" * 500) + weight((1, 2))
     assert total_weight([pair, pair]) == 2 * weight(pair)
-    assert weight(datetime(2026, 1, 1, tzinfo=timezone.utc)) > 0 and weight(None) == 0
+    assert weight(datetime(2026, 1, 1, tzinfo=UTC)) > 0 and weight(None) == 0

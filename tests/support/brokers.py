@@ -16,8 +16,8 @@ import redis
 from amqp.exceptions import NotFound
 from kombu.transport.native_delayed_delivery import MAX_LEVEL, level_name
 
-from agentq.worker.rabbitmq import is_amqp
 from agentq.worker.queues import QUEUES
+from agentq.worker.rabbitmq import is_amqp
 
 RABBITMQ_SERVER = "amqp://guest:guest@127.0.0.1:5672"
 REDIS_CLAIM = "agentq:test-claim"

@@ -27,7 +27,6 @@ from agentq.core.events import Event
 from agentq.core.weight import total_weight
 from agentq.store import Store
 
-
 KEEP = 10_000  # pages remembered at most
 KEEP_S = 60.0  # and for this long at most
 KEEP_BYTES = 32 * 2**20  # and about this much of their events at most (frames twice that)
