@@ -520,6 +520,9 @@ def main() -> int:
     if args.warmup_min is None:
         args.warmup_min = min(15.0, args.minutes / 4)
     args.out.mkdir(parents=True, exist_ok=True)
+    # SIGTERM ends the run as Ctrl-C does: the processes stopped, the database dropped, the
+    # Redis db emptied (Python's default would exit at once and leave them all running).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with postgres_database() as database_url, redis_database() as redis_url:
         return run(args, database_url, redis_url)
 
