@@ -11,8 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
+from pydantic import ValidationError
+
+from agentq.agents.catalog import Catalog
 from agentq.clock import utcnow
 from agentq.core import drafts
+from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
 from agentq.core.decide import admit, ends_a_turn
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
@@ -53,19 +57,59 @@ class Commands:
         clock: Callable[[], datetime] = utcnow,
         close_round: CloseRound = lambda round_id: "",
         policy: Policy | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.close_round = close_round
         self.policy = policy or Policy.default()
+        # the agents tenants start conversations from (without one: tenants' own agents only)
+        self.catalog = catalog or Catalog(store, self.policy.offers_agent)
 
-    def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
+    def create_conversation(
+        self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None
+    ) -> ConversationInfo:
         """Validate the settings (tools must exist, the operator's policy must allow them)
-        and store a new, idle conversation with the settings the policy made of them."""
+        and store a new, idle conversation with the settings the policy made of them.
+
+        With `agent` (`name` or `name@version`), the settings are the agent version's, pinned
+        now, and `settings` holds only the overrides the agent allows."""
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
-        admitted = self._admit(parsed, scope)
-        return self.store.create_conversation(tenant=scope.tenant, settings=admitted, now=self.clock())
+        if agent is None:
+            admitted = self._admit(parsed, scope)
+            return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                                  now=self.clock())
+        version = self._agent_version(scope, agent)
+        try:
+            merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
+        except NotOverridable as exc:
+            details = [{"loc": ["settings", name], "msg": "not overridable", "type": "not_overridable"}
+                       for name in exc.fields]
+            raise InvalidInput(str(exc), code="not_overridable", details=details) from None
+        except ValidationError as exc:
+            raise InvalidInput(f"the agent's settings with these overrides are not valid: "
+                               f"{_first_error(exc)}", code="invalid_overrides") from None
+        admitted = self._admit(merged, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                              now=self.clock(), agent=version.ref)
+
+    def _agent_version(self, scope: Scope, agent: str):
+        try:
+            ref = parse_agent_ref(agent)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), code="invalid_agent") from None
+        found = self.catalog.find(scope.tenant, ref.name, version=ref.version)
+        if found is None:
+            which = ref.name if ref.version is None else f"{ref.name}@{ref.version}"
+            raise InvalidInput(f"no agent {which}; GET /v1/agents lists yours",
+                               code="unknown_agent")
+        return found
+
+    def admit(self, settings: Settings, scope: Scope) -> Settings:
+        """The settings as a conversation of `scope`'s tenant would be created with them, or
+        InvalidInput: the tools exist and the operator's policy allows them."""
+        return self._admit(settings, scope)
 
     def _admit(self, settings: Settings, scope: Scope) -> Settings:
         try:
@@ -223,6 +267,12 @@ def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | 
     asked = {"content": content, "on_busy": on_busy,
              "created_at": None if created_at is None else format_ts(to_utc(created_at))}
     return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, TypeAdapter,
                       ValidationError, WithJsonSchema)
 
+from agentq.core.agents import MAX_DESCRIPTION, NAME_PATTERN as AGENT_NAME, OVERRIDABLE
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
 from agentq.core.settings import Settings, integer
 
@@ -69,10 +70,38 @@ class _Answer(BaseModel):
 # -- requests ----------------------------------------------------------------------------
 
 
-class CreateConversation(_Body):
-    """Settings of the new conversation; every field has a default."""
+AgentRefText = Annotated[str, StringConstraints(
+    pattern=AGENT_NAME[:-1] + r"(@[1-9][0-9]{0,8})?$")]
+OverridableField = Literal[OVERRIDABLE]  # type: ignore[valid-type]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION)]
 
+
+class CreateConversation(_Body):
+    """Settings of the new conversation; every field has a default. With `agent`, the
+    settings are the agent's, and `settings` holds only the overrides the agent allows."""
+
+    agent: AgentRefText | None = Field(
+        None, description="an agent: `name` (its latest version, pinned now) or `name@version`")
     settings: Settings = Field(default_factory=Settings)
+
+
+class CreateAgent(_Body):
+    """A new agent: version 1 of its definition."""
+
+    name: Annotated[str, StringConstraints(pattern=AGENT_NAME)]
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(
+        default_factory=list, max_length=len(OVERRIDABLE),
+        description="the settings a conversation started from the agent may override")
+
+
+class NewAgentVersion(_Body):
+    """The next version of an agent: its whole definition (nothing is carried over)."""
+
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(default_factory=list, max_length=len(OVERRIDABLE))
 
 
 class TextPart(_Body):
@@ -239,6 +268,13 @@ class SummaryInUse(SummarySpan):
     text: str
 
 
+class AgentRefOut(_Answer):
+    """The agent version a conversation was started from."""
+
+    name: str
+    version: int
+
+
 class Conversation(_Answer):
     id: str
     state: States
@@ -246,6 +282,7 @@ class Conversation(_Answer):
     pending: list[PendingCall]
     inbox: int
     summary: SummarySpan | None
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     settings: Settings
     created_at: str
     updated_at: str
@@ -361,6 +398,23 @@ class Context(_Answer):
     summary: SummaryInUse | None = Field(description="the summary that stands for earlier events")
     evictions: list[Eviction] = Field(description="tool results shortened in this context only")
     context_tokens: int = Field(description="estimated tokens of the request")
+
+
+class AgentOut(_Answer):
+    """One immutable version of an agent."""
+
+    name: str
+    version: int
+    digest: str = Field(description="sha256 of the canonical definition: the version's content")
+    source: Literal["api", "code"] = Field(description="api: yours; code: the operator's")
+    description: str
+    settings: Settings = Field(description="as the definition sets them: unset fields are left out")
+    overridable: list[str]
+    created_at: str
+
+
+class AgentList(_Answer):
+    agents: list[AgentOut] = Field(description="the latest version of each agent you may use")
 
 
 class ProfileOut(_Answer):
