@@ -238,3 +238,11 @@ def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path
     printed = capsys.readouterr().out
     assert "llm_timeout_s 900" in printed and "running_steps none" in printed
     assert "tenant big: ceilings running_steps 16" in printed
+
+
+def test_an_agent_defined_in_code_goes_to_the_tenants_the_policy_names_and_else_to_all(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[agents.concierge]\ntenants = ["acme"]\n')
+    policy = load_policy(str(path))
+    assert policy.offers_agent("concierge", "acme") and not policy.offers_agent("concierge", "evil")
+    assert policy.offers_agent("support", "evil") and Policy.default().offers_agent("concierge", "evil")
