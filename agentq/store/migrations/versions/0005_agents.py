@@ -34,13 +34,13 @@ def upgrade() -> None:
         sa.Column("created_at", Timestamp, nullable=False),
         sa.PrimaryKeyConstraint("tenant", "name", "version", name="pk_agent_versions"),
     )
-    with op.batch_alter_table("conversations") as batch:
-        batch.add_column(sa.Column("agent_name", sa.String(64), nullable=True))
-        batch.add_column(sa.Column("agent_version", sa.Integer, nullable=True))
+    # Plain ALTER TABLE on both (SQLite 3.35+ drops columns in place): a batch copy of
+    # `conversations` would drop the table, and its events, steps and calls with it (cascade).
+    op.add_column("conversations", sa.Column("agent_name", sa.String(64), nullable=True))
+    op.add_column("conversations", sa.Column("agent_version", sa.Integer, nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("conversations") as batch:
-        batch.drop_column("agent_version")
-        batch.drop_column("agent_name")
+    op.drop_column("conversations", "agent_version")
+    op.drop_column("conversations", "agent_name")
     op.drop_table("agent_versions")
