@@ -233,7 +233,7 @@ agent_versions = Table(
     PrimaryKeyConstraint("tenant", "name", "version"),
 )
 
-# A tenant's own provider key for one profile, sealed (agentq.keybox); never stored in clear.
+# A tenant's own provider key for one profile, sealed (agentq.tenancy.keybox); never stored in clear.
 tenant_keys = Table(
     "tenant_keys",
     metadata,
@@ -256,7 +256,7 @@ api_keys = Table(
 )
 
 
-provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.breakers)
+provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.providers.breakers)
     "provider_breakers",
     metadata,
     Column("endpoint", Text, primary_key=True),

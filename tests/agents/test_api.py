@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.policy import load_policy
+from agentq.tenancy.policy import load_policy
 from tests.agents_for_tests import LOOKUP_SCRIPT
 from tests.api_support import Api
 

@@ -39,7 +39,7 @@ def test_the_agents_of_a_module_are_its_module_level_agent_values():
 
 def test_an_agent_naming_a_tool_no_module_offers_stops_the_process_at_start():
     with pytest.raises(ValueError, match="agent 'support': unknown tools: lookup"):
-        CodeAgents.from_modules(MODULES, Registry.from_modules(["agentq.demo_tools"]))
+        CodeAgents.from_modules(MODULES, Registry.from_modules(["agentq.tools.demo"]))
 
 
 def test_two_agents_of_one_name_are_refused():

@@ -11,7 +11,7 @@ from tests.test_api_e2e import ApiProcess, Http
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
-MODULES = "agentq.demo_tools,tests.tools_for_tests,tests.agents_for_tests"
+MODULES = "agentq.tools.demo,tests.tools_for_tests,tests.agents_for_tests"
 
 
 def _ready(http: Http) -> bool:
