@@ -15,7 +15,7 @@ from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.tools import Scope
 
 if TYPE_CHECKING:
-    from agentq.commands import Commands
+    from agentq.commands.conversations import Commands
 
 MAX_AGENTS_PER_TENANT = 1000
 
@@ -36,7 +36,7 @@ class AgentCommands:
         if catalog.store.count_agents(tenant) >= self.max_agents:
             raise Conflict(f"a tenant has at most {self.max_agents} agents",
                            code="too_many_agents")
-        self._admit(definition, scope)
+        self._check_settings(definition, scope)
         created = catalog.store.create_agent(tenant, definition, now=self.commands.clock())
         if created is None:
             raise Conflict(f"agent {definition.name!r} exists; publish a new version with "
@@ -51,7 +51,7 @@ class AgentCommands:
                 raise Conflict(f"agent {definition.name!r} is defined by the operator's code; "
                                "its versions come from there", code="agent_in_code")
             raise NotFound(f"no agent {definition.name}")
-        self._admit(definition, scope)
+        self._check_settings(definition, scope)
         added = catalog.store.add_agent_version(tenant, definition, now=self.commands.clock())
         if added is None:  # the agent was there a moment ago; agents are never deleted
             raise NotFound(f"no agent {definition.name}")
@@ -69,9 +69,9 @@ class AgentCommands:
         """The latest version of each agent the tenant may use, by name."""
         return self.commands.catalog.list(scope.tenant)
 
-    def _admit(self, definition: AgentDefinition, scope: Scope) -> Settings:
+    def _check_settings(self, definition: AgentDefinition, scope: Scope) -> Settings:
         try:
-            return self.commands.admit(definition.settings, scope)
+            return self.commands.settings_for(definition.settings, scope)
         except InvalidInput as exc:
             raise InvalidInput(f"the agent's settings are refused: {exc}", code=exc.code,
                                details=exc.details) from None

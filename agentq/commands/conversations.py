@@ -106,7 +106,7 @@ class Commands:
                                code="unknown_agent")
         return found
 
-    def admit(self, settings: Settings, scope: Scope) -> Settings:
+    def settings_for(self, settings: Settings, scope: Scope) -> Settings:
         """The settings as a conversation of `scope`'s tenant would be created with them, or
         InvalidInput: the tools exist and the operator's policy allows them."""
         return self._admit(settings, scope)

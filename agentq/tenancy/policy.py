@@ -4,7 +4,9 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `admit` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. A file that does not parse stops the process at start, with where and why.
+unset. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
+only (one the file does not name goes to every tenant). A file that does not parse stops
+the process at start, with where and why.
 """
 from __future__ import annotations
 

@@ -249,3 +249,9 @@ def test_a_tenant_cannot_take_or_version_a_code_agents_name(coded):
     versioned = publish(coded, acme, name="support")
     assert versioned.status_code == 409 and error(versioned) == "agent_in_code"
     assert create(coded, evil, name="concierge").status_code == 201  # not offered to evil
+
+
+@pytest.mark.parametrize("version", ["0", "99999999999", "-1", "x"])
+def test_a_version_no_agent_can_have_is_404(api, alice, version):
+    create(api, alice)
+    assert api.get(f"/v1/agents/support/versions/{version}", alice).status_code == 404

@@ -53,7 +53,7 @@ def publish(name: str, body: models.NewAgentVersion):
     return present.agent(added), 201, {"Location": location}
 
 
-@bp.get("/<id:name>/versions/<int:version>")
+@bp.get("/<id:name>/versions/<int(min=1, max=2147483647):version>")
 @operation("Read one version of an agent", answers={200: models.AgentOut})
 def read_version(name: str, version: int):
     return present.agent(_agents().agent(g.scope, _name(name), version=version))
