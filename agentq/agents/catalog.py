@@ -5,14 +5,20 @@ create one while the code agent is offered to it, but an operator may offer it l
 another tenant's agents are as if they did not exist. A code agent is offered while the
 process's code defines it: one removed from the code is not started any more, and the
 conversations started from it keep the settings they were created with.
+
+The code's agents are published once, before the first read (or at once, `published`):
+an API process that starts while its database is down starts all the same, and
+publishes when the database is back.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
 from agentq.agents.code import CodeAgents
 from agentq.core.agents import AgentVersion
+from agentq.process.clock import utcnow
 from agentq.store import Store
 from agentq.store.agents import CODE_OWNER
 
@@ -21,25 +27,42 @@ class Catalog:
     """The agents of each tenant, read from the store."""
 
     def __init__(self, store: Store, offers: Callable[[str, str], bool],
-                 code_names: frozenset[str] = frozenset()) -> None:
+                 code: CodeAgents | None = None, *, clock: Callable[[], datetime] = utcnow
+                 ) -> None:
         self.store = store
         self._offers = offers  # Policy.offers_agent: (name, tenant) -> bool
-        self.code_names = code_names
+        self._code = code or CodeAgents([])
+        self._clock = clock
+        self._unpublished = bool(self._code.names)
+        self._publishing = threading.Lock()
 
     @classmethod
-    def published(cls, store: Store, offers: Callable[[str, str], bool], agents: CodeAgents,
+    def published(cls, store: Store, offers: Callable[[str, str], bool], code: CodeAgents,
                   *, now: datetime) -> Catalog:
         """The catalog of a process that starts, once it published the agents its code
         defines (those whose definition changed since their latest version)."""
-        agents.publish(store, now=now)
-        return cls(store, offers, agents.names)
+        catalog = cls(store, offers, code)
+        catalog.publish(now=now)
+        return catalog
+
+    def publish(self, *, now: datetime) -> None:
+        """Publish the code's agents whose definition changed; once per process."""
+        with self._publishing:
+            if self._unpublished:
+                self._code.publish(self.store, now=now)
+                self._unpublished = False
+
+    def _ready(self) -> None:
+        if self._unpublished:
+            self.publish(now=self._clock())
 
     def offered_in_code(self, name: str, tenant: str) -> bool:
         """Whether the code defines an agent `name` and the policy offers it to `tenant`."""
-        return name in self.code_names and self._offers(name, tenant)
+        return name in self._code.names and self._offers(name, tenant)
 
     def find(self, tenant: str, name: str, *, version: int | None = None) -> AgentVersion | None:
         """Version `version` (the latest when None) of the agent `name` as `tenant` sees it."""
+        self._ready()
         owner = tenant
         latest = self.store.load_agent_version(tenant, name)
         if latest is None and self.offered_in_code(name, tenant):
@@ -50,6 +73,7 @@ class Catalog:
 
     def list(self, tenant: str) -> list[AgentVersion]:
         """The latest version of every agent `tenant` may use, by name."""
+        self._ready()
         own = self.store.list_agents(tenant)
         mine = {item.name for item in own}
         code = [item for item in self.store.list_agents(CODE_OWNER)

@@ -140,7 +140,7 @@ def build_services(config: Config) -> Services:
 
     registry = Registry.from_modules(list(config.tools))
     agents = CodeAgents.from_modules(list(config.tools), registry)
-    catalog = Catalog.published(store, policy.offers_agent, agents, now=utcnow())
+    catalog = Catalog(store, policy.offers_agent, agents)  # published at its first read
     return Services(
         store=store,
         commands=Commands(store, registry, close_round=pubsub.close_round, policy=policy,

@@ -74,7 +74,18 @@ def test_code_agents_are_offered_to_the_tenants_the_policy_names(store):
 
 
 def test_an_agent_removed_from_the_code_is_not_offered_any_more(store):
-    CodeAgents.from_modules(MODULES).publish(store, now=T0)
-    catalog = Catalog(store, lambda name, tenant: True, frozenset({"support"}))
+    code = CodeAgents.from_modules(MODULES)
+    code.publish(store, now=T0)
+    catalog = Catalog(store, lambda name, tenant: True, CodeAgents([code.get("support")]),
+                      clock=lambda: T0)
     assert [v.name for v in catalog.list("acme")] == ["support"]
     assert catalog.find("acme", "concierge") is None
+
+
+def test_a_catalog_publishes_the_codes_agents_once_at_its_first_read(store):
+    catalog = Catalog(store, lambda name, tenant: True, CodeAgents.from_modules(MODULES),
+                      clock=lambda: T0)
+    assert store.list_agents(CODE_OWNER) == []  # a process starts without its database
+    assert [v.name for v in catalog.list("acme")] == ["concierge", "support"]
+    catalog.list("acme")
+    assert [v.version for v in store.list_agents(CODE_OWNER)] == [1, 1]
