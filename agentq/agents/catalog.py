@@ -71,11 +71,18 @@ class Catalog:
             return latest
         return self.store.load_agent_version(owner, name, version=version)
 
-    def list(self, tenant: str) -> list[AgentVersion]:
-        """The latest version of every agent `tenant` may use, by name."""
+    def list(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
+             ) -> list[AgentVersion]:
+        """The latest version of every agent `tenant` may use, by name, the page after
+        `after_name`.
+
+        Careful: a code agent is hidden by the tenant's own of its name; the tenant's
+        page holds every name up to its last, so a code agent it lets through is either
+        not hidden or past the page.
+        """
         self._ready()
-        own = self.store.list_agents(tenant)
+        own = self.store.list_agents(tenant, after_name=after_name, limit=limit)
         mine = {item.name for item in own}
-        code = [item for item in self.store.list_agents(CODE_OWNER)
+        code = [item for item in self.store.list_agents(CODE_OWNER, after_name=after_name)
                 if item.name not in mine and self.offered_in_code(item.name, tenant)]
-        return sorted(own + code, key=lambda item: item.name)
+        return sorted(own + code, key=lambda item: item.name)[:limit]

@@ -65,9 +65,10 @@ class AgentCommands:
             raise NotFound(f"no agent {which}")
         return found
 
-    def agents(self, scope: Scope) -> list[AgentVersion]:
-        """The latest version of each agent the tenant may use, by name."""
-        return self.commands.catalog.list(scope.tenant)
+    def agents(self, scope: Scope, *, after_name: str | None = None, limit: int | None = None
+               ) -> list[AgentVersion]:
+        """The latest version of each agent the tenant may use, by name, a page at a time."""
+        return self.commands.catalog.list(scope.tenant, after_name=after_name, limit=limit)
 
     def _check_settings(self, definition: AgentDefinition, scope: Scope) -> Settings:
         try:

@@ -67,13 +67,17 @@ class AgentVersions:
         with begin_read(self.engine, one_snapshot=False) as conn:
             return _load_txn(conn, tenant, name, version=version)
 
-    def list_agents(self, tenant: str) -> list[AgentVersion]:
-        """The latest version of each of `tenant`'s agents, by name."""
+    def list_agents(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
+                    ) -> list[AgentVersion]:
+        """The latest version of each of `tenant`'s agents, by name, the page after `after_name`."""
         a = agent_versions.c
         inner = agent_versions.alias("newer")
         latest = (select(func.max(inner.c.version))
                   .where(inner.c.tenant == a.tenant, inner.c.name == a.name).scalar_subquery())
-        query = select(agent_versions).where(a.tenant == tenant, a.version == latest).order_by(a.name)
+        query = (select(agent_versions).where(a.tenant == tenant, a.version == latest)
+                 .order_by(a.name).limit(limit))
+        if after_name is not None:
+            query = query.where(a.name > after_name)
         with begin_read(self.engine, one_snapshot=False) as conn:
             return [_version_from_row(row) for row in conn.execute(query)]
 

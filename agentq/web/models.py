@@ -196,6 +196,11 @@ class ListConversations(_Request):
     limit: int = Field(50, ge=1, le=200)
 
 
+class ListAgents(_Request):
+    cursor: Token | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
 class ListEvents(_Request):
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     limit: int = Field(100, ge=1, le=1000)
@@ -415,6 +420,7 @@ class AgentOut(_Answer):
 
 class AgentList(_Answer):
     agents: list[AgentOut] = Field(description="the latest version of each agent you may use")
+    next_cursor: str | None
 
 
 class ProfileOut(_Answer):

@@ -88,7 +88,7 @@ def test_another_tenants_agent_is_404_everywhere_and_not_listed(api, alice, mall
     assert api.get("/v1/agents/support", mallory).status_code == 404
     assert api.get("/v1/agents/support/versions/1", mallory).status_code == 404
     assert publish(api, mallory).status_code == 404
-    assert api.get("/v1/agents", mallory).json == {"agents": []}
+    assert api.get("/v1/agents", mallory).json == {"agents": [], "next_cursor": None}
     refused = start(api, mallory, "support")
     assert refused.status_code == 422 and error(refused) == "unknown_agent"
     assert create(api, mallory).status_code == 201  # its own "support" is another agent
@@ -113,7 +113,7 @@ def test_a_name_outside_the_alphabet_or_too_long_is_422(api, alice, name):
 def test_a_body_that_does_not_fit_the_model_is_422_and_nothing_is_stored(api, alice, body):
     response = api.client.post("/v1/agents", json={"name": "support", **body}, headers=alice)
     assert response.status_code == 422
-    assert api.get("/v1/agents", alice).json == {"agents": []}
+    assert api.get("/v1/agents", alice).json == {"agents": [], "next_cursor": None}
 
 
 def test_a_definition_larger_than_the_limit_is_422(api, alice):
@@ -255,3 +255,19 @@ def test_a_tenant_cannot_take_or_version_a_code_agents_name(coded):
 def test_a_version_no_agent_can_have_is_404(api, alice, version):
     create(api, alice)
     assert api.get(f"/v1/agents/support/versions/{version}", alice).status_code == 404
+
+
+def test_the_list_comes_a_page_at_a_time_with_the_code_agents_in_name_order(store):
+    coded = Api(store, agents=["tests.agents_for_tests"])  # support, concierge
+    acme = coded.key("acme", "alice")
+    for name in ("alpha", "delta", "zulu"):
+        assert create(coded, acme, name=name).status_code == 201
+    names, cursor = [], None
+    while True:
+        query = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = coded.get("/v1/agents", acme, query_string=query).json
+        names.append([a["name"] for a in page["agents"]])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert names == [["alpha", "concierge"], ["delta", "support"], ["zulu"]]

@@ -31,11 +31,14 @@ def create(body: models.CreateAgent):
 
 
 @bp.get("")
-@operation("List the agents you may use: yours and the operator's, latest version each",
-           answers={200: models.AgentList})
-def listing():
-    versions = _agents().agents(g.scope)
-    return {"agents": [present.agent(version) for version in versions]}
+@operation("List the agents you may use: yours and the operator's, latest version each, by name",
+           query=models.ListAgents, answers={200: models.AgentList})
+def listing(query: models.ListAgents):
+    found = _agents().agents(g.scope, after_name=query.cursor, limit=query.limit + 1)
+    page = found[: query.limit]
+    more = len(found) > query.limit
+    return {"agents": [present.agent(version) for version in page],
+            "next_cursor": page[-1].name if more else None}
 
 
 @bp.get("/<id:name>")
