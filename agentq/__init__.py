@@ -1,7 +1,8 @@
 """agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""
 from agentq.agents import Agent, agent
 from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
-from agentq.tools import SYSTEM_SCOPE, Scope, Tool, ToolContext, tool
+from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.tools import Tool, ToolContext, tool
 
 __all__ = [
     "Agent", "AgentqError", "Conflict", "InvalidInput", "NotFound",

@@ -1,4 +1,4 @@
-"""A thin client of agentq's HTTP API (DESIGN section 10), for the terminal commands.
+"""A thin client of agentq's HTTP API (docs/design.md §10), for the terminal commands.
 
 It speaks JSON and Server-Sent Events over httpx2 and nothing else: it never opens the
 database, so `agentq chat`, `inspect` and `fork` work against any API, local or remote.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from agentq.core.agents import AgentDefinition, AgentVersion
 from agentq.core.settings import Settings
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 
 if TYPE_CHECKING:
     from agentq.commands.conversations import Commands

@@ -1,7 +1,7 @@
 """What the outside can do to a conversation: create it, post a message, resolve a call, end it.
 
 Commands write first and return follow-ups; they never call a model or a tool
-(DESIGN section 2). The HTTP API and the CLI are thin shells over these.
+(docs/design.md §2). The HTTP API and the CLI are thin shells over these.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from agentq.agents.catalog import Catalog
 from agentq.process.clock import utcnow
 from agentq.core import drafts
 from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
-from agentq.core.decide import admit, ends_a_turn
+from agentq.core.decide import ends_a_turn, message_action
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.keys import canonical_json
@@ -29,7 +29,8 @@ from agentq.followups import Advance, FollowUp
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.tenancy.policy import Policy
 from agentq.store import ConversationInfo, Store
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 
 RESOLUTION_STATUSES = ("resolved", "errored")
 ON_BUSY = ("enqueue", "interrupt", "reject")
@@ -77,7 +78,7 @@ class Commands:
         now, and `settings` holds only the overrides the agent allows."""
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
         if agent is None:
-            admitted = self._admit(parsed, scope)
+            admitted = self.settings_for(parsed, scope)
             return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
                                                   now=self.clock())
         version = self._agent_version(scope, agent)
@@ -90,7 +91,7 @@ class Commands:
         except ValidationError as exc:
             raise InvalidInput(f"the agent's settings with these overrides are not valid: "
                                f"{_first_error(exc)}", code="invalid_overrides") from None
-        admitted = self._admit(merged, scope)
+        admitted = self.settings_for(merged, scope)
         return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
                                               now=self.clock(), agent=version.ref)
 
@@ -107,16 +108,13 @@ class Commands:
         return found
 
     def settings_for(self, settings: Settings, scope: Scope) -> Settings:
-        """The settings as a conversation of `scope`'s tenant would be created with them, or
-        InvalidInput: the tools exist and the operator's policy allows them."""
-        return self._admit(settings, scope)
-
-    def _admit(self, settings: Settings, scope: Scope) -> Settings:
+        """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
+        the tools exist and the operator's policy allows them (an agent's versions too)."""
         try:
             self.registry.specs(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        return self.policy.admit(settings, scope.tenant)
+        return self.policy.settings_for(settings, scope.tenant)
 
     def post_message(
         self,
@@ -158,7 +156,7 @@ class Commands:
                 content=message, on_busy=on_busy, created_at=created,
                 idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
             )
-            action = admit(conv.fsm.state, on_busy)
+            action = message_action(conv.fsm.state, on_busy)
             if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
@@ -247,7 +245,7 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
-        self._admit(source.settings, scope)  # the policy may have changed since
+        self.settings_for(source.settings, scope)  # the policy may have changed since
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
