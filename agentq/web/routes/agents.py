@@ -15,6 +15,7 @@ from agentq.commands.agents import AgentCommands
 from agentq.core.agents import NAME_PATTERN, AgentDefinition
 from agentq.errors import InvalidInput, NotFound
 from agentq.web import models, present
+from agentq.web.errors import validation_details
 from agentq.web.operation import operation
 from agentq.web.services import services
 
@@ -75,7 +76,12 @@ def _name(name: str) -> str:
 
 def _definition(name: str, body: models.CreateAgent | models.NewAgentVersion) -> AgentDefinition:
     try:
-        return AgentDefinition(name=name, description=body.description, settings=body.settings,
-                               overridable=tuple(body.overridable)).checked_size()
-    except (ValidationError, ValueError) as exc:
-        raise InvalidInput(str(exc).splitlines()[0], code="invalid_agent") from None
+        definition = AgentDefinition(name=name, description=body.description,
+                                     settings=body.settings, overridable=tuple(body.overridable))
+    except ValidationError as exc:  # the body's model checked the same: kept for safety
+        raise InvalidInput("the agent's definition is not valid", code="invalid_agent",
+                           details=validation_details(exc)) from None
+    try:
+        return definition.checked_size()
+    except ValueError as exc:
+        raise InvalidInput(str(exc), code="invalid_agent") from None
