@@ -28,7 +28,8 @@ OPERATIONS = {
     ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
     ("delete", "/v1/profiles/{profile}/key"),
     ("post", "/v1/agents"), ("get", "/v1/agents"), ("get", "/v1/agents/{name}"),
-    ("post", "/v1/agents/{name}/versions"), ("get", "/v1/agents/{name}/versions/{version}"),
+    ("post", "/v1/agents/{name}/versions"), ("get", "/v1/agents/{name}/versions"),
+    ("get", "/v1/agents/{name}/versions/{version}"),
 }
 
 

@@ -62,14 +62,26 @@ class Catalog:
 
     def find(self, tenant: str, name: str, *, version: int | None = None) -> AgentVersion | None:
         """Version `version` (the latest when None) of the agent `name` as `tenant` sees it."""
-        self._ready()
-        owner = tenant
-        latest = self.store.load_agent_version(tenant, name)
-        if latest is None and self.offered_in_code(name, tenant):
-            owner, latest = CODE_OWNER, self.store.load_agent_version(CODE_OWNER, name)
+        owner, latest = self._latest(tenant, name)
         if latest is None or version is None or version == latest.version:
             return latest
         return self.store.load_agent_version(owner, name, version=version)
+
+    def versions(self, tenant: str, name: str, *, after_version: int = 0,
+                 limit: int | None = None) -> list[AgentVersion] | None:
+        """The versions of the agent `name` as `tenant` sees it, oldest first; None if none."""
+        owner, latest = self._latest(tenant, name)
+        if latest is None:
+            return None
+        return self.store.list_agent_versions(owner, name, after_version=after_version, limit=limit)
+
+    def _latest(self, tenant: str, name: str) -> tuple[str, AgentVersion | None]:
+        """Whose agent `name` is, for `tenant`, and its latest version."""
+        self._ready()
+        latest = self.store.load_agent_version(tenant, name)
+        if latest is None and self.offered_in_code(name, tenant):
+            return CODE_OWNER, self.store.load_agent_version(CODE_OWNER, name)
+        return tenant, latest
 
     def list(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
              ) -> list[AgentVersion]:

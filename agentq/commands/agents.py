@@ -65,6 +65,15 @@ class AgentCommands:
             raise NotFound(f"no agent {which}")
         return found
 
+    def versions(self, scope: Scope, name: str, *, after_version: int = 0,
+                 limit: int | None = None) -> list[AgentVersion]:
+        """The versions of an agent the tenant may use, oldest first, or NotFound."""
+        found = self.commands.catalog.versions(scope.tenant, name, after_version=after_version,
+                                               limit=limit)
+        if found is None:
+            raise NotFound(f"no agent {name}")
+        return found
+
     def agents(self, scope: Scope, *, after_name: str | None = None, limit: int | None = None
                ) -> list[AgentVersion]:
         """The latest version of each agent the tenant may use, by name, a page at a time."""

@@ -81,6 +81,16 @@ class AgentVersions:
         with begin_read(self.engine, one_snapshot=False) as conn:
             return [_version_from_row(row) for row in conn.execute(query)]
 
+    def list_agent_versions(self, tenant: str, name: str, *, after_version: int = 0,
+                            limit: int | None = None) -> list[AgentVersion]:
+        """Versions of `tenant`'s agent `name`, oldest first, after `after_version`."""
+        a = agent_versions.c
+        query = (select(agent_versions)
+                 .where(a.tenant == tenant, a.name == name, a.version > after_version)
+                 .order_by(a.version).limit(limit))
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return [_version_from_row(row) for row in conn.execute(query)]
+
     def count_agents(self, tenant: str) -> int:
         """How many agents (not versions) `tenant` has."""
         a = agent_versions.c

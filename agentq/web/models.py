@@ -201,6 +201,11 @@ class ListAgents(_Request):
     limit: int = Field(100, ge=1, le=200)
 
 
+class ListAgentVersions(_Request):
+    cursor: int | None = Field(None, ge=0, le=MAX_SEQ, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
 class ListEvents(_Request):
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     limit: int = Field(100, ge=1, le=1000)
@@ -421,6 +426,11 @@ class AgentOut(_Answer):
 class AgentList(_Answer):
     agents: list[AgentOut] = Field(description="the latest version of each agent you may use")
     next_cursor: str | None
+
+
+class AgentVersionPage(_Answer):
+    versions: list[AgentOut] = Field(description="oldest first")
+    next_cursor: int | None
 
 
 class ProfileOut(_Answer):

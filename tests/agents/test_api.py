@@ -271,3 +271,23 @@ def test_the_list_comes_a_page_at_a_time_with_the_code_agents_in_name_order(stor
         if cursor is None:
             break
     assert names == [["alpha", "concierge"], ["delta", "support"], ["zulu"]]
+
+
+def test_the_versions_of_an_agent_come_oldest_first_a_page_at_a_time(api, alice, mallory):
+    create(api, alice)
+    for system in ("two", "three"):
+        publish(api, alice, settings={**SETTINGS, "system": system})
+    first = api.get("/v1/agents/support/versions", alice, query_string={"limit": 2}).json
+    assert [v["version"] for v in first["versions"]] == [1, 2] and first["next_cursor"] == 2
+    rest = api.get("/v1/agents/support/versions", alice,
+                   query_string={"limit": 2, "cursor": 2}).json
+    assert [v["settings"]["system"] for v in rest["versions"]] == ["three"]
+    assert rest["next_cursor"] is None
+    assert api.get("/v1/agents/support/versions", mallory).status_code == 404
+
+
+def test_the_versions_of_a_code_agent_are_listed_to_the_tenants_it_is_offered_to(coded):
+    acme, evil = coded.key("acme", "alice"), coded.key("evil", "mallory")
+    listed = coded.get("/v1/agents/concierge/versions", acme).json["versions"]
+    assert [(v["name"], v["version"], v["source"]) for v in listed] == [("concierge", 1, "code")]
+    assert coded.get("/v1/agents/concierge/versions", evil).status_code == 404

@@ -57,6 +57,18 @@ def publish(name: str, body: models.NewAgentVersion):
     return present.agent(added), 201, {"Location": location}
 
 
+@bp.get("/<id:name>/versions")
+@operation("List the versions of an agent, oldest first, a page at a time",
+           query=models.ListAgentVersions, answers={200: models.AgentVersionPage})
+def versions(name: str, query: models.ListAgentVersions):
+    found = _agents().versions(g.scope, _name(name), after_version=query.cursor or 0,
+                               limit=query.limit + 1)
+    page = found[: query.limit]
+    more = len(found) > query.limit
+    return {"versions": [present.agent(version) for version in page],
+            "next_cursor": page[-1].version if more else None}
+
+
 @bp.get("/<id:name>/versions/<int(min=1, max=2147483647):version>")
 @operation("Read one version of an agent", answers={200: models.AgentOut})
 def read_version(name: str, version: int):
