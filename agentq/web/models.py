@@ -302,6 +302,7 @@ class ConversationItem(_Answer):
     id: str
     state: States
     last_seq: int
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     created_at: str
     updated_at: str
 

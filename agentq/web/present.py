@@ -33,8 +33,7 @@ def conversation(overview: Overview) -> models.Conversation:
         ],
         inbox=overview.inbox,
         summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
-        agent=None if info.agent is None else models.AgentRefOut(
-            name=info.agent.name, version=info.agent.version),
+        agent=agent_ref(info),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
@@ -46,6 +45,7 @@ def conversation_item(info: ConversationInfo) -> models.ConversationItem:
         id=info.id,
         state=state_of(info),
         last_seq=info.next_seq - 1,
+        agent=agent_ref(info),
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
     )
@@ -65,6 +65,13 @@ def event(item: Event) -> models.EventOut:
 
 def tool_call(record: ToolCallRecord) -> models.ToolCall:
     return models.ToolCall.model_validate(record.to_json())
+
+
+def agent_ref(info: ConversationInfo) -> models.AgentRefOut | None:
+    """The agent version the conversation was started from, if it was."""
+    if info.agent is None or info.agent.version is None:
+        return None
+    return models.AgentRefOut(name=info.agent.name, version=info.agent.version)
 
 
 def agent(version: AgentVersion) -> dict[str, Any]:

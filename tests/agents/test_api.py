@@ -155,6 +155,8 @@ def test_a_conversation_from_an_agent_runs_with_its_latest_version_pinned(api, a
     assert read["agent"] == {"name": "support", "version": 1}
     assert read["settings"]["system"] == "You look orders up."
     assert start(api, alice, "support").json["agent"] == {"name": "support", "version": 2}
+    listed = api.get("/v1/conversations", alice).json["conversations"]
+    assert sorted(c["agent"]["version"] for c in listed) == [1, 2]
 
 
 def test_a_conversation_can_name_an_earlier_version(api, alice):
