@@ -9,7 +9,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, TypeAdapter,
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, RootModel, StringConstraints,
+                      TypeAdapter,
                       ValidationError, WithJsonSchema)
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
@@ -140,11 +141,26 @@ class PostMessage(_Body):
     created_at: Timestamp | None = None
 
 
-class Resolution(_Body):
+class CallResult(_Body):
     """The answer to a pending human or client call."""
 
     status: Literal["resolved", "errored"]
     result: Any = None
+
+
+class Decision(_Body):
+    """A person's decision on a call that needs approval. It carries no arguments: an
+    approved call runs with the ones the model gave, which the person saw."""
+
+    status: Literal["approved", "rejected"]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        None, description="why a call was rejected; the model reads it")
+
+
+class Resolution(RootModel[Annotated[CallResult | Decision, Field(discriminator="status")]]):
+    """The answer to a pending call: a result, or a decision on a call that needs approval."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 class Fork(_Body):
@@ -227,6 +243,7 @@ class PendingCall(_Answer):
     args: dict[str, Any]
     executor: Executor
     expires_at: str | None
+    needs_approval: bool = False
 
 
 class SummarySpan(_Answer):
@@ -331,6 +348,7 @@ class ToolCall(_Answer):
     created_at: str
     expires_at: str | None
     resolved_at: str | None
+    needs_approval: bool = False
 
 
 class ToolCallList(_Answer):

@@ -1,4 +1,5 @@
-"""/v1/conversations/{id}/tool-calls: list calls, and resolve a pending human or client call."""
+"""/v1/conversations/{id}/tool-calls: list calls, resolve a pending human or client call, and
+approve or reject a call that needs approval."""
 from __future__ import annotations
 
 from flask import Blueprint, g
@@ -28,9 +29,11 @@ def listing(conversation_id: str, query: models.ListToolCalls):
 def resolve(conversation_id: str, call_id: str, body: models.Resolution):
     """Idempotent on the tool_call_id: a different late answer is 409 with the call's status."""
     svc = services()
+    answer = body.root
     try:
         record, followups = svc.commands.resolve(
-            conversation_id, call_id, g.scope, status=body.status, result=body.result
+            conversation_id, call_id, g.scope, status=answer.status,
+            result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
         )
     except Conflict as exc:
         current = svc.store.load_tool_call(conversation_id, call_id)

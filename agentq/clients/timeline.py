@@ -64,14 +64,17 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
         return said + reasoning_note(content.get("reasoning"))
     if kind == "tool_call":
         executor = content.get("executor", "server")
-        return f"{call_text(content.get('name', '?'), content.get('args') or {})} · {executor} · {call_id}"
+        gate = " · needs approval" if content.get("needs_approval") else ""
+        return (f"{call_text(content.get('name', '?'), content.get('args') or {})} · "
+                f"{executor}{gate} · {call_id}")
     if kind == "tool_result":
         return f"{name} {content.get('status', '?')}: {compact(content.get('output'), CLIP - len(name))}"
     if kind == "suspension":
         waiting = ", ".join(names.get(c, c) for c in content.get("pending", []))
         return f"waiting for {waiting or 'nothing'}"
     if kind == "resolution":
-        return f"{name} {content.get('status', '?')} by {content.get('by', '?')}"
+        reason = f": {clip(content['reason'])}" if content.get("reason") else ""
+        return f"{name} {content.get('status', '?')} by {content.get('by', '?')}{reason}"
     if kind == "error":
         status = content.get("status")
         return f"{content.get('code', '?')}: {clip(content.get('message', ''))}" + (f" [{status}]" if status else "")

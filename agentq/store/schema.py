@@ -144,6 +144,8 @@ tool_calls = Table(
     Column("expires_at", Timestamp),
     Column("created_at", Timestamp, nullable=False),
     Column("resolved_at", Timestamp),
+    # a server call that waits for a person's approval before it runs (migration 0006)
+    Column("needs_approval", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )
