@@ -98,6 +98,8 @@ def create_celery(
         beat_schedule={
             "agentq-sweep": {"task": "agentq.sweep", "schedule": timedelta(seconds=config.sweep_s)},
             "agentq-gc": {"task": "agentq.gc", "schedule": timedelta(hours=1)},
+            "agentq-webhooks-relay": {"task": "agentq.webhooks.relay",
+                                      "schedule": timedelta(seconds=config.webhook_poll_s)},
         },
     )
     if config.embedded_broker:
@@ -209,6 +211,26 @@ def _register_tasks(
     def gc() -> int:
         return runtime().gc()
 
+    @app.task(name="agentq.webhooks.relay", shared=False)
+    def webhooks_relay() -> int:
+        """Claim the webhook deliveries that are due and send one deliver task each."""
+        deliveries = runtime().webhooks
+        if deliveries is None:
+            return 0
+        claimed = deliveries.relay()
+        for item in claimed:
+            app.send_task("agentq.webhooks.deliver", args=[item.id, item.attempts],
+                          task_id=f"{item.id}:{item.attempts}",
+                          argsrepr=f"webhook={item.id} {item.event_type} attempt={item.attempts}")
+        return len(claimed)
+
+    @app.task(name="agentq.webhooks.deliver", shared=False)
+    def webhooks_deliver(delivery_id: str, attempt: int) -> str | None:
+        """POST one attempt of a delivery; its outcome (never the receiver's body) is kept."""
+        deliveries = runtime().webhooks
+        answer = None if deliveries is None else deliveries.deliver(delivery_id, attempt)
+        return None if answer is None else answer.outcome
+
     @app.task(name="agentq.ping", shared=False)
     def ping(reply_to: str) -> None:
         """Push onto the Redis list `reply_to`: proves a worker takes tasks (and times a hop)."""
@@ -295,6 +317,16 @@ def quiet_in_process_worker() -> None:
     warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
+def deliveries_for(config: Config, store, registry: Registry):
+    """The webhook sender of a worker; None where no encryption key seals secrets."""
+    from agentq.clock import utcnow
+    from agentq.webhooks.delivery import Deliveries
+    from agentq.webhooks.wiring import webhook_endpoints
+
+    endpoints = webhook_endpoints(config, store, utcnow)
+    return None if endpoints is None else Deliveries(store, endpoints, registry, utcnow)
+
+
 def build_runtime(
     config: Config, policy: Policy | None = None, registry: Registry | None = None
 ) -> Runtime:
@@ -308,9 +340,11 @@ def build_runtime(
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
+    registry = registry or Registry.from_modules(list(config.tools))
     return Runtime(
         store=store,
-        registry=registry or Registry.from_modules(list(config.tools)),
+        registry=registry,
+        webhooks=deliveries_for(config, store, registry),
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=access.provider_for,

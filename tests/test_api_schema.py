@@ -27,6 +27,9 @@ OPERATIONS = {
     ("get", "/v1/tool-calls"),
     ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
     ("delete", "/v1/profiles/{profile}/key"),
+    ("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("get", "/v1/webhooks/{webhook_id}"),
+    ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
+    ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
 }
 
 
@@ -80,11 +83,14 @@ def fuzzed(store):
     target.say(cid, "pay Bob", headers)
     target.run()
     [call] = store.list_tool_calls(cid, status="pending")
+    hook = target.client.post("/v1/webhooks", headers=headers, json={
+        "url": "https://hooks.example.com/agentq", "event_types": ["call.waiting"]}).json
     # NUL is valid JSON but no PostgreSQL text can hold it: the API answers 422 (tested in
     # test_api_errors), which a JSON schema cannot declare, so it is not generated here.
     config = SchemathesisConfig.from_dict({"generation": {"allow-x00": False}})
     schema = schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config)
-    return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai"}
+    return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai",
+                             "webhook_id": hook["id"]}
 
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -106,8 +112,10 @@ def test_no_request_gets_a_5xx_or_an_answer_the_spec_does_not_declare(fuzzed, me
     # http(s), api_key_ref names a variable): valid-looking settings may rightly get 422.
     # Likewise image parts: an https URL on a private host, or base64 that is not the image
     # its media type says, is refused though the schema cannot say so.
+    # And a webhook URL must not name a private or loopback host, which no pattern can say.
     rules_beyond_schema = {("post", "/v1/conversations"),
-                           ("post", "/v1/conversations/{conversation_id}/messages")}
+                           ("post", "/v1/conversations/{conversation_id}/messages"),
+                           ("post", "/v1/webhooks"), ("patch", "/v1/webhooks/{webhook_id}")}
     excluded = [positive_data_acceptance] if (method, path) in rules_beyond_schema else []
 
     @given(case=schema[path][method].as_strategy(), use_real=st.booleans())

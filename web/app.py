@@ -13,7 +13,7 @@ from flask import Flask
 from werkzeug.routing import BaseConverter
 
 from web import (context, conversations, events, health, messages, metrics, profiles,
-                 tenant_tool_calls, tool_calls, ui)
+                 tenant_tool_calls, tool_calls, ui, webhooks)
 from web.errors import register_error_handlers
 from web.services import Services, build_services
 
@@ -42,7 +42,7 @@ def create_app(config: Mapping[str, Any] | None = None, services: Services | Non
         services = build_services(Config.from_env())
     app.extensions["agentq"] = services
     for module in (health, conversations, messages, events, tool_calls, context, tenant_tool_calls, ui,
-                   metrics, profiles):
+                   metrics, profiles, webhooks):
         app.register_blueprint(module.bp)
     register_error_handlers(app)
     return app

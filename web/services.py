@@ -24,6 +24,8 @@ from agentq.pubsub import PubSub
 from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
 from agentq.tools import Registry, Scope
+from agentq.webhooks.endpoints import WebhookEndpoints
+from agentq.webhooks.wiring import webhook_endpoints
 from web.auth import KeyRing
 from web.shared_reads import SharedReads
 from web.streams import OpenStreams, StreamLimits
@@ -51,6 +53,7 @@ class Services:
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+    webhooks: WebhookEndpoints | None = None  # tenants' webhooks; None: no secrets are sealed
     stream_limits: StreamLimits = field(default_factory=StreamLimits)
     _open_streams: OpenStreams | None = field(default=None, repr=False)
     _shared_reads: SharedReads | None = field(default=None, repr=False)
@@ -147,6 +150,7 @@ def build_services(config: Config) -> Services:
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
+        webhooks=webhook_endpoints(config, store, utcnow),
         stream_limits=stream_limits(config),
     )
 
@@ -177,5 +181,6 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         own_keys=embedded.own_keys,
+        webhooks=webhook_endpoints(embedded.config, store, utcnow),
         stream_limits=stream_limits(embedded.config),
     )
