@@ -20,6 +20,7 @@ OPERATIONS = {
     ("get", "/v1/conversations/{conversation_id}/stream"),
     ("get", "/v1/conversations/{conversation_id}/tool-calls"),
     ("post", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/resolution"),
+    ("get", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/context"),
     ("get", "/v1/conversations/{conversation_id}/context"),
     ("post", "/v1/conversations/{conversation_id}/cancel"),
     ("post", "/v1/conversations/{conversation_id}/retry"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from flask import Blueprint, g, url_for
 
+from agentq.webhooks import payloads
 from web import models, present
 from web.operation import operation
 from web.services import services
@@ -38,8 +39,10 @@ def listing(query: models.ListConversations):
     )
     page = found[: query.limit]
     more = len(found) > query.limit
+    titles = services().store.list_first_messages([info.id for info in page])
     return present.dump(models.ConversationPage(
-        conversations=[present.conversation_item(info) for info in page],
+        conversations=[present.conversation_item(info, payloads.title_of(titles.get(info.id)))
+                       for info in page],
         next_cursor=page[-1].id if more else None,
     ))
 

@@ -270,6 +270,8 @@ class Conversation(_Answer):
 
 class ConversationItem(_Answer):
     id: str
+    title: str | None = Field(None, description="the first user message, on one line")
+    acting_user: str | None = Field(None, description="who the latest turn acts for")
     state: States
     last_seq: int
     created_at: str
@@ -349,6 +351,14 @@ class ToolCall(_Answer):
     expires_at: str | None
     resolved_at: str | None
     needs_approval: bool = False
+
+
+class CallContext(_Answer):
+    """The context of a call, as `call.waiting` webhooks carry it."""
+
+    conversation: dict[str, Any]
+    call: dict[str, Any]
+    context: dict[str, Any]
 
 
 class ToolCallList(_Answer):

@@ -39,9 +39,12 @@ def conversation(overview: Overview) -> models.Conversation:
     )
 
 
-def conversation_item(info: ConversationInfo) -> models.ConversationItem:
+def conversation_item(info: ConversationInfo, title: str | None = None) -> models.ConversationItem:
+    scope = info.fsm.scope or {}
     return models.ConversationItem(
         id=info.id,
+        title=title,
+        acting_user=scope.get("user") if scope.get("tenant") != "system" else None,
         state=state_of(info),
         last_seq=info.next_seq - 1,
         created_at=format_ts(info.created_at),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
-from agentq.errors import Conflict
+from agentq.errors import Conflict, NotFound
+from agentq.webhooks import payloads
 from web import models, present
 from web.errors import ApiError
 from web.operation import operation
@@ -21,6 +22,31 @@ def listing(conversation_id: str, query: models.ListToolCalls):
     svc.conversation(conversation_id, g.scope)
     calls = svc.store.list_tool_calls(conversation_id, status=query.status)
     return present.dump(models.ToolCallList(tool_calls=[present.tool_call(c) for c in calls]))
+
+
+@bp.get("/<id:conversation_id>/tool-calls/<id:call_id>/context")
+@operation("What a person needs to decide on a call: the conversation's title, the message "
+           "that started the turn, who it acts for, what the model said before the call, the "
+           "tool's description and the turn's earlier calls", answers={200: models.CallContext})
+def call_context(conversation_id: str, call_id: str):
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    call = svc.store.load_tool_call(conversation_id, call_id)
+    if call is None or call.turn_id is None:
+        raise NotFound(f"no tool call {call_id} in conversation {conversation_id}")
+    turn = svc.store.list_events_of_turn(conversation_id, call.turn_id)
+    first = svc.store.list_first_messages([conversation_id]).get(conversation_id)
+    registry = svc.commands.registry
+
+    def describe(name: str) -> str | None:
+        tool = registry.get(name)
+        return tool.description if tool is not None else None
+
+    return present.dump(models.CallContext(
+        conversation={"id": conversation_id, "title": payloads.title_of(first)},
+        call=payloads.call_info(turn, call_id, describe),
+        context=payloads.call_context(turn, call_id),
+    ))
 
 
 @bp.post("/<id:conversation_id>/tool-calls/<id:call_id>/resolution")

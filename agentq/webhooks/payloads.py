@@ -42,9 +42,9 @@ def payload(
     }
     call_id = ref.get("tool_call_id")
     if call_id is not None:
-        data["call"] = _call(turn, call_id, describe)
+        data["call"] = call_info(turn, call_id, describe)
     if event_type == "call.waiting":
-        data["context"] = _context(turn, call_id)
+        data["context"] = call_context(turn, call_id)
     elif event_type in ("call.resolved", "call.expired"):
         data["resolution"] = {k: cause.content.get(k) for k in ("status", "by", "reason")
                               if cause.content.get(k) is not None}
@@ -55,7 +55,7 @@ def payload(
     return {"type": event_type, "timestamp": format_ts(cause.created_at), "data": data}
 
 
-def _call(turn: Sequence[Event], call_id: str, describe: Callable[[str], str | None]
+def call_info(turn: Sequence[Event], call_id: str, describe: Callable[[str], str | None]
           ) -> dict[str, Any]:
     made = next((e for e in turn if e.type == "tool_call"
                  and e.content.get("tool_call_id") == call_id), None)
@@ -69,7 +69,7 @@ def _call(turn: Sequence[Event], call_id: str, describe: Callable[[str], str | N
     }
 
 
-def _context(turn: Sequence[Event], call_id: str | None) -> dict[str, Any]:
+def call_context(turn: Sequence[Event], call_id: str | None) -> dict[str, Any]:
     """The message that started the turn, who it acts for, what the model said before the
     call, and the calls the turn made before it with their results."""
     asked = next((e for e in turn if e.type == "user_msg"), None)

@@ -88,3 +88,27 @@ def test_a_turns_deliveries_are_listed_and_counted_in_metrics(api, alice):
     assert delivery["status"] == "pending" and delivery["webhook_id"].startswith("msg_")
     scraped = api.client.get("/metrics").get_data(as_text=True)
     assert 'agentq_webhook_deliveries{status="pending"} 1.0' in scraped
+
+
+def test_a_pending_call_has_the_context_a_person_decides_on_and_the_list_shows_titles(api, alice):
+    script = [{"text": "The lookup says 129.90 EUR.",
+               "tool_calls": [{"name": "lookup", "args": {"key": "A-17"}}]},
+              {"text": "Refunding.",
+               "tool_calls": [{"name": "issue_refund", "args": {"order": "A-17", "amount": 1299.0}}]},
+              {"text": "Done."}]
+    cid = api.create(alice, script=script)
+    api.say(cid, "Refund order A-17 please", alice)
+    api.run()
+    (call,) = api.client.get(f"/v1/conversations/{cid}", headers=alice).json["pending"]
+    assert call["needs_approval"] is True
+    found = api.client.get(f"/v1/conversations/{cid}/tool-calls/{call['tool_call_id']}/context",
+                           headers=alice).json
+    assert found["conversation"] == {"id": cid, "title": "Refund order A-17 please"}
+    assert found["call"]["description"].startswith("Refund an order")
+    assert found["context"]["user_message"] == "Refund order A-17 please"
+    assert found["context"]["acting_user"] == {"tenant": "acme", "user": "alice"}
+    assert found["context"]["assistant_text"] == "Refunding."
+    (earlier,) = found["context"]["earlier_calls"]
+    assert earlier["name"] == "lookup" and earlier["status"] == "ok"
+    (item,) = api.client.get("/v1/conversations", headers=alice).json["conversations"]
+    assert item["title"] == "Refund order A-17 please" and item["acting_user"] == "alice"
