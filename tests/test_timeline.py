@@ -140,6 +140,9 @@ def test_a_rejection_reads_as_a_rejection_with_its_reason_in_the_timeline():
         "tool_call_id": "call_1", "status": "rejected", "by": "bob", "reason": "too much"}}
     assert "needs approval" in summarize(call, names)
     assert summarize(rejected, names) == "issue_refund rejected by bob: too much"
+    said_no = {"type": "tool_result", "content": {
+        "tool_call_id": "call_1", "status": "ok", "output": {"approved": False, "reason": "no"}}}
+    assert summarize(said_no, names).startswith("issue_refund rejected:")
 
 
 def test_settings_come_as_inline_json_or_from_a_file(tmp_path):

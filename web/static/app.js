@@ -255,8 +255,7 @@ function approvalCard(call, view, done) {
   const card = h("article", { class: "approval card" },
     h("header", { class: "card-head" },
       h("h3", { class: "title", text: "…" }),
-      h("p", { class: "muted" }, "In ", convLink(call.conversation_id), ` · waiting since ${when(call.created_at)}`,
-        call.expires_at ? ` · refused by the system at ${when(call.expires_at)}` : "")),
+      h("p", { class: "muted" }, "In ", convLink(call.conversation_id), ` · waiting since ${when(call.created_at)}`)),
     context, pendingCall(call.conversation_id, call, done));
   const path = `${conversationPath(call.conversation_id)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/context`;
   api("GET", path, undefined, view.signal).then((found) => {
@@ -285,7 +284,7 @@ function callContext(found, call) {
     const items = earlier.map((e) => h("li", {}, h("span", { class: "call-name", text: e.name }),
       h("code", { text: ` ${JSON.stringify(e.args)}` }), " → ",
       h("span", { class: `tag result-${e.status || "pending"}`, text: e.status || "no result yet" }),
-      h("pre", { class: "output", text: typeof e.output === "string" ? e.output : json(e.output) })));
+      h("pre", { class: "output", text: typeof e.output === "string" ? e.output : JSON.stringify(e.output) })));
     const long = earlier.length > 2 || JSON.stringify(earlier).length > 600;
     out.push(h("details", { class: "earlier", open: !long },
       h("summary", { text: `Earlier in this turn: ${earlier.length} call(s)` }), h("ul", {}, items)));
@@ -295,7 +294,7 @@ function callContext(found, call) {
 
 /** The arguments as fields: each name, and its value as the model gave it. */
 function argumentFields(args) {
-  return h("dl", { class: "args fields" }, Object.entries(args || {}).map(([name, value]) => [
+  return h("dl", { class: "args fields" }, Object.entries(args || {}).flatMap(([name, value]) => [
     h("dt", { text: name }),
     h("dd", { text: typeof value === "string" ? value : JSON.stringify(value) })]));
 }
@@ -352,14 +351,15 @@ function pendingCall(cid, call, done) {
   };
   buttons.append(
     h("button", { type: "button", class: "approve", text: "Approve", onclick: approve }),
-    h("button", { type: "button", class: "reject", text: "Reject", onclick: reject }),
-    note,
-    gated ? null : h("button", { type: "button", class: "answer", text: "Answer", onclick: answer }));
+    h("button", { type: "button", class: "reject", text: "Reject", onclick: reject }), note);
+  if (!gated) buttons.append(h("button", { type: "button", class: "answer", text: "Answer", onclick: answer }));
   const box = h("div", { class: "pending-call", data: { callId: call.tool_call_id } },
     h("p", {}, h("strong", { class: "call-name", text: call.name }),
       gated ? h("span", { class: "tag gate", text: "needs approval" }) : ` (${call.executor}) `,
       h("code", { class: "muted", text: call.tool_call_id }),
-      call.expires_at ? h("span", { class: "muted", text: ` · expires ${when(call.expires_at)}` }) : null),
+      call.expires_at ? h("span", { class: "muted", text: gated
+        ? ` · refused by the system at ${when(call.expires_at)} unless approved`
+        : ` · expires ${when(call.expires_at)}` }) : null),
     argumentFields(call.args),
     h("pre", { class: "args raw", text: json(call.args) }),
     buttons, confirm, outcome);
