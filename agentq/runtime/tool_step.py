@@ -19,7 +19,8 @@ from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
-from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
+from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.tools import Registry, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
     """One run_tool task per open server call; the ledger makes repeats harmless.
 
-    Each names its tool, which routes it to the tool's queue (agentq.queues).
+    Each names its tool, which routes it to the tool's queue (agentq.worker.queues).
     """
     names = {e.content["tool_call_id"]: e.content["name"]
              for e in view.events if e.type == "tool_call"}

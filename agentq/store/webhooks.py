@@ -1,6 +1,6 @@
 """Webhook endpoints and the outbox of their deliveries, as the store holds them.
 
-An endpoint's secret is sealed text here (agentq.keybox seals and opens it). A delivery
+An endpoint's secret is sealed text here (agentq.tenancy.keybox seals and opens it). A delivery
 row is written in the transaction that appends the log event causing it
 (agentq.store.outbox). Deliveries move by conditional updates (`claim_due_deliveries`, `finish_delivery`), so a
 relay or a worker that runs twice changes nothing the second time. `Webhooks` is mixed

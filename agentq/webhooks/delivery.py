@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from agentq.keybox import KeyBoxError
+from agentq.tenancy.keybox import KeyBoxError
 from agentq.store import Store
 from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
 from agentq.tools import Registry

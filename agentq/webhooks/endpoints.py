@@ -1,6 +1,6 @@
 """What a tenant may do to its webhook endpoints: register, list, change, rotate, remove.
 
-A signing secret is made here, shown once, and stored only sealed (agentq.keybox), bound
+A signing secret is made here, shown once, and stored only sealed (agentq.tenancy.keybox), bound
 to its endpoint's row: a sealed secret copied to another row does not open. Rotating keeps
 the old secret signing beside the new one for a grace period, so receivers can switch.
 """
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from agentq.core.occurrences import EVENT_TYPES
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.keybox import KeyBox
+from agentq.tenancy.keybox import KeyBox
 from agentq.store import Store
 from agentq.store.webhooks import WebhookEndpoint
 from agentq.webhooks.addresses import check_url

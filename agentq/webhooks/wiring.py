@@ -5,7 +5,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from agentq.config import Config
-from agentq.keybox import KeyBox
+from agentq.tenancy.keybox import KeyBox
 from agentq.store import Store
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy

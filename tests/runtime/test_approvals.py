@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.check import check_conversation
+from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.render import render
 from agentq.errors import Conflict, InvalidInput
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests import tools_for_tests
 from tests.clock import Clock
 from tests.drive import Recorder, drain
@@ -33,7 +34,7 @@ def clock():
 
 @pytest.fixture
 def runtime(store, clock):
-    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
     return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
                    clock=clock, sleep=lambda s: None)
 

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from agentq.core.render import render
-from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.core.scope import Scope
+from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

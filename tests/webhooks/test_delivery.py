@@ -11,9 +11,10 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.keybox import KeyBox, KeyBoxError, new_encryption_key
+from agentq.tenancy.keybox import KeyBox, KeyBoxError, new_encryption_key
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from agentq.webhooks.delivery import Deliveries
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
@@ -39,7 +40,7 @@ def clock():
 
 @pytest.fixture
 def registry():
-    return Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    return Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
 
 
 @pytest.fixture

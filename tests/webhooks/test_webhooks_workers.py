@@ -10,11 +10,11 @@ import pytest
 import redis
 from standardwebhooks import Webhook
 
-from agentq.keybox import KeyBox, new_encryption_key
-from agentq.tools import Scope
+from agentq.tenancy.keybox import KeyBox, new_encryption_key
+from agentq.core.scope import Scope
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 from tests.support.receiver import Receiver
 

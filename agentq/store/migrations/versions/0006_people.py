@@ -2,7 +2,7 @@
 
 - `tool_calls.needs_approval`: a server call that runs only once a person approves its
   exact arguments (`@agentq.tool(needs_approval=...)`). Existing calls never did.
-- `webhook_endpoints`: tenants' endpoints, their signing secrets sealed (agentq.keybox).
+- `webhook_endpoints`: tenants' endpoints, their signing secrets sealed (agentq.tenancy.keybox).
 - `webhook_deliveries`: the outbox, one row per endpoint and occurrence, written with the
   log event that causes it.
 
