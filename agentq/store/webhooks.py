@@ -166,7 +166,8 @@ class Webhooks:
                 if took:
                     in_flight[tenant] = in_flight.get(tenant, 0) + 1
                     claimed.append(row_id)
-            found = conn.execute(select(webhook_deliveries).where(d.id.in_(claimed))).all()
+            found = conn.execute(select(webhook_deliveries).where(d.id.in_(claimed))
+                                 .order_by(d.conversation_id, d.seq, d.id)).all()
         return [record_from_row(WebhookDelivery, row) for row in found]
 
     def finish_delivery(

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from agentq.errors import InvalidInput
 from agentq.tenancy.keybox import KeyBoxError
 from agentq.store import Store
 from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
@@ -59,8 +60,12 @@ class Deliveries:
             log.error("webhook secret of endpoint %s cannot be opened", endpoint.id)
             self._record(delivery, endpoint, Answer(None, "secret_unreadable"))
             return None
+        try:  # the operator's rules may have narrowed since the URL was registered
+            target = check_url(endpoint.url, self.policy)
+        except InvalidInput:
+            self._record(delivery, endpoint, Answer(None, "url_refused"), final=True)
+            return None
         body = json.dumps(self._payload(delivery), separators=(",", ":"), ensure_ascii=False)
-        target = check_url(endpoint.url, self.policy)
         answer = send(target, body=body, webhook_id=delivery.id, at=now, secrets=secrets,
                       policy=self.policy)
         self._record(delivery, endpoint, answer)

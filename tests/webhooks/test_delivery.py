@@ -230,3 +230,18 @@ def test_another_tenants_events_and_a_forks_copied_log_reach_no_endpoint(
     mine, _ = endpoints.create("t1", url="https://hooks.example.com/t1", event_types=ALL)
     commands.fork(conv.id, ALICE, at_seq=2)
     assert store.list_webhook_deliveries(mine.id, limit=10) == []
+
+
+def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
+    store, registry, clock, runtime, commands
+):
+    endpoints, _ = hooks(store, registry, clock)
+    with Receiver() as receiver:
+        endpoint, _ = endpoints.create("t1", url=receiver.url, event_types=["call.waiting"])
+        stricter = WebhookEndpoints(store, endpoints.keybox, WebhookPolicy(), clock)  # https only
+        deliveries = Deliveries(store, stricter, registry, clock)
+        start(commands, runtime)
+        flush(deliveries)
+        assert receiver.connections == 0
+    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    assert delivery.status == "failed" and delivery.attempt_log[-1]["outcome"] == "url_refused"
