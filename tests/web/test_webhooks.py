@@ -112,3 +112,5 @@ def test_a_pending_call_has_the_context_a_person_decides_on_and_the_list_shows_t
     assert earlier["name"] == "lookup" and earlier["status"] == "ok"
     (item,) = api.client.get("/v1/conversations", headers=alice).json["conversations"]
     assert item["title"] == "Refund order A-17 please" and item["acting_user"] == "alice"
+    scraped = api.client.get("/metrics").get_data(as_text=True)
+    assert 'agentq_pending_calls{executor="approval"} 1.0' in scraped

@@ -34,7 +34,7 @@ bp = Blueprint("metrics", __name__)
 STEP_KINDS = (MODEL_STEP, "tool", "compact")  # label values: the stored kinds
 STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
                  "failed_permanent", "timeout", "cancelled")
-EXECUTORS = ("human", "client")
+EXECUTORS = ("human", "client", "approval")  # what a pending call waits on
 
 
 class StoreCollector(Collector):
@@ -61,7 +61,7 @@ class StoreCollector(Collector):
         yield retries
         yield self._latency(kinds)
         pending = GaugeMetricFamily(
-            "agentq_pending_calls", "Tool calls waiting for a person or the client app",
+            "agentq_pending_calls", "Tool calls waiting for a person, the client app, or an approval",
             labels=["executor"])
         for executor in _known(EXECUTORS, m.pending):
             pending.add_metric([executor], m.pending.get(executor, 0))
