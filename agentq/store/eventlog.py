@@ -38,8 +38,8 @@ from agentq.store.conversations import (
 from agentq.store.engine import insert_ignoring, param, parameter_rows, row_parameters
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
-from agentq.store.schema import conversations, events, record_from_row, summaries
 from agentq.store.outbox import record_outbox_txn
+from agentq.store.schema import conversations, events, record_from_row, summaries
 
 
 def event_from_row(row: Row[Any]) -> Event:
@@ -91,7 +91,7 @@ def append_at_txn(
     PostgreSQL the events' INSERT is part of that statement and runs only if the row moved.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
-    move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
+    move: dict[str, Any] = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
     if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
         params = {**move_params(conversation_id, **move),
@@ -101,9 +101,10 @@ def append_at_txn(
             return None
         moved = conversation_from_row(row)
     else:
-        moved = move_next_seq_txn(conn, conversation_id, **move)
-        if moved is None:
+        after = move_next_seq_txn(conn, conversation_id, **move)
+        if after is None:
             return None
+        moved = after
         if appended:
             conn.execute(events.insert(), [_event_values(event) for event in appended])
     if outbox:  # the news of these events commits with them, or not at all (the outbox)
@@ -323,7 +324,7 @@ def _view_head_and_newer() -> CompoundSelect:
         events.c.seq > param(events.c.seq, "after_seq"),
         events.c.seq < next_seq,
     )
-    both = union_all(head, newer)
+    both: CompoundSelect[Any] = union_all(head, newer)
     return both.order_by(both.selected_columns.part, both.selected_columns.event_seq)
 
 

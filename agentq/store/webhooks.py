@@ -1,10 +1,10 @@
 """Webhook endpoints and the outbox of their deliveries, as the store holds them.
 
-An endpoint's secret is sealed text here (agentq.tenancy.keybox seals and opens it). A delivery
-row is written in the transaction that appends the log event causing it
-(agentq.store.outbox). Deliveries move by conditional updates (`claim_due_deliveries`, `finish_delivery`), so a
-relay or a worker that runs twice changes nothing the second time. `Webhooks` is mixed
-into `Store`, like `ApiKeys`.
+An endpoint's secret is sealed text here (agentq.tenancy.keybox seals and opens it). A
+delivery row is written in the transaction that appends the log event causing it
+(agentq.store.outbox). Deliveries move by conditional updates (`claim_due_deliveries`,
+`finish_delivery`), so a relay or a worker that runs twice changes nothing the second
+time. `Webhooks` is mixed into `Store`, like `ApiKeys`.
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from sqlalchemy import Engine, and_, delete, func, or_, select, update
 from agentq.core.events import Event
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.eventlog import list_events_txn
-from agentq.store.schema import (events, record_from_row, record_values, webhook_deliveries,
-                                 webhook_endpoints)
+from agentq.store.schema import events, record_from_row, record_values, webhook_deliveries, webhook_endpoints
 
 ATTEMPT_LOG_KEEP = 20  # the latest attempts a delivery row keeps
 
@@ -73,7 +72,8 @@ class Webhooks:
         """Insert the endpoint unless its tenant already has `max_per_tenant`; False then."""
         e = webhook_endpoints.c
         with begin_write(self.engine) as conn:
-            count = conn.execute(select(func.count()).where(e.tenant == endpoint.tenant)).scalar()
+            count = conn.execute(
+                select(func.count()).where(e.tenant == endpoint.tenant)).scalar_one()
             if count >= max_per_tenant:
                 return False
             conn.execute(webhook_endpoints.insert(), [record_values(endpoint)])
@@ -146,7 +146,7 @@ class Webhooks:
                   and_(d.status == "delivering", d.lease_until < now))
         claimed: list[WebhookDelivery] = []
         with begin_write(self.engine) as conn:
-            in_flight = dict(conn.execute(
+            in_flight: dict[str, int] = dict(conn.execute(
                 select(d.tenant, func.count()).where(d.status == "delivering",
                                                      d.lease_until >= now).group_by(d.tenant)
             ).all())

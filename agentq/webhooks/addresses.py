@@ -87,7 +87,7 @@ def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
             infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError):
             raise AddressRefused("the host name does not resolve") from None
-        found = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     if not found:
         raise AddressRefused("the host name does not resolve")
     refused = [a for a in found if not allowed(a, policy)]

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from agentq.errors import InvalidInput
-from agentq.tenancy.keybox import KeyBoxError
 from agentq.store import Store
 from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
+from agentq.tenancy.keybox import KeyBoxError
 from agentq.tools import Registry
 from agentq.webhooks.addresses import check_url
 from agentq.webhooks.endpoints import WebhookEndpoints

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from agentq.core.occurrences import EVENT_TYPES
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.tenancy.keybox import KeyBox
 from agentq.store import Store
 from agentq.store.webhooks import WebhookEndpoint
+from agentq.tenancy.keybox import KeyBox
 from agentq.webhooks.addresses import check_url
 from agentq.webhooks.policy import WebhookPolicy
 
@@ -60,7 +60,7 @@ class WebhookEndpoints:
                            code="too_many_endpoints")
         return endpoint, secret
 
-    def list(self, tenant: str) -> list[WebhookEndpoint]:
+    def list_for(self, tenant: str) -> list[WebhookEndpoint]:
         return self.store.list_webhook_endpoints(tenant)
 
     def get(self, tenant: str, endpoint_id: str) -> WebhookEndpoint:

@@ -5,8 +5,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from agentq.config import Config
-from agentq.tenancy.keybox import KeyBox
 from agentq.store import Store
+from agentq.tenancy.keybox import KeyBox
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from flask import Blueprint, g, url_for
 
 from agentq.web import models, present
-from agentq.webhooks import payloads
 from agentq.web.operation import operation
 from agentq.web.services import services
+from agentq.webhooks import payloads
 
 bp = Blueprint("conversations", __name__, url_prefix="/v1/conversations")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from flask import Blueprint, g
 
 from agentq.errors import Conflict, NotFound
-from agentq.webhooks import payloads
 from agentq.web import models, present
 from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
+from agentq.webhooks import payloads
 
 bp = Blueprint("tool_calls", __name__, url_prefix="/v1/conversations")
 

@@ -7,7 +7,7 @@ the receiver answered.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from flask import Blueprint, g
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -15,17 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from agentq.core.occurrences import EVENT_TYPES
 from agentq.core.timefmt import format_ts
 from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
-from agentq.webhooks.endpoints import MAX_GRACE_S, WebhookEndpoints
 from agentq.web import present
 from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
+from agentq.webhooks.endpoints import MAX_GRACE_S, WebhookEndpoints
 
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
 
 EventType = Literal["call.waiting", "call.resolved", "call.expired", "turn.completed",
                     "turn.failed"]
-assert set(EventType.__args__) == set(EVENT_TYPES)  # one list of names, checked at import
+assert set(get_args(EventType)) == set(EVENT_TYPES)  # one list of names, checked at import
 Url = Annotated[str, StringConstraints(min_length=10, max_length=2048,
                                        pattern=r"^https?://[^\s]+$")]
 EventTypes = Annotated[list[EventType], Field(min_length=1, max_length=len(EVENT_TYPES))]
@@ -126,7 +126,7 @@ def create(body: CreateWebhook):
 @bp.get("")
 @operation("List your webhook endpoints", answers={200: WebhookList}, errors=(503,))
 def listing():
-    return present.dump(WebhookList(webhooks=[_out(e) for e in _endpoints().list(g.scope.tenant)]))
+    return present.dump(WebhookList(webhooks=[_out(e) for e in _endpoints().list_for(g.scope.tenant)]))
 
 
 @bp.get("/<id:webhook_id>")
