@@ -22,6 +22,8 @@ from agentq.tenancy.access import ModelAccess
 from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry
+from agentq.webhooks.endpoints import WebhookEndpoints
+from agentq.webhooks.policy import WebhookPolicy
 from tests.clock import Clock
 from tests.drive import drain
 from agentq.web.app import create_app
@@ -67,6 +69,8 @@ class Api:
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
                               policy=self.policy, catalog=catalog),
             send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
+            webhooks=WebhookEndpoints(store, KeyBox([new_encryption_key()]), WebhookPolicy(),
+                                      self.clock),
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()

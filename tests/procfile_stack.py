@@ -22,7 +22,8 @@ from pathlib import Path
 from tests.processes import ROOT, wait_for
 
 BIN = Path(sys.executable).parent
-PROCESSES = ("web", "worker-model", "worker-tools", "worker-timers", "beat", "flower")
+PROCESSES = ("web", "worker-model", "worker-tools", "worker-timers", "worker-webhooks", "beat",
+             "flower")
 STARTED = re.compile(r"([\w-]+)\.1 started \(pid=(\d+)\)")
 FLOWER_PORT_OFFSET = 100 * PROCESSES.index("flower")  # honcho: the base port plus 100 a line
 

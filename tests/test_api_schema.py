@@ -20,6 +20,7 @@ OPERATIONS = {
     ("get", "/v1/conversations/{conversation_id}/stream"),
     ("get", "/v1/conversations/{conversation_id}/tool-calls"),
     ("post", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/resolution"),
+    ("get", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/context"),
     ("get", "/v1/conversations/{conversation_id}/context"),
     ("post", "/v1/conversations/{conversation_id}/cancel"),
     ("post", "/v1/conversations/{conversation_id}/retry"),
@@ -30,6 +31,9 @@ OPERATIONS = {
     ("post", "/v1/agents"), ("get", "/v1/agents"), ("get", "/v1/agents/{name}"),
     ("post", "/v1/agents/{name}/versions"), ("get", "/v1/agents/{name}/versions"),
     ("get", "/v1/agents/{name}/versions/{version}"),
+    ("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("get", "/v1/webhooks/{webhook_id}"),
+    ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
+    ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
 }
 
 
@@ -59,8 +63,11 @@ def test_every_operation_declares_the_errors_it_can_answer(spec):
 
 def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
     schemas = spec["components"]["schemas"]
-    for name in ("PostMessage", "Resolution", "CreateConversation", "CreateAgent", "NewAgentVersion"):
+    for name in ("PostMessage", "CallResult", "Decision", "CreateConversation", "CreateAgent",
+                 "NewAgentVersion"):
         assert schemas[name]["additionalProperties"] is False
+    variants = {ref["$ref"].rsplit("/", 1)[-1] for ref in schemas["Resolution"]["oneOf"]}
+    assert variants == {"CallResult", "Decision"}
     assert schemas["PostMessage"]["required"] == ["content"]
     assert schemas["ErrorAnswer"]["required"] == ["error"]
 
@@ -82,12 +89,14 @@ def fuzzed(store):
     target.run()
     [call] = store.list_tool_calls(cid, status="pending")
     assert target.client.post("/v1/agents", json={"name": "fuzzy"}, headers=headers).status_code == 201
+    hook = target.client.post("/v1/webhooks", headers=headers, json={
+        "url": "https://hooks.example.com/agentq", "event_types": ["call.waiting"]}).json
     # NUL is valid JSON but no PostgreSQL text can hold it: the API answers 422 (tested in
     # test_api_errors), which a JSON schema cannot declare, so it is not generated here.
     config = SchemathesisConfig.from_dict({"generation": {"allow-x00": False}})
     schema = schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config)
     return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai",
-                            "name": "fuzzy", "version": "1"}
+                            "name": "fuzzy", "version": "1", "webhook_id": hook["id"]}
 
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -109,10 +118,12 @@ def test_no_request_gets_a_5xx_or_an_answer_the_spec_does_not_declare(fuzzed, me
     # http(s), api_key_ref names a variable): valid-looking settings may rightly get 422.
     # Likewise image parts: an https URL on a private host, or base64 that is not the image
     # its media type says, is refused though the schema cannot say so.
-    # An agent's settings are the same settings; and a name may be taken already.
+    # An agent's settings are the same settings, and a name may be taken already; a webhook
+    # URL must not name a private or loopback host, which no pattern can say.
     rules_beyond_schema = {("post", "/v1/conversations"),
                            ("post", "/v1/conversations/{conversation_id}/messages"),
-                           ("post", "/v1/agents"), ("post", "/v1/agents/{name}/versions")}
+                           ("post", "/v1/agents"), ("post", "/v1/agents/{name}/versions"),
+                           ("post", "/v1/webhooks"), ("patch", "/v1/webhooks/{webhook_id}")}
     excluded = [positive_data_acceptance] if (method, path) in rules_beyond_schema else []
 
     @given(case=schema[path][method].as_strategy(), use_real=st.booleans())

@@ -20,7 +20,7 @@ from agentq.worker.queues import QUEUES
 from tests.processes import ROOT
 from tests.unavailable import unavailable
 
-WORKERS = ("worker-model", "worker-tools", "worker-timers")
+WORKERS = ("worker-model", "worker-tools", "worker-timers", "worker-webhooks")
 PROCESSES = ("web", *WORKERS, "beat", "flower")
 COMPOSE_ENV = {"HOST": "0.0.0.0"}  # in a container the port mapping decides who can connect
 

@@ -18,7 +18,7 @@ from tests.clock import T0
 from tests.store_support import schedule_step
 from agentq.web.app import create_app
 from agentq.web.auth import KeyRing
-from agentq.web.routes.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
+from agentq.web.routes.metrics import DELIVERY_STATUSES, EXECUTORS, STEP_KINDS, STEP_STATUSES
 from agentq.web.services import Services
 from agentq.web.streaming.streams import DROP_REASONS
 
@@ -128,6 +128,8 @@ def _series(*, steps: dict, retries: dict, durations: dict, pending: dict, oldes
     expected[("agentq_streams_refused_total", frozenset())] = 0
     for reason in DROP_REASONS:
         expected[("agentq_streams_dropped_total", frozenset({"reason": reason}.items()))] = 0
+    for status in DELIVERY_STATUSES:  # no webhook endpoint in these stores
+        expected[("agentq_webhook_deliveries", frozenset({"status": status}.items()))] = 0
     return expected
 
 

@@ -115,7 +115,8 @@ def test_flower_shows_each_queue_and_the_worker_that_takes_it(stack):
     assert status == 200
     taken = {name.split("@")[0]: sorted(q["name"] for q in info.get("active_queues", []))
              for name, info in workers.items()}
-    assert taken == {"model": ["agentq.model"], "tools": ["agentq.tools"], "timers": ["agentq.timers"]}
+    assert taken == {"model": ["agentq.model"], "tools": ["agentq.tools"],
+                     "timers": ["agentq.timers"], "webhooks": ["agentq.webhooks"]}
 
 
 def test_flower_shows_a_turns_tasks_by_name_with_readable_args_as_the_ledger_has_them(stack, key):

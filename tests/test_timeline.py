@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agentq.cli.api_client import endpoint
-from agentq.cli.chat import answer_for, parse_settings
+from agentq.cli.chat import answer_for, decision_for, parse_settings
 from agentq.cli.timeline import clip, clock, header, summarize, timeline
 
 T1, T2 = "11111111-aaaa-4000-8000-000000000001", "22222222-bbbb-4000-8000-000000000002"
@@ -118,6 +118,31 @@ def test_the_header_shows_state_pending_calls_inbox_and_summary():
 ])
 def test_a_typed_answer_becomes_a_resolution(typed, expected):
     assert answer_for(typed) == expected
+
+
+@pytest.mark.parametrize("typed, expected", [
+    ("a", ("approved", None)),
+    ("approve it", None),
+    ("r", ("rejected", None)),
+    ("reject the lookup said 129.90", ("rejected", "the lookup said 129.90")),
+    ("maybe", None),
+])
+def test_a_typed_decision_on_a_gated_call_approves_or_rejects_with_a_reason(typed, expected):
+    assert decision_for(typed) == expected
+
+
+def test_a_rejection_reads_as_a_rejection_with_its_reason_in_the_timeline():
+    names = {"call_1": "issue_refund"}
+    call = {"type": "tool_call", "content": {
+        "tool_call_id": "call_1", "name": "issue_refund", "args": {"amount": 1299},
+        "executor": "server", "needs_approval": True}}
+    rejected = {"type": "resolution", "content": {
+        "tool_call_id": "call_1", "status": "rejected", "by": "bob", "reason": "too much"}}
+    assert "needs approval" in summarize(call, names)
+    assert summarize(rejected, names) == "issue_refund rejected by bob: too much"
+    said_no = {"type": "tool_result", "content": {
+        "tool_call_id": "call_1", "status": "ok", "output": {"approved": False, "reason": "no"}}}
+    assert summarize(said_no, names).startswith("issue_refund rejected:")
 
 
 def test_settings_come_as_inline_json_or_from_a_file(tmp_path):

@@ -201,7 +201,8 @@ def test_arguments_that_are_not_an_object_are_refused() -> None:
 
 def test_from_modules_collects_every_demo_tool() -> None:
     registry = Registry.from_modules(["agentq.tools.demo"])
-    assert sorted(registry.names) == ["add", "approve_payment", "get_weather", "noop", "sleep", "whoami"]
+    assert sorted(registry.names) == ["add", "approve_payment", "get_weather", "lookup_order", "noop",
+                                     "refund_order", "sleep", "whoami"]
 
 
 def test_two_tools_with_one_name_are_rejected() -> None:

@@ -218,6 +218,7 @@ def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page,
     assert "approve_payment" in page.find_element(By.CSS_SELECTOR, "#pending .call-name").text
     wait(page, lambda d: d.find_element(By.ID, "live").text == "live", "the stream to be open")
     page.find_element(By.CSS_SELECTOR, "#pending button.approve").click()
+    page.find_element(By.CSS_SELECTOR, "#pending button.confirm-approve").click()
 
     def partial(d):
         shown = [t for t in texts(d, "#log .answer.partial") if t]
@@ -259,15 +260,111 @@ def test_the_approvals_page_lists_calls_of_every_conversation_and_rejects_one(pa
     listed = lambda d: set(texts(d, "#approvals .approval .conversation-link"))
     wait(page, lambda d: {first, second} <= listed(d), "both waiting calls")
     card = page.find_element(By.CSS_SELECTOR, f"#approvals .approval[data-key='{first}/{calls[first]}']")
-    assert '"to": "Bob"' in card.find_element(By.CSS_SELECTOR, ".args").text
+    assert card.find_element(By.CSS_SELECTOR, ".fields").text.split() == ["amount", "20", "to", "Bob"]
     card.find_element(By.CSS_SELECTOR, "input.reply").send_keys("Bob is not a known payee")
     card.find_element(By.CSS_SELECTOR, "button.reject").click()
+    assert "Bob is not a known payee" in visible(card, ".confirm .question").text
+    card.find_element(By.CSS_SELECTOR, "button.confirm-reject").click()
 
     wait(page, lambda d: first not in listed(d), "the rejected call to leave the queue")
     assert second in listed(page)
     [closed] = server.call("GET", f"/v1/conversations/{first}/tool-calls")["tool_calls"]
     assert closed["status"] == "resolved"
     assert closed["result"] == {"approved": False, "reason": "Bob is not a known payee"}
+
+
+SCREENS = Path(os.environ.get("AGENTQ_SCREENS", "/work/coord/screens"))
+REFUND = [
+    {"text": "Let me look the order up first.", "chunks": 2,
+     "tool_calls": [{"name": "lookup_order", "args": {"order": "A-17"}}]},
+    {"text": "The order exists; refunding the espresso machine now.", "chunks": 2,
+     "tool_calls": [{"name": "refund_order",
+                     "args": {"order": "A-17", "amount": 1299.0, "reason": "arrived broken"}}]},
+    {"text": "I could not refund it: the refund was not approved.", "chunks": 2},
+]
+ASKED = "My espresso machine arrived broken. Please refund order A-17."
+
+
+def shoot(driver: WebDriver, name: str) -> None:
+    """A screenshot for people to look at; the folder is the operator's (AGENTQ_SCREENS)."""
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1280, max(1000, min(int(height) + 100, 4000)))
+    driver.save_screenshot(str(SCREENS / f"{name}.png"))
+    driver.set_window_size(1280, 1000)
+
+
+def gated_refund(server: DevServer, user: str) -> tuple[str, str]:
+    cid = server.create(script=REFUND)
+    answer = httpx2.post(f"{server.url}/v1/conversations/{cid}/messages", json={"content": ASKED},
+                         headers={**server.headers, "X-Agentq-User": user}, timeout=10)
+    assert answer.is_success, answer.text
+    [call] = server.wait_for_state(cid, "awaiting_input")["pending"]
+    assert call["needs_approval"] and call["name"] == "refund_order"
+    return cid, call["tool_call_id"]
+
+
+def test_an_approval_card_shows_what_a_person_decides_on_and_a_rejection_reads_as_one(page, server):
+    cid, call_id = gated_refund(server, "carla")
+    page.find_element(By.LINK_TEXT, "Approvals").click()
+    card = visible(page, f"#approvals .approval[data-key='{cid}/{call_id}']")
+    wait(page, lambda d: card.find_element(By.CSS_SELECTOR, ".title").text == ASKED, "the title")
+    assert card.find_element(By.CSS_SELECTOR, ".acting-user").text == "Acting for carla"
+    assert ASKED in card.find_element(By.CSS_SELECTOR, ".asked").text
+    assert "refunding the espresso machine" in card.find_element(By.CSS_SELECTOR, ".said").text
+    assert "Refunds above 100 EUR wait" in card.find_element(By.CSS_SELECTOR, ".description").text
+    assert card.find_element(By.CSS_SELECTOR, ".fields").text.split("\n") == [
+        "order", "A-17", "amount", "1299", "reason", "arrived broken"]
+    earlier = card.find_element(By.CSS_SELECTOR, "details.earlier")
+    assert "lookup_order" in earlier.text and "129.9" in earlier.text
+    assert card.find_elements(By.CSS_SELECTOR, "button.answer") == []  # approve or reject only
+    shoot(page, "approvals-gated-refund")
+
+    card.find_element(By.CSS_SELECTOR, "input.reply").send_keys("the order says 129.90 EUR")
+    card.find_element(By.CSS_SELECTOR, "button.reject").click()
+    question = visible(card, ".confirm .question").text
+    assert "refund_order" in question and "129.90 EUR" in question and "will not run" in question
+    shoot(page, "approvals-reject-confirm")
+    assert server.call("GET", f"/v1/conversations/{cid}")["state"] == "awaiting_input"  # not yet
+    card.find_element(By.CSS_SELECTOR, "button.confirm-reject").click()
+    wait(page, lambda d: not d.find_elements(By.CSS_SELECTOR, f"#approvals .approval[data-key='{cid}/{call_id}']"),
+         "the rejected call to leave the queue")
+
+    page.get(f"{server.url}/ui/#/conversation/{cid}")
+    wait(page, lambda d: "the refund was not approved" in " ".join(texts(d, "#log .answer.final .text")),
+         "the model's answer after the refusal")
+    result = page.find_element(By.CSS_SELECTOR, f"#log .call[data-call-id='{call_id}'] .result .tag")
+    assert result.text == "rejected" and "result-rejected" in result.get_attribute("class")
+    [note] = texts(page, "#log .note.resolution.refused")
+    assert "rejected by pat: the order says 129.90 EUR" in note
+    shoot(page, "conversation-rejected-refund")
+    [closed] = [c for c in server.call("GET", f"/v1/conversations/{cid}/tool-calls")["tool_calls"]
+                if c["tool_call_id"] == call_id]
+    assert closed["status"] == "rejected"
+
+
+def test_an_approved_gated_call_runs_as_shown_after_the_confirmation(page, server):
+    cid, call_id = gated_refund(server, "dave")
+    page.get(f"{server.url}/ui/#/conversation/{cid}")
+    box = visible(page, f"#pending .pending-call[data-call-id='{call_id}']")
+    box.find_element(By.CSS_SELECTOR, "button.approve").click()
+    assert "It runs as shown." in visible(box, ".confirm .question").text
+    box.find_element(By.CSS_SELECTOR, "button.confirm-approve").click()
+    wait(page, lambda d: "refunded 1299.00 EUR on order A-17" in " ".join(texts(d, "#log .call .result")),
+         "the refund's result")
+    [note] = texts(page, "#log .note.resolution")
+    assert "approved by pat" in note
+
+
+def test_the_conversation_list_shows_titles_states_acting_users_and_last_activity(page, server):
+    cid, _ = gated_refund(server, "erin")
+    page.get(server.url + "/ui/#/conversations")
+    row = wait(page, lambda d: next((r for r in d.find_elements(By.CSS_SELECTOR, "#conversations tr")
+                                     if cid in r.text), None), "the conversation's row")
+    cells = [c.text for c in row.find_elements(By.CSS_SELECTOR, "td")]
+    assert cells[0] == ASKED and cells[1] == "awaiting input" and cells[2] == "erin"
+    assert cells[4] and cells[5] == cid
+    shoot(page, "conversations-list")
 
 
 def test_the_retry_button_re_drives_a_failed_conversation(page, server, model):

@@ -150,7 +150,7 @@ def test_each_task_goes_to_the_queue_of_its_kind_and_a_tool_to_its_own_if_it_nam
     }
     # a worker started without -Q takes every one of them
     assert [q.name for q in app.conf.task_queues] == [
-        "agentq.model", "agentq.tools", "agentq.timers", "gpu"]
+        "agentq.model", "agentq.tools", "agentq.timers", "agentq.webhooks", "gpu"]
 
 
 def test_a_worker_started_without_queues_runs_a_tool_that_has_a_queue_of_its_own(

@@ -64,3 +64,28 @@ def own_queue_lookup(key: str) -> str:
 @agentq.tool(executor="human", expires_in=8)
 def approve_soon(amount: float) -> None:
     """Ask a person, who has eight seconds to answer (takeover tests)."""
+
+
+def _over_100(args: dict, scope: agentq.Scope) -> bool:
+    return args["amount"] > 100
+
+
+@agentq.tool(needs_approval=_over_100, expires_in=60)
+def issue_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
+    """Refund an order; a person approves refunds above 100. Counts its runs, and writes
+    one line per run to $AGENTQ_TEST_TOOL_LOG when set (worker tests)."""
+    import json
+    import os
+
+    _count(f"issue_refund:{ctx.tool_call_id}")
+    if os.environ.get("AGENTQ_TEST_TOOL_LOG"):
+        with open(os.environ["AGENTQ_TEST_TOOL_LOG"], "a") as log:
+            log.write(json.dumps({"call": ctx.tool_call_id, "order": order, "amount": amount}) + "\n")
+    return f"refunded {amount:.2f} on order {order}"
+
+
+@agentq.tool(needs_approval=True, expires_in=3)
+def quick_refund(order: str, amount: float) -> str:
+    """A refund a person has three seconds to approve (expiry tests)."""
+    _count(f"quick_refund:{order}")
+    return f"refunded {amount:.2f} on order {order}"
