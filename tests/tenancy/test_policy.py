@@ -255,7 +255,7 @@ def test_agentq_policy_prints_the_agents_the_code_defines_and_whom_each_goes_to(
     path = tmp_path / "p.toml"
     path.write_text('[agents.concierge]\ntenants = ["acme"]\n[agents.ghost]\ntenants = []\n')
     monkeypatch.setenv("AGENTQ_POLICY", str(path))
-    monkeypatch.setenv("AGENTQ_TOOLS", "tests.tools_for_tests,tests.agents_for_tests")
+    monkeypatch.setenv("AGENTQ_TOOLS", "tests.support.tools_for_tests,tests.support.agents_for_tests")
     assert cli.main(["policy"]) == 0
     printed = capsys.readouterr().out
     assert "agent support: defined in code; tenants all" in printed

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import agentq
-from tests.tools_for_tests import lookup
+from tests.support.tools_for_tests import lookup
 
 LOOKUP_SCRIPT = [
     {"text": "Looking it up.", "tool_calls": [{"name": "lookup", "args": {"key": "order-7"}}]},
