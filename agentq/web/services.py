@@ -1,7 +1,7 @@
 """What the API runs on: the store, the commands, pub/sub, the keys, and how follow-ups are sent.
 
 Built once per process from a Config, or handed in whole by a test, which then sends
-follow-ups wherever it likes (a list, or `tests.drive.drain`) instead of a broker.
+follow-ups wherever it likes (a list, or `tests.support.drive.drain`) instead of a broker.
 """
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from agentq.errors import Conflict, InvalidInput
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from agentq.core.scope import Scope
-from tests import tools_for_tests
-from tests.clock import Clock
-from tests.drive import Recorder, drain
+from tests.support import tools_for_tests
+from tests.support.clock import Clock
+from tests.support.drive import Recorder, drain
 
 ALICE = Scope(tenant="t1", user="alice")
 PERSON = Scope(tenant="t1", user="bob")
@@ -34,7 +34,7 @@ def clock():
 
 @pytest.fixture
 def runtime(store, clock):
-    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
                    clock=clock, sleep=lambda s: None)
 

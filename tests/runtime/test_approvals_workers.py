@@ -13,7 +13,7 @@ import redis
 from agentq.core.render import render
 from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
@@ -113,7 +113,7 @@ def test_a_rejected_call_never_runs_on_a_worker_and_the_next_model_call_reads_wh
 def test_a_call_nobody_approves_in_time_is_refused_by_the_system_and_never_runs(
     pg_store_clean, commands, broker, workers, beat
 ):
-    from tests import tools_for_tests
+    from tests.support import tools_for_tests
 
     store = pg_store_clean
     script = [{"tool_calls": [{"name": "quick_refund", "args": {"order": "B-2", "amount": 9.5}}]},

@@ -77,7 +77,7 @@ def test_disabling_rotating_and_deleting_an_endpoint(api, alice):
 
 
 def test_a_turns_deliveries_are_listed_and_counted_in_metrics(api, alice):
-    from tests.api_support import APPROVAL
+    from tests.support.api import APPROVAL
 
     hook = create(api, alice, types=["call.waiting"]).json["id"]
     cid = api.create(alice, script=APPROVAL)

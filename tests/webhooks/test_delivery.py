@@ -18,8 +18,8 @@ from agentq.core.scope import Scope
 from agentq.webhooks.delivery import Deliveries
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
-from tests.clock import Clock
-from tests.drive import Recorder, drain
+from tests.support.clock import Clock
+from tests.support.drive import Recorder, drain
 from tests.support.receiver import Receiver
 
 ALICE = Scope(tenant="t1", user="alice")
@@ -40,7 +40,7 @@ def clock():
 
 @pytest.fixture
 def registry():
-    return Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
+    return Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
 
 
 @pytest.fixture

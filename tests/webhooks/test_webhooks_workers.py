@@ -15,7 +15,7 @@ from agentq.core.scope import Scope
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
 from agentq.worker.tasks import enqueue
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

@@ -11,7 +11,7 @@ from agentq.tenancy.keybox import KeyBox, new_encryption_key
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
 from agentq.worker.embedded import Embedded
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 from tests.support.receiver import Receiver
 
 ALICE = Scope(tenant="t1", user="alice")
