@@ -1,7 +1,15 @@
 """The steps ledger (DESIGN section 5): schedule, claim, heartbeat, release, finish.
 
 Every transition is one conditional UPDATE, so a claimant that lost a race changes
-nothing and learns it from the row count. A claim may also be held to its tenant's share
+nothing and learns it from the row count.
+
+A step is given up after `max_attempts` faults, attempts that can be its own fault (inv.
+11): it raised (a release with `fault=True`), or its worker died while it ran alone. A
+worker that dies under many steps at once proves nothing about any one of them: such a
+death counts in `deaths`, and a step that died ALONE_AFTER_DEATHS times in company is
+claimed only by a worker that runs nothing else meanwhile (`alone=True`), so the step
+that kills its workers is found among the many that died with it, and the others never
+run out of attempts however often their workers are killed. A claim may also be held to its tenant's share
 of the workers (`cap`): past it the step is left `waiting`, in order of arrival, and
 holds no worker until a slot of its tenant frees.
 """
@@ -14,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Connection,
     Integer,
@@ -41,6 +50,8 @@ WAITING = "waiting"  # refused a slot by its tenant's cap; taken in arrival orde
 CLAIMABLE = (*READY, WAITING)
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
+# Deaths in company after which a step runs alone: one may be bad luck, two make it a suspect.
+ALONE_AFTER_DEATHS = 2
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class StepRecord:
     round_id: str | None
     last_error: str | None
     retries: int
+    faults: int
+    deaths: int
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -101,16 +114,47 @@ def _claimable(now: datetime) -> Any:
     return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
 
 
+def _died(now: Any) -> ColumnElement[bool]:
+    """The attempt under way is dead: its lease ran out while it was running."""
+    c = steps.c
+    return and_(c.status == "running", c.lease_until < now)
+
+
+def _faults_after(now: Any) -> ColumnElement[int]:
+    """The step's faults, counting an attempt that died while it ran alone."""
+    c = steps.c
+    return c.faults + case((and_(_died(now), c.deaths >= ALONE_AFTER_DEATHS), 1), else_=0)
+
+
+def _deaths_after(now: Any) -> ColumnElement[int]:
+    """The step's deaths in company, counting an attempt that died among others."""
+    c = steps.c
+    return c.deaths + case((and_(_died(now), c.deaths < ALONE_AFTER_DEATHS), 1), else_=0)
+
+
+def runs_alone(step: StepRecord, *, now: datetime, max_attempts: int) -> bool:
+    """True if the step is claimable with faults to spare, but only by a worker that runs it
+    alone (it died in company ALONE_AFTER_DEATHS times, counting a death not yet seen)."""
+    died = step.status == "running" and step.lease_until is not None and step.lease_until < now
+    claimable = step.status in CLAIMABLE or died
+    deaths = step.deaths + (died and step.deaths < ALONE_AFTER_DEATHS)
+    faults = step.faults + (died and step.deaths >= ALONE_AFTER_DEATHS)
+    return claimable and deaths >= ALONE_AFTER_DEATHS and faults < max_attempts
+
+
 def schedule_and_claim_step_txn(
     conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
-    max_attempts: int, cap: int | None = None,
+    max_attempts: int, cap: int | None = None, alone: bool = False,
 ) -> StepRecord | None:
     """Insert the step already claimed, or claim the existing row, in one statement; None if it
     is not ours to take.
 
     It is the only way a step is claimed: the conflict branch takes a row that is
-    scheduled, failed_recoverable, waiting or running under a lapsed lease, with attempts
-    left; a step running under a live lease, finished, or used up returns no row.
+    scheduled, failed_recoverable, waiting or running under a lapsed lease, with faults
+    left; a step running under a live lease, finished, or used up returns no row, and so
+    does a step that must run alone unless the claimant runs it `alone` (`runs_alone`).
+    Taking over a dead attempt counts its death: a fault if it ran alone, else a death in
+    company.
 
     With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
     live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
@@ -118,7 +162,7 @@ def schedule_and_claim_step_txn(
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
-    params.update(now=now, max_attempts=max_attempts)
+    params.update(now=now, max_attempts=max_attempts, alone=alone)
     if cap is not None:
         params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
     statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None)
@@ -191,25 +235,30 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
             "status": new.status,  # running, or waiting for a slot
             "lease_until": new.lease_until,
             "attempts": c.attempts + new.attempts,
+            "faults": _faults_after(now),
+            "deaths": _deaths_after(now),
             "worker": new.worker,
             "started_at": func.coalesce(new.started_at, c.started_at),
             "celery_task_id": new.celery_task_id,  # the task that took it up last
         },
-        where=and_(c.attempts < bindparam("max_attempts"), _claimable(now)),
+        where=and_(_faults_after(now) < bindparam("max_attempts"), _claimable(now),
+                   or_(_deaths_after(now) < ALONE_AFTER_DEATHS,
+                       bindparam("alone", type_=Boolean))),
     ).returning(*c)
 
 
 def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
-    """Mark a claimable step whose attempts are used up failed_permanent; True for one caller."""
+    """Mark a claimable step whose faults are used up failed_permanent; True for one caller."""
     c = steps.c
     result = conn.execute(
         update(steps)
-        .where(c.step_key == step_key, c.attempts >= max_attempts, _claimable(now))
+        .where(c.step_key == step_key, _faults_after(now) >= max_attempts, _claimable(now))
         .values(
             status="failed_permanent",
             lease_until=None,
+            faults=_faults_after(now),
             finished_at=now,
-            last_error=f"gave up after {max_attempts} attempts",
+            last_error=f"gave up after {max_attempts} failed attempts",
         )
     )
     return result.rowcount == 1
@@ -253,11 +302,15 @@ def list_owned_txn(conn: Connection, held: list[tuple[str, str]]) -> set[str]:
 
 
 def release_step_txn(
-    conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None
+    conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None,
+    fault: bool = False,
 ) -> bool:
+    """End our attempt with `status`; with `fault`, the attempt counts against the step."""
     if status not in RELEASE_STATUSES:
         raise ValueError(f"a step cannot be released as {status!r}")
     values: dict[str, Any] = {"status": status, "lease_until": None, "last_error": error}
+    if fault:
+        values["faults"] = steps.c.faults + 1
     if status in FINISHED:
         values["finished_at"] = now
     result = conn.execute(update(steps).where(_owned(step_key, worker)).values(**values))

@@ -159,6 +159,10 @@ steps = Table(
     Column("status", String(32), nullable=False),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("retries", Integer, nullable=False, server_default="0"),
+    # attempts that can be the step's own fault: it raised, or its worker died while it ran alone
+    Column("faults", Integer, nullable=False, server_default="0"),
+    # attempts whose worker died under it and other steps at once: no fault, but a suspicion
+    Column("deaths", Integer, nullable=False, server_default="0"),
     Column("lease_until", Timestamp),
     Column("worker", String(ID)),
     Column("celery_task_id", String(64)),

@@ -262,8 +262,12 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     def schedule_and_claim_step(
         self, step: NewStep, *, worker: str, lease_s: float,
         now: datetime | Callable[[], datetime], max_attempts: int, cap: int | None = None,
+        alone: bool = False,
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if it is not ours).
+
+        `alone`: the claimant runs nothing else meanwhile, so it may take a step that must run
+        alone (`ledger.runs_alone`), and a death of this attempt is the step's fault.
 
         With `cap`, the most steps of its tenant that may run at once: past it, the step is
         left waiting and comes back with status `waiting`. `now` may be the clock, read once
@@ -274,6 +278,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
             return ledger.schedule_and_claim_step_txn(
                 conn, step, worker=worker, lease_s=lease_s,
                 now=now() if callable(now) else now, max_attempts=max_attempts, cap=cap,
+                alone=alone,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -312,12 +317,14 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         return self._lease_engine
 
     def release_step(
-        self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
+        self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None,
+        fault: bool = False,
     ) -> bool:
-        """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled."""
+        """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled;
+        with `fault`, the attempt counts against the step (it raised)."""
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.release_step_txn(
-                conn, step_key, worker=worker, status=status, now=now, error=error
+                conn, step_key, worker=worker, status=status, now=now, error=error, fault=fault
             )
 
     def hold_step(

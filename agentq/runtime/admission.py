@@ -1,0 +1,68 @@
+"""Which steps a worker process takes on now: at most as many as it can move forward, and a
+step that must run alone only when nothing else of the process is in flight.
+
+A claim starts a lease and, if the process dies, costs every step it holds a death. So a
+task waits here, its step still unclaimed (the broker keeps its message unacknowledged,
+the sweeper re-drives it if the process dies), until the process has room: fewer than
+`limit` steps in flight, and no step running alone or waiting to. A suspect step (one
+that died with others, `ledger.runs_alone`) waits until every step in flight has ended,
+then runs while newcomers wait, so its death is its own.
+
+Careful: the waits are on a Condition, which is green under gevent (Celery patches
+threading before agentq is imported) and an OS lock under threads.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Admission:
+    """The steps one process runs at once: shared room for most, the whole process for one."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._alone = 0  # steps running alone (0 or 1) or waiting to
+
+    def in_flight(self) -> int:
+        with self._changed:
+            return self._in_flight
+
+    @contextmanager
+    def among_others(self) -> Iterator[None]:
+        """Hold one of the process's `limit` places while the block runs."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._alone and self._in_flight < self.limit)
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._leave()
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold the whole process while the block runs: once every step in flight has ended,
+        and with newcomers held back meanwhile (one alone step at a time)."""
+        with self._changed:
+            self._alone += 1
+            try:
+                self._changed.wait_for(lambda: self._in_flight == 0)
+            except BaseException:
+                self._alone -= 1
+                self._changed.notify_all()
+                raise
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._alone -= 1
+            self._leave()
+
+    def _leave(self) -> None:
+        with self._changed:
+            self._in_flight -= 1
+            self._changed.notify_all()
