@@ -64,3 +64,11 @@ def own_queue_lookup(key: str) -> str:
 @agentq.tool(executor="human", expires_in=8)
 def approve_soon(amount: float) -> None:
     """Ask a person, who has eight seconds to answer (takeover tests)."""
+
+
+@agentq.tool
+def segfault() -> str:
+    """Crash the worker process that runs it, as a broken C extension would (poison tests)."""
+    import ctypes
+
+    return ctypes.string_at(0).decode()  # reads address 0: SIGSEGV

@@ -86,3 +86,33 @@ def test_a_green_worker_killed_every_few_seconds_gives_up_none_of_its_healthy_st
     print(f"settled {time.monotonic() - started:.0f} s after the first kill: {census(store)}")
     assert given_up(store, ids) == []
     assert all(store.list_events(cid)[-1].content.get("text") == HEALTHY[0]["text"] for cid in ids)
+
+
+POISON = [{"tool_calls": [{"name": "segfault", "args": {}}]}, {"text": "the tool broke"}]
+QUICK = [{"text": "fine", "delay_s": 0.3}]
+
+
+def test_a_tool_that_crashes_its_green_worker_among_hundreds_of_healthy_steps_alone_fails(
+    pg_store_clean, commands, broker, workers
+):
+    store = pg_store_clean
+    env = {"AGENTQ_MAX_ATTEMPTS": "2"}
+    poison = begin(commands, broker, POISON)
+    ids = [begin(commands, broker, QUICK) for _ in range(200)]
+    worker, deaths = workers("green0", **GREEN, **env), 0
+    deadline = time.monotonic() + 150
+    while not settled(store, [poison, *ids]):
+        assert time.monotonic() < deadline, f"still unsettled: {census(store)}"
+        if not worker.alive():
+            deaths += 1
+            worker = workers(f"green{deaths}", **GREEN, **env)
+        time.sleep(0.2)
+    assert given_up(store, ids) == []
+    assert all(store.list_events(cid)[-1].content.get("text") == "fine" for cid in ids)
+    # the poison step's own deaths, alone, gave it up: its call ended with an error result
+    result = next(e for e in store.list_events(poison) if e.type == "tool_result")
+    assert result.content["status"] == "error" and "giving up" in result.content["output"]
+    assert store.list_events(poison)[-1].content.get("text") == "the tool broke"
+    [tool] = [s for s in store.list_steps(poison) if s.kind == "tool"]
+    assert (tool.status, tool.faults, tool.deaths) == ("failed_permanent", 2, 2)
+    assert deaths == 4  # twice with company, then twice alone
