@@ -10,6 +10,7 @@ import functools
 import importlib
 import logging
 import os
+import socket
 import sys
 import warnings
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from agentq.own_keys import OwnKeys, keybox_for
 from agentq.policy import Policy
 from agentq.queues import MODEL, TASK_QUEUES, TIMERS, all_queues
 from agentq.runtime import Runtime
+from agentq.runtime.shares import SlotOffer
 from agentq.runtime.sweeper import Sweeper
 from agentq.tools import Registry
 
@@ -328,6 +330,7 @@ _registry = Registry.from_modules(list(_config.tools))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
 app = create_celery(_config, _runtime, tool_queues=_registry.queues)
 _sweepers: list[Sweeper] = []
+_offers: list[SlotOffer] = []
 
 
 def _start_sweeper() -> None:
@@ -362,6 +365,36 @@ def _stop_sweeper(**_: object) -> None:
     """A stopping worker gives the sweeper lock up at once: another candidate leads."""
     while _sweepers:
         _sweepers.pop().stop()
+
+
+def _offer_slots(slots: int) -> None:
+    """Announce this process's `slots` on each queue its worker takes, where steps are claimed:
+    tenants' default shares of a queue derive from them (`agentq.runtime.shares`)."""
+    if _offers:
+        return
+    queues = list(app.amqp.queues.consume_from)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    rt = _runtime()
+    _offers.append(SlotOffer(rt.store, rt.clock, worker, dict.fromkeys(queues, slots)).start())
+
+
+@signals.worker_process_init.connect
+def _slots_of_pool_process(**_: object) -> None:
+    _offer_slots(1)  # a prefork child runs one task at a time
+
+
+@signals.worker_ready.connect
+def _slots_of_worker(sender: object, **_: object) -> None:
+    pool = getattr(sender, "pool", None)
+    if getattr(sender, "app", None) is app and not isinstance(pool, PreforkPool):
+        _offer_slots(max(1, int(getattr(pool, "limit", None) or 1)))  # threads, gevent, solo
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _withdraw_slots(**_: object) -> None:
+    while _offers:
+        _offers.pop().stop()
 
 
 @signals.worker_init.connect

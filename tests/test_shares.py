@@ -16,6 +16,7 @@ from agentq.core.settings import Settings
 from agentq.followups import Advance
 from agentq.providers.access import provider_for
 from agentq.runtime import Runtime
+from agentq.runtime.shares import Shares
 from agentq.store import NewStep, StepRecord, Store
 from agentq.tools import Registry, Scope
 from tests.clock import T0, Clock
@@ -284,3 +285,46 @@ def _eventually(condition, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+# the default share: of one queue's announced slots, counting that queue's kinds only
+
+
+def test_a_cap_by_kind_counts_only_the_tenants_steps_of_those_kinds(store):
+    cid = conversation(store)
+    assert claim(store, cid, "model", cap=None).status == "running"
+    tool = NewStep("t1", cid, "tool", {"tool_call_id": "c1"}, None, "task-t1", "acme")
+    taken = store.schedule_and_claim_step(tool, worker="w1", lease_s=LEASE_S, now=at(1),
+                                          max_attempts=5, cap=1, cap_kinds=("tool",))
+    assert taken.status == "running"  # the running model step is not one of its queue's
+    second = NewStep("t2", cid, "tool", {"tool_call_id": "c2"}, None, "task-t2", "acme")
+    assert store.schedule_and_claim_step(second, worker="w1", lease_s=LEASE_S, now=at(2),
+                                         max_attempts=5, cap=1, cap_kinds=("tool",)
+                                         ).status == "waiting"
+
+
+def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(store):
+    store.announce_slots("h:1", {"agentq.tools": 4, "agentq.model": 1}, now=at(0), ttl_s=30)
+    store.announce_slots("h:2", {"agentq.tools": 2}, now=at(0), ttl_s=60)
+    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 6, "agentq.model": 1}
+    assert store.load_queue_slots(now=at(45)) == {"agentq.tools": 2}
+    store.withdraw_slots("h:2")
+    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 4, "agentq.model": 1}
+
+
+def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_shares_it(store):
+    shares = Shares(store, lambda: at(5), lambda tenant: None)
+    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    assert shares.cap("acme", "agentq.tools") == (3, ("tool",))
+    assert shares.cap("acme", "agentq.model") == (None, None)  # no slots announced there
+    globex = conversation(store, "globex")
+    step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
+    store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
+    fresh = Shares(store, lambda: at(5), lambda tenant: None)
+    assert fresh.cap("acme", "agentq.tools") == (2, ("tool",))
+
+
+def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
+    shares = Shares(store, lambda: at(5), lambda tenant: 7)
+    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    assert shares.cap("acme", "agentq.tools") == (7, None)

@@ -30,9 +30,11 @@ from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.logconfig import bind as bind_log_context
 from agentq.providers.errors import CircuitOpen, ProviderError
+from agentq.queues import MODEL
 from agentq.runtime.admission import Admission
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
+from agentq.runtime.shares import Shares
 from agentq.runtime.model_call import Cancelled, StepTimedOut
 from agentq.runtime.repair import redrive
 from agentq.store import NewStep
@@ -79,6 +81,8 @@ class StepWork(ABC, Generic[Result]):
 
     # How often the lease is renewed while the work runs (None: a third of the lease).
     heartbeat_s: float | None = None
+    # The queue whose workers run the step: its tenant's default share is of their slots.
+    queue: str = MODEL
 
     def __init__(self, ctx: StepContext, conversation_id: str, tenant: str, step: Step) -> None:
         self.ctx = ctx
@@ -117,6 +121,7 @@ class Lifecycle:
         self.ctx = ctx
         self.leases = leases
         self.admission = admission or Admission(ctx.config.steps_in_flight)
+        self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
         """Claim the step, run it with its lease kept, then commit it or record how it failed.
@@ -124,15 +129,15 @@ class Lifecycle:
         `task_id` is the Celery task running the step, recorded on its ledger row (by
         default the step's own deterministic task id, which tool tasks are sent with).
         """
-        cap = self.ctx.running_steps(work.tenant)
+        cap, kinds = self.shares.cap(work.tenant, work.queue)
         with self.admission.among_others():
-            claim = self.claim(work, task_id, cap=cap)
+            claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
             if claim is not None:
                 return self._claimed(work, claim, cap)
         if not self._must_run_alone(work):
             return self._not_claimed(work)
         with self.admission.alone():  # it died with others: now its death would be its own
-            claim = self.claim(work, task_id, cap=cap, alone=True)
+            claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
             return self._not_claimed(work) if claim is None else self._claimed(work, claim, cap)
 
     def _claimed(self, work: StepWork[Result], claim: Claim | Waits, cap: int | None
@@ -183,24 +188,26 @@ class Lifecycle:
                 return []
 
     def claim(
-        self, work: StepWork[Result], task_id: str | None, *, cap: int | None, alone: bool = False
+        self, work: StepWork[Result], task_id: str | None, *, cap: int | None,
+        cap_kinds: tuple[str, ...] | None = None, alone: bool = False,
     ) -> Claim | Waits | None:
         """Schedule the step if new and claim it for this worker; None if we did not win,
-        WAITS if its tenant already runs `cap` steps (or earlier ones wait for a slot).
-        `alone`: this process runs nothing else meanwhile (`Admission.alone`)."""
+        WAITS if its tenant already runs `cap` steps (of `cap_kinds`, or of any kind), or
+        earlier ones wait for a slot. `alone`: this process runs nothing else meanwhile
+        (`Admission.alone`)."""
         config, step, cid = self.ctx.config, work.step, work.conversation_id
         worker = worker_id()
         record = self.ctx.store.schedule_and_claim_step(
             NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
             worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
-            max_attempts=config.max_attempts, cap=cap, alone=alone,
+            max_attempts=config.max_attempts, cap=cap, cap_kinds=cap_kinds, alone=alone,
         )
         bind_log_context(conversation_id=cid, step_key=step.key,
                          step_kind=step.kind, round_id=step.round_id)
         if record is None:
             return None
         if record.status == WAITING:
-            log.info("step waits for a slot: tenant %s runs %d steps at once at most",
+            log.info("step waits for a slot: tenant %s runs %d such steps at once at most",
                      work.tenant, cap, extra={"status": WAITING})
             return WAITS
         log.info("step claimed%s", " to run alone" if alone else "",

@@ -16,6 +16,7 @@ from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.errors import LogMoved, Stale
 from agentq.followups import FollowUp, RunTool
+from agentq.queues import TOOLS
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
@@ -61,6 +62,8 @@ class ToolStep(StepWork[ToolOutcome]):
         self.registry = registry
         self.conversation = conversation
         self.call = call
+        tool = registry.get(call.name)
+        self.queue = (tool.queue if tool is not None else None) or TOOLS
 
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""

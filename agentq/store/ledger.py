@@ -145,6 +145,7 @@ def runs_alone(step: StepRecord, *, now: datetime, max_attempts: int) -> bool:
 def schedule_and_claim_step_txn(
     conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
     max_attempts: int, cap: int | None = None, alone: bool = False,
+    cap_kinds: tuple[str, ...] | None = None,
 ) -> StepRecord | None:
     """Insert the step already claimed, or claim the existing row, in one statement; None if it
     is not ours to take.
@@ -158,14 +159,18 @@ def schedule_and_claim_step_txn(
 
     With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
     live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
-    attempt counted, and the row comes back with that status (inv. 9).
+    attempt counted, and the row comes back with that status (inv. 9). With `cap_kinds`,
+    only the tenant's steps of those kinds count (a share of one queue's slots).
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
     params.update(now=now, max_attempts=max_attempts, alone=alone)
     if cap is not None:
         params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
-    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None)
+    by_kind = cap is not None and cap_kinds is not None
+    if by_kind:
+        params.update(kinds=list(cap_kinds))
+    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None, by_kind=by_kind)
     row = conn.execute(statement, params).first()
     return None if row is None else step_from_row(row)
 
@@ -176,7 +181,7 @@ def tenant_lock_key(tenant: str) -> int:
     return int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
 
 
-def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
+def _slots_taken(dialect_name: str, now: Any, *, by_kind: bool) -> ColumnElement[int]:
     """How many of the tenant's steps run under a live lease or wait ahead of this one (up
     to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
 
@@ -184,12 +189,17 @@ def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
     advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
     so it sees every claim that held the lock before; counted in this statement's snapshot,
     two claims at once could both take the last slot. SQLite runs one writer at a time.
+    `by_kind`: only steps of the kinds in :kinds count (`agentq_kind_slots_taken`, 0008).
     """
     key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
     cap = bindparam("cap", type_=Integer)
     if dialect_name == "postgresql":
-        return func.agentq_slots_taken(tenant, key, now, cap,
-                                       bindparam("lock_key", type_=Integer), type_=Integer)
+        lock_key = bindparam("lock_key", type_=Integer)
+        if by_kind:
+            kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type))
+            return func.agentq_kind_slots_taken(tenant, key, now, cap, lock_key, kinds,
+                                                type_=Integer)
+        return func.agentq_slots_taken(tenant, key, now, cap, lock_key, type_=Integer)
     mine, other = steps.alias("mine"), steps.alias("other")
     arrival = func.coalesce(
         select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
@@ -197,11 +207,10 @@ def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
     running = and_(other.c.status == "running", other.c.lease_until >= now)
     ahead = and_(other.c.status == WAITING,
                  tuple_(other.c.created_at, other.c.step_key) < tuple_(arrival, key))
-    taken = (
-        select(literal(1).label("one")).select_from(other)
-        .where(other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead))
-        .limit(cap).subquery()
-    )
+    counted = [other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead)]
+    if by_kind:
+        counted.append(other.c.kind.in_(bindparam("kinds", expanding=True)))
+    taken = select(literal(1).label("one")).select_from(other).where(*counted).limit(cap).subquery()
     return select(func.count()).select_from(taken).scalar_subquery()
 
 
@@ -209,7 +218,7 @@ _GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "c
 
 
 @cache
-def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
+def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = False) -> Any:
     c = steps.c
     now = param(c.started_at, "now")
     module = postgresql if dialect_name == "postgresql" else sqlite
@@ -218,7 +227,8 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
                "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
                "created_at": now, "started_at": now}
     if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
-        slot = select((_slots_taken(dialect_name, now) < bindparam("cap", type_=Integer))
+        taken = _slots_taken(dialect_name, now, by_kind=by_kind)
+        slot = select((taken < bindparam("cap", type_=Integer))
                       .label("free")).subquery("slot")
         waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
         chosen = {name: case((slot.c.free, value), else_=waiting.get(name))

@@ -239,6 +239,15 @@ api_keys = Table(
 )
 
 
+worker_slots = Table(  # the slots each live worker process offers per queue (agentq.store.slots)
+    "worker_slots",
+    metadata,
+    Column("worker", String(ID), primary_key=True),
+    Column("queue", String(ID), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+)
+
 provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.breakers)
     "provider_breakers",
     metadata,

@@ -26,6 +26,7 @@ from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.slots import Slots
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
@@ -48,7 +49,7 @@ class Snapshot:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
+class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Slots):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
@@ -262,15 +263,15 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     def schedule_and_claim_step(
         self, step: NewStep, *, worker: str, lease_s: float,
         now: datetime | Callable[[], datetime], max_attempts: int, cap: int | None = None,
-        alone: bool = False,
+        alone: bool = False, cap_kinds: tuple[str, ...] | None = None,
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if it is not ours).
 
         `alone`: the claimant runs nothing else meanwhile, so it may take a step that must run
         alone (`ledger.runs_alone`), and a death of this attempt is the step's fault.
 
-        With `cap`, the most steps of its tenant that may run at once: past it, the step is
-        left waiting and comes back with status `waiting`. `now` may be the clock, read once
+        With `cap`, the most steps of its tenant (of `cap_kinds`, else of any kind) that may
+        run at once: past it, the step is left waiting and comes back with status `waiting`. `now` may be the clock, read once
         a connection is in hand: a lease that started while its claim waited for one may run
         out before its first renewal, and the step is taken over again.
         """
@@ -278,7 +279,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
             return ledger.schedule_and_claim_step_txn(
                 conn, step, worker=worker, lease_s=lease_s,
                 now=now() if callable(now) else now, max_attempts=max_attempts, cap=cap,
-                alone=alone,
+                alone=alone, cap_kinds=cap_kinds,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
