@@ -328,3 +328,13 @@ def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
     shares = Shares(store, lambda: at(5), lambda tenant: 7)
     store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
     assert shares.cap("acme", "agentq.tools") == (7, None)
+
+
+def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_a_freed_slot(store):
+    acme, globex = conversation(store, "acme"), conversation(store, "globex")
+    assert claim(store, acme, "a1", cap=1, kind="tool").status == "running"
+    assert claim(store, acme, "a2", cap=1, kind="tool", seconds=1).status == "waiting"
+    assert claim(store, globex, "g1", cap=0, tenant="globex", kind="llm", seconds=2).status == "waiting"
+    assert store.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
+    assert store.next_waiting_step("acme", ("tool",), others=True) is None
+    assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"

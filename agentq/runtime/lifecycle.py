@@ -133,20 +133,22 @@ class Lifecycle:
         with self.admission.among_others():
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
             if claim is not None:
-                return self._claimed(work, claim, cap)
+                return self._claimed(work, claim, cap, kinds)
         if not self._must_run_alone(work):
             return self._not_claimed(work)
         with self.admission.alone():  # it died with others: now its death would be its own
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
-            return self._not_claimed(work) if claim is None else self._claimed(work, claim, cap)
+            if claim is None:
+                return self._not_claimed(work)
+            return self._claimed(work, claim, cap, kinds)
 
-    def _claimed(self, work: StepWork[Result], claim: Claim | Waits, cap: int | None
-                 ) -> list[FollowUp]:
+    def _claimed(self, work: StepWork[Result], claim: Claim | Waits, cap: int | None,
+                 kinds: tuple[str, ...] | None) -> list[FollowUp]:
         if claim is WAITS:  # it holds no worker while it waits; a freed slot wakes it
             return []
         assert isinstance(claim, Claim)
         followups = self._run_claimed(work, claim)
-        return followups if cap is None else followups + self._woken(work.tenant)
+        return followups if cap is None else followups + self._woken(work.tenant, kinds)
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
         """The claim was refused because the step died with others: it runs alone next."""
@@ -230,14 +232,19 @@ class Lifecycle:
                                     now=self.ctx.clock(), error=message)
         return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message)
 
-    def _woken(self, tenant: str) -> list[FollowUp]:
-        """A slot of `tenant` is free again: the step of its that has waited longest takes it.
+    def _woken(self, tenant: str, kinds: tuple[str, ...] | None) -> list[FollowUp]:
+        """A slot of `tenant` (on the queue of `kinds`, or on any) is free again: the step of
+        its that has waited longest for one takes it. On a queue shared by default (`kinds`),
+        so may another tenant's: the slot is the queue's, and the shares moved.
 
         Careful: a step that went waiting while this one was finishing may be missed here;
         the sweeper wakes it (`repair.sweep`).
         """
-        waiting = self.ctx.store.next_waiting_step(tenant)
-        return [] if waiting is None else [redrive(*waiting)]
+        store = self.ctx.store
+        waiting = [store.next_waiting_step(tenant, kinds)]
+        if kinds is not None:
+            waiting.append(store.next_waiting_step(tenant, kinds, others=True))
+        return [redrive(*found) for found in waiting if found is not None]
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""

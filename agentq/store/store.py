@@ -367,10 +367,13 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Slots):
                 conn, now=now, scheduled_before=scheduled_before, limit=limit
             )
 
-    def next_waiting_step(self, tenant: str) -> tuple[StepRecord, str | None] | None:
-        """The tenant's step that has waited longest for a slot, with its tool's name."""
+    def next_waiting_step(
+        self, tenant: str, kinds: tuple[str, ...] | None = None, *, others: bool = False
+    ) -> tuple[StepRecord, str | None] | None:
+        """The tenant's step (of `kinds`, else of any) that has waited longest for a slot,
+        with its tool's name; with `others`, that of any other tenant."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return backlog.next_waiting_step_txn(conn, tenant)
+            return backlog.next_waiting_step_txn(conn, tenant, kinds, others=others)
 
     def list_waiting_steps(
         self, *, now: datetime, per_tenant: int = 100
