@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from agentq.breakers import CircuitBreakers, RedisBoard  # noqa: E402
+from agentq.providers.breakers import CircuitBreakers, RedisBoard  # noqa: E402
 from agentq.core.breaker import BreakerPolicy  # noqa: E402
-from agentq.pubsub import PubSub  # noqa: E402
+from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 
@@ -50,7 +50,7 @@ def breaker_per_call(board, calls: int) -> tuple[float, float]:
     breakers = CircuitBreakers(board, BreakerPolicy(), clock=lambda: datetime.now(timezone.utc))
 
     def one_call() -> None:
-        breakers.admit(ENDPOINT)
+        breakers.before_call(ENDPOINT)
         breakers.record(ENDPOINT, None)
 
     return timed(one_call, calls)

@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from agentq.pubsub import channel
-from agentq.tools import Scope
+from agentq.live.pubsub import channel
+from agentq.core.scope import Scope
 from tests.api_support import APPROVAL, WEATHER, SseReader, events_of
 
 

@@ -14,11 +14,13 @@ from agentq.config import Config
 from agentq.core.events import ToolCallRecord
 from agentq.core.settings import Settings
 from agentq.followups import Advance
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.runtime.shares import Shares
+from agentq.worker.queues import MODEL, TOOLS, queue_of
 from agentq.store import NewStep, StepRecord, Store
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import T0, Clock
 from tests.drive import Recorder, drain
 
@@ -315,19 +317,19 @@ def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(stor
 def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_shares_it(store):
     shares = Shares(store, lambda: at(5), lambda tenant: None)
     store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
-    assert shares.cap("acme", "agentq.tools") == (3, ("tool",))
-    assert shares.cap("acme", "agentq.model") == (None, None)  # no slots announced there
+    assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool",))
+    assert shares.cap("acme", "llm", "agentq.model") == (None, None)  # no slots announced there
     globex = conversation(store, "globex")
     step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
     store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
     fresh = Shares(store, lambda: at(5), lambda tenant: None)
-    assert fresh.cap("acme", "agentq.tools") == (2, ("tool",))
+    assert fresh.cap("acme", "tool", "agentq.tools") == (2, ("tool",))
 
 
 def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
     shares = Shares(store, lambda: at(5), lambda tenant: 7)
     store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
-    assert shares.cap("acme", "agentq.tools") == (7, None)
+    assert shares.cap("acme", "tool", "agentq.tools") == (7, None)
 
 
 def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_a_freed_slot(store):
@@ -338,3 +340,9 @@ def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_
     assert store.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
     assert store.next_waiting_step("acme", ("tool",), others=True) is None
     assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
+
+
+def test_a_steps_queue_is_its_kinds_unless_its_tool_names_one_of_its_own():
+    own = {"crawl": "agentq.crawl"}
+    assert [queue_of("llm", None, own), queue_of("compact", None, own)] == [MODEL, MODEL]
+    assert [queue_of("tool", "lookup", own), queue_of("tool", "crawl", own)] == [TOOLS, "agentq.crawl"]

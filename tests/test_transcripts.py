@@ -9,11 +9,12 @@ import pytest
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.budget import plan_context
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.runtime.transcripts import Transcripts
 from agentq.store.schema import conversations
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.core import builders as b
 from tests.drive import Recorder, drain
@@ -47,8 +48,8 @@ class CheckedProviders:
         return Checked()
 
     def check(self, conversation_id, request) -> None:
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.with_history(snapshot.view(turn_only=True))
+        with self.store.reader(conversation_id) as reader:
+            view = reader.with_history(reader.view(turn_only=True))
         assert request == plan_context(view, self.registry.specs(view.settings.tools)).request
         self.checked += 1
 
@@ -68,7 +69,7 @@ def pending_call(store, cid: str) -> str | None:
 
 @pytest.mark.parametrize("budget", [None, 700])
 def test_every_model_call_sends_what_a_full_render_of_its_view_gives(store, budget):
-    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
     providers = CheckedProviders(store, registry)
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                       clock=Clock(), providers=providers, sleep=lambda s: None)

@@ -1,6 +1,6 @@
-"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (DESIGN section 5).
+"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (docs/design.md §5).
 
-A step kind that runs under a claim (llm, compact, tool) is a `StepWork`: what it runs
+A step kind that runs under a claim (model, compact, tool) is a `StepWork`: what it runs
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and
@@ -28,9 +28,8 @@ from agentq.core.decide import Step
 from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
 from agentq.followups import FollowUp
-from agentq.logconfig import bind as bind_log_context
+from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CircuitOpen, ProviderError
-from agentq.queues import MODEL
 from agentq.runtime.admission import Admission
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
@@ -81,8 +80,8 @@ class StepWork(ABC, Generic[Result]):
 
     # How often the lease is renewed while the work runs (None: a third of the lease).
     heartbeat_s: float | None = None
-    # The queue whose workers run the step: its tenant's default share is of their slots.
-    queue: str = MODEL
+    # The tool a tool step calls (its task goes to that tool's queue).
+    tool: str | None = None
 
     def __init__(self, ctx: StepContext, conversation_id: str, tenant: str, step: Step) -> None:
         self.ctx = ctx
@@ -129,7 +128,8 @@ class Lifecycle:
         `task_id` is the Celery task running the step, recorded on its ledger row (by
         default the step's own deterministic task id, which tool tasks are sent with).
         """
-        cap, kinds = self.shares.cap(work.tenant, work.queue)
+        kind = work.step.kind
+        cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
         with self.admission.among_others():
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
             if claim is not None:

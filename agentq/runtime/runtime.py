@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from agentq.breakers import CircuitBreakers, board_for
-from agentq.clock import utcnow
+from agentq.providers.breakers import CircuitBreakers, board_for
+from agentq.process.clock import utcnow
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
 from agentq.followups import FollowUp
 from agentq.providers.base import Provider
-from agentq.providers.access import provider_for
-from agentq.pubsub import PubSub
-from agentq.runtime import compact_step, expire_step, llm_step, repair, tool_step, turns
-from agentq.runtime.context import StepContext, no_cap
+from agentq.tenancy.access import provider_for
+from agentq.live.pubsub import PubSub
+from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
+from agentq.runtime.context import StepContext, no_cap, no_queue
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
 from agentq.runtime.model_call import ModelCalls
@@ -48,11 +48,13 @@ class Runtime:
         sleep: Callable[[float], None] | None = None,
         endpoints: Callable[[Settings], str | None] | None = None,
         running_steps: Callable[[str], int | None] = no_cap,
+        queue_of: Callable[[str, str | None], str | None] = no_queue,
     ) -> None:
         """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
         circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
         `running_steps` says how many of a tenant's steps may run at once (its share of the
-        workers, `Policy.running_steps`); without it, no cap."""
+        workers, `Policy.running_steps`); without it, a fair share of the slots the workers of
+        the step's queue announce, which `queue_of` (kind, tool) names; without both, no cap."""
         self.store = store
         self.registry = registry
         self.pubsub = pubsub
@@ -65,7 +67,7 @@ class Runtime:
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
         self.transcripts = Transcripts(config.event_cache)
         self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
-                                self.transcripts.render)
+                                self.transcripts.render, queue_of)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
@@ -74,25 +76,25 @@ class Runtime:
         self._endpoints = endpoints
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
-        """Decide the next step of one conversation and run it (DESIGN section 2).
+        """Decide the next step of one conversation and run it (docs/design.md §2).
 
         `task_id` is the Celery task running this, recorded on the step it claims so the
         ledger and Flower name the same task.
         """
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.view(turn_only=True)
+        with self.store.reader(conversation_id) as reader:
+            view = reader.view(turn_only=True)
             if view is None:
                 return []
             decision = decide(view)
             if isinstance(decision, CallModel):  # only a model call pays for reading history
-                view = snapshot.with_history(view)
+                view = reader.with_history(view)
         match decision:
             case Idle() | Stopped():
                 return []
             case StartTurn(item=item):
                 return turns.start_turn(self._ctx, view, item)
             case CallModel(step=step):
-                return llm_step.call_model(self._lifecycle, self._model_calls(), self.registry,
+                return model_step.call_model(self._lifecycle, self._model_calls(), self.registry,
                                            view, step, task_id=task_id)
             case RunTools(steps=steps):
                 return tool_step.dispatch_tools(view, steps)
@@ -112,7 +114,7 @@ class Runtime:
                                     task_id=task_id)
 
     def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
-        """Expire a pending call if it is due; re-arm if not (DESIGN section 6, Expiry)."""
+        """Expire a pending call if it is due; re-arm if not (docs/design.md §6, Expiry)."""
         return expire_step.expire(self._ctx, conversation_id, tool_call_id)
 
     def sweep(self) -> list[FollowUp]:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from agentq.core.shares import fair_cap
-from agentq.queues import MODEL
 from agentq.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,9 +28,9 @@ MODEL_KINDS = ("llm", "compact")
 TOOL_KINDS = ("tool",)
 
 
-def kinds_on(queue: str) -> tuple[str, ...]:
-    """The step kinds whose tasks go to `queue`: model work, or tool calls (any tools queue)."""
-    return MODEL_KINDS if queue == MODEL else TOOL_KINDS
+def kinds_beside(kind: str) -> tuple[str, ...]:
+    """The step kinds that share the queue of a step of `kind`: model work, or tool calls."""
+    return TOOL_KINDS if kind in TOOL_KINDS else MODEL_KINDS
 
 
 class Shares:
@@ -46,12 +45,16 @@ class Shares:
         self._slots: tuple[float, dict[str, int]] = (float("-inf"), {})
         self._busy: dict[tuple[str, ...], tuple[float, set[str]]] = {}
 
-    def cap(self, tenant: str, queue: str) -> tuple[int | None, tuple[str, ...] | None]:
-        """The cap for a step of `tenant` on `queue`, and the kinds it counts (None: all)."""
+    def cap(self, tenant: str, kind: str, queue: str | None
+            ) -> tuple[int | None, tuple[str, ...] | None]:
+        """The cap for a step of `tenant` of `kind` whose task goes to `queue` (None: not
+        known), and the kinds it counts (None: all)."""
         explicit = self._explicit(tenant)
         if explicit is not None:
             return explicit, None
-        kinds = kinds_on(queue)
+        if queue is None:
+            return None, None
+        kinds = kinds_beside(kind)
         slots = self._queue_slots().get(queue, 0)
         if slots < 2:
             return None, None

@@ -16,11 +16,11 @@ from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.errors import LogMoved, Stale
 from agentq.followups import FollowUp, RunTool
-from agentq.queues import TOOLS
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
-from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
+from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.tools import Registry, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
     """One run_tool task per open server call; the ledger makes repeats harmless.
 
-    Each names its tool, which routes it to the tool's queue (agentq.queues).
+    Each names its tool, which routes it to the tool's queue (agentq.worker.queues).
     """
     names = {e.content["tool_call_id"]: e.content["name"]
              for e in view.events if e.type == "tool_call"}
@@ -62,8 +62,7 @@ class ToolStep(StepWork[ToolOutcome]):
         self.registry = registry
         self.conversation = conversation
         self.call = call
-        tool = registry.get(call.name)
-        self.queue = (tool.queue if tool is not None else None) or TOOLS
+        self.tool = call.name
 
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""

@@ -1,0 +1,226 @@
+"""The model step: the context, compaction first if due, the model call, and its commit.
+
+The commit appends the assistant_msg with its tool calls (and an error result for any
+call the model invented or got wrong), schedules the tool steps in the same
+transaction, and returns them as follow-ups, so no crash between the model's answer
+and the tools can lose a call (inv. 3, 4).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from agentq.core import drafts
+from agentq.core.breaker import Wait
+from agentq.core.budget import Context, fit, plan_context
+from agentq.core.compaction import compaction_cut, request_tokens
+from agentq.core.decide import Step
+from agentq.core.events import EventDraft, ToolCallRecord, View
+from agentq.core.fsm import fold
+from agentq.core.keys import task_id as step_task_id
+from agentq.errors import Stale
+from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.providers.base import CallContext, ModelResponse
+from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.runtime.compact_step import compaction
+from agentq.runtime.context import StepContext
+from agentq.runtime.expire_step import eta
+from agentq.runtime.held import hold_for_breaker
+from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
+from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
+from agentq.store import ConversationTxn, ModelCallRecord, NewStep
+from agentq.tools import Registry
+
+log = logging.getLogger(__name__)
+
+# How often a streaming model step checks that it was not interrupted (its lease renewal).
+INTERRUPT_CHECK_S = 0.5
+# A request refused as too long, with nothing left to compact, is sent this much shorter,
+# at most this many times.
+SHORTER_BY = 0.75
+SHORTER_TRIES = 4
+
+
+def call_model(
+    lifecycle: Lifecycle, calls: ModelCalls, registry: Registry, view: View, step: Step,
+    *, task_id: str | None = None,
+) -> list[FollowUp]:
+    """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
+    context = plan_context(view, registry.specs(view.settings.tools), lifecycle.ctx.render)
+    if context.cut is not None:  # summarize first; the model call comes on the next advance
+        return [compaction(view.conversation_id, context.cut - 1)]
+    if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
+        return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
+    return lifecycle.run(work, task_id=task_id)
+
+
+class LlmStep(StepWork[ModelResponse]):
+    """One model round: stream the response, then commit it with its tool calls."""
+
+    heartbeat_s = INTERRUPT_CHECK_S
+
+    def __init__(
+        self, ctx: StepContext, calls: ModelCalls, registry: Registry, view: View, step: Step,
+        context: Context,
+    ) -> None:
+        super().__init__(ctx, view.conversation_id, view.tenant, step)
+        self.calls = calls
+        self.registry = registry
+        self.view = view
+        self.context = context
+
+    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
+        view, step = self.view, self.step
+        settings = view.settings
+        ctx = CallContext(
+            conversation_id=view.conversation_id, step_key=step.key, round_id=step.round_id,
+            attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
+        )
+        info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
+        call = self.calls.start(settings, info)
+        try:
+            return self._answer(call, ctx, info, lost)
+        except ContextTooLong as exc:  # compact down to the current turn, and retry
+            cut = compaction_cut(self.view, context_tokens=0, force=True)
+            if cut is None:
+                raise  # shortened as far as it goes: the turn fails with it
+            raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
+
+    def _answer(self, call: ModelCall, ctx: CallContext, info: RoundInfo,
+                lost: threading.Event) -> ModelResponse:
+        """The model's answer. The provider counts tokens its own way: a request it refuses
+        as too long is sent shorter when no compaction can help (only the current turn is
+        left); the context sent is kept for the audit."""
+        tries = 0
+        while True:
+            try:
+                return call.run(self.context.request, ctx, info, lost,
+                                timeout_s=self.view.settings.limits.llm_timeout_s)
+            except ContextTooLong:
+                shorter = self._shorter() if tries < SHORTER_TRIES else None
+                if shorter is None:
+                    raise
+                self.context, tries = shorter, tries + 1
+
+    def _shorter(self) -> Context | None:
+        """The context shortened below what was refused, if no compaction can help and
+        something is left to shorten."""
+        view, context = self.view, self.context
+        if compaction_cut(view, context_tokens=0, force=True) is not None:
+            return None
+        sent = request_tokens(context.request)
+        request, evictions = fit(context.rendered, view, budget=int(sent * SHORTER_BY))
+        if request_tokens(request) >= sent:
+            return None
+        return replace(context, request=request, evictions=evictions)
+
+    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
+        wait = Wait(opened.until, opened.message)
+        return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
+                                worker=claim.worker)
+
+    def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
+        self._audit(result)
+        view, step = self.view, self.step
+        cid = view.conversation_id
+        now = self.ctx.clock()
+        turn_id = view.fsm.turn_id or ""
+        new_drafts, records = self._response_drafts(turn_id, result, now)
+        # The append comes first and takes the lock, if the turn has not moved on while the
+        # model answered (the log still ends at after_seq, so its cached state is view.fsm).
+        with self.ctx.store.appending(
+            cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
+            state_after=lambda appended: fold(appended, view.fsm), now=now,
+        ) as (tx, events):
+            follow = self._finish(tx, claim, records, now)
+        self.ctx.notify(cid, events)
+        log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
+        return follow
+
+    def _audit(self, response: ModelResponse) -> None:
+        """With AGENTQ_AUDIT, keep exactly what was sent, and what it cost (model_calls)."""
+        if not self.ctx.config.audit:
+            return
+        view = self.view
+        self.ctx.store.record_model_call(ModelCallRecord(
+            id=str(uuid.uuid4()), conversation_id=view.conversation_id, step_key=self.step.key,
+            rendered_context=response.sent, model=view.settings.model, usage=response.usage,
+            latency_ms=response.latency_ms,
+            summary_version=view.summary.version if view.summary else None,
+            evictions=list(self.context.evictions), created_at=self.ctx.clock(),
+        ))
+
+    def _finish(
+        self, tx: ConversationTxn, claim: Claim, records: Sequence[ToolCallRecord], now: datetime
+    ) -> list[FollowUp]:
+        """Finish the step with the round's calls and their tool steps, so no crash can lose
+        one; Stale if the step is no longer ours."""
+        cid, key = tx.conversation.id, self.step.key
+        if not records:  # the turn is over: only a waiting message gives it more to do
+            finished, waiting = tx.finish_seeing_inbox(key, worker=claim.worker, now=now)
+            if not finished:
+                raise Stale("the step is no longer ours")
+            return [Advance(cid)] if waiting else []
+        scheduled: list[NewStep] = []
+        follow: list[FollowUp] = []
+        for record in records:
+            if record.status == "scheduled":
+                step = Step.tool(cid, record.id)
+                scheduled.append(NewStep.of(step, cid, step_task_id(step.key),
+                                            tenant=tx.conversation.tenant))
+                follow.append(RunTool(cid, record.id, step.key, tool=record.name))
+            elif record.status == "pending":
+                expire = Step.expire(cid, record.id).key
+                when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
+                follow.append(Expire(cid, record.id, expire, when, tool=record.name))
+        if not tx.finish_scheduling(key, worker=claim.worker, calls=records, scheduled=scheduled,
+                                    now=now):
+            raise Stale("the step is no longer ours")
+        return follow or [Advance(cid)]  # every call refused: the model reads why, speaks again
+
+    def _response_drafts(
+        self, turn_id: str, response: ModelResponse, now: datetime
+    ) -> tuple[list[EventDraft], list[ToolCallRecord]]:
+        """The assistant_msg, its tool calls, early error results and the suspension."""
+        view, step = self.view, self.step
+        settings = view.settings
+        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+        out: list[EventDraft] = [
+            drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
+                                 **common)
+        ]
+        records: list[ToolCallRecord] = []
+        results: list[EventDraft] = []
+        pending: list[str] = []
+        for call in response.tool_calls:
+            problem = self.registry.check(call.name, call.args, settings.tools)
+            tool = self.registry.get(call.name)
+            executor = tool.executor if (tool and problem is None) else "server"
+            expires_at = (
+                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+            )
+            out.append(drafts.tool_call(
+                call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
+            ))
+            status = "pending" if executor != "server" else "scheduled"
+            result = None
+            if problem is not None:  # an invented tool or bad arguments: the model reads why
+                status, result = "done", {"status": "error", "output": problem.output}
+                results.append(drafts.tool_result(call.id, "error", problem.output, **common))
+            elif executor != "server":
+                pending.append(call.id)
+            records.append(ToolCallRecord(
+                conversation_id=view.conversation_id, id=call.id, name=call.name,
+                executor=executor, status=status, args=call.args, round_id=step.round_id,
+                turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
+                resolved_at=now if result is not None else None,
+            ))
+        out.extend(results)
+        if pending:
+            out.append(drafts.suspension(pending, **common))
+        return out, records
