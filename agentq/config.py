@@ -66,7 +66,8 @@ class Config:
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
     # AGENTQ_STEPS_IN_FLIGHT: steps one process runs at once at most; more tasks wait unclaimed
-    steps_in_flight: int = 250
+    # (and at most as many as its pooled connections between their claim and their work)
+    steps_in_flight: int = 1000
     # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
     event_cache: int = 1000
     audit: bool = False

@@ -30,7 +30,7 @@ from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CircuitOpen, ProviderError
-from agentq.runtime.admission import Admission
+from agentq.runtime.admission import Admission, Place
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.shares import Shares
@@ -119,7 +119,8 @@ class Lifecycle:
                  ) -> None:
         self.ctx = ctx
         self.leases = leases
-        self.admission = admission or Admission(ctx.config.steps_in_flight)
+        self.admission = admission or Admission(limit=ctx.config.steps_in_flight,
+                                                starting=ctx.store.pool_size())
         self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
@@ -130,24 +131,23 @@ class Lifecycle:
         """
         kind = work.step.kind
         cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
-        with self.admission.among_others():
+        with self.admission.among_others() as place:
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
             if claim is not None:
-                return self._claimed(work, claim, cap, kinds)
+                return self._claimed(work, claim, place, cap, kinds)
         if not self._must_run_alone(work):
             return self._not_claimed(work)
-        with self.admission.alone():  # it died with others: now its death would be its own
+        with self.admission.alone() as place:  # it died with others: its death is its own now
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
             if claim is None:
                 return self._not_claimed(work)
-            return self._claimed(work, claim, cap, kinds)
+            return self._claimed(work, claim, place, cap, kinds)
 
-    def _claimed(self, work: StepWork[Result], claim: Claim | Waits, cap: int | None,
-                 kinds: tuple[str, ...] | None) -> list[FollowUp]:
-        if claim is WAITS:  # it holds no worker while it waits; a freed slot wakes it
+    def _claimed(self, work: StepWork[Result], claim: Claim | Waits, place: Place,
+                 cap: int | None, kinds: tuple[str, ...] | None) -> list[FollowUp]:
+        if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
-        assert isinstance(claim, Claim)
-        followups = self._run_claimed(work, claim)
+        followups = self._run_claimed(work, claim, place)
         return followups if cap is None else followups + self._woken(work.tenant, kinds)
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
@@ -156,7 +156,7 @@ class Lifecycle:
         return record is not None and runs_alone(record, now=self.ctx.clock(),
                                                   max_attempts=self.ctx.config.max_attempts)
 
-    def _run_claimed(self, work: StepWork[Result], claim: Claim) -> list[FollowUp]:
+    def _run_claimed(self, work: StepWork[Result], claim: Claim, place: Place) -> list[FollowUp]:
         """Run the claimed step and commit it, or record how it failed, with its lease kept.
 
         Careful: the commit runs under the lease too. On a busy worker it may wait seconds for
@@ -165,6 +165,7 @@ class Lifecycle:
         """
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat:
             try:
+                place.started()  # the claim moves forward: this process may claim another
                 result = work.run(claim, beat.lost)
             except StepTimedOut as exc:
                 return self.fail(claim, "timeout", "step_timeout", str(exc))

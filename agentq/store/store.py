@@ -20,7 +20,7 @@ from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
-from agentq.store.engine import begin_read, begin_write, create_engine
+from agentq.store.engine import POOL_SIZE, begin_read, begin_write, create_engine
 from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
@@ -70,6 +70,11 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Slots):
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision; harmless when it is there."""
         migrate(self.engine)
+
+    def pool_size(self) -> int:
+        """How many pooled connections this process's steps share (`create_engine`)."""
+        size = getattr(self.engine.pool, "size", None)
+        return max(1, size()) if callable(size) else POOL_SIZE
 
     def dispose(self) -> None:
         """Close every pooled connection."""
