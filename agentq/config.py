@@ -66,6 +66,9 @@ class Config:
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
+    # AGENTQ_STEPS_IN_FLIGHT: steps one process runs at once at most; more tasks wait unclaimed
+    # (and at most as many as its pooled connections between their claim and their work)
+    steps_in_flight: int = 1000
     # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
     event_cache: int = 1000
     audit: bool = False
@@ -109,6 +112,8 @@ class Config:
             sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
+            steps_in_flight=max(1, int(_float(env, "AGENTQ_STEPS_IN_FLIGHT",
+                                              cls.steps_in_flight))),
             event_cache=int(_float(env, "AGENTQ_EVENT_CACHE", cls.event_cache)),
             audit=_flag(env, "AGENTQ_AUDIT"),
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),

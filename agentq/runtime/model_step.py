@@ -23,6 +23,7 @@ from agentq.core.decide import Step
 from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
+from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
@@ -34,7 +35,7 @@ from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ConversationTxn, ModelCallRecord, NewStep
-from agentq.tools import SYSTEM_SCOPE, Registry, Scope
+from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
 

@@ -164,6 +164,10 @@ steps = Table(
     Column("status", String(32), nullable=False),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("retries", Integer, nullable=False, server_default="0"),
+    # attempts that can be the step's own fault: it raised, or its worker died while it ran alone
+    Column("faults", Integer, nullable=False, server_default="0"),
+    # attempts whose worker died under it and other steps at once: no fault, but a suspicion
+    Column("deaths", Integer, nullable=False, server_default="0"),
     Column("lease_until", Timestamp),
     Column("worker", String(ID)),
     Column("celery_task_id", String(64)),
@@ -256,6 +260,15 @@ api_keys = Table(
     Column("revoked_at", Timestamp),
 )
 
+
+worker_slots = Table(  # the slots each live worker process offers per queue (agentq.store.slots)
+    "worker_slots",
+    metadata,
+    Column("worker", String(ID), primary_key=True),
+    Column("queue", String(ID), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+)
 
 provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.providers.breakers)
     "provider_breakers",

@@ -40,3 +40,11 @@ TASK_QUEUES = {
 def all_queues(tool_queues: Mapping[str, str]) -> tuple[str, ...]:
     """agentq's queues, then the tools' own (`tool_queues`: tool name -> queue), once each."""
     return tuple(dict.fromkeys((*QUEUES, *sorted(tool_queues.values()))))
+
+
+def queue_of(kind: str, tool: str | None, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES) -> str:
+    """The queue a step's task goes to: a tool call to its tool's own queue, if it names one
+    (`tool_queues`: tool name -> queue), else to its kind's."""
+    if kind == "tool":
+        return tool_queues.get(tool or "", TOOLS)
+    return TIMERS if kind == "expire" else MODEL

@@ -6,6 +6,7 @@ from agentq.runtime import Runtime
 from agentq.tenancy.own_keys import OwnKeys
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
+from agentq.worker.queues import queue_of
 
 
 def build_runtime(
@@ -19,9 +20,10 @@ def build_runtime(
 
     store = Store.open(config.database_url, event_cache=config.event_cache)
     policy = policy or Policy.from_config(config)
+    registry = registry or Registry.from_modules(list(config.tools))
+    tool_queues = registry.queues
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
-    registry = registry or Registry.from_modules(list(config.tools))
     return Runtime(
         store=store,
         registry=registry,
@@ -31,6 +33,7 @@ def build_runtime(
         providers=access.provider_for,
         endpoints=access.endpoint_url,
         running_steps=policy.running_steps,
+        queue_of=lambda kind, tool: queue_of(kind, tool, tool_queues),
     )
 
 

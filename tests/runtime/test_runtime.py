@@ -18,6 +18,7 @@ from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
 from agentq.tools import Registry, ToolOutcome
 from agentq.core.scope import Scope
+from agentq.store.ledger import ALONE_AFTER_DEATHS
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.store import claim
@@ -451,9 +452,10 @@ def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_
     conv = commands.create_conversation(SCOPE, {"script": script})
     _, follow = commands.post_message(conv.id, "go", SCOPE)
     (run_tool,) = drain_until_tool(runtime, follow)
-    for attempt in range(runtime.config.max_attempts):  # each claimant dies mid-step
+    # each claimant dies mid-step: twice among others, then alone until its faults are used up
+    for attempt in range(ALONE_AFTER_DEATHS + runtime.config.max_attempts):
         assert claim(store, run_tool.step_key, worker=f"dead{attempt}", lease_s=1, now=clock(),
-                     max_attempts=runtime.config.max_attempts)
+                     max_attempts=runtime.config.max_attempts, alone=True)
         clock.tick(2)
     drain(runtime, [run_tool])
     events = store.list_events(conv.id)

@@ -16,6 +16,8 @@ from agentq.core.settings import Settings
 from agentq.followups import Advance
 from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
+from agentq.runtime.shares import Shares
+from agentq.worker.queues import MODEL, TOOLS, queue_of
 from agentq.store import NewStep, StepRecord, Store
 from agentq.tools import Registry
 from agentq.core.scope import Scope
@@ -285,3 +287,62 @@ def _eventually(condition, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+# the default share: of one queue's announced slots, counting that queue's kinds only
+
+
+def test_a_cap_by_kind_counts_only_the_tenants_steps_of_those_kinds(store):
+    cid = conversation(store)
+    assert claim(store, cid, "model", cap=None).status == "running"
+    tool = NewStep("t1", cid, "tool", {"tool_call_id": "c1"}, None, "task-t1", "acme")
+    taken = store.schedule_and_claim_step(tool, worker="w1", lease_s=LEASE_S, now=at(1),
+                                          max_attempts=5, cap=1, cap_kinds=("tool",))
+    assert taken.status == "running"  # the running model step is not one of its queue's
+    second = NewStep("t2", cid, "tool", {"tool_call_id": "c2"}, None, "task-t2", "acme")
+    assert store.schedule_and_claim_step(second, worker="w1", lease_s=LEASE_S, now=at(2),
+                                         max_attempts=5, cap=1, cap_kinds=("tool",)
+                                         ).status == "waiting"
+
+
+def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(store):
+    store.announce_slots("h:1", {"agentq.tools": 4, "agentq.model": 1}, now=at(0), ttl_s=30)
+    store.announce_slots("h:2", {"agentq.tools": 2}, now=at(0), ttl_s=60)
+    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 6, "agentq.model": 1}
+    assert store.load_queue_slots(now=at(45)) == {"agentq.tools": 2}
+    store.withdraw_slots("h:2")
+    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 4, "agentq.model": 1}
+
+
+def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_shares_it(store):
+    shares = Shares(store, lambda: at(5), lambda tenant: None)
+    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool",))
+    assert shares.cap("acme", "llm", "agentq.model") == (None, None)  # no slots announced there
+    globex = conversation(store, "globex")
+    step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
+    store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
+    fresh = Shares(store, lambda: at(5), lambda tenant: None)
+    assert fresh.cap("acme", "tool", "agentq.tools") == (2, ("tool",))
+
+
+def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
+    shares = Shares(store, lambda: at(5), lambda tenant: 7)
+    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    assert shares.cap("acme", "tool", "agentq.tools") == (7, None)
+
+
+def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_a_freed_slot(store):
+    acme, globex = conversation(store, "acme"), conversation(store, "globex")
+    assert claim(store, acme, "a1", cap=1, kind="tool").status == "running"
+    assert claim(store, acme, "a2", cap=1, kind="tool", seconds=1).status == "waiting"
+    assert claim(store, globex, "g1", cap=0, tenant="globex", kind="llm", seconds=2).status == "waiting"
+    assert store.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
+    assert store.next_waiting_step("acme", ("tool",), others=True) is None
+    assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
+
+
+def test_a_steps_queue_is_its_kinds_unless_its_tool_names_one_of_its_own():
+    own = {"crawl": "agentq.crawl"}
+    assert [queue_of("llm", None, own), queue_of("compact", None, own)] == [MODEL, MODEL]
+    assert [queue_of("tool", "lookup", own), queue_of("tool", "crawl", own)] == [TOOLS, "agentq.crawl"]

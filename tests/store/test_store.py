@@ -20,6 +20,7 @@ from agentq.core.timefmt import format_ts
 from agentq.errors import Conflict, NotFound, Stale
 from agentq.store import ConversationInfo, NewStep, Store
 from agentq.store.engine import create_engine
+from agentq.store.ledger import ALONE_AFTER_DEATHS, runs_alone
 from agentq.store.schema import events, metadata
 from tests.support.clock import T0
 from tests.support.store import claim, load_step_in, save_summary, schedule_step, set_fsm
@@ -541,11 +542,48 @@ def test_an_expired_lease_can_be_claimed_again_and_attempts_increments(store):
     assert (step.worker, step.attempts, step.started_at, step.lease_until) == ("w2", 2, at(31), at(61))
 
 
-def test_a_step_at_max_attempts_cannot_be_claimed(store):
+def test_a_step_whose_faults_are_used_up_cannot_be_claimed(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
     assert claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
-    assert claim(store, "s1", worker="w2", lease_s=30, now=at(60), max_attempts=1) is None
+    assert store.release_step("s1", worker="w1", status="failed_recoverable", now=at(1), fault=True)
+    assert claim(store, "s1", worker="w2", lease_s=30, now=at(2), max_attempts=1) is None
+
+
+def test_a_worker_dying_under_a_step_among_others_is_no_fault_of_the_step(store):
+    cid = new_conversation(store).id
+    schedule(store, cid, "s1")
+    for n in range(ALONE_AFTER_DEATHS + 1):  # its workers die under it and others, twice
+        step = claim(store, "s1", worker=f"w{n}", lease_s=30, now=at(31 * n), max_attempts=1,
+                     alone=n == ALONE_AFTER_DEATHS)
+        assert step is not None and step.attempts == n + 1
+    assert (step.faults, step.deaths) == (0, ALONE_AFTER_DEATHS)
+    assert not store.give_up_step("s1", max_attempts=1, now=at(31 * ALONE_AFTER_DEATHS + 1))
+
+
+def test_a_step_that_died_twice_with_others_is_claimed_only_by_a_worker_that_runs_it_alone(store):
+    cid = new_conversation(store).id
+    schedule(store, cid, "s1")
+    claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=5)
+    claim(store, "s1", worker="w2", lease_s=30, now=at(31), max_attempts=5)
+    assert claim(store, "s1", worker="w3", lease_s=30, now=at(62), max_attempts=5) is None
+    assert runs_alone(store.load_step("s1"), now=at(62), max_attempts=5)
+    taken = claim(store, "s1", worker="w3", lease_s=30, now=at(62), max_attempts=5, alone=True)
+    assert (taken.worker, taken.deaths, taken.faults) == ("w3", ALONE_AFTER_DEATHS, 0)
+
+
+def test_each_death_of_a_step_running_alone_is_its_fault_until_it_is_given_up(store):
+    cid = new_conversation(store).id
+    schedule(store, cid, "s1")
+    for n in range(ALONE_AFTER_DEATHS + 2):
+        assert claim(store, "s1", worker=f"w{n}", lease_s=30, now=at(31 * n), max_attempts=2,
+                     alone=True)
+    assert store.load_step("s1").faults == 1  # the last attempt's death is not yet seen
+    now = at(31 * (ALONE_AFTER_DEATHS + 2))
+    assert not runs_alone(store.load_step("s1"), now=now, max_attempts=2)
+    assert claim(store, "s1", worker="late", lease_s=30, now=now, max_attempts=2, alone=True) is None
+    assert store.give_up_step("s1", max_attempts=2, now=now)
+    assert (store.load_step("s1").status, store.load_step("s1").faults) == ("failed_permanent", 2)
 
 
 def test_schedule_and_claim_inserts_a_new_step_already_claimed(store):
@@ -563,8 +601,9 @@ def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
     taken = schedule_and_claim(store, cid, "s1", "w2", seconds=31)  # the lease ran out
     assert (taken.worker, taken.attempts, taken.created_at, taken.started_at) == ("w2", 2, at(0), at(31))
     assert taken.celery_task_id == "task-s1-w2"  # the ledger names the task running it now
-    assert store.release_step("s1", worker="w2", status="failed_recoverable", now=at(32))
-    assert schedule_and_claim(store, cid, "s1", "w3", seconds=33, max_attempts=2) is None  # used up
+    assert store.release_step("s1", worker="w2", status="failed_recoverable", now=at(32),
+                              fault=True)
+    assert schedule_and_claim(store, cid, "s1", "w3", seconds=33, max_attempts=1) is None  # used up
     assert schedule_and_claim(store, cid, "s1", "w3", seconds=33).attempts == 3
     with store.locked(cid) as tx:
         assert tx.finish_step("s1", worker="w3", now=at(34))
@@ -576,7 +615,8 @@ def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):
     cid = new_conversation(store).id
     schedule(store, cid, "s1")
     claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
-    assert not store.give_up_step("s1", max_attempts=1, now=at(29))
+    assert store.release_step("s1", worker="w1", status="failed_recoverable", now=at(1),
+                              fault=True)
     assert not store.give_up_step("s1", max_attempts=2, now=at(31))
     assert store.give_up_step("s1", max_attempts=1, now=at(31))
     assert not store.give_up_step("s1", max_attempts=1, now=at(32))

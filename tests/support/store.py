@@ -18,14 +18,14 @@ from agentq.store.schema import conversations
 
 
 def claim(store: Store, step_key: str, *, worker: str, lease_s: float, now: datetime,
-          max_attempts: int) -> StepRecord | None:
+          max_attempts: int, alone: bool = False) -> StepRecord | None:
     """`schedule_and_claim_step` with the row's own fields: its conflict branch claims."""
     row = store.load_step(step_key)
     assert row is not None, f"no step {step_key} to claim"
     step = NewStep(step_key, row.conversation_id, row.kind, row.ref, row.round_id,
                    row.celery_task_id, row.tenant)
     return store.schedule_and_claim_step(step, worker=worker, lease_s=lease_s, now=now,
-                                         max_attempts=max_attempts)
+                                         max_attempts=max_attempts, alone=alone)
 
 
 def schedule_step(store: Store, *, step_key: str, conversation_id: str, kind: str,

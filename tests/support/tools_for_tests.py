@@ -89,3 +89,11 @@ def quick_refund(order: str, amount: float) -> str:
     """A refund a person has three seconds to approve (expiry tests)."""
     _count(f"quick_refund:{order}")
     return f"refunded {amount:.2f} on order {order}"
+
+
+@agentq.tool
+def segfault() -> str:
+    """Crash the worker process that runs it, as a broken C extension would (poison tests)."""
+    import ctypes
+
+    return ctypes.string_at(0).decode()  # reads address 0: SIGSEGV
