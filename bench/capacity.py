@@ -37,7 +37,7 @@ from sqlalchemy import Engine  # noqa: E402
 
 from agentq.commands import Commands  # noqa: E402
 from agentq.store import Store  # noqa: E402
-from agentq.tools import Scope  # noqa: E402
+from agentq.core.scope import Scope  # noqa: E402
 from bench.cpu import group_pids, process_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.steps import sending, warm_up  # noqa: E402
@@ -138,7 +138,7 @@ def bench(args) -> dict:
             sending(db_url, broker_url) as (store, app, commands, send, reply):
         window = {} if args.delta_window is None else {
             "AGENTQ_DELTA_WINDOW_S": str(args.delta_window)}
-        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.demo_tools",
+        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.tools.demo",
                          **window)
         workers = [WorkerProcess(env, Path(logs) / f"w{i}.log", name=f"capacity{i}",
                                  pool=args.pool, concurrency=args.concurrency).start()
@@ -189,7 +189,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
-    os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
+    os.environ.setdefault("AGENTQ_TOOLS", "agentq.tools.demo")
     result = bench(args)
     if args.json:
         print(json.dumps(result))

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
@@ -64,7 +64,7 @@ def test_a_worker_killed_while_the_model_streams_is_replaced_and_the_round_answe
 def test_a_worker_killed_during_a_tool_call_is_replaced_and_the_same_call_runs_again_without_a_new_model_round(
     pg_store_clean, commands, broker, workers, beat, tmp_path
 ):
-    """Seed 000, "restart loop on resume": recovery continues from the open call."""
+    """docs/design.md §16.1, "restart loop on resume": recovery continues from the open call."""
     store = pg_store_clean
     tool_log = tmp_path / "tool.log"
     tool_log.touch()

@@ -16,7 +16,7 @@ from agentq.core.request import Message, Request
 from agentq.core.settings import parse_settings
 from agentq.providers import CallContext, Delta, ModelResponse
 from agentq.providers.scripted import ScriptedProvider
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
 from agentq.providers import anthropic_errors, openai_errors, retry
 from agentq.providers.openai_errors import sdk_error
@@ -233,7 +233,7 @@ def test_other_4xx_statuses_are_permanent(make, status: int) -> None:
 
 
 def test_a_plain_500_is_retried_not_only_502_to_504() -> None:
-    # Seed 003: a classifier that knew only 502/503/504 gave up on every plain 500.
+    # docs/design.md §16.4: a classifier that knew only 502/503/504 gave up on every plain 500.
     assert classify(sdk_error(500)).transient
 
 

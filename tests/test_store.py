@@ -106,7 +106,7 @@ def test_events_round_trip_exactly(store):
 
 
 def test_created_at_survives_store_and_load_unchanged(store):
-    # seed 000 "timestamp drift": created_at came back shifted and reformatted.
+    # docs/design.md §16.1, "timestamp drift": created_at came back shifted and reformatted.
     cid = new_conversation(store).id
     created_at = datetime(2026, 3, 1, 7, 5, 9, 900001, tzinfo=timezone(timedelta(hours=-5)))
     append(store, cid, EventDraft(type="user_msg", content={}, created_at=created_at))

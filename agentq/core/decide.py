@@ -17,7 +17,7 @@ from agentq.core.keys import StepKind
 
 @dataclass(frozen=True)
 class Step:
-    """One unit of work, named by its step key (DESIGN section 4)."""
+    """One unit of work, named by its step key (docs/design.md §4)."""
 
     kind: StepKind
     ref: dict[str, Any]
@@ -194,7 +194,7 @@ def decide(view: View) -> Decision:
 
 
 def admit(state: str, on_busy: str) -> Literal["append", "enqueue", "interrupt", "reject"]:
-    """What to do with a new user message (DESIGN section 7, inv. 2)."""
+    """What to do with a new user message (docs/design.md §7, inv. 2)."""
     if state in ("idle", "failed"):
         return "append"
     if state == "ended":

@@ -1,7 +1,7 @@
 """Deterministic identities: canonical JSON, step keys and Celery task ids.
 
-A step key is derived from stable content only (DESIGN section 4). Never a counter
-(seed 000: counters collide when code paths diverge) and never a wall-clock value
+A step key is derived from stable content only (docs/design.md §4). Never a counter
+(docs/design.md §16.1: counters collide when code paths diverge) and never a wall-clock value
 (invariant 7: a timestamp in a key makes a resumed step look new).
 """
 from __future__ import annotations
@@ -62,6 +62,6 @@ def round_id(llm_step_key: str) -> str:
 
 
 def scripted_call_id(llm_step_key: str, index: int) -> str:
-    """`call_` + sha256(step_key:index)[:24] (DESIGN section 13)."""
+    """`call_` + sha256(step_key:index)[:24] (docs/design.md §13)."""
     digest = hashlib.sha256(f"{llm_step_key}:{index}".encode("utf-8")).hexdigest()
     return "call_" + digest[:24]

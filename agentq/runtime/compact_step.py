@@ -1,7 +1,7 @@
 """The compact step: the model calls that write the running summary of a span of the log.
 
 The summary covers events `from_seq..to_seq`, ends just before a user_msg (the cut of
-`compaction_cut`, seed 001), and doubles as the snapshot later steps load from. The log
+`compaction_cut`, docs/design.md §16.2), and doubles as the snapshot later steps load from. The log
 itself is never touched (inv. 1). The step key is `{"to_seq": M}`, and `summaries` is
 unique on (conversation, to_seq): a duplicate or raced compaction writes nothing. A span
 too long for one request is summarized in pieces (`core.summaries`), one call each.

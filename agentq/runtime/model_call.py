@@ -1,7 +1,7 @@
 """One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
-"current round" (seed 004).
+"current round" (docs/design.md §16.5).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentq.breakers import CircuitBreakers
+from agentq.providers.breakers import CircuitBreakers
 from agentq.core.breaker import Wait
 from agentq.core.request import Request
 from agentq.core.settings import Settings

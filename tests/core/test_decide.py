@@ -190,7 +190,7 @@ def test_resume_with_open_tool_calls_dispatches_them_without_re_rolling_the_mode
 
 
 def test_step_keys_do_not_collide_when_code_paths_diverge_seed_000():
-    # Seed 000: a counter shifted when another path ran first; a key here names its content.
+    # docs/design.md §16.1: a counter shifted when another path ran first; a key names content.
     base = (
         b.user("hi"),
         b.assistant(round="r1"),
