@@ -69,16 +69,21 @@ class Timed(ScriptedProvider):
 def listen(url: str, cids: list[str], ready, out) -> None:
     """The reader: every delta's arrival time and text length, per conversation."""
     client = redis.Redis.from_url(url)
-    sub = client.pubsub(ignore_subscribe_messages=True)
+    sub = client.pubsub()
     sub.subscribe(*[channel(cid) for cid in cids])
+    confirmed = 0
+    while confirmed < len(cids):  # subscribed for real before the model starts
+        message = sub.get_message(timeout=10.0)
+        confirmed += message is not None and message["type"] == "subscribe"
     ready.set()
     got: dict[str, list[tuple[float, int]]] = {cid: [] for cid in cids}
     by_channel = {channel(cid).encode(): cid for cid in cids}
-    while True:
-        message = sub.get_message(timeout=5.0)
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < 30:  # a lost stop ends it too
+        message = sub.get_message(timeout=1.0)
         if message is None:
-            break
-        now = time.monotonic()
+            continue
+        quiet_since = now = time.monotonic()
         body = json.loads(message["data"])
         if body["kind"] == "stop":
             break
@@ -126,7 +131,7 @@ def run(url: str, args, window_s: float) -> dict:
     redis_before = _redis_cpu(admin)
     cpu_before = _cpu()
     started = time.monotonic()
-    gevent.joinall([gevent.spawn(one, cid) for cid in cids])
+    gevent.joinall([gevent.spawn(one, cid) for cid in cids], raise_error=True)
     wall_s = time.monotonic() - started
     cpu_s = _cpu() - cpu_before
     redis_s = _redis_cpu(admin) - redis_before
@@ -134,6 +139,7 @@ def run(url: str, args, window_s: float) -> dict:
     got = out.get(timeout=60)
     reader.join(30)
     waits = sorted(d for cid in cids for d in delays(sent[cid], got[cid], piece_chars))
+    assert waits, f"the reader saw {sum(len(g) for g in got.values())} deltas"
     published = sum(len(got[cid]) for cid in cids)
     return {
         "window_s": window_s, "answers": args.answers, "pieces": args.pieces,

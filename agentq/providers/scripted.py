@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Iterator
 
 from agentq.core.keys import canonical_json, scripted_call_id
@@ -34,8 +35,13 @@ class ScriptedProvider:
         interval_s = answer.delay_s / max(len(pieces), 1)
         if not pieces and cancel.wait(answer.delay_s):
             return
+        started = time.monotonic()
         for index, piece in enumerate(pieces):
-            if cancel.wait(interval_s):
+            # Paced by the model, not by its reader: a piece is due at its place in
+            # delay_s, and a reader that fell behind gets the pieces already due at once,
+            # as from a real model's socket.
+            wait_s = started + (index + 1) * interval_s - time.monotonic()
+            if cancel.wait(wait_s) if wait_s > 0 else cancel.is_set():
                 return
             yield Delta(index=index, text=piece)
         if cancel.is_set():

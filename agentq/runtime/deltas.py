@@ -32,6 +32,11 @@ class CoalescedDeltas:
 
     `send(index, text)` publishes one delta. Sends never overlap and come in index order,
     so the round's text in Redis grows in the order it is published.
+
+    Careful: the window starts when a send has returned, not when it began. On a worker
+    so busy that a send takes longer than the window, timing it from the start would
+    publish every next piece at once, one round trip each, and make the worker busier
+    still; from the end, a slower round trip holds more text instead.
     """
 
     def __init__(
@@ -87,11 +92,14 @@ class CoalescedDeltas:
                 self._held.clear()
                 self._held_chars = 0
                 index, self._index = self._index, self._index + 1
-                self._last_sent = self._clock()
                 timer, self._timer = self._timer, None
             if timer is not None:
                 timer.cancel()
-            self._send(index, text)
+            try:
+                self._send(index, text)
+            finally:
+                with self._lock:
+                    self._last_sent = self._clock()
 
     def close(self) -> None:
         """No more sends: what is held is dropped. Returns once a send under way is done,

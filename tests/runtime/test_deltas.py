@@ -117,6 +117,22 @@ def test_a_timer_that_fires_after_losing_the_race_to_a_publish_publishes_nothing
     assert sent == [(0, "a"), (1, "b")]
 
 
+def test_the_window_starts_when_a_send_returns_so_a_slow_send_holds_more_text():
+    """On a worker too busy to send within the window, pieces are not published one by one."""
+    clock, timers, sent = Clock(), ManualTimers(), []
+
+    def slow_send(index: int, text: str) -> None:
+        clock.now += 3 * WINDOW_S  # the round trip took three windows
+        sent.append((index, text))
+
+    deltas = CoalescedDeltas(slow_send, timers, window_s=WINDOW_S, clock=clock)
+    deltas.add("a")
+    clock.now += 0.001
+    deltas.add("b")
+    deltas.add("c")
+    assert sent == [(0, "a")] and len(timers.armed) == 1
+
+
 def test_a_long_burst_is_published_without_waiting_for_its_window():
     deltas, sent, timers, clock = coalesced(max_chars=10)
     deltas.add("x")
@@ -269,6 +285,8 @@ class Streaming:
                 raise ProviderError("connection reset mid-stream", transient=True)
             self.on_piece(n)
             yield Delta(index=n, text=piece)
+        if cancel.is_set():
+            return
         yield ModelResponse(text="".join(self.pieces), tool_calls=(), usage={},
                             finish_reason="stop")
 
@@ -290,20 +308,24 @@ def test_a_model_call_interrupted_while_streaming_keeps_what_its_stream_showed(p
     """Thousands of tiny pieces under real timers; an interrupt from another thread lands
     wherever it lands, and the worker notices it only later, as its heartbeat would."""
     cid, round_id = uuid.uuid4().hex, uuid.uuid4().hex
-    cancel, seen_some = threading.Event(), threading.Event()
+    cancel, seen_some, interrupted = threading.Event(), threading.Event(), threading.Event()
     kept: list[str] = []
+    last = 4999
 
     def interrupt() -> None:
         seen_some.wait(10)
         kept.append(pubsub.close_round(round_id))
+        interrupted.set()
 
     def on_piece(n: int) -> None:
         if n == 200:
-            seen_some.set()
-        if kept and n % 500 == 0:
+            seen_some.set()  # the interrupt now races with the pieces that follow
+        if n == last:
+            interrupted.wait(10)
+        if interrupted.is_set() and (n % 500 == 0 or n == last):
             cancel.set()  # the heartbeat found the step cancelled
 
-    model = Streaming([f"w{n} " for n in range(5000)], on_piece=on_piece)
+    model = Streaming([f"w{n} " for n in range(last + 1)], on_piece=on_piece)
     ctx, info = context(cid, round_id)
     interrupter = threading.Thread(target=interrupt)
 
