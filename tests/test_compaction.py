@@ -17,7 +17,8 @@ from agentq.tenancy.access import provider_for
 from agentq.providers.openai_chat import chat_body
 from agentq.runtime import Runtime
 from agentq.store import NewStep
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.emulators import anthropic_api, openai_api

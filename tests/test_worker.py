@@ -9,7 +9,7 @@ import pytest
 from celery.events.event import get_exchange
 from kombu import Queue
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 

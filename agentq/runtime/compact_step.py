@@ -47,7 +47,7 @@ def compact(
         return []
     if view.summary is not None and view.summary.to_seq >= to_seq:
         return [Advance(conversation_id)]  # done already; its advance may have been lost
-    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+    if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         step = Step.compact(conversation_id, to_seq)
         return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     return lifecycle.run(CompactStep(lifecycle.ctx, calls, view, to_seq), task_id=task_id)

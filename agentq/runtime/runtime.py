@@ -79,13 +79,13 @@ class Runtime:
         `task_id` is the Celery task running this, recorded on the step it claims so the
         ledger and Flower name the same task.
         """
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.view(turn_only=True)
+        with self.store.reader(conversation_id) as reader:
+            view = reader.view(turn_only=True)
             if view is None:
                 return []
             decision = decide(view)
             if isinstance(decision, CallModel):  # only a model call pays for reading history
-                view = snapshot.with_history(view)
+                view = reader.with_history(view)
         match decision:
             case Idle() | Stopped():
                 return []

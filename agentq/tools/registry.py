@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
+from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
 
@@ -35,28 +36,6 @@ class ToolArgsError(AgentqError):
     """Arguments that do not fit a tool's signature; the message is written for the model."""
 
     code = "invalid_tool_args"
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Who a call acts for: the tenant and user of the entry call, or the system."""
-
-    tenant: str
-    user: str | None = None
-
-    @property
-    def is_system(self) -> bool:
-        return self == SYSTEM_SCOPE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tenant": self.tenant, "user": self.user}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Scope:
-        return cls(tenant=data["tenant"], user=data.get("user"))
-
-
-SYSTEM_SCOPE = Scope(tenant="system", user=None)
 
 
 @dataclass(frozen=True)
