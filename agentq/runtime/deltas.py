@@ -6,10 +6,11 @@ more than the rest of the step together, for pieces no one reads one by one. Her
 pieces that come within `window_s` of the last publish are joined and published as one
 delta, numbered 0, 1, 2, ... within the attempt (0 starts the round's kept text afresh).
 
-A person sees a piece at most `window_s` after the model sent it, however the model
-pauses: the first piece after a quiet spell goes out at once, and a piece held back is
-published by a timer of the process's `Timers` when its window ends, not by the next
-piece (which may come seconds later, or never). Nothing here decides what an interrupt
+A piece is published at most `window_s` after the last publish returned, however the
+model pauses: the first piece after a quiet spell goes out at once, and a piece held back
+is published by a timer of the process's `Timers` (one thread or greenlet per process, not
+one per step) when its window ends, not by the next piece, which may come seconds later,
+or never. Nothing here decides what an interrupt
 keeps: each publish is one atomic step in Redis (`PubSub.publish`), so the kept text is
 exactly what was published, whichever side of a window the interrupt falls on. Text held
 back when the attempt ends without an answer is never published (`close`).
