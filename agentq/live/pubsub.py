@@ -52,7 +52,7 @@ def _closed_key(round_id: str) -> str:
 
 
 # A delta, in one round trip and atomically: refused if its round is closed, else added to
-# the round's text (afresh for an attempt's first delta) and published. Atomic, a delta is
+# the round's text (afresh for an attempt's first delta) and published. Being atomic, a delta is
 # either in the text an interrupt keeps and published, or neither; no close can come
 # between the append and the publish.
 # KEYS: closed key, partial key. ARGV: text, ttl s, "1" to start afresh, channel, payload.
