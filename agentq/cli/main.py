@@ -9,16 +9,17 @@ from agentq.process.cooperative import patch_for
 patch_for(sys.argv[1:])  # first: `agentq api` and `agentq dev` serve with gevent
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from typing import Sequence  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
 from agentq.tenancy.policy import PolicyError  # noqa: E402
-
 
 DEV_GRACE_S = 0.5  # what `agentq dev`'s embedded worker gets to stop once the API stopped
 
@@ -65,12 +66,12 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     import gevent
 
-    from agentq.worker.embedded import Embedded
     from agentq.store.api_keys import new_secret
-    from agentq.worker.signals import when_shutting_down
     from agentq.web.app import create_app
     from agentq.web.serve import make_server, stopper
     from agentq.web.services import embedded_services
+    from agentq.worker.embedded import Embedded
+    from agentq.worker.signals import when_shutting_down
 
     embedded = Embedded(config)
     api_key = config.api_key or f"dev:{new_secret()}"
@@ -138,11 +139,11 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.process.clock import utcnow
+    from agentq.store import Store
     from agentq.tenancy.keybox import new_encryption_key
     from agentq.tenancy.own_keys import OwnKeys
     from agentq.tenancy.policy import Policy
-    from agentq.process.clock import utcnow
-    from agentq.store import Store
 
     if args.action == "new-encryption-key":
         print(new_encryption_key())
@@ -174,7 +175,21 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     print("  ceilings: " + _listed(policy.ceilings.model_dump()))
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
+    _print_agent_offers(config, policy.agents)
     return 0
+
+
+def _print_agent_offers(config: Config, offers: Mapping[str, Any]) -> None:
+    """The agents AGENTQ_TOOLS's modules define, and whom the policy's `offers` give each to."""
+    from agentq.agents import CodeAgents
+
+    defined = CodeAgents.from_modules(list(config.tools))
+    for item in defined:
+        offer = offers.get(item.name)
+        tenants = "all" if offer is None or offer.tenants is None else ", ".join(offer.tenants) or "none"
+        print(f"  agent {item.name}: defined in code; tenants {tenants}")
+    for name in sorted(set(offers) - defined.names):
+        print(f"  agent {name}: named by the policy, but no module of AGENTQ_TOOLS defines it")
 
 
 def _listed(values: dict) -> str:
@@ -245,10 +260,8 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
         return 0
     summary = conversation["summary"]
     if summary is not None:
-        try:  # the summary in use, with its version and text
+        with contextlib.suppress(ErrorResponse):  # the summary in use, with its version and text
             summary = client.context(args.id)["summary"] or summary
-        except ErrorResponse:
-            pass
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):
