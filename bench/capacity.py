@@ -195,9 +195,9 @@ def main() -> None:
         print(json.dumps(result))
         return
     cpu = result["cpu_ms_per_step"]
-    print(f"| deployment | conversations x turns, model s | chunks, window s | turns/s | "
-          f"turn p50 / p99 s | CPU ms/step: workers + postgres + redis = total | "
-          f"load1 before, after |")
+    print("| deployment | conversations x turns, model s | chunks, window s | turns/s | "
+          "turn p50 / p99 s | CPU ms/step: workers + postgres + redis = total | "
+          "load1 before, after |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     print(f"| {result['deployment']} | {args.conversations} x {args.turns}, {args.delay} | "
           f"{args.chunks}, {args.delta_window if args.delta_window is not None else 'default'} | "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from agentq.runtime.timers import Timer, Timers
 
@@ -105,10 +105,9 @@ class CoalescedDeltas:
     def close(self) -> None:
         """No more sends: what is held is dropped. Returns once a send under way is done,
         so nothing of this attempt is published after a retry notice or a commit."""
-        with self._sending:
-            with self._lock:
-                self._closed = True
-                self._held.clear()
-                timer, self._timer = self._timer, None
+        with self._sending, self._lock:
+            self._closed = True
+            self._held.clear()
+            timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()

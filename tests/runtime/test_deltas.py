@@ -11,9 +11,9 @@ import pytest
 
 from agentq.core.request import Message, Request
 from agentq.core.settings import Settings
+from agentq.live.pubsub import Notice, PubSub
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.errors import ProviderError
-from agentq.live.pubsub import Notice, PubSub
 from agentq.runtime.deltas import CoalescedDeltas
 from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
