@@ -15,7 +15,8 @@ EMBEDDED_PUBSUB = "embedded://"
 DEFAULT_TOOLS = ("agentq.tools.demo",)
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number (or zero, with `zero`); unset or empty, `default`."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -23,8 +24,8 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {raw!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{name} must be {'zero or ' if zero else ''}positive, got {raw!r}")
     return value
 
 
@@ -80,6 +81,9 @@ class Config:
     policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
     # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
     encryption_keys: str | None = field(default=None, repr=False)
+    # AGENTQ_DELTA_WINDOW_S: a model's deltas that come within this long of the last one
+    # published are published together, one Redis round trip (0: each delta at once)
+    delta_window_s: float = 0.04
     breaker_failures: int = 5
     breaker_open_s: float = 30.0
     # Live streams of one API process: a tenant's cap, a stream's buffer of notices, the
@@ -122,6 +126,7 @@ class Config:
             demo=demo,
             policy_path=env.get("AGENTQ_POLICY") or None,
             encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,
+            delta_window_s=_float(env, "AGENTQ_DELTA_WINDOW_S", cls.delta_window_s, zero=True),
             breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
             breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
             max_streams_per_tenant=int(_float(env, "AGENTQ_MAX_STREAMS_PER_TENANT",

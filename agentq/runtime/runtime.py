@@ -142,4 +142,5 @@ class Runtime:
         breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
-                          self.timers, self.config.max_attempts, self._sleep, **breakers)
+                          self.timers, self.config.max_attempts, self._sleep,
+                          delta_window_s=self.config.delta_window_s, **breakers)

@@ -175,10 +175,10 @@ def _check_stream(http: Http, cid: str, live: list[Frame]) -> None:
     assert streamed == log  # live: every event once, in seq order, as the log has it
     answers = [e for e in log if e["type"] == "assistant_msg"]
     deltas = [f.data for f in live if f.event == "delta"]
-    for answer, chunks in zip(answers, (4, 3, 3)):
+    for answer in answers:  # each answer's chunks, published a window's worth at a time
         mine = [d for d in deltas if d["round_id"] == answer["round_id"]]
         assert "".join(d["text"] for d in mine) == answer["content"]["text"]
-        assert [d["index"] for d in mine] == list(range(chunks))
+        assert mine and [d["index"] for d in mine] == list(range(len(mine)))
     resumed = http.stream(f"/v1/conversations/{cid}/stream?until_idle=1", stop=lambda f: False,
                           headers={"Last-Event-ID": "6"})
     assert [f.data["seq"] for f in resumed if f.event == "event"] == [7, 8, 9, 10]

@@ -76,18 +76,28 @@ def test_resuming_mid_turn_with_last_event_id_has_no_gap_and_no_duplicate(api, a
     assert [e["type"] for e in seen][-3:] == ["resolution", "tool_result", "assistant_msg"]
 
 
-def _read(reader, *, events: int, deltas: int) -> list:
-    """Frames until `events` events and `deltas` deltas arrived, then stop reading.
+def _read(reader, *, events: int) -> list:
+    """Frames until `events` events arrived and the deltas of each answer among them spell
+    it, then stop reading.
 
     The runtime ran to the end before the stream is read, so the stream meets the
     notices in a burst; `until_idle` would end it at the first catch-up, before the
-    deltas still queued behind it.
+    deltas still queued behind it. How many deltas an answer streams in depends on how
+    its pieces fell into the publishing windows (`runtime.deltas`), so the text is what
+    tells that they are all in.
     """
     frames: list = []
-    while len(events_of(frames)) < events or len([f for f in frames if f.event == "delta"]) < deltas:
+    while len(events_of(frames)) < events or not _answers_spelled(frames):
         frames.append(reader.next())
     reader.close()
     return frames
+
+
+def _answers_spelled(frames: list) -> bool:
+    deltas = [f.data for f in frames if f.event == "delta"]
+    return all("".join(d["text"] for d in deltas if d["round_id"] == e["round_id"])
+               == e["content"]["text"]
+               for e in events_of(frames) if e["type"] == "assistant_msg")
 
 
 def test_each_rounds_deltas_carry_that_rounds_id_and_their_position(api, alice):
@@ -96,13 +106,13 @@ def test_each_rounds_deltas_carry_that_rounds_id_and_their_position(api, alice):
     reader.next()  # subscribed before anything happens
     api.say(cid, "weather?", alice)
     api.run()
-    frames = _read(reader, events=5, deltas=5)
+    frames = _read(reader, events=5)
     answers = [e for e in events_of(frames) if e["type"] == "assistant_msg"]
     deltas = [f.data for f in frames if f.event == "delta"]
     assert len(answers) == 2 and answers[0]["round_id"] != answers[1]["round_id"]
-    for answer, chunks in zip(answers, (3, 2)):
+    for answer in answers:
         mine = [d for d in deltas if d["round_id"] == answer["round_id"]]
-        assert [d["index"] for d in mine] == list(range(chunks))
+        assert [d["index"] for d in mine] == list(range(len(mine))) and mine
         assert "".join(d["text"] for d in mine) == answer["content"]["text"]
         assert {d["turn_id"] for d in mine} == {answer["turn_id"]}
         assert {d["attempt"] for d in mine} == {1}
@@ -115,11 +125,11 @@ def test_a_retry_is_forwarded_as_a_retry_frame(api, alice):
     reader.next()
     api.say(cid, "hi", alice)
     api.run()
-    frames = _read(reader, events=2, deltas=1)
+    frames = _read(reader, events=2)
     [retry] = [f.data for f in frames if f.event == "retry"]
     assert retry["attempt"] == 1 and retry["transient"] is True
-    [delta] = [f.data for f in frames if f.event == "delta"]
-    assert delta["attempt"] == 2 and delta["round_id"] == retry["round_id"]
+    deltas = [f.data for f in frames if f.event == "delta"]
+    assert deltas and {(d["attempt"], d["round_id"]) for d in deltas} == {(2, retry["round_id"])}
 
 
 def test_a_quiet_stream_sends_keep_alive_comments(api, alice):
@@ -189,7 +199,7 @@ def test_a_stream_follows_a_turn_run_by_another_thread(api, alice):
     worker.join(timeout=30)
     assert [e["type"] for e in events_of(frames)] == api.types(cid)
     assert frames[-1].event == "end" and frames[-1].data["state"] == "idle"
-    assert len([f for f in frames if f.event == "delta"]) == 5
+    assert _answers_spelled(frames)  # every delta came before the end
 
 
 def test_streaming_an_unknown_conversation_is_404(api, alice):
