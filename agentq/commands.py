@@ -119,13 +119,13 @@ class Commands:
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
                 raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+            turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
             if action == "enqueue":
-                tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
-                return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+                tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
+                return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
             if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
                 # inv. 2: the running (or failed) turn is closed before the new one starts
                 close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
-            turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
                 message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),

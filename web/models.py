@@ -177,6 +177,9 @@ class StreamQuery(_Request):
     until_idle: Literal["0", "1", "true", "false"] = Field(
         "0", description="end the stream once no turn is running"
     )
+    turn_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = Field(
+        None, description="follow this turn only (the `turn_id` a message's answer names), "
+                          "its text from the first delta, and end once it is over")
 
 
 class ListToolCalls(_Request):
@@ -280,8 +283,11 @@ class EventPage(_Answer):
 
 
 class MessageAnswer(_Answer):
+    """The message's turn is named at once, also while it waits in the inbox (`queued`)."""
+
     message_id: str
-    turn_id: str | None
+    turn_id: str | None = Field(description="the turn the message starts (null only for a "
+                                            "message queued before turns were named at once)")
     queued: bool
 
 
@@ -307,10 +313,12 @@ class StreamRetry(_Answer):
 
 
 class StreamEnd(_Answer):
-    """`event: end` (only with ?until_idle=1): no turn is running; the stream closes."""
+    """`event: end` (with ?until_idle=1 or ?turn_id=): no turn is running, or the turn
+    followed is over; the stream closes."""
 
     state: States | Literal["gone"]
     last_seq: int
+    turn_id: str | None = Field(None, description="the turn followed, on a turn stream")
 
 
 # The JSON in `data:` of each stream event, by its `event:` name.
