@@ -246,6 +246,7 @@ class Conversation(_Answer):
     id: str
     state: States
     last_seq: int
+    turn_id: str | None = Field(None, description="the current turn, or the last one; null before any")
     pending: list[PendingCall]
     inbox: int
     summary: SummarySpan | None
@@ -343,6 +344,27 @@ class ToolCall(_Answer):
 
 class ToolCallList(_Answer):
     tool_calls: list[ToolCall]
+
+
+_ID = r"[A-Za-z0-9_.:\-]{1,255}"
+# `<conversation_id>/<tool_call_id>` of the last call of the previous page ('/' is in no id).
+CallCursor = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+
+
+class ListTenantToolCalls(_Request):
+    status: CallStatus | None = Field(None, description="only calls with this status")
+    executor: Executor | None = Field(None, description="only calls run by this executor")
+    cursor: CallCursor | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class TenantToolCall(ToolCall):
+    conversation_id: str
+
+
+class TenantToolCallPage(_Answer):
+    tool_calls: list[TenantToolCall]
+    next_cursor: str | None
 
 
 class ContextValidation(_Answer):
