@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from agentq.cooperative import serves_api
+from agentq.process.cooperative import serves_api
 from tests.processes import ROOT
 
 pytestmark = [pytest.mark.postgres]
 
 SLOW_QUERIES = """
-from agentq.cooperative import check_drivers, patch_for
+from agentq.process.cooperative import check_drivers, patch_for
 patch_for(["api"])
 import time, gevent, psycopg
 check_drivers()
@@ -29,7 +29,7 @@ print(f"{{time.monotonic() - started:.2f}}")
 
 TOO_EARLY = """
 import psycopg
-from agentq.cooperative import check_drivers, patch_for
+from agentq.process.cooperative import check_drivers, patch_for
 patch_for(["api"])
 check_drivers()
 """

@@ -1,0 +1,326 @@
+"""Tools: `@tool` turns a typed function into a `Tool`; a `Registry` checks and runs calls.
+
+Why no global registry: a module-level mutable singleton makes import order matter and
+tests leak into each other, so registries are built explicitly from `Tool` values
+(`Registry([...])` or `Registry.from_modules([...])`). Everything the model gets wrong
+(unknown tool, bad arguments) and everything a tool does wrong (exception, timeout)
+becomes an error `ToolOutcome` the model can read, never a crash.
+"""
+from __future__ import annotations
+
+import functools
+
+import importlib
+import inspect
+import re
+import typing
+from collections.abc import Callable, Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from agentq.core.request import ToolSpec
+from agentq.errors import AgentqError
+from agentq.process.threads import DaemonThreads
+
+Executor = Literal["server", "human", "client"]
+EXECUTORS: tuple[str, ...] = ("server", "human", "client")
+DEFAULT_EXPIRES_IN_S = 86_400.0
+
+
+class ToolArgsError(AgentqError):
+    """Arguments that do not fit a tool's signature; the message is written for the model."""
+
+    code = "invalid_tool_args"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who a call acts for: the tenant and user of the entry call, or the system."""
+
+    tenant: str
+    user: str | None = None
+
+    @property
+    def is_system(self) -> bool:
+        return self == SYSTEM_SCOPE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "user": self.user}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scope:
+        return cls(tenant=data["tenant"], user=data.get("user"))
+
+
+SYSTEM_SCOPE = Scope(tenant="system", user=None)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know. Use `tool_call_id` as the idempotency key of side effects."""
+
+    tool_call_id: str
+    conversation_id: str
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one call, as it goes into a `tool_result` event."""
+
+    status: Literal["ok", "error"]
+    output: Any
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A typed function offered to the model: its argument model and how it runs.
+
+    Still callable like the function it wraps. Both times are in seconds, named as the
+    decorator names them: `timeout` None means the conversation's limit; `expires_in` is
+    set for human and client tools only.
+    """
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    context_param: str | None = None
+    executor: Executor = "server"
+    expires_in: float | None = None
+    timeout: float | None = None
+    requires_user_scope: bool = False
+    queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @functools.cached_property
+    def spec(self) -> ToolSpec:
+        schema = _clean_schema(self.args_model.model_json_schema())
+        schema.setdefault("properties", {})
+        schema.setdefault("required", [])
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """The coerced arguments, or ToolArgsError saying what is wrong."""
+        if not isinstance(args, dict):
+            raise ToolArgsError(f"arguments must be a JSON object, got {type(args).__name__}")
+        try:
+            model = self.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgsError(_readable(exc)) from None
+        return dict(model)
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    executor: Executor = "server",
+    expires_in: float | None = None,
+    timeout: float | None = None,
+    requires_user_scope: bool = False,
+    queue: str | None = None,
+) -> Any:
+    """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
+
+    `queue` sends its calls to a Celery queue of their own, for workers started with
+    `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
+    """
+
+    def wrap(function: Callable[..., Any]) -> Tool:
+        _check_options(executor, expires_in, timeout, queue)
+        tool_name = name or function.__name__
+        args_model, context_param = _signature_model(function, tool_name)
+        expires = None if executor == "server" else float(expires_in or DEFAULT_EXPIRES_IN_S)
+        return Tool(
+            name=tool_name,
+            description=inspect.getdoc(function) or "",
+            fn=function,
+            args_model=args_model,
+            context_param=context_param,
+            executor=executor,
+            expires_in=expires,
+            timeout=None if timeout is None else float(timeout),
+            requires_user_scope=requires_user_scope,
+            queue=queue,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
+
+
+def _check_options(
+    executor: str, expires_in: float | None, timeout: float | None, queue: str | None
+) -> None:
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if expires_in is not None and (executor == "server" or expires_in <= 0):
+        raise ValueError("expires_in is a positive number of seconds, for human and client tools")
+    if timeout is not None and (executor != "server" or timeout <= 0):
+        raise ValueError("timeout is a positive number of seconds, for server tools")
+    if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
+        raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-'), "
+                         "for server tools")
+
+
+def _signature_model(function: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of the function's parameters, and the name of its ToolContext parameter."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ValueError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
+        hint = hints.get(param.name, Any)
+        if hint is ToolContext:
+            context_param = param.name
+            continue
+        if param.name.startswith("_"):
+            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
+        fields[param.name] = (hint, ... if param.default is param.empty else param.default)
+    model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    return model, context_param
+
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not")
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without pydantic's generated `title`s (noise in every request).
+
+    Careful: only schema keywords are walked, so a property named "title" survives.
+    """
+    clean = {key: value for key, value in schema.items() if key != "title"}
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(clean.get(key), dict):
+            clean[key] = {name: _clean_schema(sub) for name, sub in clean[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(clean.get(key), list):
+            clean[key] = [_clean_schema(sub) for sub in clean[key]]
+    for key in _SUBSCHEMAS:
+        if isinstance(clean.get(key), dict):
+            clean[key] = _clean_schema(clean[key])
+    return clean
+
+
+def _readable(exc: ValidationError) -> str:
+    """`argument 'city': field required; argument 'units': unexpected argument`."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        if error["type"] == "missing":
+            what = "field required"
+        elif error["type"] == "extra_forbidden":
+            what = "unexpected argument"
+        else:
+            what = error["msg"][:1].lower() + error["msg"][1:]
+        problems.append(f"argument '{where}': {what}")
+    return "; ".join(problems)
+
+
+class Registry:
+    """The tools a deployment offers, by name; read-only once built."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        by_name: dict[str, Tool] = {}
+        for item in tools:
+            known = by_name.get(item.name)
+            if known is not None and known is not item:
+                raise ValueError(f"two tools are named {item.name!r}")
+            by_name[item.name] = item
+        self._tools = by_name
+        self._threads = DaemonThreads("agentq-tool")
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[str]) -> Registry:
+        """Import each module and collect every module-level `Tool` it holds."""
+        found: list[Tool] = []
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            found.extend(value for value in vars(module).values() if isinstance(value, Tool))
+        return cls(found)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def queues(self) -> dict[str, str]:
+        """The queue of each tool that names one of its own, by tool name."""
+        return {name: item.queue for name, item in self._tools.items() if item.queue}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
+        """The specs of `names` (None: every tool); unknown names are a settings error."""
+        if names is None:
+            return [item.spec for item in self._tools.values()]
+        unknown = [name for name in names if name not in self._tools]
+        if unknown:
+            raise ValueError(f"unknown tools: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
+        return [self._tools[name].spec for name in names]
+
+    def check(self, name: str, args: Any, allowed: list[str] | None = None) -> ToolOutcome | None:
+        """None if the call may run; else the error outcome to hand back to the model."""
+        item = self._tools.get(name)
+        if item is None or (allowed is not None and name not in allowed):
+            available = [n for n in self._tools if allowed is None or n in allowed]
+            return ToolOutcome("error", f"unknown tool '{name}'; available: {', '.join(available) or 'none'}")
+        try:
+            item.validate(args)
+        except ToolArgsError as exc:
+            return ToolOutcome("error", f"invalid arguments for '{name}': {exc}")
+        return None
+
+    def call(
+        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float, allowed: list[str] | None = None
+    ) -> ToolOutcome:
+        """Check, then run a server tool in a worker thread; every failure is an error outcome.
+
+        `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
+        """
+        refused = self.check(name, args, allowed)
+        if refused is not None:
+            return refused
+        item = self._tools[name]
+        if item.executor != "server":
+            return ToolOutcome("error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+        if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
+            return ToolOutcome("error", f"tool '{name}' requires a user scope")
+        kwargs = item.validate(args)
+        if item.context_param is not None:
+            kwargs[item.context_param] = ctx
+        timeout_s = item.timeout if item.timeout is not None else timeout_s
+        return _run(self._threads, item, kwargs, timeout_s)
+
+
+def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
+    # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
+    # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
+    # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+    # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
+    # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
+    future = threads.submit(lambda: item.fn(**kwargs))
+    try:
+        error = future.exception(timeout=timeout_s)
+    except FutureTimeout:
+        return ToolOutcome("error", f"timed out after {timeout_s:g}s")
+    if error is not None:
+        return ToolOutcome("error", f"{type(error).__name__}: {error}")
+    return ToolOutcome("ok", jsonable(future.result()))
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON: pydantic models dumped, unknown objects as str(), NaN as null."""
+    return to_jsonable_python(value, fallback=str, inf_nan_mode="null")
