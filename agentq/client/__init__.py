@@ -31,7 +31,7 @@ from agentq.client.errors import (
 from agentq.client.retries import NO_RETRIES, Retries
 from agentq.client.streams import StreamItem, TurnResult
 from agentq.client.sync import Client, Turn
-from web.models import (
+from agentq.web.models import (
     Context,
     Conversation,
     ConversationItem,

@@ -16,9 +16,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from web import models
-
 from agentq.client.errors import ApiError, error_for
+from agentq.web import models
 
 T = TypeVar("T")
 USER_HEADER = "X-Agentq-User"

@@ -13,7 +13,14 @@ from typing import Union
 
 from pydantic import BaseModel, ConfigDict
 
-from web.models import Conversation, EventOut, PendingCall, StreamDelta, StreamEnd, StreamRetry
+from agentq.web.models import (
+    Conversation,
+    EventOut,
+    PendingCall,
+    StreamDelta,
+    StreamEnd,
+    StreamRetry,
+)
 
 StreamItem = Union[EventOut, StreamDelta, StreamRetry, StreamEnd]
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # a tool result may be large; the operator caps it
