@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.core.events import Event
-from agentq.pubsub import Partial
+from agentq.live.pubsub import Partial
 
 
 @dataclass
