@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from agentq.client.errors import ApiError, error_for
-from agentq.web import models
+import agentq.web.models as models
 
 T = TypeVar("T")
 USER_HEADER = "X-Agentq-User"

@@ -17,7 +17,7 @@ from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
 from agentq.client.retries import Retries
 from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
-from agentq.web import models
+import agentq.web.models as models
 
 OnBusy = Literal["enqueue", "interrupt", "reject"]
 # The API sends a keep-alive every 15 s by default: a stream silent for longer is dead.
