@@ -122,8 +122,8 @@ def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_o
         assert assignments(command) == {"AGENTQ_DEMO": "${AGENTQ_DEMO:-off}"}
         assert assignments(expand(command, {})) == {"AGENTQ_DEMO": "off"}
     assert compose["x-agentq-env"]["AGENTQ_DEMO"] == "off"
-    readme = (ROOT / "README.md").read_text()
-    production = readme[readme.index("### Production"):]
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    production = operations[operations.index("## Production"):]
     assert "AGENTQ_DEMO=off" in production
 
 

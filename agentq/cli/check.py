@@ -1,4 +1,4 @@
-"""`agentq check`: verify the invariants of DESIGN section 3 on stored data.
+"""`agentq check`: verify the invariants of docs/design.md §3 on stored data.
 
 Each check reads the log and the tables and returns violations as sentences; nothing
 is written. The log is the truth, so every check starts from it.

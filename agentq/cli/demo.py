@@ -14,7 +14,7 @@ from agentq.cli.check import check_conversation
 from agentq.config import Config
 from agentq.worker.embedded import Embedded
 from agentq.store import ConversationInfo
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 
 DEMO_SETTINGS = {
     "system": "You are a helpful assistant that can check the weather and make payments.",

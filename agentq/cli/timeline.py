@@ -1,6 +1,6 @@
 """Events of the log as lines a person reads: the timeline of `agentq inspect`, the notes of `agentq chat`.
 
-Pure: it takes the API's JSON (DESIGN section 10's shapes) and returns text, so every
+Pure: it takes the API's JSON (docs/design.md §10's shapes) and returns text, so every
 layout decision is tested without a server.
 """
 from __future__ import annotations

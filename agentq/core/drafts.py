@@ -1,6 +1,6 @@
 """Builders for the drafts of each event type, so every writer spells content the same way.
 
-The content shapes are DESIGN section 10's; the log is the API's contract, so they
+The content shapes are docs/design.md §10's; the log is the API's contract, so they
 live in one place.
 """
 from __future__ import annotations

@@ -70,7 +70,8 @@ SYSTEM_SCOPE_JSON = {"tenant": "system", "user": None}
 
 
 def _resolution(state: FsmState, event: Event) -> FsmState:
-    # A timeout-driven resolution acts on the system's authority, not the asker's (seed 002).
+    # A timeout-driven resolution acts on the system's authority, not the asker's
+    # (docs/design.md §16.3).
     if event.content.get("by") == "system":
         return replace(state, scope=SYSTEM_SCOPE_JSON)
     return state

@@ -81,7 +81,7 @@ class ScriptedCall(_Strict):
 
 
 class ScriptedResponse(_Strict):
-    """One scripted model answer (DESIGN section 13)."""
+    """One scripted model answer (docs/design.md §13)."""
 
     text: str = ""
     tool_calls: list[ScriptedCall] = Field(default_factory=list)

@@ -1,7 +1,7 @@
 """The two provider wire shapes of a neutral request, and each provider's own pairing rules.
 
 `to_openai` / `to_anthropic` build the payloads; `check_openai` / `check_anthropic` state
-what those providers reject (DESIGN section 9), so tests and strict emulators share them.
+what those providers reject (docs/design.md §9), so tests and strict emulators share them.
 Each message's shape is made once (`Message.memo`) and shared by every payload that holds
 it: whoever changes a payload changes copies of what it changes (`prompt_cache` does).
 """

@@ -20,7 +20,7 @@ import redis
 
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
-    Breaker, BreakerPolicy, Wait, admit, after_failure, after_success,
+    Breaker, BreakerPolicy, Wait, after_failure, after_success, before_call,
 )
 from agentq.core.request import Request
 from agentq.core.timefmt import format_ts, parse_ts
@@ -149,18 +149,18 @@ def counts_against_endpoint(error: ProviderError) -> bool:
 
 
 class CircuitBreakers:
-    """Admits calls to endpoints and records how they went, on a shared board."""
+    """Says whether a call to an endpoint may go, and records how calls went, on a shared board."""
 
     def __init__(self, board: Board, policy: BreakerPolicy, clock: Callable[[], datetime]) -> None:
         self.board = board
         self.policy = policy
         self._clock = clock
 
-    def admit(self, endpoint: str | None) -> Wait | None:
+    def before_call(self, endpoint: str | None) -> Wait | None:
         """None: call now (maybe as the probe); else the Wait that says until when, and why."""
         if endpoint is None:
             return None
-        decision = self._change(endpoint, lambda b, now: admit(b, now, self.policy))
+        decision = self._change(endpoint, lambda b, now: before_call(b, now, self.policy))
         return decision if isinstance(decision, Wait) else None
 
     def record(self, endpoint: str, error: ProviderError | None) -> None:
@@ -193,9 +193,9 @@ class CircuitBreakers:
         return None
 
     def guard(self, provider: Provider, endpoint: str | None) -> Provider:
-        """`provider` with each attempt after the first admitted, and every outcome recorded.
+        """`provider` with each attempt after the first let through by the breaker, and every outcome recorded.
 
-        The first attempt of a step is admitted before the step is claimed.
+        The breaker lets the first attempt of a step through before the step is claimed.
         """
         return provider if endpoint is None else _Guarded(provider, self, endpoint)
 
@@ -203,13 +203,13 @@ class CircuitBreakers:
 class _Guarded:
     def __init__(self, inner: Provider, breakers: CircuitBreakers, endpoint: str) -> None:
         self._inner, self._breakers, self._endpoint = inner, breakers, endpoint
-        self._admitted = True
+        self._cleared = True  # the first attempt was let through already
 
     def stream(self, request: Request, ctx: CallContext,
                cancel: threading.Event) -> Iterator[Delta | ModelResponse]:
-        if not self._admitted and (wait := self._breakers.admit(self._endpoint)) is not None:
+        if not self._cleared and (wait := self._breakers.before_call(self._endpoint)) is not None:
             raise CircuitOpen(wait.reason, until=wait.until, endpoint=self._endpoint)
-        self._admitted = False
+        self._cleared = False
         answered = False
         try:
             for item in self._inner.stream(request, ctx, cancel):

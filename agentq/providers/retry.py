@@ -1,4 +1,4 @@
-"""One retry policy for every provider (DESIGN section 9): classify, then back off.
+"""One retry policy for every provider (docs/design.md §9): classify, then back off.
 
 `classify` turns any httpx or stdlib failure into a `ProviderError` whose `transient`
 flag is the only thing `retrying` looks at; each SDK adapter classifies its own SDK's

@@ -1,6 +1,6 @@
-"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (DESIGN section 5).
+"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (docs/design.md §5).
 
-A step kind that runs under a claim (llm, compact, tool) is a `StepWork`: what it runs
+A step kind that runs under a claim (model, compact, tool) is a `StepWork`: what it runs
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and

@@ -1,7 +1,7 @@
 """One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
-"current round" (seed 004).
+"current round" (docs/design.md §16.5).
 """
 from __future__ import annotations
 
@@ -158,14 +158,14 @@ class ModelCalls:
     breakers: CircuitBreakers | None = None
     endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
 
-    def admit(self, settings: Settings) -> Wait | None:
+    def breaker_wait(self, settings: Settings) -> Wait | None:
         """None if a step may call its endpoint now (maybe as the breaker's probe), else when."""
         if self.breakers is None:
             return None
-        return self.breakers.admit(self.endpoints(settings))
+        return self.breakers.before_call(self.endpoints(settings))
 
     def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
-        """A call for one step, admitted already; without `deltas`, only its retries are published.
+        """A call for one step, its first attempt let through by the breaker already; without `deltas`, only its retries are published.
 
         Each attempt after the first asks the breaker again, and every outcome is recorded.
         """

@@ -1,4 +1,4 @@
-"""The llm step: the context, compaction first if due, the model call, and its commit.
+"""The model step: the context, compaction first if due, the model call, and its commit.
 
 The commit appends the assistant_msg with its tool calls (and an error result for any
 call the model invented or got wrong), schedules the tool steps in the same
@@ -49,11 +49,11 @@ def call_model(
     lifecycle: Lifecycle, calls: ModelCalls, registry: Registry, view: View, step: Step,
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
-    """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
+    """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
     context = plan_context(view, registry.specs(view.settings.tools), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
-    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+    if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
     return lifecycle.run(work, task_id=task_id)

@@ -74,18 +74,18 @@ class Runtime:
         self._endpoints = endpoints
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
-        """Decide the next step of one conversation and run it (DESIGN section 2).
+        """Decide the next step of one conversation and run it (docs/design.md §2).
 
         `task_id` is the Celery task running this, recorded on the step it claims so the
         ledger and Flower name the same task.
         """
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.view(turn_only=True)
+        with self.store.reader(conversation_id) as reader:
+            view = reader.view(turn_only=True)
             if view is None:
                 return []
             decision = decide(view)
             if isinstance(decision, CallModel):  # only a model call pays for reading history
-                view = snapshot.with_history(view)
+                view = reader.with_history(view)
         match decision:
             case Idle() | Stopped():
                 return []
@@ -112,7 +112,7 @@ class Runtime:
                                     task_id=task_id)
 
     def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
-        """Expire a pending call if it is due; re-arm if not (DESIGN section 6, Expiry)."""
+        """Expire a pending call if it is due; re-arm if not (docs/design.md §6, Expiry)."""
         return expire_step.expire(self._ctx, conversation_id, tool_call_id)
 
     def sweep(self) -> list[FollowUp]:

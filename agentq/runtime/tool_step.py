@@ -19,7 +19,8 @@ from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
-from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
+from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.tools import Registry, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The steps ledger (DESIGN section 5): schedule, claim, heartbeat, release, finish.
+"""The steps ledger (docs/design.md §5): schedule, claim, heartbeat, release, finish.
 
 Every transition is one conditional UPDATE, so a claimant that lost a race changes
 nothing and learns it from the row count. A claim may also be held to its tenant's share

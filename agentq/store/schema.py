@@ -1,4 +1,4 @@
-"""The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (DESIGN section 12).
+"""The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (docs/design.md §12).
 
 The Alembic migrations create exactly these tables; a test compares the two. Columns
 are named as the fields of the records they hold, so a row maps to its record by name.

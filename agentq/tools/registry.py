@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
+from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
 
@@ -35,28 +36,6 @@ class ToolArgsError(AgentqError):
     """Arguments that do not fit a tool's signature; the message is written for the model."""
 
     code = "invalid_tool_args"
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Who a call acts for: the tenant and user of the entry call, or the system."""
-
-    tenant: str
-    user: str | None = None
-
-    @property
-    def is_system(self) -> bool:
-        return self == SYSTEM_SCOPE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tenant": self.tenant, "user": self.user}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Scope:
-        return cls(tenant=data["tenant"], user=data.get("user"))
-
-
-SYSTEM_SCOPE = Scope(tenant="system", user=None)
 
 
 @dataclass(frozen=True)
@@ -308,7 +287,7 @@ class Registry:
 def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
     # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
     # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
-    # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+    # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
     # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
     # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
     future = threads.submit(lambda: item.fn(**kwargs))

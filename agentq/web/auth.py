@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agentq.store import Store
 from agentq.store.api_keys import hash_secret
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.web.errors import ApiError, validation_details
 from agentq.web.models import Token
 

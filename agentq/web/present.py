@@ -1,4 +1,4 @@
-"""Domain values as the API's answers (DESIGN section 10's JSON shapes), built through agentq.web.models."""
+"""Domain values as the API's JSON answers (docs/design.md §10), built via agentq.web.models."""
 from __future__ import annotations
 
 from typing import Any

@@ -23,7 +23,8 @@ from agentq.tenancy.policy import Policy
 from agentq.live.pubsub import PubSub
 from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from agentq.web.auth import KeyRing
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.streams import OpenStreams, StreamLimits
@@ -71,7 +72,7 @@ class Services:
 
     @property
     def policy(self) -> Policy:
-        """The operator's policy the commands admit settings with."""
+        """The operator's policy, which makes a conversation's settings of what a tenant asks for."""
         return self.commands.policy
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -92,7 +93,7 @@ class Services:
         """Send follow-ups after the write; a broker that is down costs time, not work.
 
         The write is committed already and the sweeper re-drives what was not sent
-        (DESIGN section 6), so a send failure is logged, not answered with a 500.
+        (docs/design.md §6), so a send failure is logged, not answered with a 500.
         """
         followups = list(followups)
         if not followups:

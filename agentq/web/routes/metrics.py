@@ -21,6 +21,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from agentq.core.breaker import STATE_NUMBERS, Breaker
+from agentq.core.keys import MODEL_STEP
 from agentq.store.metrics import StoreMetrics
 from agentq.web.errors import ApiError
 from agentq.web.services import services
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 bp = Blueprint("metrics", __name__)
 
 # Zero rows still make a series, so a rate or an alert never sees one vanish.
-STEP_KINDS = ("llm", "tool", "compact")
+STEP_KINDS = (MODEL_STEP, "tool", "compact")  # label values: the stored kinds
 STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
                  "failed_permanent", "timeout", "cancelled")
 EXECUTORS = ("human", "client")

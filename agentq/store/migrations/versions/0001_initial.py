@@ -1,4 +1,4 @@
-"""Initial schema: every table of DESIGN section 12.
+"""Initial schema: every table of docs/design.md §12.
 
 Revision ID: 0001
 Revises:
