@@ -28,7 +28,8 @@ class Client:
     """A tenant's view of one agentq API; `user` is the acting user sent with every call.
 
     `url` and `key` default to AGENTQ_API_URL and AGENTQ_API_KEY (the key may be in the
-    server's bootstrap form `tenant:secret`).
+    server's bootstrap form `tenant:secret`). `http`, if given, is used as it is (its
+    base URL, headers and transport are yours to set).
     """
 
     def __init__(self, url: str | None = None, key: str | None = None, *, user: str | None = None,

@@ -153,3 +153,14 @@ def test_a_dropped_stream_resumes_with_last_event_id_and_loses_or_repeats_nothin
         items = list(turn.stream())
     assert transport.cut == 1
     check_turn(items, turn.turn_id, "go", {SLOW["text"]})
+
+
+def test_the_stream_of_a_queued_turn_ends_when_the_conversation_ends_before_it_starts(stack):
+    with Client(stack.url, stack.key) as client:
+        conversation = client.create_conversation({"script": [SLOW]})
+        client.send(conversation.id, "first")
+        queued = client.send(conversation.id, "second")
+        client.end_conversation(conversation.id)
+        items = list(queued.stream())
+        assert [type(i) for i in items] == [StreamEnd]
+        assert items[0].state == "ended" and items[0].turn_id == queued.turn_id
