@@ -229,7 +229,7 @@ LAYERS = (
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
      "agentq.tenancy"},
     {"agentq.commands", "agentq.runtime"},
-    {"agentq.worker", "agentq.web", "agentq.cli"},
+    {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )
 PUBLIC_SURFACE = "agentq"  # agentq/__init__.py re-exports from any layer
 
