@@ -213,6 +213,9 @@ class AsyncTurn:
                  user: str | None) -> None:
         self.client, self.conversation_id, self.answer, self.user = client, conversation_id, answer, user
 
+    def __repr__(self) -> str:
+        return f"AsyncTurn({self.conversation_id!r}, turn_id={self.turn_id!r}, queued={self.queued})"
+
     @property
     def turn_id(self) -> str:
         return self.answer.turn_id or ""

@@ -211,6 +211,9 @@ class Turn:
                  user: str | None) -> None:
         self.client, self.conversation_id, self.answer, self.user = client, conversation_id, answer, user
 
+    def __repr__(self) -> str:
+        return f"Turn({self.conversation_id!r}, turn_id={self.turn_id!r}, queued={self.queued})"
+
     @property
     def turn_id(self) -> str:
         return self.answer.turn_id or ""

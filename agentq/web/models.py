@@ -1,7 +1,9 @@
 """The declared shapes of the HTTP API: every body, query and answer, as pydantic models.
 
 Requests are validated with these models and answers are built through them, and
-/openapi.json is generated from them, so the spec cannot drift from what is served.
+/openapi.json is generated from them, so the spec cannot drift from what is served; the
+SDK (agentq.client) reads the answers with the same models. Careful: this module imports
+pydantic and agentq.core only, never Flask, so that the SDK can import it.
 """
 from __future__ import annotations
 
