@@ -184,6 +184,14 @@ class AsyncClient:
     async def profiles(self) -> list[models.ProfileOut]:
         return (await self._run(calls.profiles())).profiles
 
+    async def set_provider_key(self, profile: str, api_key: str) -> None:
+        """Your own key for a profile that takes one: stored sealed, never shown again."""
+        await self._run(calls.set_provider_key(profile, api_key))
+
+    async def delete_provider_key(self, profile: str) -> None:
+        """Forget your own key for a profile; NotFound if none is set."""
+        await self._run(calls.delete_provider_key(profile))
+
     # -- sending ---------------------------------------------------------------------------
 
     def _who(self, user: str | None) -> str | None:

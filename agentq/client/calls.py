@@ -221,4 +221,13 @@ def profiles() -> Call[models.ProfileList]:
     return Call("GET", "/v1/profiles", models.ProfileList, idempotent=True)
 
 
+def set_provider_key(profile: str, api_key: str) -> Call[None]:
+    return Call("PUT", f"/v1/profiles/{profile}/key", None, json={"api_key": api_key},
+                idempotent=True)
+
+
+def delete_provider_key(profile: str) -> Call[None]:
+    return Call("DELETE", f"/v1/profiles/{profile}/key", None, idempotent=True)
+
+
 __all__ = ["ApiError", "Call", "retry_after"]

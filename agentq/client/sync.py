@@ -182,6 +182,14 @@ class Client:
     def profiles(self) -> list[models.ProfileOut]:
         return self._run(calls.profiles()).profiles
 
+    def set_provider_key(self, profile: str, api_key: str) -> None:
+        """Your own key for a profile that takes one: stored sealed, never shown again."""
+        self._run(calls.set_provider_key(profile, api_key))
+
+    def delete_provider_key(self, profile: str) -> None:
+        """Forget your own key for a profile; NotFound if none is set."""
+        self._run(calls.delete_provider_key(profile))
+
     # -- sending ---------------------------------------------------------------------------
 
     def _who(self, user: str | None) -> str | None:

@@ -256,3 +256,12 @@ def test_the_sdk_imports_no_flask_celery_or_sqlalchemy():
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_provider_key_for_a_profile_that_takes_none_is_a_conflict_and_none_to_forget(stack):
+    with Client(stack.url, stack.key, retries=NO_RETRIES) as client:
+        with pytest.raises(Conflict) as refused:
+            client.set_provider_key("openai", "sk-test-0123456789")
+        assert refused.value.code == "own_keys_not_taken"
+        with pytest.raises(NotFound):
+            client.delete_provider_key("openai")

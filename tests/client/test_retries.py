@@ -79,3 +79,13 @@ def test_the_async_client_retries_the_same_way():
             return (await client.get_conversation("c1")).id
 
     assert asyncio.run(run()) == "c1" and len(script.seen) == 2
+
+
+def test_a_503_without_retry_after_is_sent_again_only_if_idempotent():
+    refused = httpx2.Response(503, json={"error": {"code": "own_keys_unavailable", "message": "no"}})
+    script = Script(refused)
+    with pytest.raises(Unavailable) as failed:
+        sync_client(script).cancel("c1")
+    assert failed.value.code == "own_keys_unavailable" and len(script.seen) == 1
+    script = Script(httpx2.Response(502, text="bad gateway"), httpx2.Response(200, json=CONVERSATION))
+    assert sync_client(script).get_conversation("c1").id == "c1" and len(script.seen) == 2
