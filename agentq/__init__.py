@@ -1,6 +1,6 @@
 """agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""
-from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
 from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
 from agentq.tools import Tool, ToolContext, tool
 
 __all__ = [

@@ -6,9 +6,10 @@ stop when the turn is over. Ctrl-C during a turn cancels it on the server.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import sys
-from collections.abc import Mapping
+from types import ModuleType
 from typing import Any, TextIO
 
 from agentq.cli.timeline import call_text, summarize
@@ -26,7 +27,7 @@ from agentq.client import (
 )
 
 try:  # line editing and history where the platform has it
-    import readline
+    readline: ModuleType | None = importlib.import_module("readline")
 except ImportError:  # pragma: no cover - Windows
     readline = None
 

@@ -9,16 +9,16 @@ from agentq.process.cooperative import patch_for
 patch_for(sys.argv[1:])  # first: `agentq api` and `agentq dev` serve with gevent
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from typing import Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
 from agentq.tenancy.policy import PolicyError  # noqa: E402
-
 
 DEV_GRACE_S = 0.5  # what `agentq dev`'s embedded worker gets to stop once the API stopped
 
@@ -65,12 +65,12 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     import gevent
 
-    from agentq.worker.embedded import Embedded
     from agentq.store.api_keys import new_secret
-    from agentq.worker.signals import when_shutting_down
     from agentq.web.app import create_app
     from agentq.web.serve import make_server, stopper
     from agentq.web.services import embedded_services
+    from agentq.worker.embedded import Embedded
+    from agentq.worker.signals import when_shutting_down
 
     embedded = Embedded(config)
     api_key = config.api_key or f"dev:{new_secret()}"
@@ -138,11 +138,11 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.process.clock import utcnow
+    from agentq.store import Store
     from agentq.tenancy.keybox import new_encryption_key
     from agentq.tenancy.own_keys import OwnKeys
     from agentq.tenancy.policy import Policy
-    from agentq.process.clock import utcnow
-    from agentq.store import Store
 
     if args.action == "new-encryption-key":
         print(new_encryption_key())
@@ -245,11 +245,9 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
         return 0
     summary = conversation["summary"]
     if summary is not None:
-        try:  # the summary in use, with its version and text
+        with contextlib.suppress(ApiError):  # the summary in use, with its version and text
             in_use = client.context(args.id).summary
             summary = summary if in_use is None else in_use.model_dump(mode="json")
-        except ApiError:
-            pass
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):

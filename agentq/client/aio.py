@@ -12,12 +12,12 @@ from typing import Any, Literal
 import httpx2
 from pydantic import BaseModel
 
+import agentq.web.models as models
 from agentq.client import calls
 from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
-from agentq.client.retries import Retries
+from agentq.client.retries import DEFAULT_RETRIES, Retries
 from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
-import agentq.web.models as models
 
 OnBusy = Literal["enqueue", "interrupt", "reject"]
 # The API sends a keep-alive every 15 s by default: a stream silent for longer is dead.
@@ -33,7 +33,7 @@ class AsyncClient:
     """
 
     def __init__(self, url: str | None = None, key: str | None = None, *, user: str | None = None,
-                 timeout_s: float = 30.0, retries: Retries = Retries(),
+                 timeout_s: float = 30.0, retries: Retries = DEFAULT_RETRIES,
                  env: Mapping[str, str] | None = None, http: httpx2.AsyncClient | None = None) -> None:
         self.endpoint: Endpoint = endpoint(url, key, env)
         self.user, self.retries = user, retries
@@ -88,7 +88,8 @@ class AsyncClient:
         """Re-drive a failed turn; Conflict if the conversation has not failed."""
         return await self._run(calls.retry(conversation_id, self._who(user)))
 
-    async def fork(self, conversation_id: str, at_seq: int, *, user: str | None = None) -> models.Conversation:
+    async def fork(self, conversation_id: str, at_seq: int, *,
+                   user: str | None = None) -> models.Conversation:
         """A new conversation with a copy of the log through `at_seq` (the end of a turn)."""
         return await self._run(calls.fork(conversation_id, at_seq, self._who(user)))
 
@@ -141,7 +142,8 @@ class AsyncClient:
         """Calls waiting for a person or a client, across the tenant's conversations."""
         return await self._run(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
 
-    async def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> models.ToolCall:
+    async def approve(self, conversation_id: str, call_id: str, *,
+                      user: str | None = None) -> models.ToolCall:
         """Say yes to a call waiting for a person: its result is {"approved": true}."""
         return await self.answer(conversation_id, call_id, calls.approval(True, None), user=user)
 

@@ -16,8 +16,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from agentq.client.errors import ApiError, error_for
 import agentq.web.models as models
+from agentq.client.errors import ApiError, error_for
 
 T = TypeVar("T")
 USER_HEADER = "X-Agentq-User"

@@ -48,4 +48,5 @@ class Retries:
         return wait * (0.5 + random.random() / 2)
 
 
+DEFAULT_RETRIES = Retries()
 NO_RETRIES = Retries(attempts=1)

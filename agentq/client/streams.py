@@ -8,8 +8,8 @@ round and attempt, concatenate to the text streamed: never a piece twice.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Union
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,7 +22,7 @@ from agentq.web.models import (
     StreamRetry,
 )
 
-StreamItem = Union[EventOut, StreamDelta, StreamRetry, StreamEnd]
+StreamItem = EventOut | StreamDelta | StreamRetry | StreamEnd
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # a tool result may be large; the operator caps it
 
 
@@ -118,7 +118,7 @@ class Waits:
         if not isinstance(item, EventOut):
             return False
         self.events.append(item)
-        call_id = item.content.get("tool_call_id")
+        call_id = str(item.content.get("tool_call_id"))
         if item.type == "tool_call" and item.content.get("executor", "server") != "server":
             self.open_calls.add(call_id)
         elif item.type in ("resolution", "tool_result"):
@@ -128,5 +128,5 @@ class Waits:
     def waiting(self, conversation: Conversation) -> bool:
         return conversation.state == "awaiting_input" and conversation.turn_id == self.turn_id
 
-    def result(self, state: str, pending: list[PendingCall] = ()) -> TurnResult:
+    def result(self, state: str, pending: Sequence[PendingCall] = ()) -> TurnResult:
         return TurnResult(turn_id=self.turn_id, state=state, events=self.events, pending=list(pending))

@@ -12,12 +12,12 @@ from typing import Any, Literal
 import httpx2
 from pydantic import BaseModel
 
+import agentq.web.models as models
 from agentq.client import calls
 from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
-from agentq.client.retries import Retries
+from agentq.client.retries import DEFAULT_RETRIES, Retries
 from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
-import agentq.web.models as models
 
 OnBusy = Literal["enqueue", "interrupt", "reject"]
 # The API sends a keep-alive every 15 s by default: a stream silent for longer is dead.
@@ -33,7 +33,7 @@ class Client:
     """
 
     def __init__(self, url: str | None = None, key: str | None = None, *, user: str | None = None,
-                 timeout_s: float = 30.0, retries: Retries = Retries(),
+                 timeout_s: float = 30.0, retries: Retries = DEFAULT_RETRIES,
                  env: Mapping[str, str] | None = None, http: httpx2.Client | None = None) -> None:
         self.endpoint: Endpoint = endpoint(url, key, env)
         self.user, self.retries = user, retries

@@ -7,26 +7,27 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, TypeGuard
 
-from agentq.process.clock import utcnow
+from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
 from agentq.core.decide import ends_a_turn, message_action
+from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
-from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
+from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
-from agentq.commands.interrupts import CloseRound, close_turn
-from agentq.tenancy.policy import Policy
+from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
+from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
-from agentq.core.scope import Scope
 
 RESOLUTION_STATUSES = ("resolved", "errored")
 ON_BUSY = ("enqueue", "interrupt", "reject")
@@ -90,7 +91,7 @@ class Commands:
         `content` is text or a list of parts (core/parts.py), checked before anything is written."""
         if isinstance(content, str) and not content.strip():
             raise InvalidInput("content must not be empty")
-        if on_busy not in ON_BUSY:
+        if not _is_on_busy(on_busy):
             raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
@@ -165,6 +166,7 @@ class Commands:
                 drafts.closed_call(call, status, result, by=by, created_at=now), now=now
             )
             closed = tx.load_call(tool_call_id)
+            assert closed is not None  # updated under this lock a moment ago
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
@@ -236,3 +238,7 @@ def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
 def _by(scope: Scope) -> str:
     """Who acted, as the log records it."""
     return scope.user or scope.tenant
+
+
+def _is_on_busy(value: str) -> TypeGuard[OnBusy]:
+    return value in ON_BUSY

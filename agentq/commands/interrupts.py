@@ -8,8 +8,8 @@ answer is kept as an `assistant_msg` marked interrupted, and every open call get
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from agentq.core import drafts
 from agentq.core.events import EventDraft, FsmState, ToolCallRecord

@@ -31,7 +31,7 @@ def assistant_msg(
     *,
     turn_id: str,
     round_id: str,
-    step_key: str,
+    step_key: str | None,
     created_at: datetime,
     interrupted: bool = False,
     usage: dict[str, Any] | None = None,

@@ -67,5 +67,5 @@ def round_id(model_step_key: str) -> str:
 
 def scripted_call_id(model_step_key: str, index: int) -> str:
     """`call_` + sha256(step_key:index)[:24] (docs/design.md §13)."""
-    digest = hashlib.sha256(f"{model_step_key}:{index}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{model_step_key}:{index}".encode()).hexdigest()
     return "call_" + digest[:24]

@@ -38,7 +38,7 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def integer(**bounds: int) -> Any:
+def integer(**bounds: Any) -> Any:
     """An integer of a JSON body under strict validation: 3 and 3.0, never true or "3".
 
     The bounds go inside, before the conversion, so the JSON schema says minimum/maximum.

@@ -15,8 +15,8 @@ from agentq.core.compaction import estimate_tokens
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
 from agentq.core.parts import images_of
-from agentq.core.request import Message, Request
 from agentq.core.render import render
+from agentq.core.request import Message, Request
 
 DEFAULT_SUMMARY_PROMPT = (
     "You write the running summary of a conversation between a user and an assistant "
@@ -74,7 +74,7 @@ def summary_request(
         room = (budget - estimate_tokens(system)) * 4 - len(head) - len(tail)
         end = _piece_end(text, start, max(room, MIN_PIECE_CHARS))
     message = Message("user", head + text[start:end] + tail)
-    return Request(system=system, messages=(message,), model=policy.model or view.settings.model), end
+    return Request(system=system, messages=(message,), model=policy.model or view.settings.model or ""), end
 
 
 def _piece_end(text: str, start: int, room: int) -> int:

@@ -130,10 +130,10 @@ class PubSub:
         the live deltas up to the mark and misses none after it.
         """
         try:
-            round_id = self.client.get(_turn_round_key(turn_id))
-            if round_id is None:
+            raw = self.client.get(_turn_round_key(turn_id))
+            if raw is None:
                 return None
-            round_id = round_id.decode()
+            round_id = raw.decode() if isinstance(raw, bytes) else str(raw)
             pipe = self.client.pipeline(transaction=True)
             pipe.get(_partial_key(round_id))
             pipe.get(_mark_key(round_id))

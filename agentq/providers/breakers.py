@@ -17,10 +17,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
-    Breaker, BreakerPolicy, Wait, after_failure, after_success, before_call,
+    Breaker,
+    BreakerPolicy,
+    Wait,
+    after_failure,
+    after_success,
+    before_call,
 )
 from agentq.core.request import Request
 from agentq.core.timefmt import format_ts, parse_ts
@@ -74,15 +80,16 @@ class RedisBoard:
         return _from_hash(new.endpoint, stored)
 
     def list_breakers(self) -> list[Breaker]:
-        endpoints = sorted(e.decode() for e in self._client.smembers(self.INDEX))
+        endpoints = sorted(e.decode() if isinstance(e, bytes) else e
+                           for e in self._client.smembers(self.INDEX))
         pipe = self._client.pipeline(transaction=False)
         for endpoint in endpoints:
             pipe.hgetall(self.key(endpoint))
-        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute())]
+        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute(), strict=True)]
         return [breaker for breaker in found if breaker is not None]
 
 
-def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[str, Any]:
+def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[FieldT, EncodableT]:
     return {"state": breaker.state, "failures": breaker.failures, "trips": breaker.trips,
             "until": format_ts(breaker.until) if breaker.until else "",
             "last_error": breaker.last_error or "", "version": version,
@@ -193,7 +200,8 @@ class CircuitBreakers:
         return None
 
     def guard(self, provider: Provider, endpoint: str | None) -> Provider:
-        """`provider` with each attempt after the first let through by the breaker, and every outcome recorded.
+        """`provider` with each attempt after the first let through by the breaker, and every
+        outcome recorded.
 
         The breaker lets the first attempt of a step through before the step is claimed.
         """

@@ -120,7 +120,7 @@ class Lifecycle:
         claim = self.claim(work, task_id, cap=cap)
         if claim is None:
             return self._not_claimed(work)
-        if claim is WAITS:  # it holds no worker while it waits; a freed slot wakes it
+        if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
         followups = self._run_claimed(work, claim)
         return followups if cap is None else followups + self._woken(work.tenant)

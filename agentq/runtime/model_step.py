@@ -10,16 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Any
 
 from agentq.core import drafts
 from agentq.core.breaker import Wait
 from agentq.core.budget import Context, fit, plan_context
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
-from agentq.core.events import EventDraft, ToolCallRecord, View
+from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
@@ -189,7 +190,8 @@ class LlmStep(StepWork[ModelResponse]):
         """The assistant_msg, its tool calls, early error results and the suspension."""
         view, step = self.view, self.step
         settings = view.settings
-        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+        common: dict[str, Any] = dict(
+            turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
         out: list[EventDraft] = [
             drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
                                  **common)
@@ -202,12 +204,14 @@ class LlmStep(StepWork[ModelResponse]):
             tool = self.registry.get(call.name)
             executor = tool.executor if (tool and problem is None) else "server"
             expires_at = (
-                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+                now + timedelta(seconds=tool.expires_in)
+                if tool is not None and tool.expires_in is not None and executor != "server"
+                else None
             )
             out.append(drafts.tool_call(
                 call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
             ))
-            status = "pending" if executor != "server" else "scheduled"
+            status: CallStatus = "pending" if executor != "server" else "scheduled"
             result = None
             if problem is not None:  # an invented tool or bad arguments: the model reads why
                 status, result = "done", {"status": "error", "output": problem.output}

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
-from agentq.providers.breakers import CircuitBreakers, board_for
-from agentq.process.clock import utcnow
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
 from agentq.followups import FollowUp
-from agentq.providers.base import Provider
-from agentq.tenancy.access import provider_for
 from agentq.live.pubsub import PubSub
+from agentq.process.clock import utcnow
+from agentq.providers.base import Provider
+from agentq.providers.breakers import CircuitBreakers, board_for
 from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
 from agentq.runtime.context import StepContext, no_cap
 from agentq.runtime.leases import Leases
@@ -30,6 +30,7 @@ from agentq.runtime.sweeper import Sweeper
 from agentq.runtime.timers import Timers
 from agentq.runtime.transcripts import Transcripts
 from agentq.store import Store
+from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 
 
@@ -129,7 +130,7 @@ class Runtime:
 
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
-        breakers = {} if self._endpoints is None else {
+        breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
                           self.timers, self.config.max_attempts, self._sleep, **breakers)

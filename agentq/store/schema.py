@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import fields
 from datetime import datetime
-from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -262,6 +261,11 @@ def record_values(record: object) -> dict[str, Any]:
     return {name: getattr(record, name) for name in _field_names(type(record))}
 
 
-@cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # per record class, worked out once
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(field.name for field in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # two threads racing both work out the same names
+        names = _FIELD_NAMES[cls] = tuple(field.name for field in fields(cls))
+    return names

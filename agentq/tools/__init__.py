@@ -1,7 +1,13 @@
 """Tools a model may call: the @tool decorator, their registry, the context a call runs with."""
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.tools.registry import (
-    Registry, Tool, ToolArgsError, ToolContext, ToolOutcome, jsonable, tool,
+    Registry,
+    Tool,
+    ToolArgsError,
+    ToolContext,
+    ToolOutcome,
+    jsonable,
+    tool,
 )
 
 __all__ = ["SYSTEM_SCOPE", "Registry", "Scope", "Tool", "ToolArgsError", "ToolContext",

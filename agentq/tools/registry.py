@@ -9,7 +9,6 @@ becomes an error `ToolOutcome` the model can read, never a crash.
 from __future__ import annotations
 
 import functools
-
 import importlib
 import inspect
 import re
@@ -274,7 +273,8 @@ class Registry:
             return refused
         item = self._tools[name]
         if item.executor != "server":
-            return ToolOutcome("error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+            return ToolOutcome(
+                "error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
         if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
             return ToolOutcome("error", f"tool '{name}' requires a user scope")
         kwargs = item.validate(args)

@@ -10,7 +10,7 @@ from agentq.store.overview import Overview
 from agentq.web import models
 
 
-def state_of(info: ConversationInfo) -> str:
+def state_of(info: ConversationInfo) -> models.States:
     """`ended` once the conversation is ended, else the state of its machine."""
     return "ended" if info.status == "ended" else info.fsm.state
 

@@ -6,9 +6,8 @@ the ledger does. Tasks go to a queue per kind of work (agentq.worker.queues).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Callable
 
 from celery import Celery
 from celery.app.amqp import AMQP

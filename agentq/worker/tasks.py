@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from celery import Celery, Task
 from kombu.exceptions import OperationalError

@@ -3,7 +3,8 @@
 Workers run on other machines and the API under several gunicorn processes, so nothing
 is counted in memory: each scrape reads a few aggregates from the store and turns them
 into gauges. The one exception is the live streams, which only the process holding them
-knows: their figures (`agentq_streams_*`) are those of the process that answered. Only aggregates leave: no ids, no tenants, no content. With
+knows: their figures (`agentq_streams_*`) are those of the process that answered. Only
+aggregates leave: no ids, no tenants, no content. With
 AGENTQ_METRICS_TOKEN set, a scrape must send it as `Authorization: Bearer <token>`.
 """
 from __future__ import annotations
@@ -15,8 +16,7 @@ from datetime import datetime
 
 from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import (CounterMetricFamily, GaugeHistogramMetricFamily,
-                                   GaugeMetricFamily, Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
@@ -83,7 +83,7 @@ class StoreCollector(Collector):
             if latency is None:
                 family.add_metric([kind], [("+Inf", 0)], 0.0)
                 continue
-            buckets = [(_le(b), n) for b, n in zip(latency.bounds_s, latency.at_most)]
+            buckets = [(_le(b), n) for b, n in zip(latency.bounds_s, latency.at_most, strict=True)]
             family.add_metric([kind], [*buckets, ("+Inf", latency.count)], latency.sum_s)
         return family
 

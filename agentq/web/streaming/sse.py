@@ -56,7 +56,7 @@ class Cursor:
     seen (`started`)."""
 
     last_seq: int
-    interrupted_rounds: set[str] = field(default_factory=set)
+    interrupted_rounds: set[str | None] = field(default_factory=set)
     turn: TurnText | None = None
     started: bool = False
 
@@ -118,7 +118,7 @@ def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
         if len(replay) >= PAGE:  # a write per page of the log, not per event
             yield "".join(replay)
             replay = []
-    if partial is not None:
+    if cursor.turn is not None and partial is not None:
         replay.extend(frame("delta", d) for d in cursor.turn.catch_up(partial))
     if replay:
         yield "".join(replay)
@@ -188,7 +188,7 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
     while True:
         page = reads.page(cid, after_seq=cursor.last_seq, limit=PAGE, fresh_since=fresh_since)
         events = page.events
-        for event, text in zip(events, page.frames(event_frame)):
+        for event, text in zip(events, page.frames(event_frame), strict=True):
             cursor.passed(event)
             if cursor.turn is not None and cursor.wants(event):
                 yield from (frame("delta", d) for d in cursor.turn.ended(event))
@@ -226,6 +226,6 @@ def _turn_over(cursor: Cursor, fsm, state: str) -> bool:
     conversation ended (a message still waiting in its inbox then never starts one)."""
     if state == "ended":
         return True
-    if not cursor.started:
+    if not cursor.started or cursor.turn is None:
         return False  # still waiting in the inbox
     return fsm.turn_id != cursor.turn.turn_id or state in ("idle", "failed")

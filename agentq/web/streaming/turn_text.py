@@ -47,7 +47,7 @@ class TurnText:
 
     def live(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         """The deltas to send for one live delta of the conversation (none if not this turn's)."""
-        round_id = data.get("round_id")
+        round_id = str(data.get("round_id"))
         if data.get("turn_id") != self.turn_id or round_id in self.closed:
             return []
         sent = self.sent.get(round_id)
@@ -64,7 +64,7 @@ class TurnText:
 
     def ended(self, event: Event) -> list[dict[str, Any]]:
         """Before a round's `assistant_msg`: the rest of its text that no delta carried."""
-        if event.type != "assistant_msg" or event.turn_id != self.turn_id:
+        if event.type != "assistant_msg" or event.turn_id != self.turn_id or not event.round_id:
             return []
         self.closed.add(event.round_id)
         sent = self.sent.pop(event.round_id, None) or _Sent(1, -1, "")

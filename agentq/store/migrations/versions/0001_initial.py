@@ -5,6 +5,8 @@ Revises:
 """
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -16,7 +18,7 @@ branch_labels = None
 depends_on = None
 
 
-def _id(name: str, **kw: object) -> sa.Column:
+def _id(name: str, **kw: Any) -> sa.Column:
     return sa.Column(name, sa.String(255), **kw)
 
 
