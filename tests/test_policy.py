@@ -238,3 +238,26 @@ def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path
     printed = capsys.readouterr().out
     assert "llm_timeout_s 900" in printed and "running_steps none" in printed
     assert "tenant big: ceilings running_steps 16" in printed
+
+
+def test_an_agent_defined_in_code_goes_to_the_tenants_the_policy_names_and_else_to_all(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[agents.concierge]\ntenants = ["acme"]\n')
+    policy = load_policy(str(path))
+    assert policy.offers_agent("concierge", "acme") and not policy.offers_agent("concierge", "evil")
+    assert policy.offers_agent("support", "evil") and Policy.default().offers_agent("concierge", "evil")
+
+
+def test_agentq_policy_prints_the_agents_the_code_defines_and_whom_each_goes_to(
+        tmp_path: Path, monkeypatch, capsys):
+    import agentq.cli.main as cli
+
+    path = tmp_path / "p.toml"
+    path.write_text('[agents.concierge]\ntenants = ["acme"]\n[agents.ghost]\ntenants = []\n')
+    monkeypatch.setenv("AGENTQ_POLICY", str(path))
+    monkeypatch.setenv("AGENTQ_TOOLS", "tests.tools_for_tests,tests.agents_for_tests")
+    assert cli.main(["policy"]) == 0
+    printed = capsys.readouterr().out
+    assert "agent support: defined in code; tenants all" in printed
+    assert "agent concierge: defined in code; tenants acme" in printed
+    assert "agent ghost: named by the policy, but no module of AGENTQ_TOOLS defines it" in printed
