@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -180,6 +180,38 @@ def resolve(cid: str, call_id: str, status: str, result: Any,
 def approval(approved: bool, reason: str | None) -> dict[str, Any]:
     """What a person's yes or no reads as, to the model and to the tool's author."""
     return {"approved": approved, **({} if reason is None else {"reason": reason})}
+
+
+# -- agents -------------------------------------------------------------------------------
+
+
+def _definition(settings: BaseModel | Mapping[str, Any] | None, description: str,
+                overridable: Sequence[str]) -> dict[str, Any]:
+    return {"settings": _settings(settings), "description": description,
+            "overridable": list(overridable)}
+
+
+def create_agent(name: str, settings: BaseModel | Mapping[str, Any] | None, description: str,
+                 overridable: Sequence[str], user: str | None) -> Call[models.AgentOut]:
+    return Call("POST", "/v1/agents", models.AgentOut,
+                json={"name": name, **_definition(settings, description, overridable)},
+                headers=_user(user))
+
+
+def publish_agent_version(name: str, settings: BaseModel | Mapping[str, Any] | None,
+                          description: str, overridable: Sequence[str],
+                          user: str | None) -> Call[models.AgentOut]:
+    return Call("POST", f"/v1/agents/{name}/versions", models.AgentOut,
+                json=_definition(settings, description, overridable), headers=_user(user))
+
+
+def list_agents(user: str | None) -> Call[models.AgentList]:
+    return Call("GET", "/v1/agents", models.AgentList, headers=_user(user), idempotent=True)
+
+
+def get_agent(name: str, version: int | None, user: str | None) -> Call[models.AgentOut]:
+    path = f"/v1/agents/{name}" if version is None else f"/v1/agents/{name}/versions/{version}"
+    return Call("GET", path, models.AgentOut, headers=_user(user), idempotent=True)
 
 
 # -- profiles -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ own model of the answer, or raises the ApiError subclass of the error answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx2
@@ -153,6 +153,31 @@ class Client:
         """Resolve a pending call with `result` (or as failed, with `error=True`)."""
         status = "errored" if error else "resolved"
         return self._run(calls.resolve(conversation_id, call_id, status, result, self._who(user)))
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,
+                     description: str = "", overridable: Sequence[str] = (),
+                     user: str | None = None) -> models.AgentOut:
+        """A new agent of the tenant, at version 1; Conflict if the name is taken."""
+        return self._run(calls.create_agent(name, settings, description, overridable,
+                                             self._who(user)))
+
+    def publish_agent_version(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None,
+                              *, description: str = "", overridable: Sequence[str] = (),
+                              user: str | None = None) -> models.AgentOut:
+        """The agent's next version: a whole definition; earlier versions stay as they were."""
+        return self._run(calls.publish_agent_version(name, settings, description, overridable,
+                                                      self._who(user)))
+
+    def list_agents(self, *, user: str | None = None) -> list[models.AgentOut]:
+        """The latest version of each agent the tenant may use: its own and the operator's."""
+        return (self._run(calls.list_agents(self._who(user)))).agents
+
+    def get_agent(self, name: str, version: int | None = None, *,
+                  user: str | None = None) -> models.AgentOut:
+        """An agent's latest version, or the one numbered `version`."""
+        return self._run(calls.get_agent(name, version, self._who(user)))
 
     def profiles(self) -> list[models.ProfileOut]:
         return self._run(calls.profiles()).profiles
