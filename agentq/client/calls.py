@@ -205,8 +205,17 @@ def publish_agent_version(name: str, settings: BaseModel | Mapping[str, Any] | N
                 json=_definition(settings, description, overridable), headers=_user(user))
 
 
-def list_agents(user: str | None) -> Call[models.AgentList]:
-    return Call("GET", "/v1/agents", models.AgentList, headers=_user(user), idempotent=True)
+def list_agents(cursor: str | None, limit: int, user: str | None) -> Call[models.AgentList]:
+    return Call("GET", "/v1/agents", models.AgentList,
+                params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
+                idempotent=True)
+
+
+def list_agent_versions(name: str, cursor: int | None, limit: int,
+                        user: str | None) -> Call[models.AgentVersionPage]:
+    return Call("GET", f"/v1/agents/{name}/versions", models.AgentVersionPage,
+                params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
+                idempotent=True)
 
 
 def get_agent(name: str, version: int | None, user: str | None) -> Call[models.AgentOut]:

@@ -170,9 +170,16 @@ class Client:
         return self._run(calls.publish_agent_version(name, settings, description, overridable,
                                                       self._who(user)))
 
-    def list_agents(self, *, user: str | None = None) -> list[models.AgentOut]:
-        """The latest version of each agent the tenant may use: its own and the operator's."""
-        return (self._run(calls.list_agents(self._who(user)))).agents
+    def list_agents(self, *, cursor: str | None = None, limit: int = 100,
+                    user: str | None = None) -> models.AgentList:
+        """One page of the agents the tenant may use (its own and the operator's), latest
+        version each, by name; pass its `next_cursor` for the next."""
+        return self._run(calls.list_agents(cursor, limit, self._who(user)))
+
+    def list_agent_versions(self, name: str, *, cursor: int | None = None, limit: int = 100,
+                            user: str | None = None) -> models.AgentVersionPage:
+        """One page of an agent's versions, oldest first."""
+        return self._run(calls.list_agent_versions(name, cursor, limit, self._who(user)))
 
     def get_agent(self, name: str, version: int | None = None, *,
                   user: str | None = None) -> models.AgentOut:

@@ -9,7 +9,6 @@ import pytest
 from agentq.client import Conflict, InvalidRequest, NotFound
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
-pytest.importorskip("agentq.agents", reason="the API serves agents once agentq.agents is merged")
 
 
 def answer(text: str) -> dict:
@@ -27,7 +26,8 @@ def test_an_agent_is_created_versioned_read_and_listed(client):
     assert second.version == 2 and second.digest != first.digest
     assert client.get_agent(name).version == 2
     assert client.get_agent(name, 1).settings.script[0].text == "one"
-    assert [a.version for a in client.list_agents() if a.name == name] == [2]
+    assert [a.version for a in client.list_agents(limit=200).agents if a.name == name] == [2]
+    assert [v.version for v in client.list_agent_versions(name).versions] == [1, 2]
     with pytest.raises(NotFound):
         client.get_agent(f"no-{name}")
 

@@ -31,6 +31,7 @@ METHOD_OF = {
     ("get", "/v1/agents"): "list_agents",
     ("get", "/v1/agents/{name}"): "get_agent",
     ("post", "/v1/agents/{name}/versions"): "publish_agent_version",
+    ("get", "/v1/agents/{name}/versions"): "list_agent_versions",
     ("get", "/v1/agents/{name}/versions/{version}"): "get_agent",
 }
 
