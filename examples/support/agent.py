@@ -1,16 +1,17 @@
-"""The support agent's settings: a real model when OPENAI_API_KEY is set, else a script.
-
-The script plays what a model would do for "refund order 1001", so the example runs
-offline and in the tests; the real profile gets the same tools and instructions.
-"""
+"""The support agent, defined next to its tools: a real model when OPENAI_API_KEY is set
+where the processes run, else a script that plays what a model would do for "refund
+order 1001", so the example runs offline and in the tests."""
 from __future__ import annotations
 
 import os
 
+from tools import lookup_order, refund
+
+import agentq
+
 SYSTEM = ("You are the support agent of a small shop. Look an order up before anything "
           "else. Offer a refund only for a delivered order, for at most its total, and ask "
           "for it with the refund tool: a person approves it. Tell the customer the outcome.")
-TOOLS = ["lookup_order", "refund"]
 
 SCRIPT = [
     {"text": "Let me look up order 1001. ",
@@ -23,9 +24,10 @@ SCRIPT = [
      "chunks": 4},
 ]
 
+if os.environ.get("OPENAI_API_KEY"):
+    model = {"profile": "openai", "model": os.environ.get("SUPPORT_MODEL", "gpt-4.1-mini")}
+else:
+    model = {"profile": "scripted", "script": SCRIPT}
 
-def settings() -> dict:
-    if os.environ.get("OPENAI_API_KEY"):
-        return {"profile": "openai", "model": os.environ.get("SUPPORT_MODEL", "gpt-4.1-mini"),
-                "system": SYSTEM, "tools": TOOLS}
-    return {"profile": "scripted", "system": SYSTEM, "tools": TOOLS, "script": SCRIPT}
+support = agentq.agent("support", description="Looks orders up; refunds with a person's approval.",
+                       system=SYSTEM, tools=[lookup_order, refund], **model)

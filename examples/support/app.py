@@ -4,8 +4,8 @@ person in the back office approves (and pays) or rejects each refund the agent a
     python app.py ask "I'd like a refund for order 1001"    # the customer's side
     python app.py review                                     # the back office's side
 
-Both talk to the agentq API only (AGENTQ_API_URL, AGENTQ_API_KEY); the worker runs the
-tools of tools.py against the shop (shop.py).
+Both talk to the agentq API only (AGENTQ_API_URL, AGENTQ_API_KEY); the processes of agentq
+load tools.py and agent.py (AGENTQ_TOOLS=tools,agent) and run the tools against the shop.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-import agent
 import shop
+
 from agentq.client import Client, EventOut, StreamDelta, TenantToolCall, TurnResult
 
 # A decision on one refund: (approved, reason).
@@ -24,7 +24,7 @@ Decide = Callable[[TenantToolCall, dict | None], tuple[bool, str | None]]
 
 def ask(client: Client, question: str, *, customer: str, out: TextIO = sys.stdout) -> TurnResult:
     """Start a conversation, send the question, print the answer as it streams."""
-    conversation = client.create_conversation(agent.settings(), user=customer)
+    conversation = client.create_conversation(agent="support", user=customer)
     out.write(f"(conversation {conversation.id})\n")
     turn = client.send(conversation.id, question, user=customer)
     events = []

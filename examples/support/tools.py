@@ -1,9 +1,9 @@
 """The support agent's tools: look an order up; ask a person to approve a refund."""
 from __future__ import annotations
 
-import agentq
-
 import shop
+
+import agentq
 
 
 @agentq.tool

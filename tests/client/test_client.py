@@ -20,7 +20,7 @@ from agentq.client import (
     Unauthorized,
     Unreachable,
 )
-from tests.processes import ROOT, wait_for
+from tests.processes import ROOT
 from tests.support.api_stack import free_port
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
@@ -226,9 +226,9 @@ def test_a_wrong_key_is_unauthorized(stack):
 
 
 def test_an_api_that_is_not_there_is_unreachable():
-    with Client(f"http://127.0.0.1:{free_port()}", "aq_x", retries=NO_RETRIES) as client:
-        with pytest.raises(Unreachable):
-            client.list_conversations()
+    with (Client(f"http://127.0.0.1:{free_port()}", "aq_x", retries=NO_RETRIES) as client,
+          pytest.raises(Unreachable)):
+        client.list_conversations()
 
 
 def test_a_tenant_past_its_stream_cap_is_rate_limited(stack):

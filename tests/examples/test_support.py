@@ -21,7 +21,8 @@ EXAMPLE = ROOT / "examples" / "support"
 @pytest.fixture
 def support(tmp_path, pg_url, redis_url):
     shop_db = str(tmp_path / "shop.db")
-    stack = ApiStack(tmp_path, pg_url, redis_url, concurrency=4, AGENTQ_TOOLS="tools",
+    stack = ApiStack(tmp_path, pg_url, redis_url, concurrency=4, AGENTQ_TOOLS="tools,agent",
+                     OPENAI_API_KEY="",  # the scripted agent, whatever the machine has set
                      PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(ROOT)]), SUPPORT_SHOP_DB=shop_db)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTQ_", "OPENAI_"))}
     env.update(AGENTQ_API_URL=stack.url, AGENTQ_API_KEY=f"sdk:{stack.key}", SUPPORT_SHOP_DB=shop_db,

@@ -1,7 +1,7 @@
 """TurnText: what a turn stream sends of its rounds' text, whatever order the pieces come in."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from agentq.core.events import Event
 from agentq.live.pubsub import Partial
@@ -17,7 +17,7 @@ def delta(index: int, text: str, *, attempt: int = 1, round_id: str = "r1", turn
 def answer(text: str, round_id: str = "r1") -> Event:
     return Event(id="e", conversation_id="c", seq=2, type="assistant_msg", turn_id=T,
                  round_id=round_id, step_key=None, content={"text": text, "interrupted": False},
-                 created_at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+                 created_at=datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def texts(frames: list[dict]) -> list[str]:
