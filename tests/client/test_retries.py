@@ -12,7 +12,7 @@ from agentq.client import AsyncClient, Client, Retries, Unavailable, Unreachable
 
 FAST = Retries(attempts=3, backoff_s=0.001, max_wait_s=0.01)
 CONVERSATION = {"id": "c1", "state": "idle", "last_seq": 0, "pending": [], "inbox": 0,
-                "summary": None, "settings": {}, "created_at": "x", "updated_at": "x"}
+                "summary": None, "agent": None, "settings": {}, "created_at": "x", "updated_at": "x"}
 
 
 def unavailable(retry_after: str = "0") -> httpx2.Response:
