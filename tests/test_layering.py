@@ -117,7 +117,17 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
             assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"
 
 
-API_CLIENTS = ("agentq/cli/api_client.py", "agentq/cli/chat.py", "agentq/cli/timeline.py")
+API_CLIENTS = ("agentq/cli/chat.py", "agentq/cli/timeline.py")
+SDK_ALLOWED = ("agentq.client", "agentq.errors", "agentq.web.models", "httpx2", "pydantic")
+
+
+@pytest.mark.parametrize("path", modules("agentq/client"), ids=lambda p: p.name)
+def test_the_sdk_imports_the_apis_models_and_nothing_else_of_the_server(path):
+    for name in imported_roots(path):
+        if name.startswith("agentq") or not _is_stdlib(name.split(".")[0]):
+            assert any(name == a or name.startswith(a + ".") for a in SDK_ALLOWED), (
+                f"{path.name} imports {name}"
+            )
 
 
 @pytest.mark.parametrize("name", API_CLIENTS)
@@ -219,7 +229,7 @@ LAYERS = (
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
      "agentq.tenancy", "agentq.agents", "agentq.webhooks"},
     {"agentq.commands", "agentq.runtime"},
-    {"agentq.worker", "agentq.web", "agentq.cli"},
+    {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )
 PUBLIC_SURFACE = "agentq"  # agentq/__init__.py re-exports from any layer
 

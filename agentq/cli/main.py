@@ -207,10 +207,10 @@ def _on_the_api(command):
     def run(config: Config, args: argparse.Namespace) -> int:
         import os
 
-        from agentq.cli.api_client import Client, ClientError, endpoint
+        from agentq.client import Client, ClientError
 
         try:
-            with Client(endpoint(args.url, args.key, os.environ)) as client:
+            with Client(args.url, args.key, user=args.user, env=os.environ) as client:
                 return command(client, args)
         except ClientError as exc:
             print(f"agentq {args.command}: {exc}", file=sys.stderr)
@@ -231,8 +231,8 @@ def _cmd_chat(client, args: argparse.Namespace) -> int:
         options = {"profile": args.profile, "model": args.model, "system": args.system}
         settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
         created = client.create_conversation(settings)
-        cid = created["id"]
-        print(f"conversation {cid} ({created['settings']['profile']}/{created['settings']['model']})")
+        cid = created.id
+        print(f"conversation {cid} ({created.settings.profile}/{created.settings.model})")
     else:
         print(f"conversation {cid}")
     _take_ctrl_c()
@@ -249,19 +249,20 @@ def _take_ctrl_c() -> None:
 def _cmd_inspect(client, args: argparse.Namespace) -> int:
     import json
 
-    from agentq.cli.api_client import ErrorResponse
     from agentq.cli.timeline import header, timeline
+    from agentq.client import ApiError
 
-    conversation = client.conversation(args.id)
-    events = client.all_events(args.id)
+    conversation = client.get_conversation(args.id).model_dump(mode="json")
+    events = (event.model_dump(mode="json") for event in client.iter_events(args.id))
     if args.json:
         for event in events:
             print(json.dumps(event, ensure_ascii=False))
         return 0
     summary = conversation["summary"]
     if summary is not None:
-        with contextlib.suppress(ErrorResponse):  # the summary in use, with its version and text
-            summary = client.context(args.id)["summary"] or summary
+        with contextlib.suppress(ApiError):  # the summary in use, with its version and text
+            in_use = client.context(args.id).summary
+            summary = summary if in_use is None else in_use.model_dump(mode="json")
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):
@@ -270,22 +271,21 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(client, args: argparse.Namespace) -> int:
-    from agentq.cli.api_client import ErrorResponse
+    from agentq.client import Conflict
 
     try:
         forked = client.fork(args.id, args.at)
-    except ErrorResponse as exc:
-        if exc.status != 409:
-            raise
+    except Conflict as exc:
         print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
         return 1
-    print(forked["id"])
+    print(forked.id)
     return 0
 
 
 def _add_api_client(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="the API (default: $AGENTQ_API_URL or http://127.0.0.1:8000)")
     parser.add_argument("--key", help="the API key (default: $AGENTQ_API_KEY; tenant:secret works too)")
+    parser.add_argument("--user", help="the user you act for (sent as X-Agentq-User)")
 
 
 def _redacted(url: str) -> str:

@@ -163,13 +163,13 @@ class Commands:
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
                 raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+            turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
             if action == "enqueue":
-                tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
-                return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+                tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
+                return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
             if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
                 # inv. 2: the running (or failed) turn is closed before the new one starts
                 close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
-            turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
                 message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
@@ -201,6 +201,9 @@ class Commands:
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
+                # a yes or no to a person's call: its result says so, as the model reads it
+                status, result, reason = "resolved", _approval(status, reason), None
             if call.needs_approval or status in DECISION_STATUSES:
                 return self._decide(tx, call, scope, status=status, result=result,
                                     reason=reason, now=now)
@@ -326,6 +329,11 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in error["loc"])
     return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _approval(status: str, reason: str | None) -> dict[str, Any]:
+    """The result of a human call a person approved or rejected."""
+    return {"approved": status == "approved", **({} if reason is None else {"reason": reason})}
 
 
 def _decided_as(call: ToolCallRecord) -> tuple[str, str | None] | None:

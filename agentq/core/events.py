@@ -149,6 +149,7 @@ class InboxItem:
     idempotency_key: str | None = None
     scope: dict[str, Any] = field(default_factory=dict)
     request_hash: str | None = None  # what the request said, for Idempotency-Key reuse
+    turn_id: str | None = None  # the turn it starts, named when it arrived
 
 
 @dataclass(frozen=True)

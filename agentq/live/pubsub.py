@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import fakeredis
@@ -16,7 +17,7 @@ import redis
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.live.fanout import Fanout, Feed, FeedEnded, Notice
 
-__all__ = ["Feed", "FeedEnded", "Notice", "PubSub", "channel"]
+__all__ = ["Feed", "FeedEnded", "Notice", "Partial", "PubSub", "channel"]
 
 _EMBEDDED_SERVERS: dict[str, fakeredis.FakeServer] = {}
 _EMBEDDED_LOCK = threading.Lock()
@@ -44,6 +45,26 @@ PARTIAL_TTL_S = 3600
 def _partial_key(round_id: str) -> str:
     """The text a round's newest attempt has streamed so far."""
     return f"agentq:partial:{round_id}"
+
+
+def _mark_key(round_id: str) -> str:
+    """`attempt:index` of the last delta in the round's text."""
+    return f"agentq:partial:{round_id}:mark"
+
+
+def _turn_round_key(turn_id: str) -> str:
+    """The round of the turn that streamed last: where a stream joining the turn reads."""
+    return f"agentq:partial:turn:{turn_id}"
+
+
+@dataclass(frozen=True)
+class Partial:
+    """The text a round's newest attempt streamed so far: its deltas 0 to `index`."""
+
+    round_id: str
+    attempt: int
+    index: int
+    text: str
 
 
 def _closed_key(round_id: str) -> str:
@@ -129,14 +150,41 @@ class PubSub:
         pipe.exists(_closed_key(round_id))
         if data.get("index") == 0:
             pipe.set(_partial_key(round_id), data["text"].encode("utf-8"), ex=PARTIAL_TTL_S)
+            if data.get("turn_id"):
+                pipe.set(_turn_round_key(data["turn_id"]), round_id, ex=PARTIAL_TTL_S)
         else:
             pipe.append(_partial_key(round_id), data["text"].encode("utf-8"))
             pipe.expire(_partial_key(round_id), PARTIAL_TTL_S)
+        pipe.set(_mark_key(round_id), f"{data.get('attempt', 1)}:{data.get('index', 0)}",
+                 ex=PARTIAL_TTL_S)
         closed = pipe.execute()[0]
         if closed:
             return False
         self.client.publish(channel(conversation_id), payload)
         return True
+
+    def partial_of_turn(self, turn_id: str) -> Partial | None:
+        """The text the turn's latest round has streamed so far; None if none is known.
+
+        Careful: the text and its mark are read in one transaction, so the mark says
+        exactly which deltas the text holds; a stream subscribed before this read skips
+        the live deltas up to the mark and misses none after it.
+        """
+        try:
+            raw = self.client.get(_turn_round_key(turn_id))
+            if raw is None:
+                return None
+            round_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(_partial_key(round_id))
+            pipe.get(_mark_key(round_id))
+            text, mark = pipe.execute()
+        except redis.RedisError:
+            return None
+        if text is None or mark is None:
+            return None
+        attempt, _, index = mark.decode().partition(":")
+        return Partial(round_id, int(attempt), int(index), text.decode("utf-8", errors="replace"))
 
     def close_round(self, round_id: str) -> str:
         """Stop the round's deltas and return the text streamed so far ("" if unknown).

@@ -227,6 +227,11 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
         with begin_read(self.engine, one_snapshot=False) as conn:
             return inbox.list_inbox_txn(conn, conversation_id, taken=taken)
 
+    def find_turn(self, conversation_id: str, turn_id: str) -> inbox.TurnStart | None:
+        """Where the turn starts (its user_msg's seq, or None while it waits); None: no such turn."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return inbox.find_turn_txn(conn, conversation_id, turn_id)
+
     # the write transaction
 
     @contextmanager

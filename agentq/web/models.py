@@ -1,7 +1,9 @@
 """The declared shapes of the HTTP API: every body, query and answer, as pydantic models.
 
 Requests are validated with these models and answers are built through them, and
-/openapi.json is generated from them, so the spec cannot drift from what is served.
+/openapi.json is generated from them, so the spec cannot drift from what is served; the
+SDK (agentq.client) reads the answers with the same models. Careful: this module imports
+pydantic and agentq.core only, never Flask, so that the SDK can import it.
 """
 from __future__ import annotations
 
@@ -241,6 +243,9 @@ class StreamQuery(_Request):
     until_idle: Literal["0", "1", "true", "false"] = Field(
         "0", description="end the stream once no turn is running"
     )
+    turn_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = Field(
+        None, description="follow this turn only (the `turn_id` a message's answer names), "
+                          "its text from the first delta, and end once it is over")
 
 
 class ListToolCalls(_Request):
@@ -315,6 +320,7 @@ class Conversation(_Answer):
     id: str
     state: States
     last_seq: int
+    turn_id: str | None = Field(None, description="the current turn, or the last one; null before any")
     pending: list[PendingCall]
     inbox: int
     summary: SummarySpan | None
@@ -356,8 +362,11 @@ class EventPage(_Answer):
 
 
 class MessageAnswer(_Answer):
+    """The message's turn is named at once, also while it waits in the inbox (`queued`)."""
+
     message_id: str
-    turn_id: str | None
+    turn_id: str | None = Field(description="the turn the message starts (null only for a "
+                                            "message queued before turns were named at once)")
     queued: bool
 
 
@@ -383,10 +392,12 @@ class StreamRetry(_Answer):
 
 
 class StreamEnd(_Answer):
-    """`event: end` (only with ?until_idle=1): no turn is running; the stream closes."""
+    """`event: end` (with ?until_idle=1 or ?turn_id=): no turn is running, or the turn
+    followed is over; the stream closes."""
 
     state: States | Literal["gone"]
     last_seq: int
+    turn_id: str | None = Field(None, description="the turn followed, on a turn stream")
 
 
 # The JSON in `data:` of each stream event, by its `event:` name.
@@ -420,6 +431,27 @@ class CallContext(_Answer):
 
 class ToolCallList(_Answer):
     tool_calls: list[ToolCall]
+
+
+_ID = r"[A-Za-z0-9_.:\-]{1,255}"
+# `<conversation_id>/<tool_call_id>` of the last call of the previous page ('/' is in no id).
+CallCursor = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+
+
+class ListTenantToolCalls(_Request):
+    status: CallStatus | None = Field(None, description="only calls with this status")
+    executor: Executor | None = Field(None, description="only calls run by this executor")
+    cursor: CallCursor | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class TenantToolCall(ToolCall):
+    conversation_id: str
+
+
+class TenantToolCallPage(_Answer):
+    tool_calls: list[TenantToolCall]
+    next_cursor: str | None
 
 
 class ContextValidation(_Answer):

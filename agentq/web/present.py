@@ -24,6 +24,7 @@ def conversation(overview: Overview) -> models.Conversation:
         id=info.id,
         state=state_of(info),
         last_seq=info.next_seq - 1,
+        turn_id=info.fsm.turn_id,
         pending=[
             models.PendingCall(
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.cli.api_client import endpoint
 from agentq.cli.chat import answer_for, decision_for, parse_settings
 from agentq.cli.timeline import clip, clock, header, summarize, timeline
+from agentq.client.config import endpoint
 
 T1, T2 = "11111111-aaaa-4000-8000-000000000001", "22222222-bbbb-4000-8000-000000000002"
 R1, R2 = "r1r1r1r1-0000-4000-8000-000000000001", "r2r2r2r2-0000-4000-8000-000000000002"
@@ -109,11 +109,11 @@ def test_the_header_shows_state_pending_calls_inbox_and_summary():
 
 
 @pytest.mark.parametrize("typed, expected", [
-    ("a", ("resolved", {"approved": True})),
-    (" Yes ", ("resolved", {"approved": True})),
-    ("r", ("resolved", {"approved": False})),
-    ("no", ("resolved", {"approved": False})),
-    ("only 10 euros", ("resolved", "only 10 euros")),
+    ("a", ("approve", None)),
+    (" Yes ", ("approve", None)),
+    ("r", ("reject", None)),
+    ("no", ("reject", None)),
+    ("only 10 euros", ("answer", "only 10 euros")),
     ("   ", None),
 ])
 def test_a_typed_answer_becomes_a_resolution(typed, expected):

@@ -225,13 +225,23 @@ def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store,
     conv = commands.create_conversation(SCOPE, {})
     first, follow1 = commands.post_message(conv.id, "one", SCOPE)
     second, follow2 = commands.post_message(conv.id, "two", SCOPE)
-    assert not first.queued and second.queued and second.turn_id is None
+    assert not first.queued and second.queued
     drain(runtime, follow1 + follow2)
     texts = [(e.type, e.content.get("text")) for e in store.list_events(conv.id)]
     assert texts == [
         ("user_msg", "one"), ("assistant_msg", "echo: one"),
         ("user_msg", "two"), ("assistant_msg", "echo: two"),
     ]
+
+
+def test_a_queued_message_starts_the_turn_its_answer_named(store, runtime, commands):
+    conv = commands.create_conversation(SCOPE, {})
+    first, follow1 = commands.post_message(conv.id, "one", SCOPE)
+    second, follow2 = commands.post_message(conv.id, "two", SCOPE)
+    assert second.queued and second.turn_id not in (None, first.turn_id)
+    drain(runtime, follow1 + follow2)
+    turns = [e.turn_id for e in store.list_events(conv.id) if e.type == "user_msg"]
+    assert turns == [first.turn_id, second.turn_id]
 
 
 def test_a_message_to_an_idle_conversation_queues_behind_one_still_waiting(store, runtime, commands):
@@ -242,7 +252,7 @@ def test_a_message_to_an_idle_conversation_queues_behind_one_still_waiting(store
     later = runtime.advance(advance.conversation_id)  # the first turn ends; "two" still waits
     assert store.load_conversation(conv.id).fsm.state == "idle"
     third, follow3 = commands.post_message(conv.id, "three", SCOPE)
-    assert third.queued and third.turn_id is None
+    assert third.queued
     drain(runtime, later + follow2 + follow3)
     users = [e.content["text"] for e in store.list_events(conv.id) if e.type == "user_msg"]
     assert users == ["one", "two", "three"]

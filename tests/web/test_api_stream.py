@@ -218,3 +218,31 @@ def test_a_stream_whose_pubsub_is_down_is_503_before_any_frame(api, alice, monke
     assert response.status_code == 503
     assert response.json["error"]["code"] == "unavailable"
     assert response.headers["Retry-After"] == "5"
+
+
+def test_a_turn_stream_replays_only_its_turn_and_ends_with_it(api, alice):
+    cid = api.create(alice, script=WEATHER + WEATHER)
+    first = api.say(cid, "weather?", alice).json["turn_id"]
+    api.run()
+    second = api.say(cid, "and again?", alice).json["turn_id"]
+    api.run()
+    frames = _stream(api, cid, alice, turn_id=first).frames()
+    events = events_of(frames)
+    assert {e["turn_id"] for e in events} == {first} and events[0]["type"] == "user_msg"
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    deltas = "".join(f.data["text"] for f in frames if f.event == "delta")
+    assert deltas == "".join(e["content"]["text"] for e in events if e["type"] == "assistant_msg")
+    assert frames[-1].event == "end" and frames[-1].data["turn_id"] == first
+    later = events_of(_stream(api, cid, alice, turn_id=second).frames())
+    assert later[0]["seq"] == 6 and {e["turn_id"] for e in later} == {second}
+
+
+def test_a_turn_stream_of_a_turn_the_conversation_does_not_have_is_404(api, alice, mallory):
+    cid = _finished(api, alice)
+    missing = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
+                             query_string={"turn_id": "no-such-turn"})
+    assert missing.status_code == 404 and missing.json["error"]["code"] == "not_found"
+    turn_id = api.get(f"/v1/conversations/{cid}", alice).json["turn_id"]
+    other = api.client.get(f"/v1/conversations/{cid}/stream", headers=mallory,
+                           query_string={"turn_id": turn_id})
+    assert other.status_code == 404
