@@ -83,6 +83,9 @@ class Config:
     max_streams_per_tenant: int = 1000
     stream_buffer: int = 1000
     stream_stall_s: float = 30.0
+    # AGENTQ_TOOL_RESULT_MAX_CHARS: a server tool's output beyond this many characters is cut
+    # (saying so); 32,000 is about 8,000 tokens, room for several results in a 32k context.
+    tool_result_max_chars: int = 32_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -112,6 +115,8 @@ class Config:
                                               cls.max_streams_per_tenant)),
             stream_buffer=int(_float(env, "AGENTQ_STREAM_BUFFER", cls.stream_buffer)),
             stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
+            tool_result_max_chars=int(_float(env, "AGENTQ_TOOL_RESULT_MAX_CHARS",
+                                             cls.tool_result_max_chars)),
         )
 
     @property
