@@ -72,6 +72,7 @@ class Config:
     log_format: str = "plain"
     metrics_token: str | None = field(default=None, repr=False)
     # Demo mode: the scripted profile and the demo tools are offered unless named otherwise.
+    # AGENTQ_DEMO; unset, on with the embedded broker and off with a named one.
     demo: bool = True
     policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
     # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
@@ -90,10 +91,14 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        demo = _flag(env, "AGENTQ_DEMO", default=True)
+        broker_url = env.get("AGENTQ_BROKER_URL") or cls.broker_url
+        # One default for every process of a deployment, so `agentq policy` in a shell
+        # says what its processes do: the demo is on in one process on the embedded broker
+        # (`agentq dev`), off once a broker is named (the Procfile, compose, any fleet).
+        demo = _flag(env, "AGENTQ_DEMO", default=broker_url.startswith(EMBEDDED_BROKER))
         return cls(
             database_url=env.get("AGENTQ_DATABASE_URL") or cls.database_url,
-            broker_url=env.get("AGENTQ_BROKER_URL") or cls.broker_url,
+            broker_url=broker_url,
             redis_url=env.get("AGENTQ_REDIS_URL") or cls.redis_url,
             tools=_tools(env, demo),
             api_key=env.get("AGENTQ_API_KEY") or None,

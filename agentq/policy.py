@@ -39,6 +39,8 @@ class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ceilings: Ceilings = Field(default_factory=Ceilings)
+    # The profile of a conversation that names none (None: the first one open to the tenant).
+    default_profile: str | None = None
     profiles: dict[str, dict[str, Any]] | None = None
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
 
@@ -50,6 +52,7 @@ class Policy:
     profiles: Mapping[str, Profile]
     ceilings: Ceilings = field(default_factory=Ceilings)
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    default_profile: str | None = None
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -68,6 +71,33 @@ class Policy:
     def profiles_for(self, tenant: str) -> list[Profile]:
         return [p for p in self.profiles.values() if p.open_to(tenant)]
 
+    def default_for(self, tenant: str) -> Profile | None:
+        """The profile of `tenant`'s conversations that name none: the policy's
+        `default_profile` if open to it, else the first profile open to it."""
+        named = self.profile(self.default_profile, tenant) if self.default_profile else None
+        if named is not None:
+            return named
+        offered = self.profiles_for(tenant)
+        return offered[0] if offered else None
+
+    def unusable(self, env: Mapping[str, str]) -> list[str]:
+        """Why some or every tenant has no profile it can use; empty when all is well.
+
+        A profile can answer when it calls no API, when the operator's key variable is set,
+        or when tenants bring their own key. Said at start, not at a tenant's first turn.
+        """
+        problems = []
+        answering = [p for p in self.profiles.values() if p.kind_of.offline
+                     or p.tenant_keys != "never" or env.get(p.key_variable or "")]
+        if not answering:
+            missing = ", ".join(f"{p.name} needs {p.key_variable}" for p in self.profiles.values())
+            problems.append(f"no profile can answer: {missing or 'the policy declares none'} "
+                            "(set a key, or AGENTQ_DEMO=on for the offline scripted profile)")
+        if not any(p.open_to_all for p in self.profiles.values()):
+            problems.append("no profile is open to every tenant: a tenant that no profile's "
+                            "`tenants` names can start no conversation")
+        return problems
+
     def ceilings_for(self, tenant: str) -> Ceilings:
         own = self.tenants.get(tenant)
         return self.ceilings.overridden(own.ceilings) if own and own.ceilings else self.ceilings
@@ -77,7 +107,16 @@ class Policy:
         return self.ceilings_for(tenant).running_steps
 
     def admit(self, settings: Settings, tenant: str) -> Settings:
-        """The settings a conversation of `tenant` is created with, or InvalidInput (422)."""
+        """The settings a conversation of `tenant` is created with, or InvalidInput (422).
+
+        Settings that name no profile get the tenant's default one.
+        """
+        if "profile" not in settings.model_fields_set:
+            default = self.default_for(tenant)
+            if default is None:
+                raise _refused("unknown_profile", "no profile is open to you; the operator's "
+                               "policy names the tenants of each", ("profile",))
+            settings = settings.model_copy(update={"profile": default.name})
         profile = self.profile(settings.profile, tenant)
         if profile is None:
             names = ", ".join(p.name for p in self.profiles_for(tenant)) or "none"
@@ -156,4 +195,8 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         if excesses:
             raise PolicyError(f"the policy file {path}: profile {profile.name!r} params: "
                               + "; ".join(e.message for e in excesses))
-    return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants)
+    if parsed.default_profile is not None and parsed.default_profile not in profiles:
+        raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
+                          f"is none of its profiles ({', '.join(profiles)})")
+    return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
+                  default_profile=parsed.default_profile)
