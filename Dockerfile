@@ -2,5 +2,4 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md celeryconfig.py gunicorn.conf.py ./
 COPY agentq ./agentq
-COPY web ./web
 RUN pip install --no-cache-dir .

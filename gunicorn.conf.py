@@ -14,7 +14,7 @@ import gc
 from gunicorn.glogging import Logger
 
 from agentq.config import Config
-from agentq.logconfig import configure, use_format
+from agentq.process.logs import configure, use_format
 
 
 class AgentqLogger(Logger):

@@ -11,7 +11,7 @@ from typing import Mapping
 
 EMBEDDED_BROKER = "memory://"
 EMBEDDED_PUBSUB = "embedded://"
-DEFAULT_TOOLS = ("agentq.demo_tools",)
+DEFAULT_TOOLS = ("agentq.tools.demo",)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-from agentq.clock import utcnow  # noqa: E402
-from agentq.pubsub import PubSub  # noqa: E402
+from agentq.process.clock import utcnow  # noqa: E402
+from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 
@@ -51,13 +51,13 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def gunicorn(env: dict[str, str], *, workers: int, threads: int) -> Iterator[int]:
-    """gunicorn serving web.app:create_app() on a free loopback port; stopped by pid."""
+    """gunicorn serving agentq.web.app:create_app() on a free loopback port; stopped by pid."""
     port = _free_port()
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"agentq-bench-gunicorn-{port}.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", str(workers), "--threads", str(threads),
          "--worker-connections", "2000", "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-         "web.app:create_app()"],
+         "agentq.web.app:create_app()"],
         env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:

@@ -126,7 +126,7 @@ def bench(args) -> dict:
     with postgres_database() as db_url, redis_database() as broker_url, \
             tempfile.TemporaryDirectory() as logs, \
             sending(db_url, broker_url) as (store, app, commands, send, reply):
-        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.demo_tools")
+        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.tools.demo")
         workers = [WorkerProcess(env, Path(logs) / f"w{i}.log", name=f"capacity{i}",
                                  pool=args.pool, concurrency=args.concurrency).start()
                    for i in range(args.workers)]
@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
-    os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
+    os.environ.setdefault("AGENTQ_TOOLS", "agentq.tools.demo")
     result = bench(args)
     if args.json:
         print(json.dumps(result))

@@ -2,7 +2,7 @@
 
 A step in agentq is a Celery task on the default deployment's worker (gevent, acks late,
 batched task events for Flower) that reads and writes PostgreSQL and sends the next task.
-This runs K chains of L hops on that same worker set-up (`agentq.worker.celery_app`),
+This runs K chains of L hops on that same worker set-up (`agentq.worker.factory.celery_app`),
 each hop one `INSERT` committed (autocommit, one round trip) and the next hop sent, and
 prints the CPU each hop costs (the worker, the run's PostgreSQL backends, Redis), to set
 beside bench/capacity.py's CPU per step: no step costs less than its hop here. A peer that
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentq.worker import celery_app  # noqa: E402
+from agentq.worker.factory import celery_app  # noqa: E402
 
 QUEUE = "agentq.floor"
 DONE = "agentq:floor:done"

@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from agentq.breakers import CircuitBreakers, RedisBoard  # noqa: E402
+from agentq.providers.breakers import CircuitBreakers, RedisBoard  # noqa: E402
 from agentq.core.breaker import BreakerPolicy  # noqa: E402
-from agentq.pubsub import PubSub  # noqa: E402
+from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 

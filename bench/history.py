@@ -28,7 +28,7 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.core import drafts  # noqa: E402
 from agentq.core.events import ToolCallRecord  # noqa: E402
-from agentq.worker import build_runtime  # noqa: E402
+from agentq.worker.wiring import build_runtime  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.steps import SCOPE  # noqa: E402
 from tests.drive import drain  # noqa: E402

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
-from agentq.pubsub import PubSub  # noqa: E402
+from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry, Scope  # noqa: E402
@@ -32,7 +32,7 @@ SYSTEM = "You are a careful assistant for weather questions. " * 20
 
 def cache_usage(kit: Kit, store: Store, turns: int = 20) -> dict[str, int]:
     """Input tokens of every model call of a `turns`-turn conversation, by kind."""
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://prompt-cache"),
                       config=Config(), providers=kit.access().provider_for, sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())

@@ -39,12 +39,14 @@ from sqlalchemy import event  # noqa: E402
 
 from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
-from agentq.embedded import Embedded  # noqa: E402
+from agentq.worker.embedded import Embedded  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.cpu import groups_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from agentq.tools import Registry, Scope  # noqa: E402
-from agentq.worker import build_runtime, create_celery, enqueue  # noqa: E402
+from agentq.worker.wiring import build_runtime  # noqa: E402
+from agentq.worker.factory import create_celery  # noqa: E402
+from agentq.worker.tasks import enqueue  # noqa: E402
 from tests.drive import drain  # noqa: E402
 from tests.processes import WorkerProcess, worker_env  # noqa: E402
 
@@ -291,7 +293,7 @@ def sending(db_url: str, broker_url: str) -> Iterator[tuple]:
     store = Store.open(db_url)
     store.migrate()
     app = create_celery(Config(broker_url=broker_url, redis_url=broker_url), runtime=lambda: None)
-    commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
+    commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]))
     reply = redis.Redis.from_url(broker_url, socket_timeout=None)
     try:
         yield store, app, commands, lambda follow: enqueue(app, follow), reply
@@ -381,7 +383,7 @@ def main() -> None:
                         help="cap each tenant's running steps (default: no cap)")
     args = parser.parse_args()
     args.history = [int(x) for x in args.history.split(",")]
-    os.environ.setdefault("AGENTQ_TOOLS", "agentq.demo_tools")
+    os.environ.setdefault("AGENTQ_TOOLS", "agentq.tools.demo")
     with tempfile.TemporaryDirectory() as logs:
         if args.running_steps is not None:  # the workers and the SQL count read it
             policy = Path(logs) / "policy.toml"

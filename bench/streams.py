@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from agentq.clock import utcnow  # noqa: E402
+from agentq.process.clock import utcnow  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 
@@ -67,10 +67,10 @@ def server_command(kind: str, port: int, streams: int) -> list[str]:
     address = f"127.0.0.1:{port}"
     if kind == "gevent":
         return [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1", "--worker-connections",
-                str(streams + 1000), "-b", address, "--log-level", "warning", "web.app:create_app()"]
+                str(streams + 1000), "-b", address, "--log-level", "warning", "agentq.web.app:create_app()"]
     if kind == "gthread":
         return [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", "1", "--threads", "64",
-                "-b", address, "--log-level", "warning", "web.app:create_app()"]
+                "-b", address, "--log-level", "warning", "agentq.web.app:create_app()"]
     return [sys.executable, "-m", "agentq.cli", "api", "--host", "127.0.0.1", "--port", str(port)]
 
 

@@ -42,14 +42,15 @@ from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
 from agentq.core.decide import Step  # noqa: E402
 from agentq.core.keys import task_id  # noqa: E402
-from agentq.pubsub import PubSub  # noqa: E402
+from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.runtime.leases import Leases  # noqa: E402
-from agentq.runtime.llm_step import INTERRUPT_CHECK_S  # noqa: E402
+from agentq.runtime.model_step import INTERRUPT_CHECK_S  # noqa: E402
 from agentq.runtime.timers import Timers  # noqa: E402
 from agentq.store import NewStep, Store  # noqa: E402
 from agentq.tools import Registry, Scope  # noqa: E402
-from agentq.worker import create_celery, enqueue  # noqa: E402
+from agentq.worker.factory import create_celery  # noqa: E402
+from agentq.worker.tasks import enqueue  # noqa: E402
 from bench.places import REDIS_CLAIM, postgres_database, redis_database  # noqa: E402
 from tests.processes import WorkerProcess, worker_env  # noqa: E402
 
@@ -93,7 +94,7 @@ class Stack:
         self.tool_log.touch()
         self.store = Store.open(db_url)
         self.commands = Commands(self.store, Registry.from_modules(
-            ["agentq.demo_tools", "tests.tools_for_tests"]))
+            ["agentq.tools.demo", "tests.tools_for_tests"]))
         self.broker = create_celery(Config(broker_url=redis_url, redis_url=redis_url),
                                     runtime=lambda: None)
         self.started: list[WorkerProcess] = []

@@ -13,20 +13,20 @@ from typing import Any, Iterator
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.keybox import KeyBox, new_encryption_key
-from agentq.own_keys import OwnKeys
-from agentq.policy import Policy
-from agentq.providers.access import ModelAccess
-from agentq.pubsub import PubSub
+from agentq.tenancy.keybox import KeyBox, new_encryption_key
+from agentq.tenancy.own_keys import OwnKeys
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.access import ModelAccess
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from tests.clock import Clock
 from tests.drive import drain
-from web.app import create_app
-from web.auth import KeyRing
-from web.services import Services
+from agentq.web.app import create_app
+from agentq.web.auth import KeyRing
+from agentq.web.services import Services
 
-TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
+TOOLS = ["agentq.tools.demo", "tests.tools_for_tests"]
 WEATHER = [
     {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}], "chunks": 3},
     {"text": "Cold in Oslo.", "chunks": 2},

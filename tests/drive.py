@@ -5,7 +5,7 @@ from collections import deque
 from typing import Iterable
 
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 
 

@@ -20,7 +20,7 @@ def worker_env(database_url: str, broker_url: str, redis_url: str, **extra: str)
         AGENTQ_DATABASE_URL=database_url,
         AGENTQ_BROKER_URL=broker_url,
         AGENTQ_REDIS_URL=redis_url,
-        AGENTQ_TOOLS="agentq.demo_tools,tests.tools_for_tests",
+        AGENTQ_TOOLS="agentq.tools.demo,tests.tools_for_tests",
         PYTHONPATH=str(ROOT),
         AGENTQ_DEMO="on",  # the scripted profile, which a named broker turns off by default
     )

@@ -4,13 +4,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from agentq import cli
+import agentq.cli.main as cli
 from agentq.config import Config
 from agentq.store.schema import api_keys
 from tests.api_support import APPROVAL
-from web.app import create_app
-from web.auth import KeyRing, parse_bootstrap
-from web.services import build_services
+from agentq.web.app import create_app
+from agentq.web.auth import KeyRing, parse_bootstrap
+from agentq.web.services import build_services
 
 
 def _secured_operations(api) -> list[tuple[str, str]]:

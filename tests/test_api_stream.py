@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from agentq.pubsub import channel
+from agentq.live.pubsub import channel
 from agentq.tools import Scope
 from tests.api_support import APPROVAL, WEATHER, SseReader, events_of
 

@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentq.breakers import CircuitBreakers, FallbackBoard, RedisBoard
+from agentq.providers.breakers import CircuitBreakers, FallbackBoard, RedisBoard
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.breaker import Breaker, BreakerPolicy
@@ -109,7 +109,7 @@ served, kit = kit_fixtures("openai")
 
 def make_runtime(kit: Kit, store) -> Runtime:
     access = kit.access()
-    return Runtime(store=store, registry=Registry.from_modules(["agentq.demo_tools"]),
+    return Runtime(store=store, registry=Registry.from_modules(["agentq.tools.demo"]),
                    pubsub=Recorder(), clock=Clock(), sleep=lambda s: None,
                    config=Config(max_attempts=3, breaker_failures=3, breaker_open_s=30.0),
                    providers=access.provider_for, endpoints=access.endpoint_url)
@@ -193,7 +193,7 @@ def test_metrics_show_each_breaker_state(store):
 
 
 def test_the_advance_of_a_held_step_is_sent_with_its_eta():
-    from agentq.worker import enqueue
+    from agentq.worker.tasks import enqueue
 
     sent = []
 

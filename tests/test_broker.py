@@ -9,7 +9,7 @@ import redis
 from kombu import Exchange, Producer, Queue
 from kombu.transport import memory, redis as kombu_redis
 
-from agentq import broker as agentq_broker
+from agentq.worker import transport as agentq_broker
 
 QUEUE = Queue("agentq.test-broker", Exchange("agentq.test-broker"), routing_key="agentq.test-broker")
 FANOUT = Exchange("agentq.test-broker-fanout", type="fanout")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from agentq.check import check_conversation
+from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.budget import EVICTED_NOTE, plan_context
@@ -13,8 +13,8 @@ from agentq.core.render import SUMMARY_PREFIX, validate
 from agentq.followups import Compact
 from agentq.providers.anthropic import messages_body
 from agentq.providers.errors import ContextTooLong
-from agentq.providers.access import provider_for
-from agentq.providers.openai import chat_body
+from agentq.tenancy.access import provider_for
+from agentq.providers.openai_chat import chat_body
 from agentq.runtime import Runtime
 from agentq.store import NewStep
 from agentq.tools import Registry, Scope
@@ -23,7 +23,7 @@ from tests.drive import Recorder, drain
 from tests.emulators import anthropic_api, openai_api
 
 SCOPE = Scope(tenant="t1", user="u1")
-TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
+TOOLS = ["agentq.tools.demo", "tests.tools_for_tests"]
 HEAVY = [  # turns alternate: ten tool calls, then two; every turn ends in a text answer
     {"text": "Looking.", "tool_calls": [{"name": "lookup", "args": {"key": f"k{i}"}} for i in range(10)]},
     {"text": "Here is what I found about all ten keys."},

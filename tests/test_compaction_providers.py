@@ -13,7 +13,7 @@ import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
@@ -21,7 +21,7 @@ from tests.emulators import ByRequest, Call, Reply, anthropic_api
 from tests.emulators.kit import Kit, kit_fixtures
 
 SCOPE = Scope(tenant="t1", user="u1")
-TOOLS = ["agentq.demo_tools", "tests.tools_for_tests"]
+TOOLS = ["agentq.tools.demo", "tests.tools_for_tests"]
 
 
 served, kit = kit_fixtures("openai", "anthropic")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from honcho.environ import parse_procfile
 
-from agentq.queues import QUEUES
+from agentq.worker.queues import QUEUES
 from tests.processes import ROOT
 from tests.unavailable import unavailable
 

@@ -20,7 +20,7 @@ from agentq.core.request import Request
 from agentq.core.render import check_anthropic, check_openai, render, to_anthropic, to_openai, validate
 from agentq.core.summaries import smallest_summary_budget, summary_request, transcript
 from agentq.providers.anthropic import messages_body
-from agentq.providers.openai import chat_body
+from agentq.providers.openai_chat import chat_body
 from tests.emulators import anthropic_api, openai_api
 from tests.emulators.kit import WEATHER
 from tests.core import builders as b

@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from agentq.cooperative import serves_api
+from agentq.process.cooperative import serves_api
 from tests.processes import ROOT
 
 pytestmark = [pytest.mark.postgres]
 
 SLOW_QUERIES = """
-from agentq.cooperative import check_drivers, patch_for
+from agentq.process.cooperative import check_drivers, patch_for
 patch_for(["api"])
 import time, gevent, psycopg
 check_drivers()
@@ -29,7 +29,7 @@ print(f"{{time.monotonic() - started:.2f}}")
 
 TOO_EARLY = """
 import psycopg
-from agentq.cooperative import check_drivers, patch_for
+from agentq.process.cooperative import check_drivers, patch_for
 patch_for(["api"])
 check_drivers()
 """
@@ -59,6 +59,6 @@ def test_a_process_that_imported_psycopg_before_the_patch_refuses_to_start():
 
 
 def test_agentq_dev_reload_is_a_watcher_that_serves_nothing_so_it_is_not_patched():
-    from agentq.cooperative import serves_api
+    from agentq.process.cooperative import serves_api
 
     assert serves_api(["dev", "--port", "0"]) and not serves_api(["dev", "--reload"])

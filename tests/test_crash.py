@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

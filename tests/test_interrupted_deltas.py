@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 from tests.api_support import SseReader
 
 ROUND = "round-1"

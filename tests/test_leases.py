@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from agentq.clock import utcnow
+from agentq.process.clock import utcnow
 from agentq.config import Config
 from agentq.core.decide import Step
 from agentq.core.settings import Settings

@@ -15,12 +15,12 @@ import pytest
 import agentq
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.logconfig import JsonFormatter, PlainFormatter, bind, log_context, use_format
-from agentq.pubsub import PubSub
+from agentq.process.logs import JsonFormatter, PlainFormatter, bind, log_context, use_format
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.store import Store
 from agentq.tools import Registry, Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.drive import drain
 from tests.processes import ROOT, stop, wait_for, worker_env
 
@@ -198,7 +198,7 @@ def test_every_line_a_celery_worker_logs_is_json_and_its_steps_carry_their_keys(
     tmp_path, pg_store_clean, pg_url, redis_url, broker  # noqa: F811
 ):
     store = pg_store_clean
-    commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]))
+    commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]))
     conv = commands.create_conversation(SCOPE, {"script": [
         {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
         {"text": "Cold."},
@@ -243,7 +243,7 @@ def test_every_line_gunicorn_logs_for_the_api_is_json_and_metrics_answer_over_ht
     with open(log_path, "wb") as log:  # ./gunicorn.conf.py is read from the working directory
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "4", "-b", "127.0.0.1:0",
-             "--access-logfile", "-", "web.app:create_app()"],
+             "--access-logfile", "-", "agentq.web.app:create_app()"],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:

@@ -9,17 +9,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.commands import Commands
 from agentq.core.events import InboxItem, ToolCallRecord
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
 from agentq.tools import Registry, Scope
 from tests.clock import T0
 from tests.store_support import schedule_step
-from web.app import create_app
-from web.auth import KeyRing
-from web.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
-from web.services import Services
-from web.streams import DROP_REASONS
+from agentq.web.app import create_app
+from agentq.web.auth import KeyRing
+from agentq.web.routes.metrics import EXECUTORS, STEP_KINDS, STEP_STATUSES
+from agentq.web.services import Services
+from agentq.web.streaming.streams import DROP_REASONS
 
 SCRAPED_AT = T0 + timedelta(hours=1)
 SCOPE = Scope(tenant="acme", user="u1")
@@ -27,7 +27,7 @@ TOKEN = "scrape-secret"
 
 
 def _client(store: Store, metrics_token: str | None = None):
-    commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]), clock=lambda: SCRAPED_AT)
+    commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]), clock=lambda: SCRAPED_AT)
     services = Services(
         store=store, commands=commands, pubsub=PubSub(f"embedded://metrics-{uuid.uuid4().hex}"),
         send=lambda followups: None, keys=KeyRing(store, None, cache_s=0),
@@ -77,7 +77,7 @@ def _inbox(tx, cid: str, *, taken: bool) -> None:
 @pytest.fixture
 def known_rows(store: Store) -> str:
     """Five steps, four tool calls (three pending), three inbox messages (two waiting)."""
-    commands = Commands(store, Registry.from_modules(["agentq.demo_tools"]), clock=lambda: T0)
+    commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]), clock=lambda: T0)
     cid = commands.create_conversation(SCOPE, {"script": []}).id
     _finish(store, cid, _step(store, cid, "llm", ref=1), after_s=1.5)
     _finish(store, cid, _step(store, cid, "tool", ref=2), after_s=0.25)

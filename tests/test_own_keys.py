@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select
 
-from agentq import cli
-from agentq.keybox import KeyBox, KeyBoxError, new_encryption_key
-from agentq.own_keys import OwnKeys
+import agentq.cli.main as cli
+from agentq.tenancy.keybox import KeyBox, KeyBoxError, new_encryption_key
+from agentq.tenancy.own_keys import OwnKeys
 from agentq.config import Config
-from agentq.policy import Policy, PolicyError
-from agentq.profiles import Profile
+from agentq.tenancy.policy import Policy, PolicyError
+from agentq.tenancy.profiles import Profile
 from agentq.store import Store
 from agentq.store.schema import tenant_keys
 from tests.api_support import Api

@@ -10,9 +10,9 @@ import pytest
 from agentq.config import Config
 from agentq.core.settings import parse_settings
 from agentq.errors import InvalidInput
-from agentq.policy import Policy, PolicyError, load_policy
-from agentq.profiles import Profile
-from agentq.providers.access import Owner, resolve_endpoint
+from agentq.tenancy.policy import Policy, PolicyError, load_policy
+from agentq.tenancy.profiles import Profile
+from agentq.tenancy.access import Owner, resolve_endpoint
 from agentq.providers.errors import ProviderError
 
 POLICY = """
@@ -68,8 +68,8 @@ def test_without_a_file_the_profiles_are_scripted_openai_and_anthropic_on_their_
 def test_demo_mode_off_takes_the_scripted_profile_and_the_demo_tools_away():
     config = Config.from_env({"AGENTQ_DEMO": "off"})
     assert "scripted" not in Policy.from_config(config).profiles and config.tools == ()
-    assert Config.from_env({"AGENTQ_DEMO": "off", "AGENTQ_TOOLS": "agentq.demo_tools"}).tools == (
-        "agentq.demo_tools",)
+    assert Config.from_env({"AGENTQ_DEMO": "off", "AGENTQ_TOOLS": "agentq.tools.demo"}).tools == (
+        "agentq.tools.demo",)
     assert Config.from_env({"AGENTQ_TOOLS": "none"}).tools == ()
     with pytest.raises(ValueError, match="AGENTQ_DEMO"):
         Config.from_env({"AGENTQ_DEMO": "of"})
@@ -229,7 +229,7 @@ def test_a_profile_that_requires_the_tenants_key_never_falls_back_to_the_operato
 
 
 def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path, monkeypatch, capsys):
-    from agentq import cli
+    import agentq.cli.main as cli
 
     path = tmp_path / "p.toml"
     path.write_text("[tenants.big.ceilings]\nrunning_steps = 16\n")

@@ -18,7 +18,7 @@ import pytest
 
 from agentq.core.decide import Step
 from agentq.core.keys import task_id
-from agentq.queues import QUEUES
+from agentq.worker.queues import QUEUES
 from tests.procfile_stack import BIN, PROCESSES, ProcfileStack
 from tests.processes import ROOT, wait_for
 

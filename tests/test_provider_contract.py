@@ -23,8 +23,8 @@ from agentq.core.request import CallRef, Message, Request
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.providers.base import Delta, ModelResponse
 from agentq.providers.errors import ContextTooLong, ProviderError
-from agentq.providers.access import provider_for
-from agentq.pubsub import PubSub
+from agentq.tenancy.access import provider_for
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.runtime.timers import Timers
@@ -402,7 +402,7 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
     calls = (Call("get_weather", {"city": "Oslo"}), Call("get_weather", "{oops"))
     kit.emulator.then(Reply(text="Checking.", calls=calls),
                       Reply(text="Cold in Oslo; the second call was malformed."))
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://provider-tests"),
                       config=Config(), providers=kit.access().provider_for,
                       sleep=lambda s: None)

@@ -15,7 +15,7 @@ from agentq.core.keys import scripted_call_id
 from agentq.core.render import render
 from agentq.providers.answer import Answer
 from agentq.providers.errors import ProviderError
-from agentq.providers.openai import _ChunkReader
+from agentq.providers.openai_chat import _ChunkReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
 from tests.emulators import Fail, OpenAIEmulator

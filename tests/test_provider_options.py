@@ -15,7 +15,7 @@ import pytest
 
 from agentq.core.settings import parse_settings
 from agentq.providers.errors import ProviderError
-from agentq.providers.openai import reasoning_model
+from agentq.providers.openai_chat import reasoning_model
 from tests.emulators import Reply
 from tests.emulators.kit import HELLO, Kit, kit_fixtures, running
 

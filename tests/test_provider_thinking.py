@@ -15,7 +15,7 @@ from agentq.config import Config
 from agentq.core.reasoning import Reasoning, interleave
 from agentq.core.request import CallRef, Message, Request
 from agentq.core.wire import to_anthropic, to_openai
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.tools import Registry, Scope
 from tests.drive import drain
@@ -32,7 +32,7 @@ served, kit = kit_fixtures("anthropic")
 
 def _turn(kit: Kit, store, *replies: Reply, **settings) -> str:
     kit.emulator.then(*replies)
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://thinking-tests"),
                       config=Config(), providers=kit.access().provider_for, sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())

@@ -16,7 +16,7 @@ from agentq.core.request import Message, Request
 from agentq.core.settings import parse_settings
 from agentq.providers import CallContext, Delta, ModelResponse
 from agentq.providers.scripted import ScriptedProvider
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.providers.errors import ContextTooLong, ProviderError, ProviderTimeout
 from agentq.providers import anthropic_errors, openai_errors, retry
 from agentq.providers.openai_errors import sdk_error

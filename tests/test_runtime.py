@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from agentq.check import check_conversation
+from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.errors import Conflict, InvalidInput, NotFound, Stale
-from agentq.providers.access import provider_for
-from agentq.pubsub import PubSub
+from agentq.tenancy.access import provider_for
+from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
@@ -70,7 +70,7 @@ def providers():
 
 @pytest.fixture
 def runtime(store, clock, providers):
-    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
     return Runtime(
         store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
         clock=clock, providers=providers, sleep=lambda s: None,

@@ -30,11 +30,11 @@ import pytest
 
 from agentq.commands import Commands
 from agentq.core.settings import Settings
-from agentq.policy import Policy, load_policy
-from agentq.profiles import Profile
+from agentq.tenancy.policy import Policy, load_policy
+from agentq.tenancy.profiles import Profile
 from agentq.store import Store, migrate
 from agentq.tools import Registry, Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.api_support import Api, events_of, parse_frame
 from tests.emulators import Fail
 from tests.emulators.openai_api import OpenAIEmulator

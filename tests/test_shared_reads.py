@@ -1,10 +1,10 @@
-"""web/shared_reads.py: streams share a read of the log only if it is fresh enough for them."""
+"""agentq/web/streaming/shared_reads.py: streams share a read of the log only if it is fresh enough for them."""
 from __future__ import annotations
 
 import threading
 import time
 
-from web.shared_reads import SharedReads
+from agentq.web.streaming.shared_reads import SharedReads
 
 
 class SlowLog:

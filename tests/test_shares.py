@@ -14,7 +14,7 @@ from agentq.config import Config
 from agentq.core.events import ToolCallRecord
 from agentq.core.settings import Settings
 from agentq.followups import Advance
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.store import NewStep, StepRecord, Store
 from agentq.tools import Registry, Scope

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from agentq.core.events import Event
-from agentq.fanout import Feed, Notice
-from web import sse
-from web.shared_reads import SharedReads
+from agentq.live.fanout import Feed, Notice
+from agentq.web.streaming import sse
+from agentq.web.streaming.shared_reads import SharedReads
 
 AT = datetime(2026, 11, 23, tzinfo=timezone.utc)
 

@@ -22,9 +22,9 @@ import redis
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.followups import Advance
-from agentq.policy import Policy
-from agentq.providers.access import ModelAccess
-from agentq.pubsub import PubSub, channel
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.access import ModelAccess
+from agentq.live.pubsub import PubSub, channel
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from tests.clock import Clock
@@ -128,7 +128,7 @@ def _healthy(http: Http) -> bool:
 def _runtime(store, redis_url: str) -> Runtime:
     """What a worker would do, in this process: the events and notices are real."""
     policy = Policy.default()
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     access = ModelAccess(policy, lambda *a, **k: None, env={})
     return Runtime(store=store, registry=registry, pubsub=PubSub(redis_url), config=Config(),
                    clock=Clock(datetime.now(timezone.utc)), sleep=lambda s: None,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from celery import Celery
 
-from agentq.worker import BatchedTaskEvents
+from agentq.worker.task_events import BatchedTaskEvents
 
 
 def test_an_event_sent_while_a_batch_is_published_goes_out_with_the_next_batch():

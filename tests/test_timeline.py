@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.clients.api import endpoint
-from agentq.clients.chat import answer_for, parse_settings
-from agentq.clients.timeline import clip, clock, header, summarize, timeline
+from agentq.cli.api_client import endpoint
+from agentq.cli.chat import answer_for, parse_settings
+from agentq.cli.timeline import clip, clock, header, summarize, timeline
 
 T1, T2 = "11111111-aaaa-4000-8000-000000000001", "22222222-bbbb-4000-8000-000000000002"
 R1, R2 = "r1r1r1r1-0000-4000-8000-000000000001", "r2r2r2r2-0000-4000-8000-000000000002"

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from agentq import threads as threads_module
+from agentq.process import threads as threads_module
 from agentq.runtime import timers as timers_module
 from agentq.runtime.timers import Timers
-from agentq.threads import DaemonThreads
+from agentq.process.threads import DaemonThreads
 from tests.processes import wait_for
 
 REQUEST = contextvars.ContextVar("request", default=None)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from agentq import demo_tools
+from agentq.tools import demo as demo_tools
 from agentq.tools import (
     SYSTEM_SCOPE,
     Registry,
@@ -220,7 +220,7 @@ def test_arguments_that_are_not_an_object_are_refused() -> None:
 
 
 def test_from_modules_collects_every_demo_tool() -> None:
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     assert sorted(registry.names) == ["add", "approve_payment", "get_weather", "noop", "sleep", "whoami"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.budget import plan_context
-from agentq.providers.access import provider_for
+from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.runtime.transcripts import Transcripts
 from agentq.store.schema import conversations
@@ -68,7 +68,7 @@ def pending_call(store, cid: str) -> str | None:
 
 @pytest.mark.parametrize("budget", [None, 700])
 def test_every_model_call_sends_what_a_full_render_of_its_view_gives(store, budget):
-    registry = Registry.from_modules(["agentq.demo_tools", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
     providers = CheckedProviders(store, registry)
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                       clock=Clock(), providers=providers, sleep=lambda s: None)

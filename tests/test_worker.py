@@ -10,7 +10,7 @@ from celery.events.event import get_exchange
 from kombu import Queue
 
 from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
@@ -70,11 +70,11 @@ def test_a_step_task_sends_its_follow_ups_before_it_publishes_its_notices(tmp_pa
     """The next step's task goes out first: a notice (a Redis round trip) must not delay it."""
     from agentq.commands import Commands
     from agentq.config import Config
-    from agentq.pubsub import PubSub
+    from agentq.live.pubsub import PubSub
     from agentq.runtime import Runtime
     from agentq.store import Store
     from agentq.tools import Registry
-    from agentq.worker import create_celery
+    from agentq.worker.factory import create_celery
 
     order: list[str] = []
 
@@ -85,7 +85,7 @@ def test_a_step_task_sends_its_follow_ups_before_it_publishes_its_notices(tmp_pa
 
     store = Store.open(f"sqlite:///{tmp_path}/worker.db")
     store.migrate()
-    registry = Registry.from_modules(["agentq.demo_tools"])
+    registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=Recording("embedded://order"),
                       config=Config())
     app = create_celery(Config(broker_url="memory://", redis_url="embedded://order"),
@@ -104,7 +104,7 @@ def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
     """The README's promise: running without celeryconfig.py changes nothing."""
     import celeryconfig
 
-    from agentq.worker import CELERY_DEFAULTS
+    from agentq.worker.factory import CELERY_DEFAULTS
 
     written = {k: v for k, v in vars(celeryconfig).items() if not k.startswith("_") and k.islower()}
     assert written == {k: v for k, v in CELERY_DEFAULTS.items() if k in written}
@@ -123,7 +123,7 @@ def idle_after(store, cid: str, *, rounds: int) -> bool:
 def test_each_task_goes_to_the_queue_of_its_kind_and_a_tool_to_its_own_if_it_names_one():
     from agentq.config import Config
     from agentq.followups import Advance, Compact, Expire, RunTool
-    from agentq.worker import create_celery
+    from agentq.worker.factory import create_celery
 
     app = create_celery(Config(broker_url="memory://", redis_url="embedded://queues"),
                         runtime=lambda: None, tool_queues={"render": "gpu"})

@@ -4,7 +4,7 @@ When calls to one endpoint keep failing with transient errors, whichever convers
 make them, the breaker opens: model steps for that endpoint wait instead of calling it.
 When the open time is over, one call is let through as a probe (half-open): its success
 closes the breaker, its failure opens it again for twice as long (up to `max_open_s`).
-The state is a plain value shared by every worker (`agentq.breakers` keeps it); these
+The state is a plain value shared by every worker (`agentq.providers.breakers` keeps it); these
 functions say what it becomes, with `now` passed in.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Settings are a tenant's input (inv. 9): they name an operator's model profile and a model,
 never an endpoint or a key, and every number in them is a number (strict types: `true` is
 not 1, `"5"` is not 5). What the operator allows beyond their shape (ceilings, which
-profiles and models) is checked by `agentq.policy` when a conversation is created.
+profiles and models) is checked by `agentq.tenancy.policy` when a conversation is created.
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def _scripted() -> Provider:
 
 
 def _openai() -> Provider:
-    from agentq.providers.openai import OpenAIProvider
+    from agentq.providers.openai_chat import OpenAIProvider
 
     return OpenAIProvider()
 

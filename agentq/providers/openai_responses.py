@@ -23,8 +23,8 @@ from agentq.providers.answer import Answer
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.errors import ContextTooLong, ProviderError
-from agentq.providers.openai import KIND as CHAT_KIND
-from agentq.providers.openai import reasoning_model
+from agentq.providers.openai_chat import KIND as CHAT_KIND
+from agentq.providers.openai_chat import reasoning_model
 from agentq.providers.openai_errors import OPENAI_ERRORS
 from agentq.providers.options import AnswerOptions, answer_options
 from agentq.providers.pool import CLIENTS

@@ -23,7 +23,7 @@ from agentq.core.decide import Step
 from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
 from agentq.followups import FollowUp
-from agentq.logconfig import bind as bind_log_context
+from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CircuitOpen, ProviderError
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases

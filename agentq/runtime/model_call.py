@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentq.breakers import CircuitBreakers
+from agentq.providers.breakers import CircuitBreakers
 from agentq.core.breaker import Wait
 from agentq.core.request import Request
 from agentq.core.settings import Settings

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from agentq.core.events import Event
-from agentq.pubsub import PubSub
+from agentq.live.pubsub import PubSub
 
 # Notices of the running task, held until it has sent its follow-ups (Notices.held).
 _HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(

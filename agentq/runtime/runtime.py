@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from agentq.breakers import CircuitBreakers, board_for
-from agentq.clock import utcnow
+from agentq.providers.breakers import CircuitBreakers, board_for
+from agentq.process.clock import utcnow
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
 from agentq.followups import FollowUp
 from agentq.providers.base import Provider
-from agentq.providers.access import provider_for
-from agentq.pubsub import PubSub
-from agentq.runtime import compact_step, expire_step, llm_step, repair, tool_step, turns
+from agentq.tenancy.access import provider_for
+from agentq.live.pubsub import PubSub
+from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
 from agentq.runtime.context import StepContext, no_cap
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
@@ -92,7 +92,7 @@ class Runtime:
             case StartTurn(item=item):
                 return turns.start_turn(self._ctx, view, item)
             case CallModel(step=step):
-                return llm_step.call_model(self._lifecycle, self._model_calls(), self.registry,
+                return model_step.call_model(self._lifecycle, self._model_calls(), self.registry,
                                            view, step, task_id=task_id)
             case RunTools(steps=steps):
                 return tool_step.dispatch_tools(view, steps)

@@ -1,7 +1,7 @@
 """The timers a worker process keeps for its steps: lease heartbeats and time limits.
 
 One thread keeps the time and hands each due call to a reusable daemon thread
-(`agentq.threads`), so starting a step starts no thread. The thread ends after `IDLE_S`
+(`agentq.process.threads`), so starting a step starts no thread. The thread ends after `IDLE_S`
 without timers, and a process forked with it running (Celery's prefork pool) starts its
 own afresh.
 """
@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Callable
 
-from agentq.threads import DaemonThreads
+from agentq.process.threads import DaemonThreads
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
     """One run_tool task per open server call; the ledger makes repeats harmless.
 
-    Each names its tool, which routes it to the tool's queue (agentq.queues).
+    Each names its tool, which routes it to the tool's queue (agentq.worker.queues).
     """
     names = {e.content["tool_call_id"]: e.content["name"]
              for e in view.events if e.type == "tool_call"}

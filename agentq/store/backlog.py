@@ -1,6 +1,6 @@
 """The steps to take up again: stale ones the sweeper re-drives, and those that wait for a
 slot of their tenant (woken in arrival order). Each comes with its tool's name, which a
-tool step's task is routed by (agentq.queues).
+tool step's task is routed by (agentq.worker.queues).
 """
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def psycopg_waits_in_c() -> bool:
     """True if psycopg waits for the server in C, where gevent's loop cannot switch away.
 
     psycopg 3 picks its wait function when first imported: the C one unless gevent has
-    patched `select` by then (or `PSYCOPG_WAIT_FUNC` names one); see agentq/cooperative.py.
+    patched `select` by then (or `PSYCOPG_WAIT_FUNC` names one); see agentq/process/cooperative.py.
     """
     try:
         from psycopg import waiting

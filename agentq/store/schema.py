@@ -212,7 +212,7 @@ model_calls = Table(
     Index(None, "created_at"),
 )
 
-# A tenant's own provider key for one profile, sealed (agentq.keybox); never stored in clear.
+# A tenant's own provider key for one profile, sealed (agentq.tenancy.keybox); never stored in clear.
 tenant_keys = Table(
     "tenant_keys",
     metadata,
@@ -235,7 +235,7 @@ api_keys = Table(
 )
 
 
-provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.breakers)
+provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.providers.breakers)
     "provider_breakers",
     metadata,
     Column("endpoint", Text, primary_key=True),

@@ -1,6 +1,6 @@
 """Tenants' own provider keys, as the store holds them: sealed text, one per tenant and profile.
 
-Sealing and opening is `agentq.keybox`'s; this module never sees a key in clear.
+Sealing and opening is `agentq.tenancy.keybox`'s; this module never sees a key in clear.
 `TenantKeys` is mixed into `Store`, like `ApiKeys`.
 """
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pytest
 
 from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.settings import Settings, parse_settings
-from agentq.policy import Policy
-from agentq.profiles import Profile
-from agentq.providers.access import ModelAccess
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.profiles import Profile
+from agentq.tenancy.access import ModelAccess
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from tests.emulators.anthropic_api import AnthropicEmulator
 from tests.emulators.openai_api import OpenAIEmulator

@@ -5,8 +5,9 @@ import asyncio
 import logging
 import threading
 
-from agentq.tool_calls import capped
-from agentq.tools import Registry, Scope, ToolContext, ToolOutcome, tool
+from agentq.tools.calls import capped
+from agentq.tools import Registry, ToolContext, ToolOutcome, tool
+from agentq.tools import Scope
 
 CTX = ToolContext(tool_call_id="call_7", conversation_id="conv_3", scope=Scope("acme", "ada"))
 

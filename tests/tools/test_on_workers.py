@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agentq.tools import Scope
-from agentq.worker import enqueue
+from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]

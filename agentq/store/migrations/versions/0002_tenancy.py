@@ -1,6 +1,6 @@
 """Safe multi-tenancy: tenants' sealed keys, inbox arrival order, settings that name profiles.
 
-- `tenant_keys`: a tenant's own provider key per profile, sealed (agentq.keybox).
+- `tenant_keys`: a tenant's own provider key per profile, sealed (agentq.tenancy.keybox).
 - `inbox.arrival`: the order messages arrived in, per conversation; turns start in it,
   never in the order of a client's `created_at`. Existing rows are numbered by
   (created_at, id), the order they were taken in before.

@@ -1,0 +1,270 @@
+"""`agentq chat`: a person talks to a conversation in the terminal, through the HTTP API only.
+
+One turn: subscribe to the stream, post the line, print deltas as they come and the
+tool calls compactly, ask the person when a call waits for them, and stop when the
+conversation is no longer running. Ctrl-C during a turn cancels it on the server.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any, TextIO
+
+from agentq.cli.api_client import Client, ClientError, ErrorResponse, StreamItem
+from agentq.cli.timeline import call_text, summarize
+
+try:  # line editing and history where the platform has it
+    import readline
+except ImportError:  # pragma: no cover - Windows
+    readline = None
+
+PROMPT = "you> "
+AGENT = "agent> "
+APPROVE = {"a", "approve", "y", "yes"}
+REJECT = {"r", "reject", "n", "no"}
+QUIT = {"/quit", "/exit"}
+
+
+class Leave(Exception):
+    """The person closed the input (Ctrl-D) while a call waited for them."""
+
+
+def answer_for(text: str) -> tuple[str, Any] | None:
+    """The resolution a typed answer stands for: approve, reject, or the text itself."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.lower() in APPROVE:
+        return "resolved", {"approved": True}
+    if text.lower() in REJECT:
+        return "resolved", {"approved": False}
+    return "resolved", text
+
+
+class Chat:
+    """One person, one conversation; `cursor` is the seq of the last event shown."""
+
+    def __init__(self, client: Client, conversation_id: str, out: TextIO = sys.stdout) -> None:
+        self.client, self.cid, self.out = client, conversation_id, out
+        self.cursor = 0
+        self.names: dict[str, str] = {}
+        self.line_of: tuple[str, int] | None = None  # (round, attempt) whose text is on screen
+        self.streamed: set[str] = set()  # rounds whose deltas were printed
+        self.own_turn: str | None = None
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Prompt, turn, prompt …; 0 when the person leaves."""
+        conversation = self.client.conversation(self.cid)
+        self.cursor = conversation["last_seq"]
+        self.names.update({c["tool_call_id"]: c["name"] for c in conversation["pending"]})
+        self.say("Ctrl-C interrupts an answer; Ctrl-D or Ctrl-C at an empty prompt leaves.")
+        try:
+            if conversation["state"] in ("running", "awaiting_input"):
+                self.say(f"the conversation is {conversation['state']}; following it")
+                self.guarded(self.follow)
+            while (line := self.prompt()) is not None:
+                if line.strip() in QUIT:
+                    break
+                if line.strip():
+                    self.guarded(lambda: self.turn(line.strip()))
+        except Leave:
+            self.say("left; a call still waits for an answer (agentq chat "
+                     f"{self.cid} to come back)")
+        return 0
+
+    def prompt(self) -> str | None:
+        """The next line; None on Ctrl-D, or on Ctrl-C with nothing typed."""
+        while True:
+            try:
+                return input(PROMPT)
+            except EOFError:
+                self.write("\n")
+                return None
+            except KeyboardInterrupt:
+                typed = readline.get_line_buffer() if readline is not None else ""
+                self.write("\n")
+                if not typed:
+                    return None
+
+    def guarded(self, work) -> None:
+        """Run a turn; Ctrl-C cancels it on the server, an API error is shown; then the prompt."""
+        try:
+            work()
+        except KeyboardInterrupt:
+            self.end_line()
+            try:
+                self.interrupt()
+            except KeyboardInterrupt:
+                self.say("stopped following; the turn goes on without you")
+            except ClientError as exc:
+                self.say(f"error: {exc}")
+        except ClientError as exc:
+            self.end_line()
+            self.say(f"error: {exc}")
+        self.end_line()
+
+    def turn(self, text: str) -> None:
+        with self.client.stream(self.cid, after_seq=self.cursor) as frames:  # subscribed first
+            answer = self.client.post_message(self.cid, text)
+            self.own_turn = answer["turn_id"]
+            if answer["queued"]:
+                self.say("the conversation is busy: your message waits in its inbox")
+            self.follow_frames(frames)
+
+    def follow(self) -> None:
+        with self.client.stream(self.cid, after_seq=self.cursor) as frames:
+            if not self.turn_over():
+                self.follow_frames(frames)
+
+    def follow_frames(self, frames: Iterator[StreamItem]) -> None:
+        for item in frames:
+            if item.kind == "delta":
+                self.show_delta(item.data)
+            elif item.kind == "retry":
+                self.show_retry(item.data)
+            elif item.kind == "event":
+                self.show_event(item.data)
+                self.cursor = max(self.cursor, item.seq or item.data["seq"])
+                if self.turn_over():
+                    return
+            elif item.kind == "end":
+                return
+        self.end_line()
+        self.say("the stream closed before the turn ended; it goes on on the server")
+
+    def turn_over(self) -> bool:
+        """Whether nothing runs any more; asks the person first when a call waits for them."""
+        while True:
+            conversation = self.client.conversation(self.cid)
+            if conversation["last_seq"] > self.cursor:
+                return False  # more events are on their way down the stream
+            state = conversation["state"]
+            if state == "running" or (state == "idle" and conversation["inbox"]):
+                return False
+            if state == "failed":
+                self.say(f"the turn failed (see the error above); POST /v1/conversations/{self.cid}/retry "
+                         "re-drives it")
+            if state != "awaiting_input" or not conversation["pending"]:
+                return True
+            for call in conversation["pending"]:
+                self.ask(call)
+
+    def interrupt(self) -> None:
+        """Cancel the running turn (POST …/cancel), then show what the cancel wrote."""
+        self.say("interrupting the turn …")
+        try:
+            self.client.cancel(self.cid)
+        except ErrorResponse as exc:
+            if exc.status != 409:
+                raise
+            self.say(exc.message)
+        for event in self.client.all_events(self.cid, after_seq=self.cursor):
+            self.show_event(event)
+            self.cursor = event["seq"]
+
+    # -- a person answers a call ----------------------------------------------------------
+
+    def ask(self, call: Mapping[str, Any]) -> None:
+        """Ask about one pending call until there is an answer, and post it."""
+        self.end_line()
+        self.names[call["tool_call_id"]] = call["name"]
+        self.say(f"? {call_text(call['name'], call.get('args') or {})} waits for you "
+                 f"({call['executor']}, {call['tool_call_id']})")
+        while True:
+            try:
+                typed = input("  [a]pprove / [r]eject / or type an answer: ")
+            except EOFError:
+                self.write("\n")
+                raise Leave() from None
+            resolution = answer_for(typed)
+            if resolution is not None:
+                break
+        status, result = resolution
+        try:
+            self.client.resolve(self.cid, call["tool_call_id"], status=status, result=result)
+        except ErrorResponse as exc:
+            if exc.status not in (404, 409):
+                raise
+            self.say(f"  not taken: {exc.message}")
+
+    # -- what the person sees ------------------------------------------------------------
+
+    def show_delta(self, delta: Mapping[str, Any]) -> None:
+        key = (delta["round_id"], delta.get("attempt", 1))
+        if self.line_of != key:
+            self.end_line()
+            self.write(AGENT)
+            self.line_of = key
+            self.streamed.add(delta["round_id"])
+        self.write(delta["text"])
+
+    def show_retry(self, retry: Mapping[str, Any]) -> None:
+        self.end_line()
+        self.say(f"  · the provider failed ({retry.get('error')}); attempt {retry.get('attempt', 0) + 1} "
+                 f"in {retry.get('next_delay_s', 0):.1f} s")
+
+    def show_event(self, event: Mapping[str, Any]) -> None:
+        content = event.get("content") or {}
+        kind = event["type"]
+        if kind == "tool_call":
+            self.names[content["tool_call_id"]] = content["name"]
+        if kind == "assistant_msg":
+            self.show_answer(event)
+        elif kind == "user_msg":
+            if event.get("turn_id") != self.own_turn:  # a message from the inbox, or another client
+                self.end_line()
+                self.say(f"{PROMPT}{content.get('text', '')}  (from the inbox)")
+        else:
+            self.end_line()
+            self.say(f"  · {kind.replace('_', ' ')}: {summarize(event, self.names)}")
+
+    def show_answer(self, event: Mapping[str, Any]) -> None:
+        """End the streamed line, or print the whole text when no delta of it was seen."""
+        content = event.get("content") or {}
+        interrupted = " [interrupted]" if content.get("interrupted") else ""
+        round_id = event.get("round_id") or ""
+        if round_id in self.streamed:
+            if self.line_of is not None and self.line_of[0] == round_id:
+                self.write(interrupted)
+                self.end_line()
+            elif interrupted:
+                self.say("  · the answer was interrupted")
+            return
+        if content.get("text") or interrupted:
+            self.end_line()
+            self.say(f"{AGENT}{content.get('text', '')}{interrupted}")
+
+    def end_line(self) -> None:
+        if self.line_of is not None:
+            self.write("\n")
+            self.line_of = None
+
+    def say(self, text: str) -> None:
+        self.write(text + "\n")
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+
+def parse_settings(raw: str | None) -> dict[str, Any]:
+    """`--settings`: a JSON object, inline or `@path` to a file. Raises ValueError when not one."""
+    if not raw:
+        return {}
+    text = raw
+    if raw.startswith("@"):
+        try:
+            with open(raw[1:], encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise ValueError(f"cannot read settings file {raw[1:]}: {exc.strerror}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--settings is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError("--settings must be a JSON object")
+    return value

@@ -1,0 +1,399 @@
+"""The `agentq` command: migrate, demo, dev, api, keys, tenant-keys, policy, check, and the API
+clients chat, inspect, fork."""
+from __future__ import annotations
+
+import sys
+
+from agentq.process.cooperative import patch_for
+
+patch_for(sys.argv[1:])  # first: `agentq api` and `agentq dev` serve with gevent
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from agentq.config import Config  # noqa: E402
+from agentq.process.logs import configure as configure_logging  # noqa: E402
+from agentq.tenancy.policy import PolicyError  # noqa: E402
+
+
+DEV_GRACE_S = 0.5  # what `agentq dev`'s embedded worker gets to stop once the API stopped
+
+
+def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
+    from agentq.store import Store
+
+    store = Store.open(config.database_url)
+    store.migrate()
+    store.dispose()
+    print(f"schema is at head on {_redacted(config.database_url)}")
+    return 0
+
+
+def _cmd_check(config: Config, args: argparse.Namespace) -> int:
+    from agentq.cli.check import check_all, check_conversation
+    from agentq.store import Store
+
+    store = Store.open(config.database_url)
+    try:
+        if args.all:
+            violations = list(check_all(store))
+            scope = "all conversations"
+        else:
+            violations = check_conversation(store, args.id)
+            scope = args.id
+    finally:
+        store.dispose()
+    for violation in violations:
+        print(f"VIOLATION {violation}")
+    if violations:
+        print(f"{len(violations)} violation(s) in {scope}")
+        return 1
+    print(f"ok: {scope} keep every invariant")
+    return 0
+
+
+def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
+    from agentq.cli.demo import run_demo
+
+    return run_demo(config, db_path=args.db)
+
+
+def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
+    from agentq.cli.dev import importable_here, supervise
+
+    if args.reload:
+        return supervise(config, host=args.host, port=args.port, key=args.key)
+    importable_here()
+    import gevent
+
+    import traceback
+
+    from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
+    from agentq.tools import Registry, ToolDefinitionError
+
+    try:
+        bootstrap, secret = dev_key(config, args.key)
+    except (DevSetupError, OSError) as exc:
+        print(f"agentq dev: {exc}", file=sys.stderr)
+        return 2
+    try:  # alone first: what fails here is the developer's module, said as such
+        Registry.from_modules(list(config.tools))
+    except Exception as exc:
+        print(f"agentq dev: {load_failure(config.tools, exc)}", file=sys.stderr)
+        if not isinstance(exc, (ModuleNotFoundError, ToolDefinitionError)):
+            traceback.print_exc()
+        return 2
+    from agentq.web.app import create_app
+    from agentq.web.serve import make_server, stopper
+    from agentq.web.services import embedded_services
+    from agentq.worker.embedded import Embedded
+    from agentq.worker.signals import when_shutting_down
+
+    embedded = Embedded(config)
+    app = create_app(services=embedded_services(embedded, bootstrap))
+    server = make_server(app, host=args.host, port=args.port)
+    server.start()
+    registry, policy = embedded.runtime.registry, embedded.commands.policy
+    for line in banner(
+        url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
+        tools=[(name, registry.get(name).executor) for name in registry.names],
+        profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
+        secret=secret, reload=args.reloading,
+    ):
+        print(line)
+    sys.stdout.flush()
+    stop_api = stopper(app, server)
+
+    def stop() -> None:
+        """The API first (streams end cleanly), then the process, even mid-step.
+
+        A step cut short is like one whose worker was killed: the log and the ledger hold
+        it, and the next start takes it over when its lease runs out.
+        """
+        stop_api()
+        gevent.sleep(DEV_GRACE_S)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    when_shutting_down(lambda: gevent.spawn(stop))
+
+    def wait_forever(_: Embedded) -> int:
+        embedded.stopping.wait()
+        return 0
+
+    try:
+        return embedded.run(wait_forever)
+    finally:
+        stop_api()
+
+
+def _cmd_api(config: Config, args: argparse.Namespace) -> int:
+    from agentq.web.app import create_app
+    from agentq.web.serve import serve
+    from agentq.web.services import build_services
+
+    return serve(create_app(services=build_services(config)), host=args.host, port=args.port)
+
+
+def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.process.clock import utcnow
+    from agentq.store import Store
+
+    store = Store.open(config.database_url)
+    try:
+        if args.action == "create":
+            key_id, secret = store.create_api_key(args.tenant, utcnow())
+            print(f"key {key_id} of tenant {args.tenant} (shown once, keep it):\n{secret}")
+            return 0
+        if args.action == "revoke":
+            revoked = store.revoke_api_key(args.key_id, utcnow())
+            print(f"revoked {args.key_id}" if revoked else f"no unrevoked key {args.key_id}")
+            return 0 if revoked else 1
+        for key in store.list_api_keys(tenant=args.tenant):
+            print(f"{key.id}  {key.tenant}  created {key.created_at:%Y-%m-%d %H:%M}"
+                  + ("  revoked" if key.revoked_at else ""))
+        return 0
+    finally:
+        store.dispose()
+
+
+def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.tenancy.keybox import new_encryption_key
+    from agentq.tenancy.own_keys import OwnKeys
+    from agentq.tenancy.policy import Policy
+    from agentq.process.clock import utcnow
+    from agentq.store import Store
+
+    if args.action == "new-encryption-key":
+        print(new_encryption_key())
+        return 0
+    store = Store.open(config.database_url)
+    try:
+        own_keys = OwnKeys.from_config(config, store, Policy.from_config(config), utcnow)
+        moved = own_keys.reseal_all()
+    finally:
+        store.dispose()
+    print(f"re-sealed {moved} tenant key(s) with the newest encryption key")
+    return 0
+
+
+def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
+    """Print the policy as the processes will read it: profiles, their keys' state, ceilings."""
+    import os
+
+    from agentq.tenancy.policy import Policy
+
+    policy = Policy.from_config(config)
+    why = ("AGENTQ_DEMO" if os.environ.get("AGENTQ_DEMO") else
+           "the default with the embedded broker" if config.embedded_broker else
+           "the default with a named broker, as the Procfile's processes read it")
+    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'}: {why})")
+    for p in policy.profiles.values():
+        where = p.url or "offline"
+        key = "" if p.kind_of.offline else (
+            f", key in {p.key_variable} ({'set' if os.environ.get(p.key_variable or '') else 'NOT SET'})")
+        print(f"  profile {p.name}: {p.kind} at {where}{key}; models {', '.join(p.models)}; "
+              f"tenant keys {p.tenant_keys}; tenants {', '.join(p.tenants) if p.tenants else 'all'}")
+    print("  ceilings: " + _listed(policy.ceilings.model_dump()))
+    for name, tenant in policy.tenants.items():
+        print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
+    default = policy.default_profile or next(
+        (p.name for p in policy.profiles.values() if p.open_to_all), None)
+    print(f"  settings that name no profile get: {default or 'none (see the warning below)'}")
+    for problem in policy.unusable(os.environ):
+        print(f"  warning: {problem}")
+    return 0
+
+
+def _listed(values: dict) -> str:
+    return ", ".join(f"{k} {_number(v)}" for k, v in values.items())
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "none"  # running_steps: no cap
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _on_the_api(command):
+    """Run a client command with its Client; an expected failure is one line on stderr, exit 1."""
+    def run(config: Config, args: argparse.Namespace) -> int:
+        import os
+
+        from agentq.cli.api_client import Client, ClientError, endpoint
+
+        try:
+            with Client(endpoint(args.url, args.key, os.environ)) as client:
+                return command(client, args)
+        except ClientError as exc:
+            print(f"agentq {args.command}: {exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"agentq {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+    return run
+
+
+def _cmd_chat(client, args: argparse.Namespace) -> int:
+    from agentq.cli.chat import Chat, parse_settings
+
+    cid = args.id
+    if cid is None:
+        options = {"profile": args.profile, "model": args.model, "system": args.system}
+        settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
+        created = client.create_conversation(settings)
+        cid = created["id"]
+        print(f"conversation {cid} ({created['settings']['profile']}/{created['settings']['model']})")
+    else:
+        print(f"conversation {cid}")
+    _take_ctrl_c()
+    return Chat(client, cid).run()
+
+
+def _take_ctrl_c() -> None:
+    """Make Ctrl-C reach the chat even if whatever started it ignored or blocked SIGINT
+    (both are inherited across exec); the chat's interrupt rests on it."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _cmd_inspect(client, args: argparse.Namespace) -> int:
+    import json
+
+    from agentq.cli.api_client import ErrorResponse
+    from agentq.cli.timeline import header, timeline
+
+    conversation = client.conversation(args.id)
+    events = client.all_events(args.id)
+    if args.json:
+        for event in events:
+            print(json.dumps(event, ensure_ascii=False))
+        return 0
+    summary = conversation["summary"]
+    if summary is not None:
+        try:  # the summary in use, with its version and text
+            summary = client.context(args.id)["summary"] or summary
+        except ErrorResponse:
+            pass
+    for line in header(conversation, summary):
+        print(line)
+    for line in timeline(events, summary=summary):
+        print(line)
+    return 0
+
+
+def _cmd_fork(client, args: argparse.Namespace) -> int:
+    from agentq.cli.api_client import ErrorResponse
+
+    try:
+        forked = client.fork(args.id, args.at)
+    except ErrorResponse as exc:
+        if exc.status != 409:
+            raise
+        print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
+        return 1
+    print(forked["id"])
+    return 0
+
+
+def _add_api_client(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="the API (default: $AGENTQ_API_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--key", help="the API key (default: $AGENTQ_API_KEY; tenant:secret works too)")
+
+
+def _redacted(url: str) -> str:
+    """A database URL without its password, for printing."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def _add_address(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentq", description="Durable LLM-agent conversations.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="bring the database schema to head (Alembic)").set_defaults(
+        run=_cmd_migrate
+    )
+    check = sub.add_parser("check", help="verify the invariants on stored data")
+    target = check.add_mutually_exclusive_group(required=True)
+    target.add_argument("--all", action="store_true", help="every conversation")
+    target.add_argument("id", nargs="?", help="one conversation id")
+    check.set_defaults(run=_cmd_check)
+    demo = sub.add_parser("demo", help="run a scripted conversation end to end, embedded")
+    demo.add_argument("--db", default=None, help="SQLite file to keep (default: a temporary one)")
+    demo.set_defaults(run=_cmd_demo)
+    dev = sub.add_parser("dev", help="the API, an embedded worker and a sweeper in one process")
+    _add_address(dev)
+    dev.add_argument("--key", help="the API key to accept (tenant:secret, or a secret of tenant "
+                     "dev); default: the one kept beside the dev database")
+    dev.add_argument("--reload", action="store_true",
+                     help="restart when a Python file here or of a tool module changes")
+    dev.add_argument("--reloading", action="store_true", help=argparse.SUPPRESS)
+    dev.set_defaults(run=_cmd_dev)
+    api = sub.add_parser("api", help="serve the HTTP API (use gunicorn in production)")
+    _add_address(api)
+    api.set_defaults(run=_cmd_api)
+    keys = sub.add_parser("keys", help="create, revoke or list API keys")
+    actions = keys.add_subparsers(dest="action", required=True)
+    actions.add_parser("create", help="print a new key once").add_argument("--tenant", required=True)
+    actions.add_parser("revoke", help="revoke a key by id").add_argument("key_id")
+    actions.add_parser("list", help="keys without their secrets").add_argument("--tenant")
+    keys.set_defaults(run=_cmd_keys)
+    tenant_keys = sub.add_parser("tenant-keys", help="tenants' own provider keys, sealed at rest")
+    sealing = tenant_keys.add_subparsers(dest="action", required=True)
+    sealing.add_parser("new-encryption-key", help="print a new key for AGENTQ_ENCRYPTION_KEYS")
+    sealing.add_parser("reseal", help="seal every stored key with the newest encryption key")
+    tenant_keys.set_defaults(run=_cmd_tenant_keys)
+    sub.add_parser("policy", help="print the profiles and ceilings the processes will use").set_defaults(
+        run=_cmd_policy
+    )
+    chat = sub.add_parser("chat", help="talk to a conversation in the terminal (over the HTTP API)")
+    chat.add_argument("id", nargs="?", help="attach to this conversation (default: create one)")
+    chat.add_argument("--profile", "--provider", dest="profile",
+                      help="model profile of a new conversation (`agentq policy` lists them)")
+    chat.add_argument("--model", help="model of a new conversation")
+    chat.add_argument("--system", help="system prompt of a new conversation")
+    chat.add_argument("--settings", help="more settings of a new conversation: JSON, or @file")
+    _add_api_client(chat)
+    chat.set_defaults(run=_on_the_api(_cmd_chat))
+    inspect = sub.add_parser("inspect", help="print a conversation's log as a timeline")
+    inspect.add_argument("id", help="the conversation")
+    inspect.add_argument("--json", action="store_true", help="the raw events, one JSON object a line")
+    _add_api_client(inspect)
+    inspect.set_defaults(run=_on_the_api(_cmd_inspect))
+    fork = sub.add_parser("fork", help="copy a conversation's log up to a turn boundary into a new one")
+    fork.add_argument("id", help="the conversation to fork")
+    fork.add_argument("--at", type=int, required=True, metavar="SEQ", help="the last seq to copy (0: none)")
+    _add_api_client(fork)
+    fork.set_defaults(run=_on_the_api(_cmd_fork))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = Config.from_env()
+    except ValueError as exc:
+        print(f"agentq: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_format, level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return args.run(config, args)
+    except PolicyError as exc:
+        print(f"agentq: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

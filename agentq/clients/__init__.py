@@ -1,1 +1,0 @@
-"""The terminal commands that speak to agentq over its HTTP API only: chat, inspect, fork."""

@@ -1,0 +1,237 @@
+"""What the outside can do to a conversation: create it, post a message, resolve a call, end it.
+
+Commands write first and return follow-ups; they never call a model or a tool
+(DESIGN section 2). The HTTP API and the CLI are thin shells over these.
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from agentq.process.clock import utcnow
+from agentq.core import drafts
+from agentq.core.decide import admit, ends_a_turn
+from agentq.core.fsm import RETRIED, round_closed
+from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.keys import canonical_json
+from agentq.core.parts import BadContent, read_content
+from agentq.core.settings import Settings, parse_settings
+from agentq.core.timefmt import format_ts, to_utc
+from agentq.errors import Conflict, InvalidInput, NotFound
+from agentq.followups import Advance, FollowUp
+from agentq.commands.interrupts import CloseRound, close_turn
+from agentq.tenancy.policy import Policy
+from agentq.store import ConversationInfo, Store
+from agentq.tools import Registry, Scope
+
+RESOLUTION_STATUSES = ("resolved", "errored")
+ON_BUSY = ("enqueue", "interrupt", "reject")
+
+
+@dataclass(frozen=True)
+class MessageAnswer:
+    """What posting a message returns: `turn_id` is None while the message is queued."""
+
+    message_id: str
+    turn_id: str | None
+    queued: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "turn_id": self.turn_id, "queued": self.queued}
+
+
+class Commands:
+    """Entry calls, each one transaction on one conversation."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Callable[[], datetime] = utcnow,
+        close_round: CloseRound = lambda round_id: "",
+        policy: Policy | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.close_round = close_round
+        self.policy = policy or Policy.default()
+
+    def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
+        """Validate the settings (tools must exist, the operator's policy must allow them)
+        and store a new, idle conversation with the settings the policy made of them."""
+        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
+        admitted = self._admit(parsed, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=admitted, now=self.clock())
+
+    def _admit(self, settings: Settings, scope: Scope) -> Settings:
+        try:
+            self.registry.specs(settings.tools)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        return self.policy.admit(settings, scope.tenant)
+
+    def post_message(
+        self,
+        conversation_id: str,
+        content: str | list[Any],
+        scope: Scope,
+        *,
+        on_busy: str = "enqueue",
+        idempotency_key: str | None = None,
+        created_at: datetime | None = None,
+    ) -> tuple[MessageAnswer, list[FollowUp]]:
+        """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer.
+
+        `content` is text or a list of parts (core/parts.py), checked before anything is written."""
+        if isinstance(content, str) and not content.strip():
+            raise InvalidInput("content must not be empty")
+        if on_busy not in ON_BUSY:
+            raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
+        now = self.clock()
+        created = now if created_at is None else to_utc(created_at)
+        asked = request_hash(content, on_busy, created_at)
+        with self.store.locked(conversation_id) as tx:
+            conv = _own(tx, scope, conversation_id)
+            try:
+                message = read_content(content, max_image_bytes=conv.settings.limits.max_image_bytes)
+            except BadContent as exc:
+                raise InvalidInput(str(exc), code="invalid_content") from None
+            if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
+                if first.pop("request_hash") not in (None, asked):
+                    raise InvalidInput(
+                        "this Idempotency-Key was used with a different request: send the same "
+                        "request to replay it, or use a new key", code="idempotency_key_reused",
+                    )
+                return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
+            if conv.status == "ended":
+                raise Conflict("the conversation has ended")
+            item = InboxItem(
+                id=str(uuid.uuid4()), conversation_id=conversation_id,
+                content=message, on_busy=on_busy, created_at=created,
+                idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
+            )
+            action = admit(conv.fsm.state, on_busy)
+            if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
+                action = "enqueue"  # earlier messages are still waiting: keep arrival order
+            if action == "reject":
+                raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+            if action == "enqueue":
+                tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
+                return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+            if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
+                # inv. 2: the running (or failed) turn is closed before the new one starts
+                close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
+            turn_id = str(uuid.uuid4())
+            tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
+            tx.append_and_fold([drafts.user_msg(
+                message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
+                created_at=created, parts=message.get("parts") or (),
+            )], now=now)
+        return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id)]
+
+    def resolve(
+        self,
+        conversation_id: str,
+        tool_call_id: str,
+        scope: Scope,
+        *,
+        status: str,
+        result: Any,
+    ) -> tuple[ToolCallRecord, list[FollowUp]]:
+        """Close a pending call; the same answer twice is fine, anything else late is 409."""
+        if status not in RESOLUTION_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(RESOLUTION_STATUSES)}")
+        now = self.clock()
+        with self.store.locked(conversation_id) as tx:
+            _own(tx, scope, conversation_id)
+            call = tx.load_call(tool_call_id)
+            if call is None:
+                raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.status != "pending":
+                if call.status == status and call.result == result:
+                    return call, []  # inv. 5: a repeated resolution changes nothing
+                raise Conflict(f"tool call {tool_call_id} is already {call.status}")
+            if not tx.transition_call(
+                tool_call_id, from_statuses=["pending"], to_status=status, now=now, result=result
+            ):
+                raise Conflict(f"tool call {tool_call_id} is no longer pending")
+            by = _by(scope)
+            _, fsm = tx.append_and_fold(
+                drafts.closed_call(call, status, result, by=by, created_at=now), now=now
+            )
+            closed = tx.load_call(tool_call_id)
+        return closed, [Advance(conversation_id)] if round_closed(fsm) else []
+
+    def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
+        """Interrupt the running turn: the stream is closed, open calls are cancelled."""
+        with self.store.locked(conversation_id) as tx:
+            conv = _own(tx, scope, conversation_id)
+            if conv.fsm.state not in ("running", "awaiting_input"):
+                raise Conflict(f"nothing to cancel: the conversation is {conv.fsm.state}")
+            close_turn(tx, by=_by(scope), now=self.clock(), close_round=self.close_round)
+        return [Advance(conversation_id)]  # the inbox may hold the next turn
+
+    def retry(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
+        """Re-drive a failed conversation: the failure stays in the log, the turn goes on."""
+        now = self.clock()
+        with self.store.locked(conversation_id) as tx:
+            conv = _own(tx, scope, conversation_id)
+            if conv.fsm.state != "failed":
+                raise Conflict(f"only a failed conversation can be retried; it is {conv.fsm.state}")
+            tx.append_and_fold([drafts.error(
+                "retried", f"re-driven by {_by(scope)}", status=RETRIED, step_key=None,
+                turn_id=conv.fsm.turn_id, round_id=None, created_at=now,
+            )], now=now)
+        return [Advance(conversation_id)]
+
+    def fork(self, conversation_id: str, scope: Scope, *, at_seq: int) -> ConversationInfo:
+        """A new idle conversation with this one's log up to a turn boundary at `at_seq`."""
+        source = self.store.load_conversation(conversation_id, tenant=scope.tenant)
+        if source is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        last_seq = source.next_seq - 1
+        if at_seq < 0:
+            raise InvalidInput("at_seq must not be negative")
+        if at_seq > last_seq:  # well-formed, but the log is not that long (yet)
+            raise Conflict(f"at_seq {at_seq} is past the end of the log ({last_seq})")
+        # the prefix is immutable: checking it outside the copy's transaction is safe;
+        # a fork copies the whole prefix anyway, so reading it costs nothing extra
+        prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
+        if not ends_a_turn(prefix, at_seq):
+            raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
+        self._admit(source.settings, scope)  # the policy may have changed since
+        return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
+
+    def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
+        """End a conversation; its log is kept (inv. 1)."""
+        with self.store.locked(conversation_id) as tx:
+            _own(tx, scope, conversation_id)
+            now = self.clock()
+            tx.set_status("ended", now=now)
+            tx.cancel_waiting_steps(now=now)  # a step that waits for a slot would hold its place
+        info = self.store.load_conversation(conversation_id)
+        assert info is not None
+        return info
+
+
+def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | None) -> str:
+    """What a message's request said, as one hash: a key replayed with another is refused."""
+    asked = {"content": content, "on_busy": on_busy,
+             "created_at": None if created_at is None else format_ts(to_utc(created_at))}
+    return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
+    """The locked conversation, if it belongs to the caller's tenant (else 404, not 403)."""
+    if tx.conversation.tenant != scope.tenant:
+        raise NotFound(f"no conversation {conversation_id}")
+    return tx.conversation
+
+
+def _by(scope: Scope) -> str:
+    """Who acted, as the log records it."""
+    return scope.user or scope.tenant

@@ -1,0 +1,1 @@
+"""Live streams: pub/sub of deltas and new events, and the fan-out of one subscription to many streams."""

@@ -1,0 +1,1 @@
+"""What every agentq process sets up first: gevent patching, daemon threads, logging and the clock."""

@@ -1,0 +1,202 @@
+"""The operator's policy: model profiles, ceilings and per-tenant overrides (inv. 9).
+
+Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no extra
+dependency); without one, the built-in profiles and default ceilings. `admit` is where a
+tenant's settings meet it: the profile must be open to the tenant, the model on offer,
+every costly number under its ceiling; the profile's parameters fill what the tenant left
+unset. A file that does not parse stops the process at start, with where and why.
+"""
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentq.config import Config
+from agentq.core.ceilings import Ceilings, fit_to_ceilings
+from agentq.core.settings import Settings
+from agentq.errors import InvalidInput
+from agentq.tenancy.profiles import Profile, builtin_profiles
+
+
+class PolicyError(ValueError):
+    """The operator's policy file cannot be used: it says where and why."""
+
+
+class TenantPolicy(BaseModel):
+    """`[tenants.NAME]`: what differs for one tenant."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
+
+
+class _PolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ceilings: Ceilings = Field(default_factory=Ceilings)
+    # The profile of a conversation that names none (None: the first one open to the tenant).
+    default_profile: str | None = None
+    profiles: dict[str, dict[str, Any]] | None = None
+    tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What tenants may use and ask for; shared, read-only, by the API and the workers."""
+
+    profiles: Mapping[str, Profile]
+    ceilings: Ceilings = field(default_factory=Ceilings)
+    tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    default_profile: str | None = None
+
+    @classmethod
+    def default(cls, *, demo: bool = True) -> Policy:
+        return cls(profiles=builtin_profiles(demo=demo))
+
+    @classmethod
+    def from_config(cls, config: Config) -> Policy:
+        """The policy of AGENTQ_POLICY (or the built-in one), in AGENTQ_DEMO's mode."""
+        return load_policy(config.policy_path, demo=config.demo)
+
+    def profile(self, name: str, tenant: str) -> Profile | None:
+        """The profile `name` if it exists and is open to `tenant` (else None: unknown to it)."""
+        found = self.profiles.get(name)
+        return found if found is not None and found.open_to(tenant) else None
+
+    def profiles_for(self, tenant: str) -> list[Profile]:
+        return [p for p in self.profiles.values() if p.open_to(tenant)]
+
+    def default_for(self, tenant: str) -> Profile | None:
+        """The profile of `tenant`'s conversations that name none: the policy's
+        `default_profile` if open to it, else the first profile open to it."""
+        named = self.profile(self.default_profile, tenant) if self.default_profile else None
+        if named is not None:
+            return named
+        offered = self.profiles_for(tenant)
+        return offered[0] if offered else None
+
+    def unusable(self, env: Mapping[str, str]) -> list[str]:
+        """Why some or every tenant has no profile it can use; empty when all is well.
+
+        A profile can answer when it calls no API, when the operator's key variable is set,
+        or when tenants bring their own key. Said at start, not at a tenant's first turn.
+        """
+        problems = []
+        answering = [p for p in self.profiles.values() if p.kind_of.offline
+                     or p.tenant_keys != "never" or env.get(p.key_variable or "")]
+        if not answering:
+            missing = ", ".join(f"{p.name} needs {p.key_variable}" for p in self.profiles.values())
+            problems.append(f"no profile can answer: {missing or 'the policy declares none'} "
+                            "(set a key, or AGENTQ_DEMO=on for the offline scripted profile)")
+        if not any(p.open_to_all for p in self.profiles.values()):
+            problems.append("no profile is open to every tenant: a tenant that no profile's "
+                            "`tenants` names can start no conversation")
+        return problems
+
+    def ceilings_for(self, tenant: str) -> Ceilings:
+        own = self.tenants.get(tenant)
+        return self.ceilings.overridden(own.ceilings) if own and own.ceilings else self.ceilings
+
+    def running_steps(self, tenant: str) -> int | None:
+        """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
+        return self.ceilings_for(tenant).running_steps
+
+    def admit(self, settings: Settings, tenant: str) -> Settings:
+        """The settings a conversation of `tenant` is created with, or InvalidInput (422).
+
+        Settings that name no profile get the tenant's default one.
+        """
+        if "profile" not in settings.model_fields_set:
+            default = self.default_for(tenant)
+            if default is None:
+                raise _refused("unknown_profile", "no profile is open to you; the operator's "
+                               "policy names the tenants of each", ("profile",))
+            settings = settings.model_copy(update={"profile": default.name})
+        profile = self.profile(settings.profile, tenant)
+        if profile is None:
+            names = ", ".join(p.name for p in self.profiles_for(tenant)) or "none"
+            raise _refused("unknown_profile", f"no profile {settings.profile!r}; yours: {names}",
+                           ("profile",))
+        settings = _with_params(settings, profile)
+        model = settings.model or profile.chosen_model
+        if model is None:
+            raise _refused("model_required", f"profile {profile.name!r} needs a model: name one",
+                           ("model",))
+        for loc, name in ((("model",), model), (("compaction", "model"), settings.compaction.model)):
+            if name is not None and not profile.offers(name):
+                offered = ", ".join(profile.models)
+                raise _refused("model_not_offered",
+                               f"profile {profile.name!r} offers {offered}, not {name!r}", loc)
+        refused_fields = [k for k in settings.extra_body or {} if not profile.takes_extra(k)]
+        if refused_fields:
+            raise _refused("extra_body_refused", f"profile {profile.name!r} does not take "
+                           f"extra_body fields {', '.join(sorted(refused_fields))}", ("extra_body",))
+        fitted, excesses = fit_to_ceilings(settings, self.ceilings_for(tenant))
+        if excesses:
+            details = [{"loc": ["settings", *e.loc], "msg": e.message, "type": "above_ceiling",
+                        "ceiling": e.ceiling, "limit": e.limit} for e in excesses]
+            raise InvalidInput("; ".join(e.message for e in excesses), code="above_ceiling",
+                               details=details)
+        return fitted.model_copy(update={"model": model, "profile": profile.name})
+
+
+def _refused(code: str, message: str, loc: tuple[str, ...]) -> InvalidInput:
+    details = [{"loc": ["settings", *loc], "msg": message, "type": code}]
+    return InvalidInput(message, code=code, details=details)
+
+
+def _with_params(settings: Settings, profile: Profile) -> Settings:
+    """The profile's parameters under what the tenant set (nested sections merge)."""
+    if not profile.params:
+        return settings
+    merged = _merge(profile.params, settings.model_dump(exclude_unset=True))
+    return Settings.model_validate(merged)
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        below = out.get(key)
+        out[key] = _merge(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return out
+
+
+def load_policy(path: str | None, *, demo: bool = True) -> Policy:
+    """The policy in the TOML file at `path`; the built-in one when `path` is None or empty.
+
+    A file that declares `[profiles.…]` offers exactly those; one without keeps the
+    built-in profiles and only sets ceilings or tenants.
+    """
+    if not path:
+        return Policy.default(demo=demo)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        parsed = _PolicyFile.model_validate(data)
+        profiles = (
+            builtin_profiles(demo=demo) if parsed.profiles is None
+            else {name: Profile.model_validate({**body, "name": name})
+                  for name, body in parsed.profiles.items()}
+        )
+        for tenant in parsed.tenants.values():
+            parsed.ceilings.overridden(tenant.ceilings)  # fails now, not at a tenant's request
+    except OSError as exc:
+        raise PolicyError(f"cannot read the policy file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"the policy file {path} is not TOML: {exc}") from None
+    except ValidationError as exc:
+        raise PolicyError(f"the policy file {path} is not valid:\n{exc}") from None
+    for profile in profiles.values():
+        _, excesses = fit_to_ceilings(Settings.model_validate(profile.params), parsed.ceilings)
+        if excesses:
+            raise PolicyError(f"the policy file {path}: profile {profile.name!r} params: "
+                              + "; ".join(e.message for e in excesses))
+    if parsed.default_profile is not None and parsed.default_profile not in profiles:
+        raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
+                          f"is none of its profiles ({', '.join(profiles)})")
+    return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
+                  default_profile=parsed.default_profile)

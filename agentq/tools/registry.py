@@ -1,0 +1,412 @@
+"""Tools: `@tool` turns a typed function into a `Tool`; a `Registry` checks and runs calls.
+
+Why no global registry: a module-level mutable singleton makes import order matter and
+tests leak into each other, so registries are built explicitly from `Tool` values
+(`Registry([...])` or `Registry.from_modules([...])`). Everything the model gets wrong
+(unknown tool, bad arguments) and everything a tool does wrong (exception, timeout)
+becomes an error `ToolOutcome` the model can read, never a crash; a tool that raises is
+also logged with its traceback, for the developer. A function that cannot be a tool (a
+parameter without a type hint, a type JSON Schema cannot express, a generator) fails at
+decoration, that is at import, with what to change.
+"""
+from __future__ import annotations
+
+import functools
+
+import importlib
+import inspect
+import logging
+import re
+import typing
+from collections.abc import Callable, Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
+
+from agentq.core.request import ToolSpec
+from agentq.errors import AgentqError
+from agentq.process.threads import DaemonThreads
+from agentq.tools.calls import Coroutines, awaited, capped
+
+log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
+
+Executor = Literal["server", "human", "client"]
+EXECUTORS: tuple[str, ...] = ("server", "human", "client")
+DEFAULT_EXPIRES_IN_S = 86_400.0
+
+
+class ToolDefinitionError(ValueError):
+    """A function that cannot be a tool as written; the message says what to change."""
+
+
+class ToolArgsError(AgentqError):
+    """Arguments that do not fit a tool's signature; the message is written for the model."""
+
+    code = "invalid_tool_args"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who a call acts for: the tenant and user of the entry call, or the system."""
+
+    tenant: str
+    user: str | None = None
+
+    @property
+    def is_system(self) -> bool:
+        return self == SYSTEM_SCOPE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "user": self.user}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scope:
+        return cls(tenant=data["tenant"], user=data.get("user"))
+
+
+SYSTEM_SCOPE = Scope(tenant="system", user=None)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know. Use `tool_call_id` as the idempotency key of side effects."""
+
+    tool_call_id: str
+    conversation_id: str
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one call, as it goes into a `tool_result` event."""
+
+    status: Literal["ok", "error"]
+    output: Any
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A typed function offered to the model: its argument model and how it runs.
+
+    Still callable like the function it wraps. Both times are in seconds, named as the
+    decorator names them: `timeout` None means the conversation's limit; `expires_in` is
+    set for human and client tools only.
+    """
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    context_param: str | None = None
+    executor: Executor = "server"
+    expires_in: float | None = None
+    timeout: float | None = None
+    requires_user_scope: bool = False
+    queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @functools.cached_property
+    def spec(self) -> ToolSpec:
+        schema = _clean_schema(self.args_model.model_json_schema())
+        schema.setdefault("properties", {})
+        schema.setdefault("required", [])
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """The coerced arguments, or ToolArgsError saying what is wrong."""
+        if not isinstance(args, dict):
+            raise ToolArgsError(f"arguments must be a JSON object, got {type(args).__name__}")
+        try:
+            model = self.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgsError(_readable(exc)) from None
+        return dict(model)
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    executor: Executor = "server",
+    expires_in: float | None = None,
+    timeout: float | None = None,
+    requires_user_scope: bool = False,
+    queue: str | None = None,
+) -> Any:
+    """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
+
+    `queue` sends its calls to a Celery queue of their own, for workers started with
+    `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
+    """
+
+    def wrap(function: Callable[..., Any]) -> Tool:
+        _check_options(executor, expires_in, timeout, queue)
+        tool_name = name or getattr(function, "__name__", "")
+        _check_callable(function, tool_name)
+        doc = docstring_parser.parse(inspect.getdoc(function) or "")
+        args_model, context_param = _signature_model(function, tool_name, _param_docs(doc))
+        expires = None if executor == "server" else float(expires_in or DEFAULT_EXPIRES_IN_S)
+        return Tool(
+            name=tool_name,
+            description=_description(doc),
+            fn=function,
+            args_model=args_model,
+            context_param=context_param,
+            executor=executor,
+            expires_in=expires,
+            timeout=None if timeout is None else float(timeout),
+            requires_user_scope=requires_user_scope,
+            queue=queue,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
+
+
+def _check_options(
+    executor: str, expires_in: float | None, timeout: float | None, queue: str | None
+) -> None:
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if expires_in is not None and (executor == "server" or expires_in <= 0):
+        raise ValueError("expires_in is a positive number of seconds, for human and client tools")
+    if timeout is not None and (executor != "server" or timeout <= 0):
+        raise ValueError("timeout is a positive number of seconds, for server tools")
+    if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
+        raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-'), "
+                         "for server tools")
+
+
+def _check_callable(function: Callable[..., Any], tool_name: str) -> None:
+    """Refuse what a worker could not run as one call with one result."""
+    if not callable(function):
+        raise ToolDefinitionError(f"@tool decorates a function, not {type(function).__name__}")
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        kind = "an async generator" if inspect.isasyncgenfunction(function) else "a generator"
+        raise ToolDefinitionError(
+            f"tool {tool_name!r} is {kind} function: a tool call has one result, so return "
+            "it (a list, or the parts joined) instead of yielding parts")
+
+
+def _param_docs(doc: docstring_parser.Docstring) -> dict[str, str]:
+    """Each documented parameter's description, from a Google, NumPy or reST docstring."""
+    return {p.arg_name: p.description for p in doc.params if p.description}
+
+
+def _description(doc: docstring_parser.Docstring) -> str:
+    """The docstring's text without its parameter section (the schema carries that part)."""
+    parts = [doc.short_description, doc.long_description]
+    if doc.returns is not None and doc.returns.description:
+        parts.append(f"Returns: {doc.returns.description}")
+    return "\n\n".join(part for part in parts if part)
+
+
+def _signature_model(
+    function: Callable[..., Any], tool_name: str, docs: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of the function's parameters, and the name of its ToolContext parameter.
+
+    Every parameter needs a type hint: the model reads the schema to know what to send,
+    and `Any` would tell it nothing.
+    """
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as exc:  # a hint naming what the module does not define
+        raise ToolDefinitionError(f"tool {tool_name!r}: its type hints cannot be read: {exc}") from None
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} has no type hint; annotate it "
+                f"(e.g. `{param.name}: str`) so the model knows what to send")
+        hint = hints[param.name]
+        if hint is ToolContext:
+            context_param = param.name
+            continue
+        if param.name.startswith("_"):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
+        default = ... if param.default is param.empty else param.default
+        described = param.name in docs and not _described(hint)
+        field = Field(default, description=docs[param.name]) if described else Field(default)
+        fields[param.name] = (hint, field)
+        _check_expressible(tool_name, param.name, hint)
+    model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    return model, context_param
+
+
+def _described(hint: Any) -> bool:
+    """Whether `Annotated[..., Field(description=...)]` already describes the parameter."""
+    return typing.get_origin(hint) is typing.Annotated and any(
+        isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
+
+
+def _check_expressible(tool_name: str, param: str, hint: Any) -> None:
+    """ToolDefinitionError naming `param` if JSON Schema cannot say what it takes."""
+    try:
+        create_model("probe", value=(hint, ...)).model_json_schema()
+    except PydanticUserError as exc:
+        shown = getattr(hint, "__name__", None) or repr(hint)
+        first = str(exc).splitlines()[0]
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameter {param!r} of type {shown} has no JSON schema, so "
+            f"the model cannot send it ({first}); use JSON types (str, int, float, bool, "
+            "list, dict, Literal, a pydantic model)") from None
+
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not")
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without pydantic's generated `title`s (noise in every request).
+
+    Careful: only schema keywords are walked, so a property named "title" survives.
+    """
+    clean = {key: value for key, value in schema.items() if key != "title"}
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(clean.get(key), dict):
+            clean[key] = {name: _clean_schema(sub) for name, sub in clean[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(clean.get(key), list):
+            clean[key] = [_clean_schema(sub) for sub in clean[key]]
+    for key in _SUBSCHEMAS:
+        if isinstance(clean.get(key), dict):
+            clean[key] = _clean_schema(clean[key])
+    return clean
+
+
+def _readable(exc: ValidationError) -> str:
+    """`argument 'city': field required; argument 'units': unexpected argument`."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        if error["type"] == "missing":
+            what = "field required"
+        elif error["type"] == "extra_forbidden":
+            what = "unexpected argument"
+        else:
+            what = error["msg"][:1].lower() + error["msg"][1:]
+        problems.append(f"argument '{where}': {what}")
+    return "; ".join(problems)
+
+
+class Registry:
+    """The tools a deployment offers, by name; read-only once built."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        by_name: dict[str, Tool] = {}
+        for item in tools:
+            known = by_name.get(item.name)
+            if known is not None and known is not item:
+                raise ValueError(f"two tools are named {item.name!r}")
+            by_name[item.name] = item
+        self._tools = by_name
+        self._threads = DaemonThreads("agentq-tool")
+        self._coroutines = Coroutines()
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[str]) -> Registry:
+        """Import each module and collect every module-level `Tool` it holds."""
+        found: list[Tool] = []
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            found.extend(value for value in vars(module).values() if isinstance(value, Tool))
+        return cls(found)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def queues(self) -> dict[str, str]:
+        """The queue of each tool that names one of its own, by tool name."""
+        return {name: item.queue for name, item in self._tools.items() if item.queue}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
+        """The specs of `names` (None: every tool); unknown names are a settings error."""
+        if names is None:
+            return [item.spec for item in self._tools.values()]
+        unknown = [name for name in names if name not in self._tools]
+        if unknown:
+            raise ValueError(f"unknown tools: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
+        return [self._tools[name].spec for name in names]
+
+    def check(self, name: str, args: Any, allowed: list[str] | None = None) -> ToolOutcome | None:
+        """None if the call may run; else the error outcome to hand back to the model."""
+        item = self._tools.get(name)
+        if item is None or (allowed is not None and name not in allowed):
+            available = [n for n in self._tools if allowed is None or n in allowed]
+            return ToolOutcome("error", f"unknown tool '{name}'; available: {', '.join(available) or 'none'}")
+        try:
+            item.validate(args)
+        except ToolArgsError as exc:
+            return ToolOutcome("error", f"invalid arguments for '{name}': {exc}")
+        return None
+
+    def call(
+        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float,
+        allowed: list[str] | None = None, max_result_chars: int | None = None,
+    ) -> ToolOutcome:
+        """Check, then run a server tool in a worker thread; every failure is an error outcome.
+
+        `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
+        An output longer than `max_result_chars` (None: no cap) is cut, and says so.
+        """
+        refused = self.check(name, args, allowed)
+        if refused is not None:
+            return refused
+        item = self._tools[name]
+        if item.executor != "server":
+            return ToolOutcome("error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+        if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
+            return ToolOutcome("error", f"tool '{name}' requires a user scope")
+        kwargs = item.validate(args)
+        if item.context_param is not None:
+            kwargs[item.context_param] = ctx
+        timeout_s = item.timeout if item.timeout is not None else timeout_s
+        outcome = self._run(item, kwargs, ctx, timeout_s)
+        return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
+
+    def _run(self, item: Tool, kwargs: dict[str, Any], ctx: ToolContext, timeout_s: float) -> ToolOutcome:
+        # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
+        # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
+        # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+        # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
+        # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
+        coroutines = self._coroutines
+        future = self._threads.submit(
+            lambda: awaited(item.fn(**kwargs), coroutines, timeout_s))
+        where = {"tool": item.name, "tool_call_id": ctx.tool_call_id,
+                 "conversation_id": ctx.conversation_id}
+        try:
+            error = future.exception(timeout=timeout_s)
+        except FutureTimeout:
+            log.warning("tool %s timed out after %gs", item.name, timeout_s, extra=where)
+            return ToolOutcome("error", f"timed out after {timeout_s:g}s")
+        if error is not None:
+            log.warning("tool %s raised %s: %s", item.name, type(error).__name__, error,
+                        exc_info=(type(error), error, error.__traceback__), extra=where)
+            return ToolOutcome("error", f"{type(error).__name__}: {error}")
+        return ToolOutcome("ok", jsonable(future.result()))
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON: pydantic models dumped, unknown objects as str(), NaN as null."""
+    return to_jsonable_python(value, fallback=str, inf_nan_mode="null")

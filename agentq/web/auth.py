@@ -1,0 +1,92 @@
+"""Who is calling: `Authorization: Bearer <key>` names a tenant, `X-Agentq-User` a user.
+
+Keys are looked up by the sha256 of the secret (the store keeps nothing else), plus one
+optional bootstrap key from AGENTQ_API_KEY (`tenant:secret`). The user header is trusted
+as the tenant's word: a key speaks for its whole tenant, and the header says on whose
+behalf, so tools that need a user scope get one.
+"""
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+
+from flask import request
+from pydantic import TypeAdapter, ValidationError
+
+from agentq.store import Store
+from agentq.store.api_keys import hash_secret
+from agentq.tools import Scope
+from agentq.web.errors import ApiError, validation_details
+from agentq.web.models import Token
+
+USER_HEADER = "X-Agentq-User"
+CACHE_SIZE = 10_000
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="agentq"'}
+_token = TypeAdapter(Token)
+
+
+def parse_bootstrap(value: str | None) -> tuple[str, str] | None:
+    """`tenant:secret` → (tenant, secret); None when unset. Raises ValueError when malformed."""
+    if not value:
+        return None
+    tenant, sep, secret = value.partition(":")
+    if not sep or not tenant or not secret:
+        raise ValueError("AGENTQ_API_KEY must look like tenant:secret")
+    return tenant, secret
+
+
+class KeyRing:
+    """Stored keys plus the optional bootstrap key; a found key is trusted for `cache_s`.
+
+    The cache saves a database round trip on every request; the price is that a revoked
+    key keeps working for up to `cache_s` seconds in each API process.
+    """
+
+    def __init__(
+        self, store: Store, bootstrap: str | None = None, *, cache_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.cache_s, self.clock = cache_s, clock
+        self._cache: dict[str, tuple[str, float]] = {}
+
+    def tenant_for(self, secret: str) -> str | None:
+        if self.bootstrap is not None:
+            tenant, expected = self.bootstrap
+            if hmac.compare_digest(secret.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
+                return tenant
+        digest = hash_secret(secret)
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > self.clock():
+            return cached[0]
+        tenant = self.store.find_tenant(secret)
+        if tenant is not None and self.cache_s > 0:
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.clear()
+            self._cache[digest] = (tenant, self.clock() + self.cache_s)
+        return tenant
+
+
+def authenticate(keys: KeyRing) -> Scope:
+    """The scope of this request, or 401."""
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret or len(secret) > 512:
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <api key>", headers=_CHALLENGE)
+    tenant = keys.tenant_for(secret)
+    if tenant is None:
+        raise ApiError(401, "unauthorized", "unknown or revoked api key", headers=_CHALLENGE)
+    return Scope(tenant=tenant, user=_user())
+
+
+def _user() -> str | None:
+    raw = request.headers.get(USER_HEADER)
+    if raw is None:
+        return None
+    try:
+        return _token.validate_python(raw)
+    except ValidationError as exc:
+        details = [dict(d, loc=["header", USER_HEADER]) for d in validation_details(exc)]
+        raise ApiError(422, "validation_error", f"{USER_HEADER} is not valid", details) from None

@@ -1,0 +1,68 @@
+"""Domain values as the API's answers (DESIGN section 10's JSON shapes), built through agentq.web.models."""
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.core.events import Event, ToolCallRecord
+from agentq.core.timefmt import format_ts
+from agentq.store import ConversationInfo
+from agentq.store.overview import Overview
+from agentq.web import models
+
+
+def state_of(info: ConversationInfo) -> str:
+    """`ended` once the conversation is ended, else the state of its machine."""
+    return "ended" if info.status == "ended" else info.fsm.state
+
+
+def conversation(overview: Overview) -> models.Conversation:
+    """The full state: pending calls with their arguments, inbox length, latest summary span."""
+    info = overview.conversation
+    span = overview.summary
+    return models.Conversation(
+        id=info.id,
+        state=state_of(info),
+        last_seq=info.next_seq - 1,
+        pending=[
+            models.PendingCall(
+                tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
+                expires_at=None if call.expires_at is None else format_ts(call.expires_at),
+            )
+            for call in overview.pending
+        ],
+        inbox=overview.inbox,
+        summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
+        settings=info.settings,
+        created_at=format_ts(info.created_at),
+        updated_at=format_ts(info.updated_at),
+    )
+
+
+def conversation_item(info: ConversationInfo) -> models.ConversationItem:
+    return models.ConversationItem(
+        id=info.id,
+        state=state_of(info),
+        last_seq=info.next_seq - 1,
+        created_at=format_ts(info.created_at),
+        updated_at=format_ts(info.updated_at),
+    )
+
+
+def event(item: Event) -> models.EventOut:
+    return models.EventOut(
+        id=item.id,
+        seq=item.seq,
+        type=item.type,
+        turn_id=item.turn_id,
+        round_id=item.round_id,
+        created_at=format_ts(item.created_at),
+        content=item.content,
+    )
+
+
+def tool_call(record: ToolCallRecord) -> models.ToolCall:
+    return models.ToolCall.model_validate(record.to_json())
+
+
+def dump(answer: models.BaseModel) -> dict[str, Any]:
+    return answer.model_dump(mode="json")

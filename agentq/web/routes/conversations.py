@@ -1,0 +1,94 @@
+"""/v1/conversations: create, list, read, end, cancel, retry and fork conversations."""
+from __future__ import annotations
+
+from flask import Blueprint, g, url_for
+
+from agentq.web import models, present
+from agentq.web.operation import operation
+from agentq.web.services import services
+
+bp = Blueprint("conversations", __name__, url_prefix="/v1/conversations")
+
+# A state filter on the list, as the store's two columns: status, and the machine's state.
+_FILTERS = {
+    "ended": ("ended", None),
+    **{state: ("active", state) for state in ("idle", "running", "awaiting_input", "failed")},
+}
+
+
+@bp.post("")
+@operation("Create a conversation", body=models.CreateConversation,
+           answers={201: models.Conversation})
+def create(body: models.CreateConversation):
+    svc = services()
+    info = svc.commands.create_conversation(g.scope, body.settings)
+    answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
+    location = url_for("conversations.read", conversation_id=info.id)
+    return answer, 201, {"Location": location}
+
+
+@bp.get("")
+@operation("List conversations, oldest first, a page at a time", query=models.ListConversations,
+           answers={200: models.ConversationPage})
+def listing(query: models.ListConversations):
+    status, state = _FILTERS.get(query.status or "", (None, None))
+    found = services().store.list_conversations(
+        tenant=g.scope.tenant, status=status, state=state, after_id=query.cursor,
+        limit=query.limit + 1,
+    )
+    page = found[: query.limit]
+    more = len(found) > query.limit
+    return present.dump(models.ConversationPage(
+        conversations=[present.conversation_item(info) for info in page],
+        next_cursor=page[-1].id if more else None,
+    ))
+
+
+@bp.get("/<id:conversation_id>")
+@operation("Read a conversation's state", answers={200: models.Conversation})
+def read(conversation_id: str):
+    svc = services()
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))
+
+
+@bp.delete("/<id:conversation_id>")
+@operation("End a conversation; its log is kept", answers={200: models.Conversation})
+def end(conversation_id: str):
+    svc = services()
+    svc.commands.end(conversation_id, g.scope)
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))
+
+
+@bp.post("/<id:conversation_id>/cancel")
+@operation("Interrupt the running turn: the stream is closed, open calls are cancelled",
+           answers={200: models.Conversation}, errors=(409,))
+def cancel(conversation_id: str):
+    svc = services()
+    followups = svc.commands.cancel(conversation_id, g.scope)
+    return _after_write(svc, conversation_id, followups)
+
+
+@bp.post("/<id:conversation_id>/retry")
+@operation("Re-drive a failed conversation; the failure stays in the log",
+           answers={200: models.Conversation}, errors=(409,))
+def retry(conversation_id: str):
+    svc = services()
+    followups = svc.commands.retry(conversation_id, g.scope)
+    return _after_write(svc, conversation_id, followups)
+
+
+@bp.post("/<id:conversation_id>/fork")
+@operation("Fork: a new conversation with this one's log up to a turn boundary",
+           body=models.Fork, answers={201: models.Conversation}, errors=(409,))
+def fork(conversation_id: str, body: models.Fork):
+    svc = services()
+    info = svc.commands.fork(conversation_id, g.scope, at_seq=body.at_seq)
+    answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
+    return answer, 201, {"Location": url_for("conversations.read", conversation_id=info.id)}
+
+
+def _after_write(svc, conversation_id: str, followups):
+    """Tell live streams, send what comes next, answer with the conversation's state."""
+    svc.announce(conversation_id)
+    svc.dispatch(followups)
+    return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))

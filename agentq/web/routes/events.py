@@ -1,0 +1,70 @@
+"""/v1/conversations/{id}/events and /stream: the log, paged by seq, or followed live (SSE)."""
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, current_app, g, request
+
+from agentq.web import models, present
+from agentq.web.streaming import sse
+from agentq.web.errors import ApiError
+from agentq.web.operation import SSE, operation
+from agentq.web.services import services
+from agentq.web.streaming.streams import TooManyStreams
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 5
+bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
+
+
+@bp.get("/<id:conversation_id>/events")
+@operation("Read the log, a page of events after a seq", query=models.ListEvents,
+           answers={200: models.EventPage})
+def listing(conversation_id: str, query: models.ListEvents):
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    events = svc.store.list_events(conversation_id, after_seq=query.after_seq, limit=query.limit)
+    full = len(events) == query.limit
+    return present.dump(models.EventPage(
+        events=[present.event(e) for e in events],
+        next_after_seq=events[-1].seq if full else None,
+    ))
+
+
+@bp.get("/<id:conversation_id>/stream")
+@operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
+           headers=models.StreamHeaders, answers={200: SSE}, errors=(429, 503))
+def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
+    """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
+    svc, streams = services(), services().open_streams
+    after = int(headers.last_event_id) if headers.last_event_id is not None else query.after_seq
+    plan = sse.StreamPlan(
+        conversation_id=conversation_id,
+        after_seq=after,
+        keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
+        until_idle=query.until_idle in ("1", "true"),
+    )
+    with streams.opening():
+        svc.conversation(conversation_id, g.scope)
+        opened = _open(svc, streams, plan, g.scope.tenant)
+    return Response(
+        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
+        mimetype=SSE,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _open(svc, streams, plan: sse.StreamPlan, tenant: str):
+    """Admit and subscribe the stream: 429 past the tenant's cap, 503 if pub/sub is down."""
+    try:
+        return streams.open(tenant, lambda buffer: svc.pubsub.subscribe(
+            plan.conversation_id, timeout_s=plan.keepalive_s, capacity=buffer), request.environ)
+    except TooManyStreams:
+        raise ApiError(429, "too_many_streams",
+                       f"this tenant holds {streams.limits.per_tenant} open streams, the most it "
+                       "may; close one or retry later", headers={"Retry-After": str(RETRY_AFTER_S)},
+                       details={"limit": streams.limits.per_tenant}) from None
+    except Exception:  # pub/sub down: say so now, not as a broken stream
+        log.exception("could not subscribe to live updates of %s", plan.conversation_id)
+        raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
+                       headers={"Retry-After": "5"}) from None

@@ -1,0 +1,63 @@
+"""/v1/tool-calls: the tenant's tool calls across all its conversations, a page at a time.
+
+What a person's queue of approvals reads (`?status=pending&executor=human`): without it a
+client would walk every conversation to find the calls waiting on someone.
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+from flask import Blueprint, g
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from agentq.core.events import CallStatus, Executor, ToolCallRecord
+from agentq.web import models, present
+from agentq.web.operation import operation
+from agentq.web.services import services
+
+bp = Blueprint("tenant_tool_calls", __name__, url_prefix="/v1/tool-calls")
+
+_ID = r"[A-Za-z0-9_.:\-]{1,255}"
+# `<conversation_id>/<tool_call_id>` of the last call of the previous page ('/' is in no id).
+CallCursor = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+
+
+class ListTenantToolCalls(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: CallStatus | None = Field(None, description="only calls with this status")
+    executor: Executor | None = Field(None, description="only calls run by this executor")
+    cursor: CallCursor | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class TenantToolCall(models.ToolCall):
+    conversation_id: str
+
+
+class TenantToolCallPage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tool_calls: list[TenantToolCall]
+    next_cursor: str | None
+
+
+@bp.get("")
+@operation("List the tenant's tool calls across its conversations, oldest first",
+           query=ListTenantToolCalls, answers={200: TenantToolCallPage})
+def listing(query: ListTenantToolCalls):
+    after = None if query.cursor is None else tuple(query.cursor.split("/", 1))
+    found = services().store.list_tenant_calls(
+        tenant=g.scope.tenant, status=query.status, executor=query.executor,
+        after=after, limit=query.limit + 1,
+    )
+    page = found[: query.limit]
+    more = len(found) > query.limit
+    return present.dump(TenantToolCallPage(
+        tool_calls=[_item(record) for record in page],
+        next_cursor=f"{page[-1].conversation_id}/{page[-1].id}" if more else None,
+    ))
+
+
+def _item(record: ToolCallRecord) -> TenantToolCall:
+    return TenantToolCall.model_validate({**record.to_json(), "conversation_id": record.conversation_id})

@@ -1,0 +1,1 @@
+"""Server-sent event streams: the frames, the limits on open streams, and the shared reads behind them."""

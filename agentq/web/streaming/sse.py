@@ -1,0 +1,169 @@
+"""Server-Sent Events for one conversation: replay the log after a seq, then follow it live.
+
+Frames: each persisted event is `id: <seq>` + `event: event` + its JSON (one event name
+for all types, so a client needs one listener); live deltas are `event: delta`, retries
+`event: retry`; `: keep-alive` comments keep proxies from closing a quiet stream.
+
+Careful: the feed is subscribed BEFORE the replay reads the log, so an event
+committed while replaying is announced to us and read after the last seq we sent:
+nothing falls between replay and live, and no event is sent twice. Each wake-up writes
+every frame it brought at once, and a frame shared by many streams (an event of one
+read, a delta) is encoded once. A feed that ends
+(its client went away or fell behind, the server stops) ends the stream; a client that
+reconnects with Last-Event-ID replays what it missed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.core.events import Event
+from agentq.live.pubsub import Feed, FeedEnded, Notice
+from agentq.store import Store
+from agentq.web import present
+from agentq.web.models import StreamEnd
+from agentq.web.streaming.shared_reads import SharedReads
+
+RETRY_MS = 2000
+PAGE = 500
+KEEP_ALIVE = ": keep-alive\n\n"
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    conversation_id: str
+    after_seq: int
+    keepalive_s: float
+    until_idle: bool = False
+
+
+@dataclass
+class Cursor:
+    """The seq of the last event this stream sent, and the rounds it saw interrupted."""
+
+    last_seq: int
+    interrupted_rounds: set[str] = field(default_factory=set)
+
+    def passed(self, event: Event) -> None:
+        self.last_seq = event.seq
+        if event.type == "assistant_msg" and event.content.get("interrupted"):
+            self.interrupted_rounds.add(event.round_id)
+
+    def stale(self, notice: Notice) -> bool:
+        """A delta of a round this stream already sent as interrupted: the log has its text."""
+        return notice.kind == "delta" and notice.data.get("round_id") in self.interrupted_rounds
+
+
+def frame(kind: str, data: Any, seq: int | None = None) -> str:
+    head = "" if seq is None else f"id: {seq}\n"
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def event_frame(event: Event) -> str:
+    return frame("event", present.dump(present.event(event)), event.seq)
+
+
+def live_frame(notice: Notice) -> str:
+    """A delta's or retry's frame, encoded once for all the streams that share the notice."""
+    text = notice.memo.get("sse")
+    if text is None:
+        text = notice.memo["sse"] = frame(notice.kind, notice.data)
+    return text
+
+
+def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    """Replay, then live, until the feed ends; the caller closes the feed."""
+    try:
+        yield from _frames(reads, feed, plan)
+    except FeedEnded:
+        return
+
+
+def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+    cid, store = plan.conversation_id, reads.store
+    cursor = Cursor(plan.after_seq)
+    replay = [f"retry: {RETRY_MS}\n\n"]
+    for text in catch_up(reads, cid, cursor, time.monotonic()):
+        replay.append(text)
+        if len(replay) >= PAGE:  # a write per page of the log, not per event
+            yield "".join(replay)
+            replay = []
+    if replay:
+        yield "".join(replay)
+    if plan.until_idle and (end := _end_frame(store, cid, cursor)):
+        yield end
+        return
+    for batch in feed.batches():
+        out: list[str] = []
+        over = _follow(reads, store, plan, cursor, batch, out)
+        if out:
+            yield "".join(out)  # one write for everything this wake-up brought
+        if over:
+            return
+
+
+def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
+            batch: list[tuple[Notice, float]], out: list[str]) -> bool:
+    """Add the frames of one wake-up's notices to `out`, in order; True once the stream ends.
+
+    An empty batch is a keep-alive tick, which also re-reads the log: a lost notice costs
+    latency only.
+    """
+    cid = plan.conversation_id
+    if not batch:
+        out.append(KEEP_ALIVE)
+        sent = cursor.last_seq
+        out.extend(catch_up(reads, cid, cursor, time.monotonic() - plan.keepalive_s))
+        if cursor.last_seq != sent:
+            return False  # ahead of the events' notice: deltas published before it may still come
+        return _ended(store, plan, cursor, out)
+    for notice, arrived_at in batch:
+        if notice.kind in ("delta", "retry"):
+            if not cursor.stale(notice):
+                out.append(live_frame(notice))
+            continue
+        out.extend(catch_up(reads, cid, cursor, arrived_at))
+        if _ended(store, plan, cursor, out):
+            return True
+    return False
+
+
+def _ended(store: Store, plan: StreamPlan, cursor: Cursor, out: list[str]) -> bool:
+    """With `until_idle`, add the `end` frame and say so once the conversation is idle."""
+    end = _end_frame(store, plan.conversation_id, cursor) if plan.until_idle else None
+    if end:
+        out.append(end)
+    return end is not None
+
+
+def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -> Iterator[str]:
+    """Every stored event after `cursor.last_seq`, in seq order, each once.
+
+    Read at or after `fresh_since`: the arrival of the notice that woke the stream. The
+    frames come with the shared read, so each event is encoded once per read.
+    """
+    while True:
+        page = reads.page(cid, after_seq=cursor.last_seq, limit=PAGE, fresh_since=fresh_since)
+        events = page.events
+        for event, text in zip(events, page.frames(event_frame)):
+            cursor.passed(event)
+            yield text
+        if len(events) < PAGE:
+            return
+
+
+def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
+    """An `end` frame once no turn is running and everything in the log was sent."""
+    info = store.load_conversation(cid)
+    if info is None:
+        return frame("end", present.dump(StreamEnd(state="gone", last_seq=cursor.last_seq)))
+    last_seq = info.next_seq - 1
+    if last_seq > cursor.last_seq:
+        return None  # the log moved since the catch-up: its notice is on the way
+    state = present.state_of(info)
+    if state == "running" or (state == "idle" and store.list_inbox(cid)):
+        return None
+    return frame("end", present.dump(StreamEnd(state=state, last_seq=last_seq)))

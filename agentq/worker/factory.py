@@ -1,0 +1,106 @@
+"""The Celery app factory: the settings agentq relies on, its queues and its beat schedule.
+
+Task ids of steps are uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them,
+the ledger does. Tasks go to a queue per kind of work (agentq.worker.queues).
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Callable
+
+from celery import Celery
+from celery.app.amqp import AMQP
+from kombu import Exchange, Queue
+
+from agentq.config import Config
+from agentq.runtime import Runtime
+from agentq.worker import transport
+from agentq.worker.queues import MODEL, NO_TOOL_QUEUES, TASK_QUEUES, all_queues
+from agentq.worker.task_events import BatchedTaskEvents
+from agentq.worker.tasks import register_tasks
+
+CELERY_DEFAULTS = {
+    "task_acks_late": True,
+    "task_reject_on_worker_lost": True,
+    "worker_prefetch_multiplier": 1,
+    "task_serializer": "json",
+    "accept_content": ["json"],
+    "result_serializer": "json",
+    "task_ignore_result": True,
+    "result_backend_thread_safe": True,  # see celeryconfig.py
+    "worker_send_task_events": True,
+    "task_send_sent_event": False,  # see celeryconfig.py
+    "broker_transport_options": {"visibility_timeout": 300},
+    "worker_eta_task_limit": 1000,
+    "broker_connection_retry_on_startup": True,
+    "worker_hijack_root_logger": False,
+    "worker_redirect_stdouts": False,
+}
+
+
+EMBEDDED_POLL_S = 0.005
+
+
+class _BrokerAMQP(AMQP):
+    """Celery's AMQP, connecting through agentq.worker.transport (one Redis client per channel)."""
+
+    Connection = transport.Connection
+
+
+def _project_overrides() -> dict:
+    """Settings from a top-level `celeryconfig.py`, when one is importable."""
+    try:
+        module = importlib.import_module("celeryconfig")
+    except ImportError:
+        return {}
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and k.islower()}
+
+
+def create_celery(
+    config: Config, runtime: Callable[[], Runtime],
+    *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
+) -> Celery:
+    """A Celery app for `config`; `runtime` builds the Runtime once per worker process.
+
+    `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
+    `-Q` takes them too, and their calls are sent there.
+    """
+    app = celery_app("agentq")
+    app.conf.update(_queues(tool_queues))
+    app.conf.update(_project_overrides())
+    app.conf.update(
+        broker_url=config.broker_url,
+        beat_schedule={
+            "agentq-sweep": {"task": "agentq.sweep", "schedule": timedelta(seconds=config.sweep_s)},
+            "agentq-gc": {"task": "agentq.gc", "schedule": timedelta(hours=1)},
+        },
+    )
+    if config.embedded_broker:
+        # memory:// is polled; kombu's default of 1 s would add up to a second to every hop.
+        app.conf.update(worker_send_task_events=False, task_send_sent_event=False,
+                        worker_enable_remote_control=False,
+                        broker_transport_options={"polling_interval": EMBEDDED_POLL_S})
+    register_tasks(app, runtime, tool_queues)
+    return app
+
+
+def celery_app(name: str) -> Celery:
+    """A Celery app set up as agentq's workers are, with no tasks: the settings agentq
+    relies on, its broker connection and batched task events (bench/floor.py runs its
+    bare tasks on one)."""
+    app = Celery(name, set_as_current=False, amqp=_BrokerAMQP)
+    app.conf.update(CELERY_DEFAULTS)
+    app.steps["consumer"].add(BatchedTaskEvents)
+    return app
+
+
+def _queues(tool_queues: Mapping[str, str]) -> dict:
+    """Every queue declared (a worker without -Q takes them all), each task routed to its own."""
+    return {
+        "task_queues": [Queue(name, Exchange(name), routing_key=name)
+                        for name in all_queues(tool_queues)],
+        "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
+        "task_default_queue": MODEL,
+    }

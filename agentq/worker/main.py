@@ -1,0 +1,29 @@
+"""The composition root of a deployed worker: `celery -A agentq.worker:app` builds `app` here.
+
+It reads the config from the environment, loads the operator's policy and tools, and connects
+the worker's signal handlers, all at import: Celery imports this module in every worker, beat
+and Flower process. Nothing else imports it (agentq.worker's `app` attribute loads it lazily).
+"""
+from __future__ import annotations
+
+import functools
+
+from agentq.config import Config
+from agentq.tenancy.own_keys import keybox_for
+from agentq.tenancy.policy import Policy
+from agentq.tools import Registry
+from agentq.worker import signals
+from agentq.worker.factory import create_celery
+from agentq.worker.tasks import enqueue
+from agentq.worker.wiring import build_runtime
+
+_config = Config.from_env()
+# A policy the processes cannot use stops them at start, not at their first task.
+_policy = Policy.from_config(_config)
+keybox_for(_config, _policy)
+# The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
+_registry = Registry.from_modules(list(_config.tools))
+_runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
+app = create_celery(_config, _runtime, tool_queues=_registry.queues)
+signals.connect_process(_config.log_format)
+signals.connect_sweeper(app, _runtime, lambda due: enqueue(app, due, tool_queues=_registry.queues))

@@ -1,0 +1,95 @@
+"""What a worker process does as Celery starts and stops it: the sweeper candidate, the refusal
+of a blocking database driver under gevent, the log format, and shutdown callbacks."""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from celery import Celery, signals
+from celery.concurrency.prefork import TaskPool as PreforkPool
+
+from agentq.followups import FollowUp
+from agentq.process.logs import use_format
+from agentq.runtime import Runtime
+from agentq.runtime.sweeper import Sweeper
+from agentq.worker.queues import TIMERS
+
+
+def connect_process(log_format: str) -> None:
+    """Connect what every worker of this process needs, deployed or embedded: the refusal of
+    a blocking database driver under gevent, and the log format. Connecting again is a no-op."""
+    def format_worker_logs(logger: logging.Logger, **_: object) -> None:
+        """Celery made the worker's log handlers; give them AGENTQ_LOG_FORMAT and the step context."""
+        use_format(logger, log_format)
+
+    signals.worker_init.connect(refuse_a_blocking_driver,
+                                dispatch_uid="agentq.refuse_a_blocking_driver")
+    signals.after_setup_logger.connect(format_worker_logs, weak=False,
+                                       dispatch_uid="agentq.format_worker_logs")
+    signals.after_setup_task_logger.connect(format_worker_logs, weak=False,
+                                            dispatch_uid="agentq.format_task_logs")
+
+
+def connect_sweeper(app: Celery, runtime: Callable[[], Runtime],
+                    enqueue: Callable[[list[FollowUp]], None]) -> None:
+    """Give a deployed worker of `app` its sweeper candidate, started and stopped with it.
+
+    `runtime` builds this process's Runtime; `enqueue` sends what the sweeper finds due.
+    Connected by the composition root (agentq.worker.main), once per process.
+    """
+    sweepers: list[Sweeper] = []
+
+    def start_sweeper() -> None:
+        """Start this process's sweeper candidate, if its worker takes the timers queue.
+
+        It runs where tasks run: in each child of a prefork worker (never in the parent,
+        which forks children later), in the worker's own process for the other pools. The
+        sweeper lock makes one candidate of the deployment lead.
+        """
+        if sweepers or TIMERS not in app.amqp.queues.consume_from:
+            return
+        sweeper = runtime().sweeper(enqueue)
+        sweeper.start()
+        sweepers.append(sweeper)
+
+    def sweeper_in_pool_process(**_: object) -> None:
+        start_sweeper()  # a prefork child, or the solo pool's process
+
+    def sweeper_in_worker(sender: object, **_: object) -> None:
+        if getattr(sender, "app", None) is app and not isinstance(getattr(sender, "pool", None),
+                                                                   PreforkPool):
+            start_sweeper()  # threads, gevent: tasks run in this process
+
+    def stop_sweeper(**_: object) -> None:
+        """A stopping worker gives the sweeper lock up at once: another candidate leads."""
+        while sweepers:
+            sweepers.pop().stop()
+
+    signals.worker_process_init.connect(sweeper_in_pool_process, weak=False)
+    signals.worker_ready.connect(sweeper_in_worker, weak=False)
+    signals.worker_process_shutdown.connect(stop_sweeper, weak=False)
+    signals.worker_shutdown.connect(stop_sweeper, weak=False)
+
+
+def refuse_a_blocking_driver(**_: object) -> None:
+    """Under `-P gevent` every model call of the process shares one thread: a database driver
+    that blocks it would stall them all, so the worker does not start.
+
+    Tools may block in C or compute, so the default deployment runs them on a worker of OS
+    threads (`-P threads`, queue agentq.tools). They cannot simply be handed to OS threads
+    inside a gevent process: its locks are green, and deadlock when OS threads contend.
+    """
+    from agentq.process.cooperative import patched
+    from agentq.store.engine import psycopg_waits_in_c
+
+    if patched() and psycopg_waits_in_c():
+        raise SystemExit(
+            "agentq: psycopg waits in C and would block the gevent hub (it was imported before "
+            "gevent patched select, or PSYCOPG_WAIT_FUNC is set); start the worker with "
+            "`celery -A agentq.worker:app worker -P gevent`, which patches first"
+        )
+
+
+def when_shutting_down(callback: Callable[[], None]) -> None:
+    """Call `callback` as soon as a worker of this process begins to shut down (SIGINT, SIGTERM)."""
+    signals.worker_shutting_down.connect(lambda **_: callback(), weak=False)

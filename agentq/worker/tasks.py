@@ -1,0 +1,129 @@
+"""The thin task shims: each task calls the runtime, then `enqueue` sends the follow-ups it returns."""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Callable, Iterable
+
+from celery import Celery, Task
+from kombu.exceptions import OperationalError
+
+from agentq.core.keys import task_id
+from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
+from agentq.process.logs import log_context
+from agentq.runtime import Runtime
+from agentq.worker.queues import NO_TOOL_QUEUES
+
+log = logging.getLogger(__name__)
+
+
+def register_tasks(
+    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str]
+) -> None:
+    def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
+        """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
+        rt = runtime()
+        with log_context(conversation_id=conversation_id), rt.notices.held():
+            followups = work(rt)
+            _crash_point("after_commit", followups)
+            enqueue(app, followups, tool_queues=tool_queues)
+
+    @app.task(name="agentq.advance", shared=False, bind=True)
+    def advance(self: Task, conversation_id: str) -> None:
+        step(conversation_id, lambda rt: rt.advance(conversation_id, task_id=self.request.id))
+
+    @app.task(name="agentq.run_tool", shared=False)
+    def run_tool(conversation_id: str, tool_call_id: str) -> None:
+        step(conversation_id, lambda rt: rt.run_tool(conversation_id, tool_call_id))
+
+    @app.task(name="agentq.compact", shared=False, bind=True)
+    def compact(self: Task, conversation_id: str, to_seq: int) -> None:
+        step(conversation_id,
+             lambda rt: rt.compact(conversation_id, to_seq, task_id=self.request.id))
+
+    @app.task(name="agentq.expire", shared=False)
+    def expire(conversation_id: str, tool_call_id: str) -> None:
+        step(conversation_id, lambda rt: rt.expire(conversation_id, tool_call_id))
+
+    @app.task(name="agentq.sweep", shared=False)
+    def sweep() -> None:
+        enqueue(app, runtime().sweep(), tool_queues=tool_queues)
+
+    @app.task(name="agentq.gc", shared=False)
+    def gc() -> int:
+        return runtime().gc()
+
+    @app.task(name="agentq.ping", shared=False)
+    def ping(reply_to: str) -> None:
+        """Push onto the Redis list `reply_to`: proves a worker takes tasks (and times a hop)."""
+        runtime().pubsub.client.rpush(reply_to, "pong")
+
+
+def enqueue(
+    app: Celery, followups: Iterable[FollowUp],
+    *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
+) -> None:
+    """Send each follow-up as its task; step tasks carry their deterministic id.
+
+    Each task goes to its kind's queue (the app's task_routes), a tool call to its tool's
+    own queue if it names one (`tool_queues`). `argsrepr` is what Flower and the worker log
+    show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
+    """
+    for item in followups:
+        match item:
+            case Advance(conversation_id=cid, eta=eta):
+                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}", eta=eta)
+            case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key, tool=tool):
+                app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
+                              queue=tool_queues.get(tool or ""), argsrepr=_call_repr(item))
+            case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
+                app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
+                              argsrepr=_call_repr(item))
+                if eta is not None:
+                    _announce_waiting(app, task_id(key), item)
+            case Compact(conversation_id=cid, to_seq=to_seq, step_key=key):
+                app.send_task("agentq.compact", args=[cid, to_seq], task_id=task_id(key),
+                              argsrepr=f"conversation={cid} to_seq={to_seq}")
+
+
+WAITING_EVENT = "task-waiting"
+
+
+def _call_repr(item: RunTool | Expire) -> str:
+    tool = f"tool={item.tool} " if item.tool else ""
+    return f"{tool}conversation={item.conversation_id} call={item.tool_call_id}"
+
+
+def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
+    """Mark the expire task of a pending call WAITING in Flower: a person has the next move.
+
+    Celery's event state (which Flower keeps) takes a custom `task-<name>` event as the
+    task's state `<NAME>`; the task's own events later end it as SUCCESS. Display only: a
+    lost event costs the label, never the call.
+    """
+    if not app.conf.worker_send_task_events:
+        return
+    current = app.current_worker_task
+    hostname = current.request.hostname if current is not None else None
+    try:
+        with app.events.default_dispatcher(hostname=hostname) as dispatcher:
+            dispatcher.send(WAITING_EVENT, uuid=expire_task_id, tool=item.tool,
+                            conversation_id=item.conversation_id, tool_call_id=item.tool_call_id)
+    except (OSError, OperationalError) as exc:
+        log.warning("could not send %s for call %s: %s", WAITING_EVENT, item.tool_call_id, exc)
+
+
+def _crash_point(name: str, followups: list[FollowUp]) -> None:
+    """Test hook: die at `name` once, if AGENTQ_CRASH_AT names it and its flag file exists.
+
+    Crash tests need a kill at an exact instant (after a step's commit, before the enqueue
+    of its follow-ups; not the sweeper's sends); the flag file makes it happen once, so the
+    replacement worker survives.
+    """
+    if not followups or os.environ.get("AGENTQ_CRASH_AT") != name:
+        return
+    flag = os.environ.get("AGENTQ_CRASH_FLAG", "")
+    if flag and os.path.exists(flag):
+        os.unlink(flag)
+        os._exit(137)
