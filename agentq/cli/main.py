@@ -202,9 +202,8 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     print("  ceilings: " + _listed(policy.ceilings.model_dump()))
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
-    default = policy.default_profile or next(
-        (p.name for p in policy.profiles.values() if p.open_to_all), None)
-    print(f"  settings that name no profile get: {default or 'none (see the warning below)'}")
+    default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
+    print(f"  settings that name no profile get: {default.name if default else 'none (see the warning below)'}")
     for problem in policy.unusable(os.environ):
         print(f"  warning: {problem}")
     return 0

@@ -73,10 +73,12 @@ class Policy:
 
     def default_for(self, tenant: str) -> Profile | None:
         """The profile of `tenant`'s conversations that name none: the policy's
-        `default_profile` if open to it, else the first profile open to it."""
-        named = self.profile(self.default_profile, tenant) if self.default_profile else None
-        if named is not None:
-            return named
+        `default_profile` if open to it, else the settings' own default (`scripted`) if
+        offered, else the first profile open to it."""
+        for name in (self.default_profile, Settings.model_fields["profile"].default):
+            named = self.profile(name, tenant) if name else None
+            if named is not None:
+                return named
         offered = self.profiles_for(tenant)
         return offered[0] if offered else None
 

@@ -6,13 +6,16 @@ Requests are validated with these models and answers are built through them, and
 from __future__ import annotations
 
 import re
+import sys
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, TypeAdapter,
                       ValidationError, WithJsonSchema)
+from pydantic_core import PydanticCustomError
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
+from agentq.core.parts import BadContent, read_content
 from agentq.core.settings import Settings, integer
 
 MAX_SEQ = 2**31 - 1
@@ -112,6 +115,10 @@ def _content(value: Any) -> str | list[dict[str, Any]]:
     try:
         parts = _PARTS.validate_python(value, strict=True)
     except ValidationError as exc:
+        try:  # the rule it breaks, as the log's own check says it (an https URL, a media type…)
+            read_content(value, max_image_bytes=sys.maxsize)
+        except BadContent as bad:
+            raise PydanticCustomError("invalid_content", str(bad)) from None
         first = exc.errors(include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"] if not str(p).endswith("Part"))
         raise ValueError(f"part {where}: {first['msg']}") from None
