@@ -292,3 +292,16 @@ def test_a_policy_with_no_profile_open_to_every_tenant_says_so(policy: Policy):
     assert closed.unusable({"TEAM_OPENAI_KEY": "k"}) == [
         "no profile is open to every tenant: a tenant that no profile's `tenants` names can "
         "start no conversation"]
+
+
+def test_a_worker_says_at_start_when_no_profile_of_its_policy_can_answer(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AGENTQ_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(AGENTQ_DEMO="off", AGENTQ_DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}")
+    started = subprocess.run([sys.executable, "-c", "import agentq.worker.main"], env=env,
+                             capture_output=True, text=True, timeout=60, check=True)
+    assert "the policy: no profile can answer: openai needs OPENAI_API_KEY" in started.stderr
