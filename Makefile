@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test lint install bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/agentq demo
 
-test: $(STAMP)
+# The linter and the type checker first (agentq/ only, as pyproject.toml configures them).
+lint: $(STAMP)
+	$(BIN)/ruff check agentq
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,24 +1,19 @@
-"""Celery settings for agentq workers; AGENTQ_* environment variables override the URLs.
+"""Celery settings an operator of agentq may tune; the values here are agentq's defaults.
 
-agentq reads this module when it is importable (run the worker from the project
-directory, or put it on PYTHONPATH); the same values are built in as defaults.
+agentq reads this module when it is importable (run the worker from the project directory,
+or put it on PYTHONPATH) and applies it over the defaults in agentq.worker.factory, so
+deleting it changes nothing. AGENTQ_* environment variables set the broker and database.
+What agentq relies on for correctness is set there and not meant to change: late acks and
+redelivery of a lost worker's tasks, a prefetch of one, JSON messages, no results.
 """
 
-task_acks_late = True
-task_reject_on_worker_lost = True
-worker_prefetch_multiplier = 1
-task_serializer = "json"
-accept_content = ["json"]
-result_serializer = "json"
-task_ignore_result = True
-# One (disabled) result backend per process: Celery otherwise builds one per thread, which
-# under gevent is one for every task that sends a follow-up.
-result_backend_thread_safe = True
+# Task events feed Flower. Off: Flower shows no tasks, and each step costs a little less.
 worker_send_task_events = True
-# Off: a task-sent event for every step costs each step about 15% (bench/steps.py); turn it
-# on to see tasks that are queued but not yet received in Flower.
+# A task-sent event for every step costs each step about 15% (bench/steps.py); on, Flower
+# shows tasks that are queued but not yet received.
 task_send_sent_event = False
-# ETA tasks live in worker memory; keep them few and well under the visibility timeout.
+# Redis: a task a worker took but did not ack comes back after this many seconds. ETA tasks
+# (deadlines of pending calls, retries) wait in worker memory meanwhile: keep them few and
+# well under the visibility timeout.
 broker_transport_options = {"visibility_timeout": 300}
 worker_eta_task_limit = 1000
-broker_connection_retry_on_startup = True

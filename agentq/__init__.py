@@ -1,6 +1,7 @@
 """agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""
+from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
-from agentq.tools import SYSTEM_SCOPE, Scope, Tool, ToolContext, tool
+from agentq.tools import Tool, ToolContext, tool
 
 __all__ = [
     "AgentqError", "Conflict", "InvalidInput", "NotFound",

@@ -6,8 +6,9 @@ once and hand it to what they create.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Any
 
 EMBEDDED_BROKER = "memory://"
 EMBEDDED_PUBSUB = "embedded://"
@@ -128,5 +129,5 @@ class Config:
     def embedded_broker(self) -> bool:
         return self.broker_url.startswith("memory://")
 
-    def with_(self, **changes: object) -> Config:
+    def with_(self, **changes: Any) -> Config:
         return replace(self, **changes)

@@ -40,7 +40,7 @@ class Expire:
 
 @dataclass(frozen=True)
 class Compact:
-    """Write the summary of the log through `to_seq` (DESIGN section 8)."""
+    """Write the summary of the log through `to_seq` (docs/design.md §8)."""
 
     conversation_id: str
     to_seq: int

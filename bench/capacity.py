@@ -32,7 +32,7 @@ from sqlalchemy import Engine  # noqa: E402
 
 from agentq.commands import Commands  # noqa: E402
 from agentq.store import Store  # noqa: E402
-from agentq.tools import Scope  # noqa: E402
+from agentq.core.scope import Scope  # noqa: E402
 from bench.cpu import group_pids, process_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.steps import sending, warm_up  # noqa: E402

@@ -50,7 +50,7 @@ def breaker_per_call(board, calls: int) -> tuple[float, float]:
     breakers = CircuitBreakers(board, BreakerPolicy(), clock=lambda: datetime.now(timezone.utc))
 
     def one_call() -> None:
-        breakers.admit(ENDPOINT)
+        breakers.before_call(ENDPOINT)
         breakers.record(ENDPOINT, None)
 
     return timed(one_call, calls)

@@ -22,7 +22,8 @@ from agentq.config import Config  # noqa: E402
 from agentq.live.pubsub import PubSub  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
-from agentq.tools import Registry, Scope  # noqa: E402
+from agentq.tools import Registry  # noqa: E402
+from agentq.core.scope import Scope  # noqa: E402
 from tests.drive import drain  # noqa: E402
 from tests.emulators import Call, Reply  # noqa: E402
 from tests.emulators.kit import Kit, running  # noqa: E402

@@ -43,7 +43,8 @@ from agentq.worker.embedded import Embedded  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.cpu import groups_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
-from agentq.tools import Registry, Scope  # noqa: E402
+from agentq.tools import Registry  # noqa: E402
+from agentq.core.scope import Scope  # noqa: E402
 from agentq.worker.wiring import build_runtime  # noqa: E402
 from agentq.worker.factory import create_celery  # noqa: E402
 from agentq.worker.tasks import enqueue  # noqa: E402

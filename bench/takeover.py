@@ -48,7 +48,8 @@ from agentq.runtime.leases import Leases  # noqa: E402
 from agentq.runtime.model_step import INTERRUPT_CHECK_S  # noqa: E402
 from agentq.runtime.timers import Timers  # noqa: E402
 from agentq.store import NewStep, Store  # noqa: E402
-from agentq.tools import Registry, Scope  # noqa: E402
+from agentq.tools import Registry  # noqa: E402
+from agentq.core.scope import Scope  # noqa: E402
 from agentq.worker.factory import create_celery  # noqa: E402
 from agentq.worker.tasks import enqueue  # noqa: E402
 from bench.places import REDIS_CLAIM, postgres_database, redis_database  # noqa: E402
@@ -273,7 +274,7 @@ def _claimed_model_call(runtime: Runtime, i: int) -> Step:
         commands = Commands(runtime.store, runtime.registry)
         _conversations.append(commands.create_conversation(SCOPE, {"script": []}).id)
     cid = _conversations[-1]
-    step = Step.llm(cid, i % 10)
+    step = Step.model(cid, i % 10)
     runtime.store.schedule_and_claim_step(
         NewStep.of(step, cid, task_id(step.key), tenant="bench"), worker="bench:1:1",
         lease_s=runtime.config.lease_s, now=utcnow(), max_attempts=5)

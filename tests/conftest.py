@@ -187,10 +187,11 @@ def workers(tmp_path, pg_url: str, redis_url: str) -> Iterator[Callable[..., Wor
     started: list[WorkerProcess] = []
 
     def start(name: str = "w1", concurrency: int = 4, queues: str | None = None,
-              pool: str = "threads", **env_extra: str) -> WorkerProcess:
+              pool: str = "threads", include: str | None = None,
+              **env_extra: str) -> WorkerProcess:
         env = worker_env(pg_url, redis_url, redis_url, **{**FAST_RECOVERY, **env_extra})
         worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, concurrency=concurrency,
-                               queues=queues, pool=pool)
+                               queues=queues, pool=pool, include=include)
         started.append(worker.start())
         return worker
 

@@ -32,15 +32,18 @@ class WorkerProcess:
     """One `celery worker` in its own process group, so a kill takes its pool children too."""
 
     def __init__(self, env: dict[str, str], log_path: Path, *, name: str,
-                 pool: str = "threads", concurrency: int = 4, queues: str | None = None) -> None:
+                 pool: str = "threads", concurrency: int = 4, queues: str | None = None,
+                 include: str | None = None) -> None:
         self.env, self.log_path, self.name = env, log_path, name
         self.pool, self.concurrency = pool, concurrency
         self.queues = queues  # -Q: comma-separated; None takes every queue
+        self.include = include  # -I: modules the worker imports too (test hooks)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> WorkerProcess:
         log = open(self.log_path, "ab")
         only = ["-Q", self.queues] if self.queues else []
+        only += ["-I", self.include] if self.include else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "worker",
              "-P", self.pool, "-c", str(self.concurrency), "-n", f"{self.name}@%h", *only,

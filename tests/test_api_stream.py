@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from agentq.live.pubsub import channel
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from tests.api_support import APPROVAL, WEATHER, SseReader, events_of
 
 

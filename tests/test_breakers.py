@@ -22,7 +22,8 @@ from agentq.core.breaker import Breaker, BreakerPolicy
 from agentq.followups import Advance
 from agentq.providers.errors import ProviderError
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.emulators import Fail, Reply
@@ -64,7 +65,7 @@ def test_racing_callers_of_a_half_open_breaker_get_exactly_one_probe(board):
 
     def call() -> None:
         barrier.wait()
-        waits.append(breakers.admit(E))
+        waits.append(breakers.before_call(E))
 
     threads = [threading.Thread(target=call) for _ in range(8)]
     for thread in threads:
@@ -81,14 +82,14 @@ def test_the_database_stands_in_when_redis_fails(store):
     board = FallbackBoard(RedisBoard(dead), store)
     breakers = CircuitBreakers(board, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
     breakers.record(E, ProviderError("HTTP 503", transient=True, status=503))
-    assert store.load_breaker(E).state == "open" and breakers.admit(E) is not None
+    assert store.load_breaker(E).state == "open" and breakers.before_call(E) is not None
 
 
 def test_rate_limits_do_not_count_against_the_endpoint(store):
     breakers = CircuitBreakers(store, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
     breakers.record(E, ProviderError("slow down", transient=True, status=429, code="rate_limit_error"))
     breakers.record(E, ProviderError("bad request", status=400))
-    assert store.load_breaker(E) is None and breakers.admit(E) is None
+    assert store.load_breaker(E) is None and breakers.before_call(E) is None
 
 
 def test_a_board_that_fails_altogether_lets_calls_through(store):
@@ -97,7 +98,7 @@ def test_a_board_that_fails_altogether_lets_calls_through(store):
             raise RuntimeError("down")
 
     breakers = CircuitBreakers(Broken(), BreakerPolicy(), clock=lambda: T0)
-    assert breakers.admit(E) is None
+    assert breakers.before_call(E) is None
     breakers.record(E, ProviderError("HTTP 503", transient=True, status=503))  # no raise
 
 

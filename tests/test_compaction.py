@@ -17,7 +17,8 @@ from agentq.tenancy.access import provider_for
 from agentq.providers.openai_chat import chat_body
 from agentq.runtime import Runtime
 from agentq.store import NewStep
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.emulators import anthropic_api, openai_api
@@ -100,7 +101,7 @@ def test_a_long_tool_heavy_conversation_stays_within_budget_and_keeps_every_even
     by_seq = {e.seq: e for e in events}
     for earlier, later in zip(summaries, summaries[1:]):
         assert later.from_seq == earlier.to_seq + 1 and later.version == earlier.version + 1
-    for summary in summaries:  # seed 001: every cut is just before a user_msg
+    for summary in summaries:  # docs/design.md §16.2: every cut is just before a user_msg
         assert by_seq[summary.to_seq + 1].type == "user_msg"
     answers = [request for purpose, request in providers.requests if purpose == "answer"]
     assert len(answers) == 1000

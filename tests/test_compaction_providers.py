@@ -15,7 +15,8 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.drive import drain
 from tests.emulators import ByRequest, Call, Reply, anthropic_api
 from tests.emulators.kit import Kit, kit_fixtures

@@ -125,8 +125,8 @@ def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_o
     assert Config.from_env({"AGENTQ_BROKER_URL": "redis://127.0.0.1:6379/0"}).demo is False
     assert Config.from_env({}).demo is True
     assert compose["x-agentq-env"]["AGENTQ_DEMO"] == "off"
-    readme = (ROOT / "README.md").read_text()
-    production = readme[readme.index("### Production"):]
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    production = operations[operations.index("## Production"):]
     assert "AGENTQ_DEMO=off" in production
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import ROOT, wait_for
 
@@ -64,7 +64,7 @@ def test_a_worker_killed_while_the_model_streams_is_replaced_and_the_round_answe
 def test_a_worker_killed_during_a_tool_call_is_replaced_and_the_same_call_runs_again_without_a_new_model_round(
     pg_store_clean, commands, broker, workers, beat, tmp_path
 ):
-    """Seed 000, "restart loop on resume": recovery continues from the open call."""
+    """docs/design.md §16.1, "restart loop on resume": recovery continues from the open call."""
     store = pg_store_clean
     tool_log = tmp_path / "tool.log"
     tool_log.touch()
@@ -94,8 +94,8 @@ def test_a_worker_killed_after_its_commit_but_before_the_enqueue_still_lets_the_
     flag.touch()
     script = [{"tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]}, {"text": "cold"}]
     cid = begin(commands, broker, script)
-    first = workers("w1", AGENTQ_CRASH_AT="after_commit", AGENTQ_CRASH_FLAG=str(flag))
-    wait_for(lambda: not first.alive(), what="the worker to crash at the hook")
+    first = workers("w1", include="tests.support.crash_after_commit", CRASH_ONCE_FLAG=str(flag))
+    wait_for(lambda: not first.alive(), what="the worker to crash after the commit")
     assert first.proc.returncode == 137 and not flag.exists()
     assert kinds(store, cid)[:3] == ["user_msg", "assistant_msg", "tool_call"]
     workers("w2")

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 

@@ -1,13 +1,14 @@
-"""The import direction of STYLE.md, kept true by reading every module's imports."""
+"""The import direction of docs/contributing.md, kept true by reading every module's imports."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE_ALLOWED = {"__future__", "pydantic", "agentq"}
+PURE_ALLOWED = {"__future__", "pydantic", "pydantic_core", "agentq"}  # pydantic_core: pydantic's errors
 IO_MODULES = {"sqlalchemy", "celery", "kombu", "flask", "redis", "fakeredis", "psycopg",
               "alembic", "openai", "anthropic", "httpx", "requests", "socket", "os",
               "subprocess", "threading", "time", "random"}
@@ -69,7 +70,7 @@ def test_only_the_worker_package_imports_celery_and_kombu():
         assert not offenders, f"{package} imported outside the worker: {offenders}"
 
 
-# Each provider SDK stays inside the adapter modules of its API (issue 13): the rest of
+# Each provider SDK stays inside the adapter modules of its API: the rest of
 # agentq sees only ProviderError, never an SDK type.
 SDK_ADAPTERS = {
     "openai": {"agentq/providers/openai_chat.py", "agentq/providers/openai_responses.py",
@@ -158,10 +159,12 @@ def imports_in(source: str, package: str, ours: set[str]) -> set[str]:
     return found & ours
 
 
-def import_graph() -> dict[str, set[str]]:
+@functools.cache
+def import_graph() -> dict[str, frozenset[str]]:
     paths = modules("agentq")
     ours = {module_name(path) for path in paths}
-    return {module_name(path): imported_modules(path, ours) - {module_name(path)} for path in paths}
+    return {module_name(path): frozenset(imported_modules(path, ours) - {module_name(path)})
+            for path in paths}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -204,3 +207,83 @@ RUNTIME_PARTS = [p for p in modules("agentq/runtime") if p.name not in ("__init_
 @pytest.mark.parametrize("path", RUNTIME_PARTS, ids=lambda p: p.name)
 def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wires_them(path):
     assert not imported_roots(path) & {"agentq.runtime", "agentq.runtime.runtime"}, path.name
+
+
+# ---- packages ------------------------------------------------------------------------------
+# The roles of agentq, lowest first. A package imports the packages of its own layer or of
+# the layers below it, never above; with no cycle between packages, that makes every import
+# run one way: core <- shared vocabulary <- adapters <- commands, runtime <- the processes.
+LAYERS = (
+    {"agentq.core"},
+    {"agentq.errors", "agentq.config", "agentq.followups"},
+    {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
+     "agentq.tenancy"},
+    {"agentq.commands", "agentq.runtime"},
+    {"agentq.worker", "agentq.web", "agentq.cli"},
+)
+PUBLIC_SURFACE = "agentq"  # agentq/__init__.py re-exports from any layer
+
+
+def package_of(module: str) -> str:
+    """The role a module belongs to: `agentq.store.ledger` -> `agentq.store`."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]], package=package_of) -> dict[str, set[str]]:
+    """`graph` with each module replaced by its package, and imports within a package dropped."""
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        edges = packages.setdefault(package(module), set())
+        edges.update(package(i) for i in imported)
+    return {name: edges - {name} for name, edges in packages.items()}
+
+
+def layer_of(package: str) -> int:
+    return next(n for n, layer in enumerate(LAYERS) if package in layer)
+
+
+def test_every_package_of_agentq_has_a_layer():
+    unplaced = set(package_graph(import_graph())) - set().union(*LAYERS) - {PUBLIC_SURFACE}
+    assert not unplaced, f"packages without a layer in LAYERS: {sorted(unplaced)}"
+
+
+def test_the_packages_of_agentq_import_each_other_without_a_cycle():
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle)
+
+
+def test_no_package_imports_a_package_of_a_layer_above_its_own():
+    graph = import_graph()
+    upward = sorted(
+        f"{module} imports {imported}"
+        for module, imports in graph.items() if package_of(module) != PUBLIC_SURFACE
+        for imported in imports
+        if layer_of(package_of(imported)) > layer_of(package_of(module)))
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_the_subpackages_of_each_package_import_each_other_without_a_cycle():
+    graph = {m: i for m, i in import_graph().items() if m.count(".") >= 3}
+
+    def subpackage(module: str) -> str:
+        return ".".join(module.split(".")[:3])
+
+    inner = {m: {i for i in imports if i.count(".") >= 3} for m, imports in graph.items()}
+    cycle = find_cycle(package_graph(inner, subpackage))
+    assert cycle is None, "subpackage import cycle: " + " -> ".join(cycle)
+
+
+def test_the_package_checks_see_an_import_across_packages_and_against_the_layers():
+    graph = {"agentq.store.ledger": {"agentq.core.keys", "agentq.runtime.turns"},
+             "agentq.runtime.turns": {"agentq.store.ledger"}, "agentq.core.keys": set()}
+    packages = package_graph(graph)
+    assert packages == {"agentq.store": {"agentq.core", "agentq.runtime"},
+                        "agentq.runtime": {"agentq.store"}, "agentq.core": set()}
+    assert find_cycle(packages) == ["agentq.runtime", "agentq.store", "agentq.runtime"]
+    assert layer_of("agentq.runtime") > layer_of("agentq.store")
+
+
+def test_every_module_says_what_it_is_for_in_a_docstring():
+    missing = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
+               if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
+    assert not missing, f"modules without a docstring: {missing}"

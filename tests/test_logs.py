@@ -19,7 +19,8 @@ from agentq.process.logs import JsonFormatter, PlainFormatter, bind, log_context
 from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.store import Store
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.drive import drain
 from tests.processes import ROOT, stop, wait_for, worker_env

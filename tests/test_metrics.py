@@ -12,7 +12,8 @@ from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.live.pubsub import PubSub
 from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import T0
 from tests.store_support import schedule_step
 from agentq.web.app import create_app

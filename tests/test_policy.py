@@ -1,4 +1,4 @@
-"""The operator's policy: profiles from a TOML file, what `admit` makes of a tenant's settings,
+"""The operator's policy: profiles from a TOML file, what `settings_for` makes of a tenant's settings,
 and where each call's endpoint and key come from."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def policy(tmp_path: Path) -> Policy:
 
 def refused(policy: Policy, settings: dict, tenant: str = "acme") -> InvalidInput:
     with pytest.raises(InvalidInput) as raised:
-        policy.admit(parse_settings(settings), tenant)
+        policy.settings_for(parse_settings(settings), tenant)
     return raised.value
 
 
@@ -130,20 +130,20 @@ def test_a_missing_policy_file_is_an_error_not_the_defaults(tmp_path: Path):
         load_policy(str(tmp_path / "absent.toml"))
 
 
-# ---- admitting a tenant's settings --------------------------------------------------------------
+# ---- the settings made of a tenant's --------------------------------------------------------------
 
 
 def test_the_profiles_default_model_and_params_fill_what_the_tenant_left_unset(policy: Policy):
-    admitted = policy.admit(parse_settings({"profile": "gpt"}), "acme")
-    assert admitted.model == "gpt-small" and admitted.temperature == 0.2
-    assert admitted.limits.tool_timeout_s == 30
+    settings = policy.settings_for(parse_settings({"profile": "gpt"}), "acme")
+    assert settings.model == "gpt-small" and settings.temperature == 0.2
+    assert settings.limits.tool_timeout_s == 30
 
 
 def test_what_the_tenant_set_wins_over_the_profiles_params(policy: Policy):
     settings = parse_settings({"profile": "gpt", "temperature": 0.9, "limits": {"max_rounds_per_turn": 3}})
-    admitted = policy.admit(settings, "acme")
-    assert admitted.temperature == 0.9 and admitted.limits.max_rounds_per_turn == 3
-    assert admitted.limits.tool_timeout_s == 30  # nested sections merge
+    settings = policy.settings_for(settings, "acme")
+    assert settings.temperature == 0.9 and settings.limits.max_rounds_per_turn == 3
+    assert settings.limits.tool_timeout_s == 30  # nested sections merge
 
 
 def test_an_unknown_profile_and_one_closed_to_the_tenant_are_refused_alike(policy: Policy):
@@ -165,9 +165,9 @@ def test_a_model_or_option_the_profile_does_not_offer_is_refused(policy: Policy,
     assert error.code == code and error.details[0]["loc"] == loc
 
 
-def test_an_extra_body_field_the_profile_takes_is_admitted(policy: Policy):
+def test_an_extra_body_field_the_profile_takes_is_kept(policy: Policy):
     settings = parse_settings({"profile": "gpt", "extra_body": {"response_format": {"type": "json_object"}}})
-    assert policy.admit(settings, "acme").extra_body == {"response_format": {"type": "json_object"}}
+    assert policy.settings_for(settings, "acme").extra_body == {"response_format": {"type": "json_object"}}
 
 
 def test_a_setting_above_its_ceiling_is_refused_naming_the_ceiling(policy: Policy):
@@ -181,13 +181,13 @@ def test_a_setting_above_its_ceiling_is_refused_naming_the_ceiling(policy: Polic
 
 def test_a_tenants_own_ceiling_applies_to_that_tenant_only(policy: Policy):
     settings = parse_settings({"profile": "gpt", "limits": {"llm_timeout_s": 500}})
-    assert policy.admit(settings, "acme").limits.llm_timeout_s == 500
+    assert policy.settings_for(settings, "acme").limits.llm_timeout_s == 500
     assert refused(policy, {"profile": "gpt", "limits": {"llm_timeout_s": 500}}, "globex").code == "above_ceiling"
 
 
 def test_defaults_above_a_ceiling_come_down_to_it_so_a_plain_request_still_works(policy: Policy):
-    admitted = policy.admit(parse_settings({"profile": "gpt"}), "globex")
-    assert admitted.limits.llm_timeout_s == 120 and admitted.limits.max_rounds_per_turn == 10
+    settings = policy.settings_for(parse_settings({"profile": "gpt"}), "globex")
+    assert settings.limits.llm_timeout_s == 120 and settings.limits.max_rounds_per_turn == 10
 
 
 # ---- where a call goes ---------------------------------------------------------------------------
@@ -244,20 +244,20 @@ def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path
 
 
 def test_settings_naming_no_profile_get_the_first_profile_open_to_the_tenant(policy: Policy):
-    assert policy.admit(parse_settings({}), "acme").profile == "gpt"
-    assert policy.admit(parse_settings({}), "acme").model == "gpt-small"
+    assert policy.settings_for(parse_settings({}), "acme").profile == "gpt"
+    assert policy.settings_for(parse_settings({}), "acme").model == "gpt-small"
 
 
 def test_with_the_demo_off_settings_naming_no_profile_get_openai_not_scripted():
     policy = Policy.from_config(Config.from_env({"AGENTQ_DEMO": "off"}))
-    assert policy.admit(parse_settings({"model": "gpt-4o-mini"}), "acme").profile == "openai"
-    assert Policy.default().admit(parse_settings({}), "acme").profile == "scripted"
+    assert policy.settings_for(parse_settings({"model": "gpt-4o-mini"}), "acme").profile == "openai"
+    assert Policy.default().settings_for(parse_settings({}), "acme").profile == "scripted"
 
 
 def test_the_policy_may_name_the_default_profile(tmp_path: Path):
     path = tmp_path / "policy.toml"
     path.write_text('default_profile = "claude"\n' + POLICY.replace('tenants = ["acme"]\n', ""))
-    admitted = load_policy(str(path)).admit(parse_settings({"model": "claude-x"}), "zed")
+    admitted = load_policy(str(path)).settings_for(parse_settings({"model": "claude-x"}), "zed")
     assert admitted.profile == "claude"
 
 

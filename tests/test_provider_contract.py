@@ -29,7 +29,8 @@ from agentq.runtime import Runtime
 from agentq.runtime.model_call import ModelCall, RoundInfo, StepTimedOut
 from agentq.runtime.timers import Timers
 from agentq.store import ModelCallRecord
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.core import builders as b
 from tests.core.strategies import conversation_logs
 from tests.drive import drain

@@ -17,7 +17,8 @@ from agentq.core.request import CallRef, Message, Request
 from agentq.core.wire import to_anthropic, to_openai
 from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.drive import drain
 from tests.emulators import Call, Reply
 from tests.emulators import anthropic_thinking as rules

@@ -233,7 +233,7 @@ def test_other_4xx_statuses_are_permanent(make, status: int) -> None:
 
 
 def test_a_plain_500_is_retried_not_only_502_to_504() -> None:
-    # Seed 003: a classifier that knew only 502/503/504 gave up on every plain 500.
+    # docs/design.md §16.4: a classifier that knew only 502/503/504 gave up on every plain 500.
     assert classify(sdk_error(500)).transient
 
 

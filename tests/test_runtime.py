@@ -16,7 +16,8 @@ from agentq.live.pubsub import PubSub
 from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
-from agentq.tools import Registry, Scope, ToolOutcome
+from agentq.tools import Registry, ToolOutcome
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.drive import Recorder, drain
 from tests.store_support import claim

@@ -33,7 +33,8 @@ from agentq.core.settings import Settings
 from agentq.tenancy.policy import Policy, load_policy
 from agentq.tenancy.profiles import Profile
 from agentq.store import Store, migrate
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.api_support import Api, events_of, parse_frame
 from tests.emulators import Fail

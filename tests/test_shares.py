@@ -17,7 +17,8 @@ from agentq.followups import Advance
 from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.store import NewStep, StepRecord, Store
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import T0, Clock
 from tests.drive import Recorder, drain
 

@@ -106,7 +106,7 @@ def test_events_round_trip_exactly(store):
 
 
 def test_created_at_survives_store_and_load_unchanged(store):
-    # seed 000 "timestamp drift": created_at came back shifted and reformatted.
+    # docs/design.md §16.1, "timestamp drift": created_at came back shifted and reformatted.
     cid = new_conversation(store).id
     created_at = datetime(2026, 3, 1, 7, 5, 9, 900001, tzinfo=timezone(timedelta(hours=-5)))
     append(store, cid, EventDraft(type="user_msg", content={}, created_at=created_at))
@@ -365,10 +365,10 @@ def test_with_history_grows_a_turn_view_to_everything_after_the_summary(store):
     save_summary(store, conversation_id=cid, from_seq=1, to_seq=2, content={"s": 1}, version=1, now=at(1))
     with store.locked(cid) as tx:
         set_fsm(tx, FsmState(state="running", turn_id="t1", turn_seq=5), now=at(3))
-    with store.snapshot(cid) as snapshot:
-        turn = snapshot.view(turn_only=True)
+    with store.reader(cid) as reader:
+        turn = reader.view(turn_only=True)
         assert [event.seq for event in turn.events] == [5, 6]
-        whole = snapshot.with_history(turn)
+        whole = reader.with_history(turn)
     assert [event.seq for event in whole.events] == [3, 4, 5, 6]
     assert whole == store.load_view(cid)
 
@@ -388,9 +388,9 @@ def test_a_step_reads_the_log_only_up_to_the_rows_next_seq(store):
             id="late", conversation_id=cid, seq=3, type="user_msg", content={"text": "late"},
             created_at=at(4),
         ))
-    with store.snapshot(cid) as snapshot:
-        turn = snapshot.view(turn_only=True)
-        whole = snapshot.with_history(turn)
+    with store.reader(cid) as reader:
+        turn = reader.view(turn_only=True)
+        whole = reader.with_history(turn)
     assert [event.seq for event in turn.events] == [2]
     assert [event.seq for event in whole.events] == [1, 2]
     assert whole.last_seq == 2

@@ -48,8 +48,8 @@ def running_turn(store: Store, cid: str, *, turn_seq: int) -> None:
 
 
 def turn_events(store: Store, cid: str) -> list[int]:
-    with store.snapshot(cid) as snapshot:
-        view = snapshot.view(turn_only=True)
+    with store.reader(cid) as reader:
+        view = reader.view(turn_only=True)
         return [] if view is None else [e.seq for e in view.events]
 
 
@@ -60,8 +60,8 @@ def test_a_view_whose_earlier_events_are_cached_is_read_in_one_statement(cached_
     assert turn_events(cached_store, cid) == [1, 2]
     append(cached_store, cid, user("c"), user("d"))
     with counted(cached_store) as sent:
-        with cached_store.snapshot(cid) as snapshot:
-            view = snapshot.view(turn_only=True)
+        with cached_store.reader(cid) as reader:
+            view = reader.view(turn_only=True)
     assert len(sent) == 1
     assert view.events == cached_store.load_view(cid).events
     assert [e.seq for e in view.events] == [1, 2, 3, 4]
@@ -88,8 +88,8 @@ def test_a_cached_conversation_that_is_gone_has_no_view(cached_store):
     assert turn_events(cached_store, cid) == [1, 2]
     with cached_store.engine.begin() as conn:
         conn.execute(delete(conversations).where(conversations.c.id == cid))
-    with cached_store.snapshot(cid) as snapshot:
-        assert snapshot.view(turn_only=True) is None
+    with cached_store.reader(cid) as reader:
+        assert reader.view(turn_only=True) is None
 
 
 def test_a_view_read_with_cached_events_starts_after_a_newer_summary(cached_store):
@@ -99,8 +99,8 @@ def test_a_view_read_with_cached_events_starts_after_a_newer_summary(cached_stor
     append(cached_store, cid, user("c"), user("d"))
     save_summary(cached_store, conversation_id=cid, from_seq=1, to_seq=3, content={"s": 1},
                  version=1, now=at(1))
-    with cached_store.snapshot(cid) as snapshot:
-        view = snapshot.view()
+    with cached_store.reader(cid) as reader:
+        view = reader.view()
     assert view.summary.to_seq == 3
     assert [e.seq for e in view.events] == [4]
     assert view.events == cached_store.load_view(cid).events

@@ -15,7 +15,8 @@ from agentq.followups import Advance, Expire, RunTool
 from agentq.runtime import Runtime
 from agentq.runtime.sweeper import ETA_GRACE_S
 from agentq.store import NewStep
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import T0, Clock
 from tests.drive import Recorder, drain
 
@@ -154,7 +155,7 @@ def test_a_held_step_is_re_driven_a_grace_after_its_hold_ends(runtime):
     sweeper.wake(lock)
     commands = Commands(runtime.store, runtime.registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {"script": []})
-    step = Step.llm(conv.id, 0)
+    step = Step.model(conv.id, 0)
     until = runtime.clock() + timedelta(seconds=2)
     runtime.store.hold_step(NewStep.of(step, conv.id, task_id(step.key), tenant="t1"),
                             until=until, reason="breaker open", now=runtime.clock())

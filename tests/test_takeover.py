@@ -14,7 +14,7 @@ import signal
 import pytest
 import redis
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 

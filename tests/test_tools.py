@@ -11,16 +11,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from agentq.tools import demo as demo_tools
-from agentq.tools import (
-    SYSTEM_SCOPE,
-    Registry,
-    Scope,
-    Tool,
-    ToolArgsError,
-    ToolContext,
-    ToolOutcome,
-    tool,
-)
+from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.tools import Registry, Tool, ToolArgsError, ToolContext, ToolOutcome, tool
 
 USER = Scope(tenant="acme", user="ada")
 

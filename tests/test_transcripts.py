@@ -13,7 +13,8 @@ from agentq.tenancy.access import provider_for
 from agentq.runtime import Runtime
 from agentq.runtime.transcripts import Transcripts
 from agentq.store.schema import conversations
-from agentq.tools import Registry, Scope
+from agentq.tools import Registry
+from agentq.core.scope import Scope
 from tests.clock import Clock
 from tests.core import builders as b
 from tests.drive import Recorder, drain
@@ -47,8 +48,8 @@ class CheckedProviders:
         return Checked()
 
     def check(self, conversation_id, request) -> None:
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.with_history(snapshot.view(turn_only=True))
+        with self.store.reader(conversation_id) as reader:
+            view = reader.with_history(reader.view(turn_only=True))
         assert request == plan_context(view, self.registry.specs(view.settings.tools)).request
         self.checked += 1
 

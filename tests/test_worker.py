@@ -9,7 +9,7 @@ import pytest
 from celery.events.event import get_exchange
 from kombu import Queue
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.processes import wait_for
 
@@ -101,7 +101,7 @@ def test_a_step_task_sends_its_follow_ups_before_it_publishes_its_notices(tmp_pa
 
 
 def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
-    """The README's promise: running without celeryconfig.py changes nothing."""
+    """docs/configuration.md's promise: running without celeryconfig.py changes nothing."""
     import celeryconfig
 
     from agentq.worker.factory import CELERY_DEFAULTS

@@ -1,4 +1,4 @@
-"""A thin client of agentq's HTTP API (DESIGN section 10), for the terminal commands.
+"""A thin client of agentq's HTTP API (docs/design.md §10), for the terminal commands.
 
 It speaks JSON and Server-Sent Events over httpx2 and nothing else: it never opens the
 database, so `agentq chat`, `inspect` and `fork` work against any API, local or remote.
@@ -162,7 +162,8 @@ class Client:
 
 def _frames(response: httpx2.Response) -> Iterator[StreamItem]:
     """Parse SSE frames (the subset the API sends: id, event, data, comments)."""
-    kind, data, seq = "message", [], None
+    kind, seq = "message", None
+    data: list[str] = []
     for line in response.iter_lines():
         if not line:
             if data:
@@ -185,7 +186,8 @@ def _error_response(response: httpx2.Response) -> ErrorResponse:
         return ErrorResponse(response.status_code, body["code"], body["message"], body.get("details"))
     except (ValueError, KeyError, TypeError):
         text = response.text.strip().splitlines()
-        return ErrorResponse(response.status_code, "http_error", text[0][:200] if text else response.reason_phrase)
+        message = text[0][:200] if text else response.reason_phrase
+        return ErrorResponse(response.status_code, "http_error", message)
 
 
 def _unreachable(url: str, exc: httpx2.TransportError) -> Unreachable:

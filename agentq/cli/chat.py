@@ -6,16 +6,18 @@ conversation is no longer running. Ctrl-C during a turn cancels it on the server
 """
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any, TextIO
 
 from agentq.cli.api_client import Client, ClientError, ErrorResponse, StreamItem
 from agentq.cli.timeline import call_text, summarize
 
 try:  # line editing and history where the platform has it
-    import readline
+    readline: ModuleType | None = importlib.import_module("readline")
 except ImportError:  # pragma: no cover - Windows
     readline = None
 

@@ -1,12 +1,13 @@
-"""`agentq check`: verify the invariants of DESIGN section 3 on stored data.
+"""`agentq check`: verify the invariants of docs/design.md §3 on stored data.
 
 Each check reads the log and the tables and returns violations as sentences; nothing
 is written. The log is the truth, so every check starts from it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any
 
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
@@ -90,8 +91,8 @@ def _turn_over(last: Event, open_calls: set[str]) -> bool:
 
 def _tool_pairs_whole(events: Sequence[Event], calls: Sequence[ToolCallRecord]) -> Iterator[tuple[str, str]]:
     """inv. 3: each tool_call has at most one result, and one once its turn is over."""
-    call_seq: dict[str, int] = {}
-    results: dict[str, int] = {}
+    call_seq: dict[Any, int] = {}
+    results: dict[Any, int] = {}  # by the call id the event carries
     for event in events:
         cid = event.content.get("tool_call_id")
         if event.type == "tool_call":
@@ -120,7 +121,7 @@ def _tool_pairs_whole(events: Sequence[Event], calls: Sequence[ToolCallRecord]) 
 
 def _one_response_per_round(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
     """inv. 4 and 6: one assistant_msg per round, a round id belongs to one step."""
-    seen: dict[str, str | None] = {}
+    seen: dict[str | None, str | None] = {}
     for event in events:
         if event.type != "assistant_msg":
             continue
@@ -128,9 +129,9 @@ def _one_response_per_round(events: Sequence[Event]) -> Iterator[tuple[str, str]
             yield "4 no re-roll", f"round {event.round_id} has two assistant messages"
         seen[event.round_id] = event.step_key
     for event in events:
-        if event.round_id in seen and event.step_key not in (None, seen[event.round_id]):
-            if event.type in ("assistant_msg", "tool_call", "suspension"):
-                yield "6 round ids", f"seq {event.seq} carries round {event.round_id} of another step"
+        if (event.round_id in seen and event.step_key not in (None, seen[event.round_id])
+                and event.type in ("assistant_msg", "tool_call", "suspension")):
+            yield "6 round ids", f"seq {event.seq} carries round {event.round_id} of another step"
 
 
 def _context_is_valid(store: Store, info: ConversationInfo) -> Iterator[tuple[str, str]]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from agentq.cli.check import check_conversation
 from agentq.config import Config
-from agentq.worker.embedded import Embedded
+from agentq.core.scope import Scope
 from agentq.store import ConversationInfo
-from agentq.tools import Scope
+from agentq.worker.embedded import Embedded
 
 DEMO_SETTINGS = {
     "system": "You are a helpful assistant that can check the weather and make payments.",

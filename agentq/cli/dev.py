@@ -106,7 +106,8 @@ def profile_lines(policy, env: Mapping[str, str]) -> list[str]:
         if profile.kind_of.offline:
             state = "offline"
         else:
-            state = f"key in {profile.key_variable}, {'set' if env.get(profile.key_variable or '') else 'not set'}"
+            is_set = "set" if env.get(profile.key_variable or "") else "not set"
+            state = f"key in {profile.key_variable}, {is_set}"
         shown.append(f"{profile.name} ({state})")
     return shown
 

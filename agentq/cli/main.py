@@ -9,16 +9,16 @@ from agentq.process.cooperative import patch_for
 patch_for(sys.argv[1:])  # first: `agentq api` and `agentq dev` serve with gevent
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from typing import Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
 from agentq.tenancy.policy import PolicyError  # noqa: E402
-
 
 DEV_GRACE_S = 0.5  # what `agentq dev`'s embedded worker gets to stop once the API stopped
 
@@ -68,9 +68,9 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     if args.reload:
         return supervise(config, host=args.host, port=args.port, key=args.key)
     importable_here()
-    import gevent
-
     import traceback
+
+    import gevent
 
     from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
     from agentq.tools import Registry, ToolDefinitionError
@@ -100,7 +100,7 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     registry, policy = embedded.runtime.registry, embedded.commands.policy
     for line in banner(
         url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
-        tools=[(name, registry.get(name).executor) for name in registry.names],
+        tools=[(n, t.executor) for n in registry.names if (t := registry.get(n))],
         profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
         secret=secret, reload=args.reloading,
     ):
@@ -163,11 +163,11 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
+    from agentq.process.clock import utcnow
+    from agentq.store import Store
     from agentq.tenancy.keybox import new_encryption_key
     from agentq.tenancy.own_keys import OwnKeys
     from agentq.tenancy.policy import Policy
-    from agentq.process.clock import utcnow
-    from agentq.store import Store
 
     if args.action == "new-encryption-key":
         print(new_encryption_key())
@@ -203,7 +203,8 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
     default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
-    print(f"  settings that name no profile get: {default.name if default else 'none (see the warning below)'}")
+    named = default.name if default else "none (see the warning below)"
+    print(f"  settings that name no profile get: {named}")
     for problem in policy.unusable(os.environ):
         print(f"  warning: {problem}")
     return 0
@@ -277,10 +278,8 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
         return 0
     summary = conversation["summary"]
     if summary is not None:
-        try:  # the summary in use, with its version and text
+        with contextlib.suppress(ErrorResponse):  # the summary in use, with its version and text
             summary = client.context(args.id)["summary"] or summary
-        except ErrorResponse:
-            pass
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):

@@ -1,6 +1,6 @@
 """Events of the log as lines a person reads: the timeline of `agentq inspect`, the notes of `agentq chat`.
 
-Pure: it takes the API's JSON (DESIGN section 10's shapes) and returns text, so every
+Pure: it takes the API's JSON (docs/design.md §10's shapes) and returns text, so every
 layout decision is tested without a server.
 """
 from __future__ import annotations
@@ -74,7 +74,8 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
         return f"{name} {content.get('status', '?')} by {content.get('by', '?')}"
     if kind == "error":
         status = content.get("status")
-        return f"{content.get('code', '?')}: {clip(content.get('message', ''))}" + (f" [{status}]" if status else "")
+        described = f"{content.get('code', '?')}: {clip(content.get('message', ''))}"
+        return described + (f" [{status}]" if status else "")
     return compact(content)
 
 
@@ -84,7 +85,9 @@ def event_line(event: Mapping[str, Any], names: Mapping[str, str] | None = None)
             f"{event.get('type', '?'):<13}  {summarize(event, names)}")
 
 
-def timeline(events: Iterable[Mapping[str, Any]], *, summary: Mapping[str, Any] | None = None) -> Iterator[str]:
+def timeline(
+    events: Iterable[Mapping[str, Any]], *, summary: Mapping[str, Any] | None = None
+) -> Iterator[str]:
     """The log grouped by turn and round, with the summary's span marked where it ends."""
     names: dict[str, str] = {}
     turns = 0

@@ -1,31 +1,33 @@
 """What the outside can do to a conversation: create it, post a message, resolve a call, end it.
 
 Commands write first and return follow-ups; they never call a model or a tool
-(DESIGN section 2). The HTTP API and the CLI are thin shells over these.
+(docs/design.md §2). The HTTP API and the CLI are thin shells over these.
 """
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, TypeGuard
 
-from agentq.process.clock import utcnow
+from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
-from agentq.core.decide import admit, ends_a_turn
+from agentq.core.decide import ends_a_turn, message_action
+from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
-from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
+from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp
-from agentq.commands.interrupts import CloseRound, close_turn
-from agentq.tenancy.policy import Policy
+from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
-from agentq.tools import Registry, Scope
+from agentq.tenancy.policy import Policy
+from agentq.tools import Registry
 
 RESOLUTION_STATUSES = ("resolved", "errored")
 ON_BUSY = ("enqueue", "interrupt", "reject")
@@ -64,15 +66,15 @@ class Commands:
         """Validate the settings (tools must exist, the operator's policy must allow them)
         and store a new, idle conversation with the settings the policy made of them."""
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
-        admitted = self._admit(parsed, scope)
-        return self.store.create_conversation(tenant=scope.tenant, settings=admitted, now=self.clock())
+        settings = self._settings_for(parsed, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=settings, now=self.clock())
 
-    def _admit(self, settings: Settings, scope: Scope) -> Settings:
+    def _settings_for(self, settings: Settings, scope: Scope) -> Settings:
         try:
             self.registry.specs(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        return self.policy.admit(settings, scope.tenant)
+        return self.policy.settings_for(settings, scope.tenant)
 
     def post_message(
         self,
@@ -89,7 +91,7 @@ class Commands:
         `content` is text or a list of parts (core/parts.py), checked before anything is written."""
         if isinstance(content, str) and not content.strip():
             raise InvalidInput("content must not be empty")
-        if on_busy not in ON_BUSY:
+        if not _is_on_busy(on_busy):
             raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
@@ -114,7 +116,7 @@ class Commands:
                 content=message, on_busy=on_busy, created_at=created,
                 idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
             )
-            action = admit(conv.fsm.state, on_busy)
+            action = message_action(conv.fsm.state, on_busy)
             if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
@@ -164,6 +166,7 @@ class Commands:
                 drafts.closed_call(call, status, result, by=by, created_at=now), now=now
             )
             closed = tx.load_call(tool_call_id)
+            assert closed is not None  # updated under this lock a moment ago
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
@@ -203,7 +206,7 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
-        self._admit(source.settings, scope)  # the policy may have changed since
+        self._settings_for(source.settings, scope)  # the policy may have changed since
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -235,3 +238,7 @@ def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
 def _by(scope: Scope) -> str:
     """Who acted, as the log records it."""
     return scope.user or scope.tenant
+
+
+def _is_on_busy(value: str) -> TypeGuard[OnBusy]:
+    return value in ON_BUSY

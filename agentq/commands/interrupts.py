@@ -8,11 +8,12 @@ answer is kept as an `assistant_msg` marked interrupted, and every open call get
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from agentq.core import drafts
 from agentq.core.events import EventDraft, FsmState, ToolCallRecord
+from agentq.core.keys import MODEL_STEP
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 
@@ -23,8 +24,8 @@ CloseRound = Callable[[str], str]
 
 def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmState:
     """Close the current turn of the locked conversation; returns the state after it."""
-    cancelled = tx.cancel_open_steps(kinds=("llm", "tool"), now=now)
-    streaming = next((s for s in cancelled if s.kind == "llm" and s.status == "running"), None)
+    cancelled = tx.cancel_open_steps(kinds=(MODEL_STEP, "tool"), now=now)
+    streaming = next((s for s in cancelled if s.kind == MODEL_STEP and s.status == "running"), None)
     turn_id = tx.conversation.fsm.turn_id
     if streaming is not None:  # inv. 6: the kept text carries the round id of its own step
         marker = drafts.assistant_msg(

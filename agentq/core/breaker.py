@@ -56,7 +56,7 @@ class Wait:
     reason: str
 
 
-def admit(breaker: Breaker, now: datetime, policy: BreakerPolicy) -> tuple[Go | Wait, Breaker | None]:
+def before_call(breaker: Breaker, now: datetime, policy: BreakerPolicy) -> tuple[Go | Wait, Breaker | None]:
     """May a call go now? With the breaker it leaves behind, or None if unchanged."""
     if breaker.state == "closed":
         return Go(), None

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from agentq.core.compaction import compaction_cut, request_tokens, result_token_limit
 from agentq.core.events import View
-from agentq.core.request import Message, Request, ToolSpec
 from agentq.core.render import render
+from agentq.core.request import Message, Request, ToolSpec
 
 EVICTED_NOTE = "\n[... {evicted} more characters of this {what} were left out of the context]"
 # What is shortened, in order, until the request fits; each kind names what a message holds.

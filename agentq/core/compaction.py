@@ -1,6 +1,6 @@
 """Where to cut a log for a summary, and the token estimates that say when to.
 
-Seed 001: a cut by message count split a tool-heavy turn and orphaned its results.
+docs/design.md §16.2: a cut by message count split a tool-heavy turn and orphaned its results.
 Here the cut is only ever at a user_msg (inv. 2: every such cut is safe), and the tail
 holds whole turns, never part of one: `min_keep_turns` of them while they fit.
 """
@@ -15,7 +15,6 @@ from agentq.core.keys import canonical_json
 from agentq.core.parts import IMAGE_TOKENS, images_of
 from agentq.core.render import output_text
 from agentq.core.request import Message, Request
-
 
 # What each wire adds around the texts counted below (a message's role and keys, a call's
 # type and wrapper, a tool's wrapper), in tokens of four characters: the most any of the
@@ -116,7 +115,7 @@ def compaction_cut(
 
     Compaction is due when the rendered context passes the budget (or `force`, after a
     provider said "context too long"). The tail keeps whole turns, so the cut is always at
-    a user_msg (seed 001) and the current turn is never summarized: at least
+    a user_msg (docs/design.md §16.2) and the current turn is never summarized: at least
     `min_keep_turns` while they fit in half the budget (more while those fit), else fewer,
     down to the current turn alone. A forced cut keeps only the current turn.
     """

@@ -1,4 +1,4 @@
-"""What a conversation needs next: `decide(view)` and the `admit` rule for new messages.
+"""What a conversation needs next: `decide(view)`, and `message_action`: what becomes of a new message.
 
 Pure and deterministic: the same view always gives the same decision with the same
 step keys (inv. 5), and no wall-clock value enters a key (inv. 7).
@@ -17,7 +17,7 @@ from agentq.core.keys import StepKind
 
 @dataclass(frozen=True)
 class Step:
-    """One unit of work, named by its step key (DESIGN section 4)."""
+    """One unit of work, named by its step key (docs/design.md §4)."""
 
     kind: StepKind
     ref: dict[str, Any]
@@ -27,11 +27,11 @@ class Step:
     @classmethod
     def _make(cls, cid: str, kind: StepKind, ref: dict[str, Any]) -> Step:
         key = keys.step_key(cid, kind, ref)
-        return cls(kind, ref, key, keys.round_id(key) if kind == "llm" else None)
+        return cls(kind, ref, key, keys.round_id(key) if kind == keys.MODEL_STEP else None)
 
     @classmethod
-    def llm(cls, cid: str, after_seq: int) -> Step:
-        return cls._make(cid, "llm", {"after_seq": after_seq})
+    def model(cls, cid: str, after_seq: int) -> Step:
+        return cls._make(cid, keys.MODEL_STEP, {"after_seq": after_seq})
 
     @classmethod
     def tool(cls, cid: str, tool_call_id: str) -> Step:
@@ -190,17 +190,17 @@ def decide(view: View) -> Decision:
     failure = _round_limit(view, turn)
     if failure is not None:
         return failure
-    return CallModel(Step.llm(view.conversation_id, view.last_seq))
+    return CallModel(Step.model(view.conversation_id, view.last_seq))
 
 
-def admit(state: str, on_busy: str) -> Literal["append", "enqueue", "interrupt", "reject"]:
-    """What to do with a new user message (DESIGN section 7, inv. 2)."""
+def message_action(state: str, on_busy: str) -> Literal["append", "enqueue", "interrupt", "reject"]:
+    """What to do with a new user message (docs/design.md §7, inv. 2)."""
     if state in ("idle", "failed"):
         return "append"
     if state == "ended":
         return "reject"
     if state not in ("running", "awaiting_input"):
-        raise ValueError(f"no message can be admitted in state {state!r}")
+        raise ValueError(f"no message can arrive in state {state!r}")
     if on_busy not in ("enqueue", "interrupt", "reject"):
         raise ValueError(f"unknown on_busy {on_busy!r}")
     return on_busy  # type: ignore[return-value]

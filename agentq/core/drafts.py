@@ -1,6 +1,6 @@
 """Builders for the drafts of each event type, so every writer spells content the same way.
 
-The content shapes are DESIGN section 10's; the log is the API's contract, so they
+The content shapes are docs/design.md §10's; the log is the API's contract, so they
 live in one place.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def assistant_msg(
     *,
     turn_id: str,
     round_id: str,
-    step_key: str,
+    step_key: str | None,
     created_at: datetime,
     interrupted: bool = False,
     usage: dict[str, Any] | None = None,

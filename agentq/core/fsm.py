@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Literal
+
 from agentq.core.events import Event, FsmState
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
@@ -47,7 +49,8 @@ def _tool_result(state: FsmState, event: Event) -> FsmState:
     if state.state == "idle":
         # Only an interrupt leaves calls open at idle: its cancelled results end the turn.
         return replace(state, running=running, pending=pending)
-    busy = "running" if running or not pending else "awaiting_input"
+    busy: Literal["running", "awaiting_input"] = (
+        "running" if running or not pending else "awaiting_input")
     return replace(state, state=busy, running=running, pending=pending)
 
 
@@ -70,7 +73,8 @@ SYSTEM_SCOPE_JSON = {"tenant": "system", "user": None}
 
 
 def _resolution(state: FsmState, event: Event) -> FsmState:
-    # A timeout-driven resolution acts on the system's authority, not the asker's (seed 002).
+    # A timeout-driven resolution acts on the system's authority, not the asker's
+    # (docs/design.md §16.3).
     if event.content.get("by") == "system":
         return replace(state, scope=SYSTEM_SCOPE_JSON)
     return state

@@ -7,7 +7,8 @@ states the contract, and `repair` closes any gap with a recorded synthetic answe
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence, Set as AbstractSet
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -123,7 +124,7 @@ def _has_text(text: str) -> bool:
     return bool(text.strip())
 
 
-def _unanswered(index: int, calls: Sequence[str], answered: set[str]) -> list[str]:
+def _unanswered(index: int, calls: Sequence[str], answered: set[str | None]) -> list[str]:
     return [
         f"message {index}: tool call {call_id} has no answer before the next message"
         for call_id in calls
@@ -154,7 +155,8 @@ def validate(request: Request) -> list[str]:
     if request.messages[0].role != "user":
         problems.append(f"message 0: the first message is {request.messages[0].role}, not user")
     seen: set[str] = set()
-    block_start, calls, answered = 0, [], set()
+    calls: list[str] = []
+    block_start, answered = 0, set[str | None]()
     for index, message in enumerate(request.messages):
         if message.role == "tool":
             if message.tool_call_id not in calls:

@@ -59,7 +59,7 @@ def to_responses(request: Request) -> dict[str, Any]:
     return payload
 
 
-def _check_item(index: int, item: dict[str, Any], calls: list[str], answered: set[str]) -> list[str]:
+def _check_item(index: int, item: dict[str, Any], calls: list[Any], answered: set[Any]) -> list[str]:
     kind = item.get("type", "message")
     where = f"input[{index}]"
     if kind == "function_call":
@@ -86,8 +86,8 @@ def check_responses(payload: dict[str, Any]) -> list[str]:
     if not isinstance(payload.get("model"), str) or not isinstance(items, list) or not items:
         return ["payload: needs a model and a non-empty input list"]
     problems: list[str] = []
-    calls: list[str] = []
-    answered: set[str] = set()
+    calls: list[Any] = []  # call ids as the input has them, checked here
+    answered: set[Any] = set()
     for index, item in enumerate(items):
         problems += _check_item(index, item, calls, answered)
     problems += [f"input: function call {c} has no function_call_output" for c in calls if c not in answered]

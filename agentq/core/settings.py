@@ -41,7 +41,7 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def integer(**bounds: int) -> Any:
+def integer(**bounds: Any) -> Any:
     """An integer of a JSON body under strict validation: 3 and 3.0, never true or "3".
 
     The bounds go inside, before the conversion, so the JSON schema says minimum/maximum.
@@ -93,7 +93,7 @@ class ScriptedCall(_Strict):
 
 
 class ScriptedResponse(_Strict):
-    """One scripted model answer (DESIGN section 13)."""
+    """One scripted model answer (docs/design.md §13)."""
 
     text: str = ""
     tool_calls: list[ScriptedCall] = Field(default_factory=list)

@@ -14,13 +14,16 @@ from dataclasses import replace
 
 from agentq.core.budget import fit, shorten
 from agentq.core.compaction import (
-    MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, request_tokens, wire_tokens,
+    MESSAGE_OVERHEAD_TOKENS,
+    REQUEST_OVERHEAD_TOKENS,
+    request_tokens,
+    wire_tokens,
 )
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
 from agentq.core.parts import images_of
-from agentq.core.request import Message, Request
 from agentq.core.render import render
+from agentq.core.request import Message, Request
 
 DEFAULT_SUMMARY_PROMPT = (
     "You write the running summary of a conversation between a user and an assistant "
@@ -79,7 +82,7 @@ def summary_request(
         room = _fitting(text, start, max((budget - framed) * 4, MIN_PIECE_CHARS))
         end = _piece_end(text, start, room)
     message = Message("user", head + text[start:end] + tail)
-    return Request(system=system, messages=(message,), model=policy.model or view.settings.model), end
+    return Request(system=system, messages=(message,), model=policy.model or view.settings.model or ""), end
 
 
 def _sent_chars(text: str) -> int:

@@ -6,14 +6,14 @@ all six microsecond digits.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def to_utc(value: datetime) -> datetime:
     """A timezone-aware datetime in UTC; naive values are refused, not guessed."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("timestamp must carry a timezone")
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def format_ts(value: datetime) -> str:

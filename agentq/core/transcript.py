@@ -19,7 +19,12 @@ from dataclasses import dataclass, replace
 
 from agentq.core.events import Event, Summary, View
 from agentq.core.render import (
-    REPAIR_PASSES, render, render_events, repair_passes, request_for, summary_messages,
+    REPAIR_PASSES,
+    render,
+    render_events,
+    repair_passes,
+    request_for,
+    summary_messages,
 )
 from agentq.core.request import Message, Request, ToolSpec
 
@@ -86,7 +91,7 @@ def extend(transcript: Transcript, events: Sequence[Event]) -> Transcript | None
         through_seq=events[-1].seq,
         last_event_id=events[-1].id,
         messages=transcript.messages + tuple(done.messages),
-        fixes=tuple((*old, *new) for old, new in zip(transcript.fixes, done.fixes)),
+        fixes=tuple((*old, *new) for old, new in zip(transcript.fixes, done.fixes, strict=True)),
         called=transcript.called | done.called,
         answered=transcript.answered | done.answered,
         unanswered=transcript.unanswered | done.unanswered,
@@ -137,7 +142,7 @@ def render_after(
     tail = _rendered_after(closed, view.events[closed.through_seq - closed.first_seq + 1:])
     if tail is None:  # the current turn answers an earlier turn's call: render it all
         return render(view, tools), closed
-    fixes = tuple((*old, *new) for old, new in zip(closed.fixes, tail.fixes))
+    fixes = tuple((*old, *new) for old, new in zip(closed.fixes, tail.fixes, strict=True))
     return _request(view, tools, (*closed.messages, *tail.messages), fixes), closed
 
 

@@ -1,7 +1,7 @@
 """The two provider wire shapes of a neutral request, and each provider's own pairing rules.
 
 `to_openai` / `to_anthropic` build the payloads; `check_openai` / `check_anthropic` state
-what those providers reject (DESIGN section 9), so tests and strict emulators share them.
+what those providers reject (docs/design.md §9), so tests and strict emulators share them.
 Each message's shape is made once (`Message.memo`) and shared by every payload that holds
 it: whoever changes a payload changes copies of what it changes (`prompt_cache` does).
 """
@@ -120,11 +120,12 @@ def to_anthropic(request: Request) -> dict[str, Any]:
 
 def _check_openai_call(where: str, call: Any) -> list[str]:
     function = call.get("function") if isinstance(call, dict) else None
-    shaped = isinstance(function, dict) and call.get("type") == "function"
-    if not shaped or not isinstance(call.get("id"), str):
+    if (not isinstance(function, dict) or call.get("type") != "function"
+            or not isinstance(call.get("id"), str)):
         return [f"{where}: a tool call needs an id, type 'function' and a function"]
     try:
-        args = json.loads(function.get("arguments"))
+        arguments: Any = function.get("arguments")  # not text: TypeError, below
+        args = json.loads(arguments)
     except (TypeError, ValueError):
         return [f"{where}: function.arguments of {call['id']} is not JSON text"]
     if not isinstance(args, dict) or not isinstance(function.get("name"), str):
@@ -132,7 +133,7 @@ def _check_openai_call(where: str, call: Any) -> list[str]:
     return []
 
 
-def _check_openai_message(index: int, message: Any, seen: set[str]) -> list[str]:
+def _check_openai_message(index: int, message: Any, seen: set[Any]) -> list[str]:
     where = f"messages[{index}]"
     role = message.get("role") if isinstance(message, dict) else None
     if role not in ("system", "user", "assistant", "tool"):
@@ -160,7 +161,7 @@ def _check_openai_message(index: int, message: Any, seen: set[str]) -> list[str]
 def _check_openai_pairs(messages: list[Any]) -> list[str]:
     """Each assistant tool_calls message is followed by one tool message per id, nothing else."""
     problems = []
-    expected: list[str] = []
+    expected: list[Any] = []  # the ids the calls carry, whatever their JSON type
     for index, message in enumerate(messages + [{"role": "end"}]):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
@@ -203,7 +204,7 @@ def check_openai(payload: dict[str, Any]) -> list[str]:
     if not all(isinstance(m, dict) for m in messages):
         return ["messages: every message must be an object"]
     problems: list[str] = []
-    seen: set[str] = set()
+    seen: set[Any] = set()  # the calls' ids, whatever their JSON type
     for index, message in enumerate(messages):
         problems += _check_openai_message(index, message, seen)
         late = any(m.get("role") != "system" for m in messages[:index])
@@ -272,7 +273,8 @@ def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 def _leading_results(message: dict[str, Any]) -> int:
     """How many tool_result blocks open the message's content."""
     count = 0
-    for block in message.get("content") if isinstance(message.get("content"), list) else []:
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict) or block.get("type") != "tool_result":
             break
         count += 1

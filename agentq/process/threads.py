@@ -13,8 +13,9 @@ import itertools
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 IDLE_S = 10.0
 

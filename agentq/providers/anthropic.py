@@ -20,8 +20,8 @@ import anthropic
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.core.wire import to_anthropic
-from agentq.providers.anthropic_errors import ANTHROPIC_ERRORS
 from agentq.providers.answer import Answer
+from agentq.providers.anthropic_errors import ANTHROPIC_ERRORS
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.connection import endpoint_of, private, timeout
 from agentq.providers.options import AnswerOptions, answer_options

@@ -17,10 +17,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.core.breaker import (
-    Breaker, BreakerPolicy, Wait, admit, after_failure, after_success,
+    Breaker,
+    BreakerPolicy,
+    Wait,
+    after_failure,
+    after_success,
+    before_call,
 )
 from agentq.core.request import Request
 from agentq.core.timefmt import format_ts, parse_ts
@@ -74,15 +80,16 @@ class RedisBoard:
         return _from_hash(new.endpoint, stored)
 
     def list_breakers(self) -> list[Breaker]:
-        endpoints = sorted(e.decode() for e in self._client.smembers(self.INDEX))
+        endpoints = sorted(e.decode() if isinstance(e, bytes) else e
+                           for e in self._client.smembers(self.INDEX))
         pipe = self._client.pipeline(transaction=False)
         for endpoint in endpoints:
             pipe.hgetall(self.key(endpoint))
-        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute())]
+        found = [_from_hash(e, stored) for e, stored in zip(endpoints, pipe.execute(), strict=True)]
         return [breaker for breaker in found if breaker is not None]
 
 
-def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[str, Any]:
+def _to_hash(breaker: Breaker, *, version: int, now: datetime) -> dict[FieldT, EncodableT]:
     return {"state": breaker.state, "failures": breaker.failures, "trips": breaker.trips,
             "until": format_ts(breaker.until) if breaker.until else "",
             "last_error": breaker.last_error or "", "version": version,
@@ -149,18 +156,18 @@ def counts_against_endpoint(error: ProviderError) -> bool:
 
 
 class CircuitBreakers:
-    """Admits calls to endpoints and records how they went, on a shared board."""
+    """Says whether a call to an endpoint may go, and records how calls went, on a shared board."""
 
     def __init__(self, board: Board, policy: BreakerPolicy, clock: Callable[[], datetime]) -> None:
         self.board = board
         self.policy = policy
         self._clock = clock
 
-    def admit(self, endpoint: str | None) -> Wait | None:
+    def before_call(self, endpoint: str | None) -> Wait | None:
         """None: call now (maybe as the probe); else the Wait that says until when, and why."""
         if endpoint is None:
             return None
-        decision = self._change(endpoint, lambda b, now: admit(b, now, self.policy))
+        decision = self._change(endpoint, lambda b, now: before_call(b, now, self.policy))
         return decision if isinstance(decision, Wait) else None
 
     def record(self, endpoint: str, error: ProviderError | None) -> None:
@@ -193,9 +200,10 @@ class CircuitBreakers:
         return None
 
     def guard(self, provider: Provider, endpoint: str | None) -> Provider:
-        """`provider` with each attempt after the first admitted, and every outcome recorded.
+        """`provider` with each attempt after the first let through by the breaker, and every
+        outcome recorded.
 
-        The first attempt of a step is admitted before the step is claimed.
+        The breaker lets the first attempt of a step through before the step is claimed.
         """
         return provider if endpoint is None else _Guarded(provider, self, endpoint)
 
@@ -203,13 +211,13 @@ class CircuitBreakers:
 class _Guarded:
     def __init__(self, inner: Provider, breakers: CircuitBreakers, endpoint: str) -> None:
         self._inner, self._breakers, self._endpoint = inner, breakers, endpoint
-        self._admitted = True
+        self._cleared = True  # the first attempt was let through already
 
     def stream(self, request: Request, ctx: CallContext,
                cancel: threading.Event) -> Iterator[Delta | ModelResponse]:
-        if not self._admitted and (wait := self._breakers.admit(self._endpoint)) is not None:
+        if not self._cleared and (wait := self._breakers.before_call(self._endpoint)) is not None:
             raise CircuitOpen(wait.reason, until=wait.until, endpoint=self._endpoint)
-        self._admitted = False
+        self._cleared = False
         answered = False
         try:
             for item in self._inner.stream(request, ctx, cancel):

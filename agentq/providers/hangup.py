@@ -8,6 +8,7 @@ socket is broken, so the pool drops that connection.
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from types import TracebackType
@@ -69,7 +70,5 @@ def _shut(stream: Any) -> None:
     sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is None:
         return
-    try:
+    with contextlib.suppress(OSError):  # already closed by the other side or by the client
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed by the other side or by the client

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from types import SimpleNamespace
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import openai

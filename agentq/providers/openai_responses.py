@@ -37,7 +37,7 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _TRANSIENT_CODES = frozenset({"server_error", "rate_limit_exceeded", "internal_error",
                               "service_unavailable", "overloaded_error", "timeout"})
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
-_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_INCOMPLETE: dict[Any, str] = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
 def reasons(settings: Settings, model: str) -> bool:

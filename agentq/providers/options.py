@@ -38,7 +38,7 @@ def answer_options(request: Request, settings: Settings, purpose: str) -> Answer
             raise ProviderError(f"tool_choice names {name!r}, which is not one of the "
                                 "conversation's tools", code="invalid_tool_choice")
         choice = "tool"
-    elif request.tools and settings.tool_choice is not None:
+    elif request.tools and isinstance(settings.tool_choice, str):  # auto, none, required
         choice = settings.tool_choice
     out = settings.response_format
     if out is None:

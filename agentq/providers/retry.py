@@ -1,4 +1,4 @@
-"""One retry policy for every provider (DESIGN section 9): classify, then back off.
+"""One retry policy for every provider (docs/design.md §9): classify, then back off.
 
 `classify` turns any httpx or stdlib failure into a `ProviderError` whose `transient`
 flag is the only thing `retrying` looks at; each SDK adapter classifies its own SDK's
@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -126,14 +126,16 @@ def _error_object(body: Any) -> dict[str, Any]:
 def _error_codes(body: Any) -> set[str]:
     error = _error_object(body)
     details = error.get("details")
-    values = [error.get("code"), error.get("type"), details.get("error_code") if isinstance(details, dict) else None]
+    error_code = details.get("error_code") if isinstance(details, dict) else None
+    values = [error.get("code"), error.get("type"), error_code]
     return {value for value in values if isinstance(value, str)}
 
 
 def _primary_code(body: Any) -> str | None:
     error = _error_object(body)
     details = error.get("details")
-    for value in (details.get("error_code") if isinstance(details, dict) else None, error.get("code"), error.get("type")):
+    error_code = details.get("error_code") if isinstance(details, dict) else None
+    for value in (error_code, error.get("code"), error.get("type")):
         if isinstance(value, str) and value:
             return value
     return None
@@ -170,8 +172,8 @@ def retry_after(headers: Mapping[str, str], now: datetime | None = None) -> floa
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def _number(value: str | None) -> float | None:
@@ -225,8 +227,8 @@ def retrying(
             raise error from (None if error is exc else exc)
 
     def before_sleep(state: RetryCallState) -> None:
-        if on_retry is not None:
-            error = state.outcome.exception()
+        error = state.outcome.exception() if state.outcome is not None else None
+        if on_retry is not None and isinstance(error, ProviderError):  # retried: transient
             on_retry(state.attempt_number, error, state.upcoming_sleep)
 
     policy = Retrying(

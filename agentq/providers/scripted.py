@@ -1,4 +1,4 @@
-"""The scripted provider (DESIGN section 13): deterministic, offline answers from settings.
+"""The scripted provider (docs/design.md §13): deterministic, offline answers from settings.
 
 It streams, fails and cancels like a real one, so the runtime's crash, retry and
 interrupt paths are tested without a network. Failures are the real `openai` SDK

@@ -2,7 +2,8 @@
 
 It yields a delta per piece of text, then the assembled response. The moment `cancel` is
 set it hangs up (the server sees the connection close) and ends without a response, as
-the `Provider` protocol asks; every failure leaves it classified, bounded and free of the key and the endpoint.
+the `Provider` protocol asks; every failure leaves it classified, bounded and free of the key
+and the endpoint.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The compact step: the model calls that write the running summary of a span of the log.
 
 The summary covers events `from_seq..to_seq`, ends just before a user_msg (the cut of
-`compaction_cut`, seed 001), and doubles as the snapshot later steps load from. The log
+`compaction_cut`, docs/design.md §16.2), and doubles as the snapshot later steps load from. The log
 itself is never touched (inv. 1). The step key is `{"to_seq": M}`, and `summaries` is
 unique on (conversation, to_seq): a duplicate or raced compaction writes nothing. A span
 too long for one request is summarized in pieces (`core.summaries`), one call each.
@@ -47,7 +47,7 @@ def compact(
         return []
     if view.summary is not None and view.summary.to_seq >= to_seq:
         return [Advance(conversation_id)]  # done already; its advance may have been lost
-    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+    if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         step = Step.compact(conversation_id, to_seq)
         return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     return lifecycle.run(CompactStep(lifecycle.ctx, calls, view, to_seq), task_id=task_id)

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from agentq.config import Config
 from agentq.core import drafts
-from agentq.core.decide import Step
 from agentq.core.budget import Renderer
+from agentq.core.decide import Step
 from agentq.core.events import Event, FsmState
 from agentq.core.fsm import round_closed
 from agentq.core.render import render

@@ -1,4 +1,4 @@
-"""The expire step: a pending call that got no answer before its deadline (DESIGN section 6, Expiry).
+"""The expire step: a pending call that got no answer before its deadline (docs/design.md §6).
 
 Not a claimed step: expiring is one conditional update (`pending → expired`), so a
 duplicate, late or raced delivery changes nothing. The broker holds the ETA task only

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from agentq.runtime.timers import Timer, Timers
 from agentq.store import Store

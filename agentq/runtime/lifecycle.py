@@ -1,6 +1,6 @@
-"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (DESIGN section 5).
+"""The one step lifecycle: claim → heartbeat → run → commit, or release / fail (docs/design.md §5).
 
-A step kind that runs under a claim (llm, compact, tool) is a `StepWork`: what it runs
+A step kind that runs under a claim (model, compact, tool) is a `StepWork`: what it runs
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and
@@ -120,7 +120,7 @@ class Lifecycle:
         claim = self.claim(work, task_id, cap=cap)
         if claim is None:
             return self._not_claimed(work)
-        if claim is WAITS:  # it holds no worker while it waits; a freed slot wakes it
+        if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
         followups = self._run_claimed(work, claim)
         return followups if cap is None else followups + self._woken(work.tenant)

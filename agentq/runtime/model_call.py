@@ -1,21 +1,21 @@
 """One model call of a step: stream deltas, retry transient errors, honour the time limit.
 
 Every delta carries the round id of *this* step (inv. 6), never a conversation-wide
-"current round" (seed 004).
+"current round" (docs/design.md §16.5).
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from agentq.providers.breakers import CircuitBreakers
 from agentq.core.breaker import Wait
 from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
+from agentq.providers.breakers import CircuitBreakers
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
 from agentq.runtime.timers import Timers
@@ -41,7 +41,7 @@ class RoundInfo:
 
     conversation_id: str
     turn_id: str | None
-    round_id: str
+    round_id: str | None  # None: a summary's call, which is no round of the conversation
     step_key: str
 
 
@@ -97,7 +97,7 @@ class ModelCall:
                 attempt,
                 max_attempts=self._max_attempts,
                 on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
-                sleep=self._sleep or cancel.wait,
+                sleep=self._sleep or (lambda delay_s: _wait(cancel, delay_s)),
             )
         finally:
             timer.cancel()
@@ -158,14 +158,15 @@ class ModelCalls:
     breakers: CircuitBreakers | None = None
     endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
 
-    def admit(self, settings: Settings) -> Wait | None:
+    def breaker_wait(self, settings: Settings) -> Wait | None:
         """None if a step may call its endpoint now (maybe as the breaker's probe), else when."""
         if self.breakers is None:
             return None
-        return self.breakers.admit(self.endpoints(settings))
+        return self.breakers.before_call(self.endpoints(settings))
 
     def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
-        """A call for one step, admitted already; without `deltas`, only its retries are published.
+        """A call for one step, its first attempt let through by the breaker already; without
+        `deltas`, only its retries are published.
 
         Each attempt after the first asks the breaker again, and every outcome is recorded.
         """
@@ -195,3 +196,8 @@ def _stop_if_cancelled(
         )
     if cancel.is_set():
         raise Cancelled(partial_text)
+
+
+def _wait(cancel: threading.Event, delay_s: float) -> None:
+    """Sleep between attempts, woken early by a cancel."""
+    cancel.wait(delay_s)

@@ -1,4 +1,4 @@
-"""The llm step: the context, compaction first if due, the model call, and its commit.
+"""The model step: the context, compaction first if due, the model call, and its commit.
 
 The commit appends the assistant_msg with its tool calls (and an error result for any
 call the model invented or got wrong), schedules the tool steps in the same
@@ -10,16 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Any
 
 from agentq.core import drafts
 from agentq.core.breaker import Wait
 from agentq.core.budget import Context, fit, plan_context
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
-from agentq.core.events import EventDraft, ToolCallRecord, View
+from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
@@ -49,11 +50,11 @@ def call_model(
     lifecycle: Lifecycle, calls: ModelCalls, registry: Registry, view: View, step: Step,
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
-    """Run the llm step (or the compaction it needs first), once; `view` is the whole context."""
+    """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
     context = plan_context(view, registry.specs(view.settings.tools), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
-    if (wait := calls.admit(view.settings)) is not None:  # the endpoint keeps failing
+    if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
     return lifecycle.run(work, task_id=task_id)
@@ -189,7 +190,8 @@ class LlmStep(StepWork[ModelResponse]):
         """The assistant_msg, its tool calls, early error results and the suspension."""
         view, step = self.view, self.step
         settings = view.settings
-        common = dict(turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
+        common: dict[str, Any] = dict(
+            turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
         out: list[EventDraft] = [
             drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
                                  **common)
@@ -202,12 +204,14 @@ class LlmStep(StepWork[ModelResponse]):
             tool = self.registry.get(call.name)
             executor = tool.executor if (tool and problem is None) else "server"
             expires_at = (
-                now + timedelta(seconds=tool.expires_in) if executor != "server" else None
+                now + timedelta(seconds=tool.expires_in)
+                if tool is not None and tool.expires_in is not None and executor != "server"
+                else None
             )
             out.append(drafts.tool_call(
                 call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
             ))
-            status = "pending" if executor != "server" else "scheduled"
+            status: CallStatus = "pending" if executor != "server" else "scheduled"
             result = None
             if problem is not None:  # an invented tool or bad arguments: the model reads why
                 status, result = "done", {"status": "error", "output": problem.output}

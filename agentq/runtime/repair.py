@@ -1,7 +1,7 @@
 """Repairs: re-drive what the broker lost (beat's periodic sweep, and the `Sweeper`'s sweep
 of what just fell due), and drop old bookkeeping.
 
-Both are safe to run twice at once (DESIGN section 6): the sweeper only asks for work
+Both are safe to run twice at once (docs/design.md §6): the sweeper only asks for work
 whose steps are idempotent, and gc only deletes finished rows.
 """
 from __future__ import annotations

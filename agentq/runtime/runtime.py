@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
-from agentq.providers.breakers import CircuitBreakers, board_for
-from agentq.process.clock import utcnow
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
 from agentq.followups import FollowUp
-from agentq.providers.base import Provider
-from agentq.tenancy.access import provider_for
 from agentq.live.pubsub import PubSub
+from agentq.process.clock import utcnow
+from agentq.providers.base import Provider
+from agentq.providers.breakers import CircuitBreakers, board_for
 from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
 from agentq.runtime.context import StepContext, no_cap
 from agentq.runtime.leases import Leases
@@ -30,6 +30,7 @@ from agentq.runtime.sweeper import Sweeper
 from agentq.runtime.timers import Timers
 from agentq.runtime.transcripts import Transcripts
 from agentq.store import Store
+from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 
 
@@ -74,18 +75,18 @@ class Runtime:
         self._endpoints = endpoints
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
-        """Decide the next step of one conversation and run it (DESIGN section 2).
+        """Decide the next step of one conversation and run it (docs/design.md §2).
 
         `task_id` is the Celery task running this, recorded on the step it claims so the
         ledger and Flower name the same task.
         """
-        with self.store.snapshot(conversation_id) as snapshot:
-            view = snapshot.view(turn_only=True)
+        with self.store.reader(conversation_id) as reader:
+            view = reader.view(turn_only=True)
             if view is None:
                 return []
             decision = decide(view)
             if isinstance(decision, CallModel):  # only a model call pays for reading history
-                view = snapshot.with_history(view)
+                view = reader.with_history(view)
         match decision:
             case Idle() | Stopped():
                 return []
@@ -112,7 +113,7 @@ class Runtime:
                                     task_id=task_id)
 
     def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
-        """Expire a pending call if it is due; re-arm if not (DESIGN section 6, Expiry)."""
+        """Expire a pending call if it is due; re-arm if not (docs/design.md §6, Expiry)."""
         return expire_step.expire(self._ctx, conversation_id, tool_call_id)
 
     def sweep(self) -> list[FollowUp]:
@@ -129,7 +130,7 @@ class Runtime:
 
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
-        breakers = {} if self._endpoints is None else {
+        breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
                           self.timers, self.config.max_attempts, self._sleep, **breakers)

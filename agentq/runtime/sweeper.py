@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 
 from agentq.config import Config
 from agentq.followups import FollowUp
-from agentq.runtime.repair import sweep, sweep_due
 from agentq.runtime.context import StepContext
+from agentq.runtime.repair import sweep, sweep_due
 from agentq.store import SweeperLock
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from agentq.process.threads import DaemonThreads
 

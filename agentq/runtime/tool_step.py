@@ -14,12 +14,13 @@ from agentq.core import drafts
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import LogMoved, Stale
 from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
-from agentq.tools import SYSTEM_SCOPE, Registry, Scope, ToolContext, ToolOutcome
+from agentq.tools import Registry, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ def list_waiting_steps_txn(
     place = func.row_number().over(partition_by=c.tenant, order_by=(c.created_at, c.step_key))
     ranked = select(steps, place.label("place")).where(c.status == WAITING).subquery("ranked")
     query = with_tool(
-        select(*(ranked.c[name] for name in steps.c.keys()))
+        select(*(ranked.c[column.key] for column in steps.c))
         .where(ranked.c.place <= per_tenant)
         .order_by(ranked.c.tenant, ranked.c.place),
         ranked,

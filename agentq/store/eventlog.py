@@ -85,7 +85,7 @@ def append_at_txn(
     PostgreSQL the events' INSERT is part of that statement and runs only if the row moved.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
-    move = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
+    move: dict[str, Any] = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
     if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
         params = {**move_params(conversation_id, **move),
@@ -311,7 +311,7 @@ def _view_head_and_newer() -> CompoundSelect:
         events.c.seq > param(events.c.seq, "after_seq"),
         events.c.seq < next_seq,
     )
-    both = union_all(head, newer)
+    both: CompoundSelect[Any] = union_all(head, newer)
     return both.order_by(both.selected_columns.part, both.selected_columns.event_seq)
 
 

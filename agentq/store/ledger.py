@@ -1,4 +1,4 @@
-"""The steps ledger (DESIGN section 5): schedule, claim, heartbeat, release, finish.
+"""The steps ledger (docs/design.md §5): schedule, claim, heartbeat, release, finish.
 
 Every transition is one conditional UPDATE, so a claimant that lost a race changes
 nothing and learns it from the row count. A claim may also be held to its tenant's share
@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Connection,
     Integer,
@@ -94,7 +95,7 @@ def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool
     return result.rowcount == 1
 
 
-def _claimable(now: datetime) -> Any:
+def _claimable(now: datetime | BindParameter[Any]) -> Any:
     """Scheduled, failed_recoverable, waiting for a slot, or running under a lease that ran
     out before `now`."""
     c = steps.c

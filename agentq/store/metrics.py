@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, ColumnElement, Engine, Float, case, cast, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Float, case, cast, func, select
 
 from agentq.store.engine import begin_read
 from agentq.store.schema import inbox, steps, tool_calls

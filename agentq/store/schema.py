@@ -1,4 +1,4 @@
-"""The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (DESIGN section 12).
+"""The tables of agentq: one SQLAlchemy Core schema for PostgreSQL and SQLite (docs/design.md §12).
 
 The Alembic migrations create exactly these tables; a test compares the two. Columns
 are named as the fields of the records they hold, so a row maps to its record by name.
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import fields
 from datetime import datetime
-from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -262,6 +261,11 @@ def record_values(record: object) -> dict[str, Any]:
     return {name: getattr(record, name) for name in _field_names(type(record))}
 
 
-@cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # per record class, worked out once
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(field.name for field in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # two threads racing both work out the same names
+        names = _FIELD_NAMES[cls] = tuple(field.name for field in fields(cls))
+    return names

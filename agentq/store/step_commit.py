@@ -40,7 +40,6 @@ from agentq.store.ledger import (
 )
 from agentq.store.schema import steps, tool_calls
 
-
 # At most this many calls (and as many tool steps) are written in the statement that
 # finishes the step: one such statement is built and kept per shape, and a round with more
 # calls than this is rare enough to pay its extra round trips.

@@ -31,8 +31,8 @@ from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 
 
-class Snapshot:
-    """One conversation's log as of its row; only valid inside `Store.snapshot`."""
+class ConversationReader:
+    """Reads of one conversation's log as of its row; only valid inside `Store.reader`."""
 
     def __init__(self, conn: Connection, conversation_id: str, cache: EventCache) -> None:
         self._conn = conn
@@ -61,7 +61,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     def open(cls, url: str, *, event_cache: int = 0, **pool: int) -> Store:
         """A store on `url` (`sqlite:///file` or `postgresql://…`); call `migrate` once first.
 
-        `event_cache`: how many conversations' events `snapshot` keeps decoded (a worker's);
+        `event_cache`: how many conversations' events `reader` keeps decoded (a worker's);
         `pool`: `pool_size` and `max_overflow` of `create_engine`.
         """
         return cls(create_engine(url, **pool), event_cache=event_cache)
@@ -168,7 +168,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
             return eventlog.load_view_txn(conn, conversation_id, turn_only=turn_only)
 
     @contextmanager
-    def snapshot(self, conversation_id: str) -> Iterator[Snapshot]:
+    def reader(self, conversation_id: str) -> Iterator[ConversationReader]:
         """Reads of one conversation's log as of its row: what a step decides from.
 
         Not one database snapshot (that costs PostgreSQL a BEGIN and a COMMIT): every event
@@ -177,7 +177,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         again under the conversation's lock when it commits.
         """
         with begin_read(self.engine, one_snapshot=False) as conn:
-            yield Snapshot(conn, conversation_id, self.event_cache)
+            yield ConversationReader(conn, conversation_id, self.event_cache)
 
     def list_summaries(self, conversation_id: str) -> list[Summary]:
         """Every summary of the conversation, by to_seq."""

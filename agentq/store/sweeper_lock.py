@@ -9,6 +9,7 @@ and the caller opens a new one. SQLite has one writer process; every candidate l
 """
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 import sqlalchemy
@@ -17,10 +18,13 @@ from sqlalchemy.pool import NullPool
 
 from agentq.core.events import ToolCallRecord
 from agentq.store.deadlines import (
-    Deadlines, list_calls_due_txn, list_lapsed_steps_txn, next_deadlines_txn,
+    Deadlines,
+    list_calls_due_txn,
+    list_lapsed_steps_txn,
+    next_deadlines_txn,
 )
-from agentq.store.ledger import StepRecord
 from agentq.store.engine import begin_read
+from agentq.store.ledger import StepRecord
 
 # pg_try_advisory_lock(bigint) keys do not meet the (int, int) keys of tenants' claims.
 SWEEPER_LOCK_KEY = int.from_bytes(b"agtqswep", "big", signed=True)
@@ -69,10 +73,10 @@ class SweeperLock:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        try:  # at once: a closed session's locks go only when the server has noticed
+        # at once: a closed session's locks go only when the server has noticed; if the
+        # session is gone already, its lock went with it
+        with contextlib.suppress(Exception):
             conn.execute(text("SELECT pg_advisory_unlock_all()"))
-        except Exception:  # noqa: BLE001 - the session is gone already, and its lock with it
-            pass
         conn.close()
         conn.engine.dispose()
 

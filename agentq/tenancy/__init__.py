@@ -1,1 +1,5 @@
-"""Who may call what: the operator's policy and profiles, tenants' own keys, the keybox that seals them, and the access that picks a call's endpoint and key."""
+"""Who may call what: the operator's policy and profiles, and tenants' own provider keys.
+
+Also the keybox that seals those keys at rest, and the access that picks the endpoint
+and key of each model call.
+"""

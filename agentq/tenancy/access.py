@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from agentq.core.request import Request
 from agentq.core.settings import Settings
-from agentq.tenancy.policy import Policy
-from agentq.tenancy.profiles import Profile
 from agentq.providers.base import CallContext, Delta, Endpoint, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.profiles import Profile
 
 log = logging.getLogger(__name__)
 

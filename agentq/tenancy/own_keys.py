@@ -13,12 +13,12 @@ from datetime import datetime
 
 from agentq.config import Config
 from agentq.errors import Conflict, NotFound, Unavailable
+from agentq.providers.errors import ProviderError
+from agentq.store import Store
+from agentq.tenancy.access import Owner
 from agentq.tenancy.keybox import KeyBox, KeyBoxError
 from agentq.tenancy.policy import Policy, PolicyError
 from agentq.tenancy.profiles import Profile
-from agentq.tenancy.access import Owner
-from agentq.providers.errors import ProviderError
-from agentq.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The operator's policy: model profiles, ceilings and per-tenant overrides (inv. 9).
 
 Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no extra
-dependency); without one, the built-in profiles and default ceilings. `admit` is where a
+dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
 unset. A file that does not parse stops the process at start, with where and why.
@@ -108,7 +108,7 @@ class Policy:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
         return self.ceilings_for(tenant).running_steps
 
-    def admit(self, settings: Settings, tenant: str) -> Settings:
+    def settings_for(self, settings: Settings, tenant: str) -> Settings:
         """The settings a conversation of `tenant` is created with, or InvalidInput (422).
 
         Settings that name no profile get the tenant's default one.

@@ -12,7 +12,6 @@ decoration, that is at import, with what to change.
 from __future__ import annotations
 
 import functools
-
 import importlib
 import inspect
 import logging
@@ -29,6 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
+from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
 from agentq.tools.calls import Coroutines, awaited, capped
@@ -48,28 +48,6 @@ class ToolArgsError(AgentqError):
     """Arguments that do not fit a tool's signature; the message is written for the model."""
 
     code = "invalid_tool_args"
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Who a call acts for: the tenant and user of the entry call, or the system."""
-
-    tenant: str
-    user: str | None = None
-
-    @property
-    def is_system(self) -> bool:
-        return self == SYSTEM_SCOPE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tenant": self.tenant, "user": self.user}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Scope:
-        return cls(tenant=data["tenant"], user=data.get("user"))
-
-
-SYSTEM_SCOPE = Scope(tenant="system", user=None)
 
 
 @dataclass(frozen=True)
@@ -148,7 +126,7 @@ def tool(
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue)
-        tool_name = name or getattr(function, "__name__", "")
+        tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_callable(function, tool_name)
         doc = docstring_parser.parse(inspect.getdoc(function) or "")
         args_model, context_param = _signature_model(function, tool_name, _param_docs(doc))
@@ -374,7 +352,8 @@ class Registry:
             return refused
         item = self._tools[name]
         if item.executor != "server":
-            return ToolOutcome("error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+            return ToolOutcome(
+                "error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
         if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
             return ToolOutcome("error", f"tool '{name}' requires a user scope")
         kwargs = item.validate(args)
@@ -387,7 +366,7 @@ class Registry:
     def _run(self, item: Tool, kwargs: dict[str, Any], ctx: ToolContext, timeout_s: float) -> ToolOutcome:
         # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
         # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
-        # step's lease and attempt count (DESIGN section 5) keep an abandoned call from being
+        # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
         # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
         # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
         coroutines = self._coroutines

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.routing import BaseConverter
 
+from agentq.web.errors import register_error_handlers
 from agentq.web.routes import (
     context,
     conversations,
@@ -24,7 +25,6 @@ from agentq.web.routes import (
     tool_calls,
     ui,
 )
-from agentq.web.errors import register_error_handlers
 from agentq.web.services import Services, build_services
 
 DEFAULTS: dict[str, Any] = {

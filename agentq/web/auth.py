@@ -14,9 +14,9 @@ from collections.abc import Callable
 from flask import request
 from pydantic import TypeAdapter, ValidationError
 
+from agentq.core.scope import Scope
 from agentq.store import Store
 from agentq.store.api_keys import hash_secret
-from agentq.tools import Scope
 from agentq.web.errors import ApiError, validation_details
 from agentq.web.models import Token
 
@@ -61,12 +61,12 @@ class KeyRing:
         cached = self._cache.get(digest)
         if cached is not None and cached[1] > self.clock():
             return cached[0]
-        tenant = self.store.find_tenant(secret)
-        if tenant is not None and self.cache_s > 0:
+        found = self.store.find_tenant(secret)
+        if found is not None and self.cache_s > 0:
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.clear()
-            self._cache[digest] = (tenant, self.clock() + self.cache_s)
-        return tenant
+            self._cache[digest] = (found, self.clock() + self.cache_s)
+        return found
 
 
 def authenticate(keys: KeyRing) -> Scope:

@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, TypeAdapter,
-                      ValidationError, WithJsonSchema)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
@@ -40,7 +48,7 @@ def _timestamp(value: Any) -> datetime:
         raise ValueError("must be an RFC 3339 timestamp with an offset and a year from 2000 to "
                          "2999, like 2026-11-21T22:14:03.123456Z")
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(timezone.utc)
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         raise ValueError("is not a date and time that exists") from None
 

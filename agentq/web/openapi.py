@@ -12,7 +12,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Flask
 from pydantic import BaseModel, TypeAdapter
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from agentq.web.auth import USER_HEADER
 from agentq.web.models import ID_PATTERN, STREAM_DATA, ErrorAnswer, Token
@@ -64,9 +64,9 @@ def _routes(app: Flask) -> list[tuple[str, str, Operation, str]]:
     return found
 
 
-def _register_models(spec: APISpec, ops: list[Operation]) -> dict[type[BaseModel], dict[str, str]]:
+def _register_models(spec: APISpec, ops: list[Operation]) -> dict[type, dict[str, str]]:
     """Add every body and answer model (and what they use) to components; their $refs by model."""
-    wanted: dict[tuple[type[BaseModel], str], None] = {(ErrorAnswer, "serialization"): None}
+    wanted: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {(ErrorAnswer, "serialization"): None}
     if any(SSE in op.answers.values() for op in ops):
         wanted.update({(model, "serialization"): None for model in STREAM_DATA.values()})
     for op in ops:
@@ -149,7 +149,8 @@ def _responses(op: Operation, path: str, refs: dict[type[BaseModel], dict[str, s
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, "")}
         elif isinstance(answer, str):
             schema = _stream_frame(refs) if answer == SSE else {"type": "object"}
-            out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""), "content": {answer: {"schema": schema}}}
+            out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""),
+                                "content": {answer: {"schema": schema}}}
         else:
             out[str(status)] = {"description": _DESCRIPTIONS.get(status, ""),
                                 "content": {"application/json": {"schema": refs[answer]}}}

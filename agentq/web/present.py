@@ -1,4 +1,4 @@
-"""Domain values as the API's answers (DESIGN section 10's JSON shapes), built through agentq.web.models."""
+"""Domain values as the API's JSON answers (docs/design.md §10), built via agentq.web.models."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,7 +10,7 @@ from agentq.store.overview import Overview
 from agentq.web import models
 
 
-def state_of(info: ConversationInfo) -> str:
+def state_of(info: ConversationInfo) -> models.States:
     """`ended` once the conversation is ended, else the state of its machine."""
     return "ended" if info.status == "ended" else info.fsm.state
 

@@ -25,7 +25,7 @@ STOP_S = 0.5  # what the open requests get to finish once the streams were told 
 
 
 class Handler(WSGIHandler):
-    """gevent's handler, with the client's socket in the environ (agentq/web/streaming/streams.py watches it)."""
+    """gevent's handler, with the client's socket in the environ (streaming/streams.py watches it)."""
 
     def get_environ(self):
         environ = super().get_environ()

@@ -11,19 +11,20 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
-from agentq.providers.breakers import Board, board_for
 from agentq.commands import Commands
-from agentq.process.clock import utcnow
 from agentq.config import Config
-from agentq.process.cooperative import check_drivers
+from agentq.core.scope import Scope
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
-from agentq.tenancy.own_keys import OwnKeys
-from agentq.tenancy.policy import Policy
 from agentq.live.pubsub import PubSub
+from agentq.process.clock import utcnow
+from agentq.process.cooperative import check_drivers
+from agentq.providers.breakers import Board, board_for
 from agentq.store import ConversationInfo, Store
 from agentq.store.overview import Overview
-from agentq.tools import Registry, Scope
+from agentq.tenancy.own_keys import OwnKeys
+from agentq.tenancy.policy import Policy
+from agentq.tools import Registry
 from agentq.web.auth import KeyRing
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.streams import OpenStreams, StreamLimits
@@ -34,7 +35,7 @@ Send = Callable[[list[FollowUp]], None]
 # An API process serves thousands of greenlets (open streams among them): more connections
 # than a worker's few threads need, so a burst of stream openings does not starve the rest.
 DB_POOL_SIZE, DB_POOL_OVERFLOW = 20, 20
-Check = Callable[[], None]
+Check = Callable[[], object]  # raises when its service is down; what it returns is ignored
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Services:
 
     @property
     def policy(self) -> Policy:
-        """The operator's policy the commands admit settings with."""
+        """The operator's policy, which makes a conversation's settings of what a tenant asks for."""
         return self.commands.policy
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -92,7 +93,7 @@ class Services:
         """Send follow-ups after the write; a broker that is down costs time, not work.
 
         The write is committed already and the sweeper re-drives what was not sent
-        (DESIGN section 6), so a send failure is logged, not answered with a 500.
+        (docs/design.md §6), so a send failure is logged, not answered with a 500.
         """
         followups = list(followups)
         if not followups:

@@ -9,16 +9,16 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from celery.exceptions import SecurityWarning
 
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.tenancy.own_keys import OwnKeys
-from agentq.tenancy.policy import Policy
 from agentq.process.clock import utcnow
 from agentq.runtime import Runtime
+from agentq.tenancy.own_keys import OwnKeys
+from agentq.tenancy.policy import Policy
 from agentq.worker.factory import create_celery
 from agentq.worker.signals import connect_process
 from agentq.worker.tasks import enqueue

@@ -1,14 +1,13 @@
 """The Celery app factory: the settings agentq relies on, its queues and its beat schedule.
 
-Task ids of steps are uuid5(step_key) (DESIGN section 4); Celery does not de-duplicate them,
+Task ids of steps are uuid5(step_key) (docs/design.md §4); Celery does not de-duplicate them,
 the ledger does. Tasks go to a queue per kind of work (agentq.worker.queues).
 """
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Callable
 
 from celery import Celery
 from celery.app.amqp import AMQP
@@ -21,7 +20,12 @@ from agentq.worker.queues import MODEL, NO_TOOL_QUEUES, TASK_QUEUES, all_queues
 from agentq.worker.task_events import BatchedTaskEvents
 from agentq.worker.tasks import register_tasks
 
+# What agentq's workers run with. An operator tunes the few that are theirs to tune in
+# celeryconfig.py (task events, the visibility timeout, the ETA limit); the rest is what
+# agentq relies on.
 CELERY_DEFAULTS = {
+    # a task is acked when it finishes, and a lost worker's tasks come back: steps are
+    # idempotent (the ledger), so running one again is safe, losing one is not
     "task_acks_late": True,
     "task_reject_on_worker_lost": True,
     "worker_prefetch_multiplier": 1,
@@ -29,12 +33,15 @@ CELERY_DEFAULTS = {
     "accept_content": ["json"],
     "result_serializer": "json",
     "task_ignore_result": True,
-    "result_backend_thread_safe": True,  # see celeryconfig.py
+    # One (disabled) result backend per process: Celery otherwise builds one per thread,
+    # which under gevent is one for every task that sends a follow-up.
+    "result_backend_thread_safe": True,
     "worker_send_task_events": True,
-    "task_send_sent_event": False,  # see celeryconfig.py
+    "task_send_sent_event": False,  # about 15% of a step (bench/steps.py)
     "broker_transport_options": {"visibility_timeout": 300},
     "worker_eta_task_limit": 1000,
     "broker_connection_retry_on_startup": True,
+    # agentq.process.logs formats the worker's logs (worker.signals)
     "worker_hijack_root_logger": False,
     "worker_redirect_stdouts": False,
 }

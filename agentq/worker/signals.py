@@ -3,7 +3,7 @@ of a blocking database driver under gevent, the log format, and shutdown callbac
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from celery import Celery, signals
 from celery.concurrency.prefork import TaskPool as PreforkPool

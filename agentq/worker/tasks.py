@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from celery import Celery, Task
 from kombu.exceptions import OperationalError
@@ -25,9 +23,7 @@ def register_tasks(
         """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            followups = work(rt)
-            _crash_point("after_commit", followups)
-            enqueue(app, followups, tool_queues=tool_queues)
+            enqueue(app, work(rt), tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
@@ -112,18 +108,3 @@ def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
                             conversation_id=item.conversation_id, tool_call_id=item.tool_call_id)
     except (OSError, OperationalError) as exc:
         log.warning("could not send %s for call %s: %s", WAITING_EVENT, item.tool_call_id, exc)
-
-
-def _crash_point(name: str, followups: list[FollowUp]) -> None:
-    """Test hook: die at `name` once, if AGENTQ_CRASH_AT names it and its flag file exists.
-
-    Crash tests need a kill at an exact instant (after a step's commit, before the enqueue
-    of its follow-ups; not the sweeper's sends); the flag file makes it happen once, so the
-    replacement worker survives.
-    """
-    if not followups or os.environ.get("AGENTQ_CRASH_AT") != name:
-        return
-    flag = os.environ.get("AGENTQ_CRASH_FLAG", "")
-    if flag and os.path.exists(flag):
-        os.unlink(flag)
-        os._exit(137)

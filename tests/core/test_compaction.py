@@ -1,4 +1,4 @@
-"""find_cut: summaries end at a turn boundary, never inside a turn (seed 001)."""
+"""find_cut: summaries end at a turn boundary, never inside a turn (docs/design.md §16.2)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_keep_tokens_always_leaves_something_to_summarize():
 
 
 def test_compaction_cut_never_orphans_a_tool_result_seed_001():
-    # Seed 001: a count-based tail of 4 messages split a ten-tool turn from its results.
+    # docs/design.md §16.2: a tail of 4 messages split a ten-tool turn from its results.
     events = turns(3, calls_per_turn=10)  # 23 events per turn
     cut = find_cut(events, min_keep_turns=1)
     assert cut == events[-23].seq and events[-23].type == "user_msg"

@@ -19,7 +19,7 @@ from agentq.core.decide import (
     StartTurn,
     Step,
     Stopped,
-    admit,
+    message_action,
     decide,
 )
 from agentq.core.fsm import fold
@@ -47,11 +47,11 @@ def test_an_ended_conversation_is_stopped():
 
 
 def test_a_new_user_message_needs_the_model_after_its_seq():
-    assert decide_log(b.user("hi")) == CallModel(Step.llm(b.CID, 1))
+    assert decide_log(b.user("hi")) == CallModel(Step.model(b.CID, 1))
 
 
 def test_an_llm_step_carries_the_round_id_minted_from_its_key():
-    step = Step.llm(b.CID, 7)
+    step = Step.model(b.CID, 7)
     assert step.key == step_key(b.CID, "llm", {"after_seq": 7})
     assert step.round_id == round_id(step.key)
     assert Step.tool(b.CID, "c1").round_id is None
@@ -67,7 +67,7 @@ def test_an_answered_turn_starts_the_first_queued_message_in_arrival_order():
 
 
 def test_a_running_turn_does_not_start_a_queued_message():
-    assert decide_log(b.user(), inbox=(b.inbox_item(),)) == CallModel(Step.llm(b.CID, 1))
+    assert decide_log(b.user(), inbox=(b.inbox_item(),)) == CallModel(Step.model(b.CID, 1))
 
 
 def test_open_server_calls_run_as_one_tool_step_each_in_call_order():
@@ -102,7 +102,7 @@ def test_a_round_with_every_result_in_needs_the_model_again():
     decision = decide_log(
         b.user(), b.assistant(round="r1"), b.call("c1", round="r1"), b.result("c1")
     )
-    assert decision == CallModel(Step.llm(b.CID, 4))
+    assert decision == CallModel(Step.model(b.CID, 4))
 
 
 def test_results_in_any_order_close_the_round():
@@ -114,7 +114,7 @@ def test_results_in_any_order_close_the_round():
         b.result("c2"),
         b.result("c1", "error", "boom"),
     )
-    assert decision == CallModel(Step.llm(b.CID, 6))
+    assert decision == CallModel(Step.model(b.CID, 6))
 
 
 def test_an_interrupted_turn_with_cancelled_results_is_over():
@@ -138,7 +138,7 @@ def test_a_turn_ending_in_a_permanent_error_is_stopped_even_with_a_queued_messag
 
 def test_a_recoverable_error_does_not_stop_the_turn():
     assert decide_log(b.user(), b.error(status="failed_recoverable")) == CallModel(
-        Step.llm(b.CID, 2)
+        Step.model(b.CID, 2)
     )
 
 
@@ -151,7 +151,7 @@ def test_an_event_after_a_permanent_error_lets_the_turn_go_on():
         b.resolution("h1"),
         b.result("h1"),
     )
-    assert decision == CallModel(Step.llm(b.CID, 6))
+    assert decision == CallModel(Step.model(b.CID, 6))
 
 
 def test_a_turn_that_used_its_round_budget_fails_instead_of_calling_the_model():
@@ -172,7 +172,7 @@ def test_the_round_budget_counts_only_the_current_turn():
     decision = decide_log(
         b.user(), b.assistant("a", round="r1"), b.user(), limits={"max_rounds_per_turn": 1}
     )
-    assert decision == CallModel(Step.llm(b.CID, 3))
+    assert decision == CallModel(Step.model(b.CID, 3))
 
 
 def test_resume_with_open_tool_calls_dispatches_them_without_re_rolling_the_model():
@@ -190,7 +190,7 @@ def test_resume_with_open_tool_calls_dispatches_them_without_re_rolling_the_mode
 
 
 def test_step_keys_do_not_collide_when_code_paths_diverge_seed_000():
-    # Seed 000: a counter shifted when another path ran first; a key here names its content.
+    # docs/design.md §16.1: a counter shifted when another path ran first; a key names content.
     base = (
         b.user("hi"),
         b.assistant(round="r1"),
@@ -204,7 +204,7 @@ def test_step_keys_do_not_collide_when_code_paths_diverge_seed_000():
     kinds = [
         Step.tool(b.CID, "c1"),
         Step.expire(b.CID, "c1"),
-        Step.llm(b.CID, 5),
+        Step.model(b.CID, 5),
         Step.compact(b.CID, 5),
     ]
     assert len({s.key for s in kinds}) == 4
@@ -252,12 +252,12 @@ def test_the_decision_agrees_with_the_folded_state(events):
 
 
 def test_an_idle_or_failed_conversation_appends_a_new_message():
-    assert admit("idle", "reject") == admit("failed", "enqueue") == "append"
+    assert message_action("idle", "reject") == message_action("failed", "enqueue") == "append"
 
 
 def test_a_busy_conversation_applies_the_message_on_busy_rule():
     assert [
-        admit(s, o)
+        message_action(s, o)
         for s in ("running", "awaiting_input")
         for o in ("enqueue", "interrupt", "reject")
     ] == [
@@ -271,9 +271,9 @@ def test_a_busy_conversation_applies_the_message_on_busy_rule():
 
 
 def test_an_ended_conversation_rejects_new_messages():
-    assert admit("ended", "enqueue") == "reject"
+    assert message_action("ended", "enqueue") == "reject"
 
 
 def test_an_unknown_on_busy_rule_is_refused():
     with pytest.raises(ValueError):
-        admit("running", "drop")
+        message_action("running", "drop")

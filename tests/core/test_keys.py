@@ -1,4 +1,4 @@
-"""Step keys: content only, never counters (seed 000) and never wall-clock time (inv. 7)."""
+"""Step keys from content only: never counters (docs/design.md §16.1), never the clock (inv. 7)."""
 
 from __future__ import annotations
 

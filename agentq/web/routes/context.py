@@ -1,6 +1,6 @@
 """/v1/conversations/{id}/context: the request the next model call would get, and its checks.
 
-It plans the context exactly as an llm step does (`render` repairs, oversized tool results
+It plans the context exactly as a model step does (`render` repairs, oversized tool results
 are shortened, and a context over budget that no compaction can cut is shortened to fit;
 then `validate` and the provider's own wire check run), so a person can see what the
 model will see, which summary stands for the earlier events, and what was left out:

@@ -6,10 +6,10 @@ import logging
 from flask import Blueprint, Response, current_app, g, request
 
 from agentq.web import models, present
-from agentq.web.streaming import sse
 from agentq.web.errors import ApiError
 from agentq.web.operation import SSE, operation
 from agentq.web.services import services
+from agentq.web.streaming import sse
 from agentq.web.streaming.streams import TooManyStreams
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ bp = Blueprint("messages", __name__, url_prefix="/v1/conversations")
 @operation("Send a user message", body=models.PostMessage, headers=models.MessageHeaders,
            answers={202: models.MessageAnswer}, errors=(409,))
 def post(conversation_id: str, body: models.PostMessage, headers: models.MessageHeaders):
-    """Write first, then send follow-ups (DESIGN section 2); the same key gets the same answer."""
+    """Write first, then send follow-ups (docs/design.md §2); the same key gets the same answer."""
     svc = services()
     try:
         answer, followups = svc.commands.post_message(

@@ -3,7 +3,8 @@
 Workers run on other machines and the API under several gunicorn processes, so nothing
 is counted in memory: each scrape reads a few aggregates from the store and turns them
 into gauges. The one exception is the live streams, which only the process holding them
-knows: their figures (`agentq_streams_*`) are those of the process that answered. Only aggregates leave: no ids, no tenants, no content. With
+knows: their figures (`agentq_streams_*`) are those of the process that answered. Only
+aggregates leave: no ids, no tenants, no content. With
 AGENTQ_METRICS_TOKEN set, a scrape must send it as `Authorization: Bearer <token>`.
 """
 from __future__ import annotations
@@ -15,12 +16,12 @@ from datetime import datetime
 
 from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import (CounterMetricFamily, GaugeHistogramMetricFamily,
-                                   GaugeMetricFamily, Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from agentq.core.breaker import STATE_NUMBERS, Breaker
+from agentq.core.keys import MODEL_STEP
 from agentq.store.metrics import StoreMetrics
 from agentq.web.errors import ApiError
 from agentq.web.services import services
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 bp = Blueprint("metrics", __name__)
 
 # Zero rows still make a series, so a rate or an alert never sees one vanish.
-STEP_KINDS = ("llm", "tool", "compact")
+STEP_KINDS = (MODEL_STEP, "tool", "compact")  # label values: the stored kinds
 STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
                  "failed_permanent", "timeout", "cancelled")
 EXECUTORS = ("human", "client")
@@ -82,7 +83,7 @@ class StoreCollector(Collector):
             if latency is None:
                 family.add_metric([kind], [("+Inf", 0)], 0.0)
                 continue
-            buckets = [(_le(b), n) for b, n in zip(latency.bounds_s, latency.at_most)]
+            buckets = [(_le(b), n) for b, n in zip(latency.bounds_s, latency.at_most, strict=True)]
             family.add_metric([kind], [*buckets, ("+Inf", latency.count)], latency.sum_s)
         return family
 

@@ -46,7 +46,7 @@ class TenantToolCallPage(BaseModel):
 @operation("List the tenant's tool calls across its conversations, oldest first",
            query=ListTenantToolCalls, answers={200: TenantToolCallPage})
 def listing(query: ListTenantToolCalls):
-    after = None if query.cursor is None else tuple(query.cursor.split("/", 1))
+    after = None if query.cursor is None else _call_of(query.cursor)
     found = services().store.list_tenant_calls(
         tenant=g.scope.tenant, status=query.status, executor=query.executor,
         after=after, limit=query.limit + 1,
@@ -61,3 +61,9 @@ def listing(query: ListTenantToolCalls):
 
 def _item(record: ToolCallRecord) -> TenantToolCall:
     return TenantToolCall.model_validate({**record.to_json(), "conversation_id": record.conversation_id})
+
+
+def _call_of(cursor: str) -> tuple[str, str]:
+    """The (conversation id, call id) a cursor names (ListTenantToolCalls let only `a/b` in)."""
+    conversation_id, _, call_id = cursor.partition("/")
+    return conversation_id, call_id

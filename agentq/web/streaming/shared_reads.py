@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from agentq.core.events import Event
 from agentq.store import Store
 
-
 KEEP = 10_000  # pages remembered before the stale ones are forgotten
 KEEP_S = 60.0
 
@@ -74,7 +73,7 @@ class SharedReads:
                 return Page(done)
             read = self._reads.get(key)
             mine = read is None or read.started_at < fresh_since
-            if mine:
+            if read is None or mine:
                 read = self._reads[key] = _Read(time.monotonic())
         if not mine:
             read.done.wait()

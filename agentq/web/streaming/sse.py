@@ -45,7 +45,7 @@ class Cursor:
     """The seq of the last event this stream sent, and the rounds it saw interrupted."""
 
     last_seq: int
-    interrupted_rounds: set[str] = field(default_factory=set)
+    interrupted_rounds: set[str | None] = field(default_factory=set)
 
     def passed(self, event: Event) -> None:
         self.last_seq = event.seq
@@ -148,7 +148,7 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
     while True:
         page = reads.page(cid, after_seq=cursor.last_seq, limit=PAGE, fresh_since=fresh_since)
         events = page.events
-        for event, text in zip(events, page.frames(event_frame)):
+        for event, text in zip(events, page.frames(event_frame), strict=True):
             cursor.passed(event)
             yield text
         if len(events) < PAGE:

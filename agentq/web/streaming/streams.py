@@ -12,6 +12,7 @@ The cap and the counts are per process: with several API processes a tenant may 
 """
 from __future__ import annotations
 
+import _socket  # the C sockets: a probe that never yields to (or waits in) an event loop
 import contextlib
 import logging
 import select
@@ -21,9 +22,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-import _socket  # the C sockets: a probe that never yields to (or waits in) an event loop
 from werkzeug.wsgi import ClosingIterator
 
 from agentq.live.pubsub import Feed
@@ -101,7 +101,9 @@ class OpenStreams:
 
     def follow(self, stream: Stream, frames: Iterable[str]) -> Iterable[str]:
         """The frames, with the time each write takes watched; closing releases the stream."""
-        return ClosingIterator(_timed(stream, frames), [lambda: self.release(stream)])
+        # werkzeug types the iterable as bytes; a Flask response takes text frames as well
+        timed = cast(Iterable[bytes], _timed(stream, frames))
+        return cast(Iterable[str], ClosingIterator(timed, [lambda: self.release(stream)]))
 
     def release(self, stream: Stream) -> None:
         """The stream is over: unsubscribe, free its tenant's slot; its socket is no longer ours."""

@@ -1,9 +1,11 @@
-"""Initial schema: every table of DESIGN section 12.
+"""Initial schema: every table of docs/design.md §12.
 
 Revision ID: 0001
 Revises:
 """
 from __future__ import annotations
+
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -16,7 +18,7 @@ branch_labels = None
 depends_on = None
 
 
-def _id(name: str, **kw: object) -> sa.Column:
+def _id(name: str, **kw: Any) -> sa.Column:
     return sa.Column(name, sa.String(255), **kw)
 
 

@@ -16,6 +16,7 @@ Revises: 0001
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -108,7 +109,7 @@ def _upgraded(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _capped(section: dict[str, Any], ceilings: dict[str, float]) -> dict[str, Any]:
+def _capped(section: dict[str, Any], ceilings: Mapping[str, float]) -> dict[str, Any]:
     return {
         key: min(value, ceilings[key]) if key in ceilings and isinstance(value, (int, float)) else value
         for key, value in section.items()

@@ -1,0 +1,1 @@
+"""Helpers the tests share: processes, API and store set-up, emulated providers, hooks."""
