@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.tenancy.keybox import KeyBox, new_encryption_key
@@ -42,11 +44,12 @@ class Api:
     """An app, its test client, and a runtime that plays the worker on demand.
 
     `policy` is the operator's (the built-in one by default) and `env` the worker's
-    environment its profiles read keys from (none by default).
+    environment its profiles read keys from (none by default); `agents` the modules that
+    define agents in code (published as the API process publishes them at start).
     """
 
     def __init__(self, store, *, policy: Policy | None = None, env: dict[str, str] | None = None,
-                 **app_config: Any) -> None:
+                 agents: list[str] | None = None, **app_config: Any) -> None:
         self.store = store
         self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
         self.policy = policy or Policy.default()
@@ -57,10 +60,12 @@ class Api:
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
                                clock=self.clock, sleep=lambda s: None, providers=access.provider_for)
         self.sent: list = []
+        catalog = Catalog.published(store, self.policy.offers_agent,
+                                    CodeAgents.from_modules(agents or [], registry), now=self.clock())
         self.services = Services(
             store=store, pubsub=self.pubsub,
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
-                              policy=self.policy),
+                              policy=self.policy, catalog=catalog),
             send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)

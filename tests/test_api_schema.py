@@ -27,6 +27,9 @@ OPERATIONS = {
     ("get", "/v1/tool-calls"),
     ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
     ("delete", "/v1/profiles/{profile}/key"),
+    ("post", "/v1/agents"), ("get", "/v1/agents"), ("get", "/v1/agents/{name}"),
+    ("post", "/v1/agents/{name}/versions"), ("get", "/v1/agents/{name}/versions"),
+    ("get", "/v1/agents/{name}/versions/{version}"),
 }
 
 
@@ -56,7 +59,7 @@ def test_every_operation_declares_the_errors_it_can_answer(spec):
 
 def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
     schemas = spec["components"]["schemas"]
-    for name in ("PostMessage", "Resolution", "CreateConversation"):
+    for name in ("PostMessage", "Resolution", "CreateConversation", "CreateAgent", "NewAgentVersion"):
         assert schemas[name]["additionalProperties"] is False
     assert schemas["PostMessage"]["required"] == ["content"]
     assert schemas["ErrorAnswer"]["required"] == ["error"]
@@ -78,11 +81,13 @@ def fuzzed(store):
     target.say(cid, "pay Bob", headers)
     target.run()
     [call] = store.list_tool_calls(cid, status="pending")
+    assert target.client.post("/v1/agents", json={"name": "fuzzy"}, headers=headers).status_code == 201
     # NUL is valid JSON but no PostgreSQL text can hold it: the API answers 422 (tested in
     # test_api_errors), which a JSON schema cannot declare, so it is not generated here.
     config = SchemathesisConfig.from_dict({"generation": {"allow-x00": False}})
     schema = schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config)
-    return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai"}
+    return schema, headers, {"conversation_id": cid, "call_id": call.id, "profile": "openai",
+                            "name": "fuzzy", "version": "1"}
 
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -104,8 +109,10 @@ def test_no_request_gets_a_5xx_or_an_answer_the_spec_does_not_declare(fuzzed, me
     # http(s), api_key_ref names a variable): valid-looking settings may rightly get 422.
     # Likewise image parts: an https URL on a private host, or base64 that is not the image
     # its media type says, is refused though the schema cannot say so.
+    # An agent's settings are the same settings; and a name may be taken already.
     rules_beyond_schema = {("post", "/v1/conversations"),
-                           ("post", "/v1/conversations/{conversation_id}/messages")}
+                           ("post", "/v1/conversations/{conversation_id}/messages"),
+                           ("post", "/v1/agents"), ("post", "/v1/agents/{name}/versions")}
     excluded = [positive_data_acceptance] if (method, path) in rules_beyond_schema else []
 
     @given(case=schema[path][method].as_strategy(), use_real=st.booleans())

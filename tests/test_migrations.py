@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from alembic.script import ScriptDirectory
 
 from agentq.core.settings import parse_settings
 from agentq.store import Store
@@ -87,3 +88,21 @@ def test_old_settings_name_a_profile_lose_their_endpoint_and_come_under_the_ceil
 
 def test_old_inbox_rows_keep_the_order_they_were_taken_in(upgraded):
     assert [item.id for item in upgraded.load_view("scripted").inbox] == ["early", "late"]
+
+
+def test_conversations_from_before_agents_name_no_agent(upgraded):
+    assert upgraded.load_conversation("scripted").agent is None
+    assert upgraded.list_agents("acme") == []
+
+
+def test_the_agents_revision_goes_down_and_up_again_keeping_the_conversations(upgraded):
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    before = ScriptDirectory.from_config(config).get_revision("0005").down_revision
+    for move, target in ((command.downgrade, before), (command.upgrade, "head")):
+        with begin_write(upgraded.engine) as conn:
+            config.attributes["connection"] = conn
+            move(config, target)
+    assert upgraded.load_conversation("scripted").agent is None
+    # rows that refer to a conversation stay: nothing recreated the table under them
+    assert [item.id for item in upgraded.list_inbox("scripted")] == ["early", "late"]

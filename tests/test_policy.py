@@ -305,3 +305,26 @@ def test_a_worker_says_at_start_when_no_profile_of_its_policy_can_answer(tmp_pat
     started = subprocess.run([sys.executable, "-c", "import agentq.worker.main"], env=env,
                              capture_output=True, text=True, timeout=60, check=True)
     assert "the policy: no profile can answer: openai needs OPENAI_API_KEY" in started.stderr
+
+
+def test_an_agent_defined_in_code_goes_to_the_tenants_the_policy_names_and_else_to_all(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[agents.concierge]\ntenants = ["acme"]\n')
+    policy = load_policy(str(path))
+    assert policy.offers_agent("concierge", "acme") and not policy.offers_agent("concierge", "evil")
+    assert policy.offers_agent("support", "evil") and Policy.default().offers_agent("concierge", "evil")
+
+
+def test_agentq_policy_prints_the_agents_the_code_defines_and_whom_each_goes_to(
+        tmp_path: Path, monkeypatch, capsys):
+    import agentq.cli.main as cli
+
+    path = tmp_path / "p.toml"
+    path.write_text('[agents.concierge]\ntenants = ["acme"]\n[agents.ghost]\ntenants = []\n')
+    monkeypatch.setenv("AGENTQ_POLICY", str(path))
+    monkeypatch.setenv("AGENTQ_TOOLS", "tests.tools_for_tests,tests.agents_for_tests")
+    assert cli.main(["policy"]) == 0
+    printed = capsys.readouterr().out
+    assert "agent support: defined in code; tenants all" in printed
+    assert "agent concierge: defined in code; tenants acme" in printed
+    assert "agent ghost: named by the policy, but no module of AGENTQ_TOOLS defines it" in printed

@@ -14,7 +14,8 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
@@ -202,12 +203,26 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     print("  ceilings: " + _listed(policy.ceilings.model_dump()))
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
+    _print_agent_offers(config, policy.agents)
     default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
     named = default.name if default else "none (see the warning below)"
     print(f"  settings that name no profile get: {named}")
     for problem in policy.unusable(os.environ):
         print(f"  warning: {problem}")
     return 0
+
+
+def _print_agent_offers(config: Config, offers: Mapping[str, Any]) -> None:
+    """The agents AGENTQ_TOOLS's modules define, and whom the policy's `offers` give each to."""
+    from agentq.agents import CodeAgents
+
+    defined = CodeAgents.from_modules(list(config.tools))
+    for item in defined:
+        offer = offers.get(item.name)
+        tenants = "all" if offer is None or offer.tenants is None else ", ".join(offer.tenants) or "none"
+        print(f"  agent {item.name}: defined in code; tenants {tenants}")
+    for name in sorted(set(offers) - defined.names):
+        print(f"  agent {name}: named by the policy, but no module of AGENTQ_TOOLS defines it")
 
 
 def _listed(values: dict) -> str:

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeGuard
 
+from pydantic import ValidationError
+
+from agentq.agents.catalog import Catalog
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
+from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
 from agentq.core.decide import ends_a_turn, message_action
 from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
@@ -55,21 +59,58 @@ class Commands:
         clock: Callable[[], datetime] = utcnow,
         close_round: CloseRound = lambda round_id: "",
         policy: Policy | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.close_round = close_round
         self.policy = policy or Policy.default()
+        # the agents tenants start conversations from (without one: tenants' own agents only)
+        self.catalog = catalog or Catalog(store, self.policy.offers_agent)
 
-    def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
+    def create_conversation(
+        self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None
+    ) -> ConversationInfo:
         """Validate the settings (tools must exist, the operator's policy must allow them)
-        and store a new, idle conversation with the settings the policy made of them."""
-        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
-        settings = self._settings_for(parsed, scope)
-        return self.store.create_conversation(tenant=scope.tenant, settings=settings, now=self.clock())
+        and store a new, idle conversation with the settings the policy made of them.
 
-    def _settings_for(self, settings: Settings, scope: Scope) -> Settings:
+        With `agent` (`name` or `name@version`), the settings are the agent version's, pinned
+        now, and `settings` holds only the overrides the agent allows."""
+        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
+        if agent is None:
+            admitted = self.settings_for(parsed, scope)
+            return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                                  now=self.clock())
+        version = self._agent_version(scope, agent)
+        try:
+            merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
+        except NotOverridable as exc:
+            details = [{"loc": ["settings", name], "msg": "not overridable", "type": "not_overridable"}
+                       for name in exc.fields]
+            raise InvalidInput(str(exc), code="not_overridable", details=details) from None
+        except ValidationError as exc:
+            raise InvalidInput(f"the agent's settings with these overrides are not valid: "
+                               f"{_first_error(exc)}", code="invalid_overrides") from None
+        admitted = self.settings_for(merged, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                              now=self.clock(), agent=version.ref)
+
+    def _agent_version(self, scope: Scope, agent: str):
+        try:
+            ref = parse_agent_ref(agent)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), code="invalid_agent") from None
+        found = self.catalog.find(scope.tenant, ref.name, version=ref.version)
+        if found is None:
+            which = ref.name if ref.version is None else f"{ref.name}@{ref.version}"
+            raise InvalidInput(f"no agent {which}; GET /v1/agents lists yours",
+                               code="unknown_agent")
+        return found
+
+    def settings_for(self, settings: Settings, scope: Scope) -> Settings:
+        """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
+        the tools exist and the operator's policy allows them (an agent's versions too)."""
         try:
             self.registry.specs(settings.tools)
         except ValueError as exc:
@@ -206,7 +247,7 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
-        self._settings_for(source.settings, scope)  # the policy may have changed since
+        self.settings_for(source.settings, scope)  # the policy may have changed since
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -226,6 +267,12 @@ def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | 
     asked = {"content": content, "on_busy": on_busy,
              "created_at": None if created_at is None else format_ts(to_utc(created_at))}
     return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:

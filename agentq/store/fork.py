@@ -34,6 +34,7 @@ def fork_conversation_txn(
     fork = ConversationInfo(
         id=str(uuid.uuid4()), tenant=source.tenant, settings=source.settings,
         fsm=FsmState(), status="active", next_seq=1, created_at=now, updated_at=now,
+        agent=source.agent,
     )
     insert_conversation_txn(conn, fork)
     drafts = [_as_draft(event) for event in copied]

@@ -96,6 +96,10 @@ conversations = Table(
     Column("next_seq", Integer, nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    # The agent version it was started from (agentq.core.agents), if any: its settings
+    # were copied into `settings` then, so nothing reads the agent again.
+    Column("agent_name", String(64)),
+    Column("agent_version", Integer),
     Index(None, "tenant", "created_at", "id"),
     Index(None, "status"),
 )
@@ -209,6 +213,23 @@ model_calls = Table(
     Column("evictions", Json),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "created_at"),
+)
+
+# Every published version of every agent, immutable: a tenant's (`tenant` is its name) or
+# one defined in the code the processes load (`tenant` is CODE_OWNER, "").
+agent_versions = Table(
+    "agent_versions",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("digest", String(64), nullable=False),  # sha256 of the canonical definition
+    Column("source", String(8), nullable=False),  # "api" or "code"
+    Column("description", Text, nullable=False),
+    Column("settings", Json, nullable=False),  # as set: defaults left out
+    Column("overridable", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    PrimaryKeyConstraint("tenant", "name", "version"),
 )
 
 # A tenant's own provider key for one profile, sealed (agentq.tenancy.keybox); never stored in clear.

@@ -12,10 +12,12 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
 from agentq.errors import LogMoved, NotFound
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
+from agentq.store.agents import AgentVersions
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
@@ -48,7 +50,7 @@ class ConversationReader:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
+class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:
@@ -85,8 +87,9 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         settings: Settings,
         now: datetime,
         conversation_id: str | None = None,
+        agent: AgentRef | None = None,
     ) -> ConversationInfo:
-        """A new, active, idle conversation with an empty log."""
+        """A new, active, idle conversation with an empty log (started from `agent`, if given)."""
         info = ConversationInfo(
             id=conversation_id or str(uuid.uuid4()),
             tenant=tenant,
@@ -96,6 +99,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
             next_seq=1,
             created_at=now,
             updated_at=now,
+            agent=agent,
         )
         with begin_write(self.engine) as conn:
             conversations.insert_conversation_txn(conn, info)

@@ -4,7 +4,9 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. A file that does not parse stops the process at start, with where and why.
+unset. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
+only (one the file does not name goes to every tenant). A file that does not parse stops
+the process at start, with where and why.
 """
 from __future__ import annotations
 
@@ -35,6 +37,17 @@ class TenantPolicy(BaseModel):
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
 
 
+class AgentOffer(BaseModel):
+    """`[agents.NAME]`: which tenants an agent defined in code is offered to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenants: tuple[str, ...] | None = None  # None: every tenant
+
+    def open_to(self, tenant: str) -> bool:
+        return self.tenants is None or tenant in self.tenants
+
+
 class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +56,7 @@ class _PolicyFile(BaseModel):
     default_profile: str | None = None
     profiles: dict[str, dict[str, Any]] | None = None
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+    agents: dict[str, AgentOffer] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,8 @@ class Policy:
     ceilings: Ceilings = field(default_factory=Ceilings)
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
     default_profile: str | None = None
+    # Code-defined agents the policy names, and to whom; one it does not name goes to all.
+    agents: Mapping[str, AgentOffer] = field(default_factory=dict)
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -99,6 +115,11 @@ class Policy:
             problems.append("no profile is open to every tenant: a tenant that no profile's "
                             "`tenants` names can start no conversation")
         return problems
+
+    def offers_agent(self, name: str, tenant: str) -> bool:
+        """Whether the agent `name` defined in code is offered to `tenant`."""
+        offer = self.agents.get(name)
+        return offer is None or offer.open_to(tenant)
 
     def ceilings_for(self, tenant: str) -> Ceilings:
         own = self.tenants.get(tenant)
@@ -201,4 +222,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
-                  default_profile=parsed.default_profile)
+                  default_profile=parsed.default_profile, agents=parsed.agents)

@@ -22,6 +22,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from agentq.core.agents import MAX_DESCRIPTION, OVERRIDABLE
+from agentq.core.agents import NAME_PATTERN as AGENT_NAME
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
 from agentq.core.parts import BadContent, read_content
 from agentq.core.settings import Settings, integer
@@ -80,10 +82,38 @@ class _Answer(BaseModel):
 # -- requests ----------------------------------------------------------------------------
 
 
-class CreateConversation(_Body):
-    """Settings of the new conversation; every field has a default."""
+AgentRefText = Annotated[str, StringConstraints(
+    pattern=AGENT_NAME[:-1] + r"(@[1-9][0-9]{0,8})?$")]
+OverridableField = Literal[OVERRIDABLE]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION)]
 
+
+class CreateConversation(_Body):
+    """Settings of the new conversation; every field has a default. With `agent`, the
+    settings are the agent's, and `settings` holds only the overrides the agent allows."""
+
+    agent: AgentRefText | None = Field(
+        None, description="an agent: `name` (its latest version, pinned now) or `name@version`")
     settings: Settings = Field(default_factory=Settings)
+
+
+class CreateAgent(_Body):
+    """A new agent: version 1 of its definition."""
+
+    name: Annotated[str, StringConstraints(pattern=AGENT_NAME)]
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(
+        default_factory=list, max_length=len(OVERRIDABLE),
+        description="the settings a conversation started from the agent may override")
+
+
+class NewAgentVersion(_Body):
+    """The next version of an agent: its whole definition (nothing is carried over)."""
+
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(default_factory=list, max_length=len(OVERRIDABLE))
 
 
 class TextPart(_Body):
@@ -182,6 +212,16 @@ class ListConversations(_Request):
     limit: int = Field(50, ge=1, le=200)
 
 
+class ListAgents(_Request):
+    cursor: Token | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
+class ListAgentVersions(_Request):
+    cursor: int | None = Field(None, ge=0, le=MAX_SEQ, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
 class ListEvents(_Request):
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     limit: int = Field(100, ge=1, le=1000)
@@ -254,6 +294,13 @@ class SummaryInUse(SummarySpan):
     text: str
 
 
+class AgentRefOut(_Answer):
+    """The agent version a conversation was started from."""
+
+    name: str
+    version: int
+
+
 class Conversation(_Answer):
     id: str
     state: States
@@ -261,6 +308,7 @@ class Conversation(_Answer):
     pending: list[PendingCall]
     inbox: int
     summary: SummarySpan | None
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     settings: Settings
     created_at: str
     updated_at: str
@@ -270,6 +318,7 @@ class ConversationItem(_Answer):
     id: str
     state: States
     last_seq: int
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     created_at: str
     updated_at: str
 
@@ -376,6 +425,29 @@ class Context(_Answer):
     summary: SummaryInUse | None = Field(description="the summary that stands for earlier events")
     evictions: list[Eviction] = Field(description="tool results shortened in this context only")
     context_tokens: int = Field(description="estimated tokens of the request")
+
+
+class AgentOut(_Answer):
+    """One immutable version of an agent."""
+
+    name: str
+    version: int
+    digest: str = Field(description="sha256 of the canonical definition: the version's content")
+    source: Literal["api", "code"] = Field(description="api: yours; code: the operator's")
+    description: str
+    settings: Settings = Field(description="as the definition sets them: unset fields are left out")
+    overridable: list[str]
+    created_at: str
+
+
+class AgentList(_Answer):
+    agents: list[AgentOut] = Field(description="the latest version of each agent you may use")
+    next_cursor: str | None
+
+
+class AgentVersionPage(_Answer):
+    versions: list[AgentOut] = Field(description="oldest first")
+    next_cursor: int | None
 
 
 class ProfileOut(_Answer):

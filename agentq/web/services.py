@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.scope import Scope
@@ -137,10 +139,13 @@ def build_services(config: Config) -> Services:
         celery.close()
         store.dispose()
 
+    registry = Registry.from_modules(list(config.tools))
+    agents = CodeAgents.from_modules(list(config.tools), registry)
+    catalog = Catalog(store, policy.offers_agent, agents)  # published at its first read
     return Services(
         store=store,
-        commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          close_round=pubsub.close_round, policy=policy),
+        commands=Commands(store, registry, close_round=pubsub.close_round, policy=policy,
+                          catalog=catalog),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from celery.exceptions import SecurityWarning
 
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.process.clock import utcnow
@@ -35,9 +37,11 @@ class Embedded:
         policy = Policy.from_config(config)
         self.runtime: Runtime = build_runtime(config, policy)
         self.runtime.store.migrate()
+        agents = CodeAgents.from_modules(list(config.tools), self.runtime.registry)
         self.commands = Commands(
             self.runtime.store, self.runtime.registry,
             close_round=self.runtime.pubsub.close_round, policy=policy,
+            catalog=Catalog.published(self.runtime.store, policy.offers_agent, agents, now=utcnow()),
         )
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.tool_queues = self.runtime.registry.queues

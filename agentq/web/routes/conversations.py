@@ -21,7 +21,7 @@ _FILTERS = {
            answers={201: models.Conversation})
 def create(body: models.CreateConversation):
     svc = services()
-    info = svc.commands.create_conversation(g.scope, body.settings)
+    info = svc.commands.create_conversation(g.scope, body.settings, agent=body.agent)
     answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
     location = url_for("conversations.read", conversation_id=info.id)
     return answer, 201, {"Location": location}
