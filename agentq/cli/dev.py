@@ -83,15 +83,16 @@ def load_failure(modules: Sequence[str], exc: BaseException) -> DevSetupError:
 
 
 def banner(
-    *, url: str, database: str, tools: Iterable[tuple[str, str]], profiles: Iterable[str],
-    problems: Iterable[str], secret: str | None, reload: bool = False,
+    *, url: str, database: str, tools: Iterable[tuple[str, str]], agents: Iterable[str],
+    profiles: Iterable[str], problems: Iterable[str], secret: str | None, reload: bool = False,
 ) -> list[str]:
     """What `agentq dev` says it loaded: the API's URL (first, as scripts read it), then the
-    tools, the profiles, what is wrong with the policy, and the key."""
+    tools, the agents, the profiles, what is wrong with the policy, and the key."""
     lines = [f"agentq dev: API on {url}, worker and sweeper on {database}; Ctrl-C stops"
              + (" (reloads on changes)" if reload else "")]
     named = [name if executor == "server" else f"{name} ({executor})" for name, executor in tools]
     lines.append(f"  tools: {', '.join(named) or 'none (AGENTQ_TOOLS names the modules)'}")
+    lines.append(f"  agents: {', '.join(agents) or 'none (agentq.agent(...) in those modules)'}")
     lines.append(f"  profiles: {', '.join(profiles) or 'none'}")
     lines.extend(f"  warning: {problem}" for problem in problems)
     if secret is not None:

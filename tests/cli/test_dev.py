@@ -39,6 +39,9 @@ async def lookup_order(order_id: str) -> str:
 def cancel_order(order_id: str) -> str:
     """Cancel an order."""
     raise RuntimeError(f"order {order_id} has already shipped")
+
+
+support = agentq.agent("support", system="You help with orders.", tools=[lookup_order])
 '''
 
 REFUND = '''
@@ -116,10 +119,11 @@ def dev(shop: Path):
         process.stop()
 
 
-def test_agentq_dev_imports_the_tools_beside_it_and_lists_tools_profiles_and_the_url(dev):
+def test_agentq_dev_imports_the_tools_beside_it_and_lists_tools_agents_profiles_and_the_url(dev):
     banner = dev().wait_banner()
     assert re.search(r"API on http://127\.0\.0\.1:\d+,", banner)
     assert "  tools: lookup_order, cancel_order\n" in banner
+    assert "  agents: support\n" in banner
     assert ("  profiles: scripted (offline), openai (key in OPENAI_API_KEY, not set), "
             "anthropic (key in ANTHROPIC_API_KEY, not set)\n") in banner
 
