@@ -88,6 +88,16 @@ class Config:
     # AGENTQ_TOOL_RESULT_MAX_CHARS: a server tool's output beyond this many characters is cut
     # (saying so); 32,000 is about 8,000 tokens, room for several results in a 32k context.
     tool_result_max_chars: int = 32_000
+    # Webhooks (agentq.webhooks): the operator may allow http and loopback receivers (a
+    # test, a private deployment); tenants never can. Caps are per tenant.
+    webhook_allow_http: bool = False
+    webhook_allow_loopback: bool = False
+    webhook_max_endpoints: int = 10
+    webhook_in_flight: int = 4
+    webhook_timeout_s: float = 10.0
+    webhook_lease_s: float = 60.0
+    webhook_poll_s: float = 2.0
+    webhook_disable_after_s: float = 86_400.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -123,6 +133,16 @@ class Config:
             stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
             tool_result_max_chars=int(_float(env, "AGENTQ_TOOL_RESULT_MAX_CHARS",
                                              cls.tool_result_max_chars)),
+            webhook_allow_http=_flag(env, "AGENTQ_WEBHOOK_ALLOW_HTTP"),
+            webhook_allow_loopback=_flag(env, "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"),
+            webhook_max_endpoints=int(_float(env, "AGENTQ_WEBHOOK_MAX_ENDPOINTS",
+                                             cls.webhook_max_endpoints)),
+            webhook_in_flight=int(_float(env, "AGENTQ_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight)),
+            webhook_timeout_s=_float(env, "AGENTQ_WEBHOOK_TIMEOUT_S", cls.webhook_timeout_s),
+            webhook_lease_s=_float(env, "AGENTQ_WEBHOOK_LEASE_S", cls.webhook_lease_s),
+            webhook_poll_s=_float(env, "AGENTQ_WEBHOOK_POLL_S", cls.webhook_poll_s),
+            webhook_disable_after_s=_float(env, "AGENTQ_WEBHOOK_DISABLE_AFTER_S",
+                                           cls.webhook_disable_after_s),
         )
 
     @property

@@ -217,7 +217,7 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy", "agentq.agents"},
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks"},
     {"agentq.commands", "agentq.runtime"},
     {"agentq.worker", "agentq.web", "agentq.cli"},
 )

@@ -19,7 +19,7 @@ from agentq.core.request import Message, Request
 # What each wire adds around the texts counted below (a message's role and keys, a call's
 # type and wrapper, a tool's wrapper), in tokens of four characters: the most any of the
 # three wires (Chat Completions, Messages, Responses) adds, measured on their bodies
-# (tests/core/test_token_estimate.py). Ids and JSON escapes are counted as they are.
+# (tests/runtime/test_token_estimate.py). Ids and JSON escapes are counted as they are.
 MESSAGE_OVERHEAD_TOKENS = 16
 CALL_OVERHEAD_TOKENS = 20
 TOOL_OVERHEAD_TOKENS = 16

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
@@ -33,6 +33,9 @@ from agentq.store import Store
 from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
+
 
 class Runtime:
     """The worker side of agentq, wired to one store, registry and pub/sub."""
@@ -49,11 +52,14 @@ class Runtime:
         sleep: Callable[[float], None] | None = None,
         endpoints: Callable[[Settings], str | None] | None = None,
         running_steps: Callable[[str], int | None] = no_cap,
+        webhooks: Deliveries | None = None,
     ) -> None:
         """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
         circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
         `running_steps` says how many of a tenant's steps may run at once (its share of the
-        workers, `Policy.running_steps`); without it, no cap."""
+        workers, `Policy.running_steps`); without it, no cap. `webhooks` sends the
+        outbox's deliveries (None: this deployment seals no secrets, so has no webhooks)."""
+        self.webhooks = webhooks
         self.store = store
         self.registry = registry
         self.pubsub = pubsub

@@ -31,6 +31,7 @@ from agentq.store.overview import Overviews
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
+from agentq.store.webhooks import Webhooks
 
 
 class ConversationReader:
@@ -50,7 +51,7 @@ class ConversationReader:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
+class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Webhooks):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine, *, event_cache: int = 0) -> None:

@@ -21,12 +21,24 @@ def build_runtime(
     policy = policy or Policy.from_config(config)
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
+    registry = registry or Registry.from_modules(list(config.tools))
     return Runtime(
         store=store,
-        registry=registry or Registry.from_modules(list(config.tools)),
+        registry=registry,
+        webhooks=deliveries_for(config, store, registry),
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=access.provider_for,
         endpoints=access.endpoint_url,
         running_steps=policy.running_steps,
     )
+
+
+def deliveries_for(config: Config, store, registry: Registry):
+    """The webhook sender of a worker; None where no encryption key seals secrets."""
+    from agentq.process.clock import utcnow
+    from agentq.webhooks.delivery import Deliveries
+    from agentq.webhooks.wiring import webhook_endpoints
+
+    endpoints = webhook_endpoints(config, store, utcnow)
+    return None if endpoints is None else Deliveries(store, endpoints, registry, utcnow)

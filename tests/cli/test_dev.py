@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 
 AGENTQ = str(Path(sys.executable).parent / "agentq")
 WAIT_S = 90  # an upper bound on waiting for a start, never a measure of speed

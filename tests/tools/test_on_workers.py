@@ -5,7 +5,7 @@ import pytest
 
 from agentq.tools import Scope
 from agentq.worker.tasks import enqueue
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
