@@ -77,6 +77,7 @@ class Config:
     log_format: str = "plain"
     metrics_token: str | None = field(default=None, repr=False)
     # Demo mode: the scripted profile and the demo tools are offered unless named otherwise.
+    # AGENTQ_DEMO; unset, on with the embedded broker and off with a named one.
     demo: bool = True
     policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
     # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
@@ -91,6 +92,9 @@ class Config:
     max_streams_per_tenant: int = 1000
     stream_buffer: int = 1000
     stream_stall_s: float = 30.0
+    # AGENTQ_TOOL_RESULT_MAX_CHARS: a server tool's output beyond this many characters is cut
+    # (saying so); 32,000 is about 8,000 tokens, room for several results in a 32k context.
+    tool_result_max_chars: int = 32_000
     # Webhooks (agentq.webhooks): the operator may allow http and loopback receivers (a
     # test, a private deployment); tenants never can. Caps are per tenant.
     webhook_allow_http: bool = False
@@ -105,10 +109,14 @@ class Config:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        demo = _flag(env, "AGENTQ_DEMO", default=True)
+        broker_url = env.get("AGENTQ_BROKER_URL") or cls.broker_url
+        # One default for every process of a deployment, so `agentq policy` in a shell
+        # says what its processes do: the demo is on in one process on the embedded broker
+        # (`agentq dev`), off once a broker is named (the Procfile, compose, any fleet).
+        demo = _flag(env, "AGENTQ_DEMO", default=broker_url.startswith(EMBEDDED_BROKER))
         return cls(
             database_url=env.get("AGENTQ_DATABASE_URL") or cls.database_url,
-            broker_url=env.get("AGENTQ_BROKER_URL") or cls.broker_url,
+            broker_url=broker_url,
             redis_url=env.get("AGENTQ_REDIS_URL") or cls.redis_url,
             tools=_tools(env, demo),
             api_key=env.get("AGENTQ_API_KEY") or None,
@@ -133,6 +141,8 @@ class Config:
                                               cls.max_streams_per_tenant)),
             stream_buffer=int(_float(env, "AGENTQ_STREAM_BUFFER", cls.stream_buffer)),
             stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
+            tool_result_max_chars=int(_float(env, "AGENTQ_TOOL_RESULT_MAX_CHARS",
+                                             cls.tool_result_max_chars)),
             webhook_allow_http=_flag(env, "AGENTQ_WEBHOOK_ALLOW_HTTP"),
             webhook_allow_loopback=_flag(env, "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"),
             webhook_max_endpoints=int(_float(env, "AGENTQ_WEBHOOK_MAX_ENDPOINTS",

@@ -64,9 +64,31 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
+    from agentq.cli.dev import importable_here, supervise
+
+    if args.reload:
+        return supervise(config, host=args.host, port=args.port, key=args.key)
+    importable_here()
+    import traceback
+
     import gevent
 
-    from agentq.store.api_keys import new_secret
+    from agentq.agents import CodeAgents
+    from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
+    from agentq.tools import Registry, ToolDefinitionError
+
+    try:
+        bootstrap, secret = dev_key(config, args.key)
+    except (DevSetupError, OSError) as exc:
+        print(f"agentq dev: {exc}", file=sys.stderr)
+        return 2
+    try:  # alone first: what fails here is the developer's module, said as such
+        Registry.from_modules(list(config.tools))
+    except Exception as exc:
+        print(f"agentq dev: {load_failure(config.tools, exc)}", file=sys.stderr)
+        if not isinstance(exc, (ModuleNotFoundError, ToolDefinitionError)):
+            traceback.print_exc()
+        return 2
     from agentq.web.app import create_app
     from agentq.web.serve import make_server, stopper
     from agentq.web.services import embedded_services
@@ -74,14 +96,19 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     from agentq.worker.signals import when_shutting_down
 
     embedded = Embedded(config)
-    api_key = config.api_key or f"dev:{new_secret()}"
-    app = create_app(services=embedded_services(embedded, api_key))
+    app = create_app(services=embedded_services(embedded, bootstrap))
     server = make_server(app, host=args.host, port=args.port)
     server.start()
-    print(f"agentq dev: API on http://{args.host}:{server.server_port}, worker and sweeper on "
-          f"{_redacted(config.database_url)}; Ctrl-C stops")
-    if not config.api_key:
-        print(f"  API key of tenant dev: {api_key.split(':', 1)[1]}", flush=True)
+    registry, policy = embedded.runtime.registry, embedded.commands.policy
+    for line in banner(
+        url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
+        tools=[(n, t.executor) for n in registry.names if (t := registry.get(n))],
+        agents=sorted(CodeAgents.from_modules(list(config.tools), registry).names),
+        profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
+        secret=secret, reload=args.reloading,
+    ):
+        print(line)
+    sys.stdout.flush()
     stop_api = stopper(app, server)
 
     def stop() -> None:
@@ -165,7 +192,10 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     from agentq.tenancy.policy import Policy
 
     policy = Policy.from_config(config)
-    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'})")
+    why = ("AGENTQ_DEMO" if os.environ.get("AGENTQ_DEMO") else
+           "the default with the embedded broker" if config.embedded_broker else
+           "the default with a named broker, as the Procfile's processes read it")
+    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'}: {why})")
     for p in policy.profiles.values():
         where = p.url or "offline"
         key = "" if p.kind_of.offline else (
@@ -176,6 +206,11 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
     _print_agent_offers(config, policy.agents)
+    default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
+    named = default.name if default else "none (see the warning below)"
+    print(f"  settings that name no profile get: {named}")
+    for problem in policy.unusable(os.environ):
+        print(f"  warning: {problem}")
     return 0
 
 
@@ -315,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_cmd_demo)
     dev = sub.add_parser("dev", help="the API, an embedded worker and a sweeper in one process")
     _add_address(dev)
+    dev.add_argument("--key", help="the API key to accept (tenant:secret, or a secret of tenant "
+                     "dev); default: the one kept beside the dev database")
+    dev.add_argument("--reload", action="store_true",
+                     help="restart when a Python file here or of a tool module changes")
+    dev.add_argument("--reloading", action="store_true", help=argparse.SUPPRESS)
     dev.set_defaults(run=_cmd_dev)
     api = sub.add_parser("api", help="serve the HTTP API (use gunicorn in production)")
     _add_address(api)

@@ -52,6 +52,8 @@ class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ceilings: Ceilings = Field(default_factory=Ceilings)
+    # The profile of a conversation that names none (None: the first one open to the tenant).
+    default_profile: str | None = None
     profiles: dict[str, dict[str, Any]] | None = None
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
@@ -64,6 +66,7 @@ class Policy:
     profiles: Mapping[str, Profile]
     ceilings: Ceilings = field(default_factory=Ceilings)
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    default_profile: str | None = None
     # Code-defined agents the policy names, and to whom; one it does not name goes to all.
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
 
@@ -84,6 +87,35 @@ class Policy:
     def profiles_for(self, tenant: str) -> list[Profile]:
         return [p for p in self.profiles.values() if p.open_to(tenant)]
 
+    def default_for(self, tenant: str) -> Profile | None:
+        """The profile of `tenant`'s conversations that name none: the policy's
+        `default_profile` if open to it, else the settings' own default (`scripted`) if
+        offered, else the first profile open to it."""
+        for name in (self.default_profile, Settings.model_fields["profile"].default):
+            named = self.profile(name, tenant) if name else None
+            if named is not None:
+                return named
+        offered = self.profiles_for(tenant)
+        return offered[0] if offered else None
+
+    def unusable(self, env: Mapping[str, str]) -> list[str]:
+        """Why some or every tenant has no profile it can use; empty when all is well.
+
+        A profile can answer when it calls no API, when the operator's key variable is set,
+        or when tenants bring their own key. Said at start, not at a tenant's first turn.
+        """
+        problems = []
+        answering = [p for p in self.profiles.values() if p.kind_of.offline
+                     or p.tenant_keys != "never" or env.get(p.key_variable or "")]
+        if not answering:
+            missing = ", ".join(f"{p.name} needs {p.key_variable}" for p in self.profiles.values())
+            problems.append(f"no profile can answer: {missing or 'the policy declares none'} "
+                            "(set a key, or AGENTQ_DEMO=on for the offline scripted profile)")
+        if not any(p.open_to_all for p in self.profiles.values()):
+            problems.append("no profile is open to every tenant: a tenant that no profile's "
+                            "`tenants` names can start no conversation")
+        return problems
+
     def offers_agent(self, name: str, tenant: str) -> bool:
         """Whether the agent `name` defined in code is offered to `tenant`."""
         offer = self.agents.get(name)
@@ -98,7 +130,16 @@ class Policy:
         return self.ceilings_for(tenant).running_steps
 
     def settings_for(self, settings: Settings, tenant: str) -> Settings:
-        """The settings a conversation of `tenant` is created with, or InvalidInput (422)."""
+        """The settings a conversation of `tenant` is created with, or InvalidInput (422).
+
+        Settings that name no profile get the tenant's default one.
+        """
+        if "profile" not in settings.model_fields_set:
+            default = self.default_for(tenant)
+            if default is None:
+                raise _refused("unknown_profile", "no profile is open to you; the operator's "
+                               "policy names the tenants of each", ("profile",))
+            settings = settings.model_copy(update={"profile": default.name})
         profile = self.profile(settings.profile, tenant)
         if profile is None:
             names = ", ".join(p.name for p in self.profiles_for(tenant)) or "none"
@@ -177,5 +218,8 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         if excesses:
             raise PolicyError(f"the policy file {path}: profile {profile.name!r} params: "
                               + "; ".join(e.message for e in excesses))
+    if parsed.default_profile is not None and parsed.default_profile not in profiles:
+        raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
+                          f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
-                  agents=parsed.agents)
+                  default_profile=parsed.default_profile, agents=parsed.agents)

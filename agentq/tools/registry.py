@@ -4,13 +4,17 @@ Why no global registry: a module-level mutable singleton makes import order matt
 tests leak into each other, so registries are built explicitly from `Tool` values
 (`Registry([...])` or `Registry.from_modules([...])`). Everything the model gets wrong
 (unknown tool, bad arguments) and everything a tool does wrong (exception, timeout)
-becomes an error `ToolOutcome` the model can read, never a crash.
+becomes an error `ToolOutcome` the model can read, never a crash; a tool that raises is
+also logged with its traceback, for the developer. A function that cannot be a tool (a
+parameter without a type hint, a type JSON Schema cannot express, a generator) fails at
+decoration, that is at import, with what to change.
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import inspect
+import logging
 import re
 import typing
 from collections.abc import Callable, Iterable
@@ -18,13 +22,18 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
+from agentq.tools.calls import Coroutines, awaited, capped
+
+log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
 
 Executor = Literal["server", "human", "client"]
 EXECUTORS: tuple[str, ...] = ("server", "human", "client")
@@ -32,6 +41,10 @@ DEFAULT_EXPIRES_IN_S = 86_400.0
 # Whether one call of a tool waits for a person's approval: always, never, or per call
 # from its (validated) arguments and the scope it acts for.
 NeedsApproval = bool | Callable[[dict[str, Any], Scope], bool]
+
+
+class ToolDefinitionError(ValueError):
+    """A function that cannot be a tool as written; the message says what to change."""
 
 
 class ToolArgsError(AgentqError):
@@ -136,13 +149,15 @@ def tool(
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue, needs_approval)
-        tool_name = name or function.__name__
-        args_model, context_param = _signature_model(function, tool_name)
+        tool_name: str = name or str(getattr(function, "__name__", ""))
+        _check_callable(function, tool_name)
+        doc = docstring_parser.parse(inspect.getdoc(function) or "")
+        args_model, context_param = _signature_model(function, tool_name, _param_docs(doc))
         waits = executor != "server" or needs_approval is not False
         expires = float(expires_in or DEFAULT_EXPIRES_IN_S) if waits else None
         return Tool(
             name=tool_name,
-            description=inspect.getdoc(function) or "",
+            description=_description(doc),
             fn=function,
             args_model=args_model,
             context_param=context_param,
@@ -182,23 +197,84 @@ def _check_options(
                          "for server tools")
 
 
-def _signature_model(function: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], str | None]:
-    """A pydantic model of the function's parameters, and the name of its ToolContext parameter."""
-    hints = typing.get_type_hints(function, include_extras=True)
+def _check_callable(function: Callable[..., Any], tool_name: str) -> None:
+    """Refuse what a worker could not run as one call with one result."""
+    if not callable(function):
+        raise ToolDefinitionError(f"@tool decorates a function, not {type(function).__name__}")
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        kind = "an async generator" if inspect.isasyncgenfunction(function) else "a generator"
+        raise ToolDefinitionError(
+            f"tool {tool_name!r} is {kind} function: a tool call has one result, so return "
+            "it (a list, or the parts joined) instead of yielding parts")
+
+
+def _param_docs(doc: docstring_parser.Docstring) -> dict[str, str]:
+    """Each documented parameter's description, from a Google, NumPy or reST docstring."""
+    return {p.arg_name: p.description for p in doc.params if p.description}
+
+
+def _description(doc: docstring_parser.Docstring) -> str:
+    """The docstring's text without its parameter section (the schema carries that part)."""
+    parts = [doc.short_description, doc.long_description]
+    if doc.returns is not None and doc.returns.description:
+        parts.append(f"Returns: {doc.returns.description}")
+    return "\n\n".join(part for part in parts if part)
+
+
+def _signature_model(
+    function: Callable[..., Any], tool_name: str, docs: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of the function's parameters, and the name of its ToolContext parameter.
+
+    Every parameter needs a type hint: the model reads the schema to know what to send,
+    and `Any` would tell it nothing.
+    """
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as exc:  # a hint naming what the module does not define
+        raise ToolDefinitionError(f"tool {tool_name!r}: its type hints cannot be read: {exc}") from None
     fields: dict[str, Any] = {}
     context_param = None
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ValueError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
-        hint = hints.get(param.name, Any)
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} has no type hint; annotate it "
+                f"(e.g. `{param.name}: str`) so the model knows what to send")
+        hint = hints[param.name]
         if hint is ToolContext:
             context_param = param.name
             continue
         if param.name.startswith("_"):
-            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
-        fields[param.name] = (hint, ... if param.default is param.empty else param.default)
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
+        default = ... if param.default is param.empty else param.default
+        described = param.name in docs and not _described(hint)
+        field = Field(default, description=docs[param.name]) if described else Field(default)
+        fields[param.name] = (hint, field)
+        _check_expressible(tool_name, param.name, hint)
     model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
     return model, context_param
+
+
+def _described(hint: Any) -> bool:
+    """Whether `Annotated[..., Field(description=...)]` already describes the parameter."""
+    return typing.get_origin(hint) is typing.Annotated and any(
+        isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
+
+
+def _check_expressible(tool_name: str, param: str, hint: Any) -> None:
+    """ToolDefinitionError naming `param` if JSON Schema cannot say what it takes."""
+    try:
+        create_model("probe", value=(hint, ...)).model_json_schema()
+    except PydanticUserError as exc:
+        shown = getattr(hint, "__name__", None) or repr(hint)
+        first = str(exc).splitlines()[0]
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameter {param!r} of type {shown} has no JSON schema, so "
+            f"the model cannot send it ({first}); use JSON types (str, int, float, bool, "
+            "list, dict, Literal, a pydantic model)") from None
 
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "patternProperties")
@@ -251,6 +327,7 @@ class Registry:
             by_name[item.name] = item
         self._tools = by_name
         self._threads = DaemonThreads("agentq-tool")
+        self._coroutines = Coroutines()
 
     @classmethod
     def from_modules(cls, modules: Iterable[str]) -> Registry:
@@ -295,11 +372,13 @@ class Registry:
         return None
 
     def call(
-        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float, allowed: list[str] | None = None
+        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float,
+        allowed: list[str] | None = None, max_result_chars: int | None = None,
     ) -> ToolOutcome:
         """Check, then run a server tool in a worker thread; every failure is an error outcome.
 
         `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
+        An output longer than `max_result_chars` (None: no cap) is cut, and says so.
         """
         refused = self.check(name, args, allowed)
         if refused is not None:
@@ -316,23 +395,30 @@ class Registry:
         if item.context_param is not None:
             kwargs[item.context_param] = ctx
         timeout_s = item.timeout if item.timeout is not None else timeout_s
-        return _run(self._threads, item, kwargs, timeout_s)
+        outcome = self._run(item, kwargs, ctx, timeout_s)
+        return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
 
-
-def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
-    # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
-    # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
-    # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
-    # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
-    # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
-    future = threads.submit(lambda: item.fn(**kwargs))
-    try:
-        error = future.exception(timeout=timeout_s)
-    except FutureTimeout:
-        return ToolOutcome("error", f"timed out after {timeout_s:g}s")
-    if error is not None:
-        return ToolOutcome("error", f"{type(error).__name__}: {error}")
-    return ToolOutcome("ok", jsonable(future.result()))
+    def _run(self, item: Tool, kwargs: dict[str, Any], ctx: ToolContext, timeout_s: float) -> ToolOutcome:
+        # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
+        # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
+        # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
+        # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
+        # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
+        coroutines = self._coroutines
+        future = self._threads.submit(
+            lambda: awaited(item.fn(**kwargs), coroutines, timeout_s))
+        where = {"tool": item.name, "tool_call_id": ctx.tool_call_id,
+                 "conversation_id": ctx.conversation_id}
+        try:
+            error = future.exception(timeout=timeout_s)
+        except FutureTimeout:
+            log.warning("tool %s timed out after %gs", item.name, timeout_s, extra=where)
+            return ToolOutcome("error", f"timed out after {timeout_s:g}s")
+        if error is not None:
+            log.warning("tool %s raised %s: %s", item.name, type(error).__name__, error,
+                        exc_info=(type(error), error, error.__traceback__), extra=where)
+            return ToolOutcome("error", f"{type(error).__name__}: {error}")
+        return ToolOutcome("ok", jsonable(future.result()))
 
 
 def jsonable(value: Any) -> Any:

@@ -8,6 +8,7 @@ pydantic and agentq.core only, never Flask, so that the SDK can import it.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -22,10 +23,12 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
 )
+from pydantic_core import PydanticCustomError
 
 from agentq.core.agents import MAX_DESCRIPTION, OVERRIDABLE
 from agentq.core.agents import NAME_PATTERN as AGENT_NAME
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
+from agentq.core.parts import BadContent, read_content
 from agentq.core.settings import Settings, integer
 
 MAX_SEQ = 2**31 - 1
@@ -153,6 +156,10 @@ def _content(value: Any) -> str | list[dict[str, Any]]:
     try:
         parts = _PARTS.validate_python(value, strict=True)
     except ValidationError as exc:
+        try:  # the rule it breaks, as the log's own check says it (an https URL, a media type…)
+            read_content(value, max_image_bytes=sys.maxsize)
+        except BadContent as bad:
+            raise PydanticCustomError("invalid_content", str(bad)) from None
         first = exc.errors(include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"] if not str(p).endswith("Part"))
         raise ValueError(f"part {where}: {first['msg']}") from None

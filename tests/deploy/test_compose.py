@@ -117,10 +117,13 @@ def test_every_agentq_service_gets_the_same_database_broker_and_pubsub(compose):
 
 
 def test_the_production_examples_turn_the_scripted_provider_and_the_demo_tools_off(compose, procfile):
-    web = procfile["web"].split(" && ")[-1]
-    for command in (web, *(procfile[name] for name in WORKERS)):
-        assert assignments(command) == {"AGENTQ_DEMO": "${AGENTQ_DEMO:-off}"}
-        assert assignments(expand(command, {})) == {"AGENTQ_DEMO": "off"}
+    from agentq.config import Config
+
+    # The Procfile's processes name a broker, which turns the demo off by default: one
+    # default, read alike by its processes and by `agentq policy` in the shell beside them.
+    assert not any("AGENTQ_DEMO" in command for command in procfile.values())
+    assert Config.from_env({"AGENTQ_BROKER_URL": "redis://127.0.0.1:6379/0"}).demo is False
+    assert Config.from_env({}).demo is True
     assert compose["x-agentq-env"]["AGENTQ_DEMO"] == "off"
     operations = (ROOT / "docs" / "operations.md").read_text()
     production = operations[operations.index("## Production"):]

@@ -56,3 +56,9 @@ def test_a_process_that_imported_psycopg_before_the_patch_refuses_to_start():
     done = _python(TOO_EARLY)
     assert done.returncode != 0
     assert "BlockingDriver" in done.stderr and "psycopg was imported before gevent" in done.stderr
+
+
+def test_agentq_dev_reload_is_a_watcher_that_serves_nothing_so_it_is_not_patched():
+    from agentq.process.cooperative import serves_api
+
+    assert serves_api(["dev", "--port", "0"]) and not serves_api(["dev", "--reload"])

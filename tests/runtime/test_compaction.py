@@ -218,7 +218,7 @@ def test_forking_a_compacted_conversation_inside_a_summarized_span_works(store):
     runtime = make_runtime(store, providers)
     commands = Commands(store, runtime.registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {
-        "tools": [], "compaction": {"max_context_tokens": 64, "min_keep_turns": 1}
+        "tools": [], "compaction": {"max_context_tokens": 400, "min_keep_turns": 1}
     })
     run_turns(runtime, conv.id, 15)
     summaries = store.list_summaries(conv.id)

@@ -603,3 +603,20 @@ def test_a_tool_commit_whose_step_was_taken_over_writes_nothing(store, runtime, 
     assert store.load_tool_call(cid, work.call.id).status == "scheduled"
     assert store.load_step(work.step.key).worker == "w-new"
     assert store.load_conversation(cid).next_seq == before[-1].seq + 1
+
+
+def test_an_async_tool_is_awaited_and_its_value_is_the_tool_result(store, runtime, commands):
+    cid, _ = start(commands, runtime, [
+        {"tool_calls": [{"name": "async_lookup", "args": {"key": "k9"}}]}, {"text": "found"}])
+    [result] = [e for e in store.list_events(cid) if e.type == "tool_result"]
+    assert result.content["status"] == "ok"
+    assert result.content["output"] == "async value of K9"
+
+
+def test_a_tool_result_over_the_operators_cap_is_stored_cut_saying_its_size(store, runtime, commands):
+    cap = runtime.config.tool_result_max_chars
+    cid, _ = start(commands, runtime, [
+        {"tool_calls": [{"name": "big_result", "args": {"size": cap + 5000}}]}, {"text": "long"}])
+    [result] = [e for e in store.list_events(cid) if e.type == "tool_result"]
+    assert result.content["output"] == "x" * cap + (
+        f"\n[result cut: {cap + 5000:,} characters, the first {cap:,} shown]")

@@ -22,6 +22,7 @@ def worker_env(database_url: str, broker_url: str, redis_url: str, **extra: str)
         AGENTQ_REDIS_URL=redis_url,
         AGENTQ_TOOLS="agentq.tools.demo,tests.support.tools_for_tests",
         PYTHONPATH=str(ROOT),
+        AGENTQ_DEMO="on",  # the scripted profile, which a named broker turns off by default
     )
     env.update(extra)
     return env

@@ -66,6 +66,16 @@ def approve_soon(amount: float) -> None:
     """Ask a person, who has eight seconds to answer (takeover tests)."""
 
 
+@agentq.tool
+async def async_lookup(key: str) -> str:
+    """Look a key up the asyncio way: a sleep, then a hop through asyncio.to_thread."""
+    import asyncio
+
+    await asyncio.sleep(0.05)
+    found = await asyncio.to_thread(str.upper, key)
+    return f"async value of {found}"
+
+
 def _over_100(args: dict, scope: agentq.Scope) -> bool:
     return args["amount"] > 100
 

@@ -240,6 +240,73 @@ def test_agentq_policy_prints_each_ceiling_and_each_tenants_share(tmp_path: Path
     assert "tenant big: ceilings running_steps 16" in printed
 
 
+# ---- the profile of settings that name none ---------------------------------------------------
+
+
+def test_settings_naming_no_profile_get_the_first_profile_open_to_the_tenant(policy: Policy):
+    assert policy.settings_for(parse_settings({}), "acme").profile == "gpt"
+    assert policy.settings_for(parse_settings({}), "acme").model == "gpt-small"
+
+
+def test_with_the_demo_off_settings_naming_no_profile_get_openai_not_scripted():
+    policy = Policy.from_config(Config.from_env({"AGENTQ_DEMO": "off"}))
+    assert policy.settings_for(parse_settings({"model": "gpt-4o-mini"}), "acme").profile == "openai"
+    assert Policy.default().settings_for(parse_settings({}), "acme").profile == "scripted"
+
+
+def test_the_policy_may_name_the_default_profile(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('default_profile = "claude"\n' + POLICY.replace('tenants = ["acme"]\n', ""))
+    admitted = load_policy(str(path)).settings_for(parse_settings({"model": "claude-x"}), "zed")
+    assert admitted.profile == "claude"
+
+
+def test_a_default_profile_the_file_does_not_declare_stops_the_process(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('default_profile = "gemini"\n' + POLICY)
+    with pytest.raises(PolicyError, match="default_profile 'gemini' is none of its profiles"):
+        load_policy(str(path))
+
+
+def test_a_tenant_no_profile_is_open_to_is_told_so(tmp_path: Path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[profiles.only]\nkind = "scripted"\nmodels = ["scripted"]\ntenants = ["acme"]\n')
+    error = refused(load_policy(str(path)), {}, tenant="zed")
+    assert (error.code, str(error)) == ("unknown_profile", "no profile is open to you; the "
+                                           "operator's policy names the tenants of each")
+
+
+def test_a_policy_whose_profiles_lack_their_keys_says_none_can_answer():
+    policy = Policy.from_config(Config.from_env({"AGENTQ_DEMO": "off"}))
+    assert policy.unusable({}) == [
+        "no profile can answer: openai needs OPENAI_API_KEY, anthropic needs ANTHROPIC_API_KEY "
+        "(set a key, or AGENTQ_DEMO=on for the offline scripted profile)"]
+    assert policy.unusable({"ANTHROPIC_API_KEY": "sk-ant-x"}) == []
+    assert Policy.default().unusable({}) == []  # the scripted profile answers offline
+
+
+def test_a_policy_with_no_profile_open_to_every_tenant_says_so(policy: Policy):
+    assert policy.unusable({"TEAM_OPENAI_KEY": "k"}) == []
+    gpt_for_acme = policy.profiles["gpt"].model_copy(update={"tenants": ("acme",)})
+    closed = Policy(profiles={"gpt": gpt_for_acme, "claude": policy.profiles["claude"]})
+    assert closed.unusable({"TEAM_OPENAI_KEY": "k"}) == [
+        "no profile is open to every tenant: a tenant that no profile's `tenants` names can "
+        "start no conversation"]
+
+
+def test_a_worker_says_at_start_when_no_profile_of_its_policy_can_answer(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AGENTQ_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(AGENTQ_DEMO="off", AGENTQ_DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}")
+    started = subprocess.run([sys.executable, "-c", "import agentq.worker.main"], env=env,
+                             capture_output=True, text=True, timeout=60, check=True)
+    assert "the policy: no profile can answer: openai needs OPENAI_API_KEY" in started.stderr
+
+
 def test_an_agent_defined_in_code_goes_to_the_tenants_the_policy_names_and_else_to_all(tmp_path: Path):
     path = tmp_path / "policy.toml"
     path.write_text('[agents.concierge]\ntenants = ["acme"]\n')

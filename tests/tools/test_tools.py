@@ -56,6 +56,18 @@ def boom() -> None:
     raise RuntimeError("disk on fire")
 
 
+def _minus(a: float, b: float) -> float:
+    return a - b
+
+
+def _ask(question: str) -> None:
+    """A question for a person or the client."""
+
+
+def _render(scene: str) -> str:
+    return scene
+
+
 # ---- schema from type hints ------------------------------------------------------------
 
 
@@ -121,12 +133,12 @@ def test_a_decorated_function_is_a_tool_still_callable_like_the_function() -> No
 
 
 def test_the_decorator_takes_a_name_override() -> None:
-    renamed = tool(name="plus")(lambda a, b: a + b)
+    renamed = tool(name="plus")(_minus)
     assert renamed.name == "plus"
 
 
 def test_a_human_tool_without_expires_in_expires_after_a_day() -> None:
-    ask = tool(executor="client")(lambda question: None)
+    ask = tool(executor="client")(_ask)
     assert (ask.executor, ask.expires_in) == ("client", 86_400.0)
 
 
@@ -154,7 +166,7 @@ def test_inconsistent_decorator_options_are_rejected(options: dict) -> None:
 
 
 def test_a_tool_may_name_a_queue_of_its_own_and_the_registry_lists_those_by_tool() -> None:
-    gpu = tool(name="render", queue="gpu")(lambda scene: scene)
+    gpu = tool(name="render", queue="gpu")(_render)
     assert gpu.queue == "gpu" and demo_tools.get_weather.queue is None
     assert Registry([gpu, demo_tools.get_weather]).queues == {"render": "gpu"}
 
@@ -206,7 +218,7 @@ def test_from_modules_collects_every_demo_tool() -> None:
 
 
 def test_two_tools_with_one_name_are_rejected() -> None:
-    other = tool(name="add")(lambda a, b: a - b)
+    other = tool(name="add")(_minus)
     with pytest.raises(ValueError, match="'add'"):
         Registry([demo_tools.add, other])
 
@@ -286,8 +298,11 @@ def test_a_tools_own_timeout_wins_over_the_conversation_limit() -> None:
 
 def test_a_human_tool_is_never_run_by_a_worker() -> None:
     runs = []
-    ask = tool(name="ask", executor="human")(lambda question: runs.append(question))
-    outcome = Registry([ask]).call("ask", {"question": "ok?"}, ctx(), timeout_s=5)
+
+    def ask(question: str) -> None:
+        runs.append(question)
+
+    outcome = Registry([tool(executor="human")(ask)]).call("ask", {"question": "ok?"}, ctx(), timeout_s=5)
     assert outcome.status == "error" and runs == []
 
 

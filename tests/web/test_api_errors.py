@@ -91,6 +91,40 @@ def test_the_default_body_limit_is_one_mebibyte(api, alice, cid):
     _error(response, 413, "payload_too_large")
 
 
+def test_a_413_says_the_limit_the_body_passed(store):
+    small = Api(store, MAX_CONTENT_LENGTH=1024)
+    headers = small.key("acme")
+    error = _error(small.say(small.create(headers), "x" * 2000, headers), 413, "payload_too_large")
+    assert error["message"] == "the body is larger than this API's limit of 1,024 bytes"
+    assert error["details"] == {"max_bytes": 1024}
+
+
+def test_an_http_image_url_is_invalid_content_naming_the_rule_like_other_bad_parts(api, alice, cid):
+    response = api.say(cid, [{"type": "text", "text": "look"},
+                             {"type": "image", "url": "http://images.example.com/a.png"}], alice)
+    error = _error(response, 422, "invalid_content")
+    assert error["message"] == "content[1].url must be an https URL"
+    private = api.say(cid, [{"type": "image", "url": "https://10.1.2.3/a.png"}], alice)
+    assert _error(private, 422, "invalid_content")["message"].startswith("content[0].url")
+    assert api.types(cid) == []
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"base_url": "http://169.254.169.254/"}, "base_url"),
+    ({"api_key_ref": "AGENTQ_DATABASE_URL"}, "api_key_ref"),
+    ({"api_key": "sk-0123456789abcdefghijkl"}, "api_key"),
+    ({"extra_body": {"headers": {"Authorization": "Bearer x"}}}, "extra_body.headers.Authorization"),
+    ({"extra_body": {"user": "sk-0123456789abcdefghijkl"}}, "extra_body.user"),
+], ids=["base_url", "api_key_ref", "api_key", "a-header", "key-shaped-value"])
+def test_settings_with_an_endpoint_or_a_key_are_forbidden_setting_naming_the_field(
+        api, alice, settings, field):
+    response = api.client.post("/v1/conversations", json={"settings": {"model": "m", **settings}},
+                               headers=alice)
+    error = _error(response, 422, "forbidden_setting")
+    assert field in error["message"] and "profile" in error["message"]
+    assert "sk-0123456789" not in json.dumps(response.json) and "169.254" not in json.dumps(response.json)
+
+
 def test_an_unknown_route_is_404_in_the_error_shape(api, alice):
     _error(api.get("/v1/nothing-here", alice), 404, "not_found")
     _error(api.get("/nothing-here", alice), 404, "not_found")
