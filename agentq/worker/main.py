@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from agentq.config import Config
+from agentq.mcp import tool_servers
 from agentq.tenancy.own_keys import keybox_for
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
@@ -22,7 +23,7 @@ _config = Config.from_env()
 _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
-_registry = Registry.from_modules(list(_config.tools))
+_registry = Registry.from_modules(list(_config.tools), tool_servers(_policy.mcp))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
 app = create_celery(_config, _runtime, tool_queues=_registry.queues)
 signals.connect_process(_config.log_format)

@@ -13,6 +13,7 @@ def build_runtime(
 ) -> Runtime:
     """Wire store, registry, pub/sub and the operator's policy for one process."""
     from agentq.live.pubsub import PubSub
+    from agentq.mcp import tool_servers
     from agentq.process.clock import utcnow
     from agentq.store import Store
     from agentq.tenancy.access import ModelAccess
@@ -23,7 +24,7 @@ def build_runtime(
     access = ModelAccess(policy, own_keys.owner)
     return Runtime(
         store=store,
-        registry=registry or Registry.from_modules(list(config.tools)),
+        registry=registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp)),
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=access.provider_for,
