@@ -86,7 +86,7 @@ def test_each_provider_sdk_is_imported_only_by_its_adapter_modules(sdk):
 
 
 def test_only_the_mcp_adapter_imports_the_mcp_sdk():
-    for package in ("mcp", "mcp_types", "httpx2"):
+    for package in ("mcp", "mcp_types"):
         offenders = {p for p in importers_of(package) if not p.startswith("agentq/mcp/")}
         assert not offenders, f"{package} imported outside agentq/mcp: {sorted(offenders)}"
 

@@ -4,8 +4,8 @@ Text alone stays text (what a local tool returning a string gives); structured c
 several blocks, images or resources become an object the model reads as JSON. An image's
 bytes are not put in the log (a tool result holds no parts a model would see as an
 image): the model reads its type and size. Structured content whose text blocks only
-repeat it as JSON is the output itself, like a local tool's returned dict. `isError` is an error result, as the
-specification asks, so the model can read why and correct itself.
+repeat it as JSON is the output itself, like a local tool's returned dict. `isError` is
+an error result, as the specification asks, so the model can read why and correct itself.
 """
 from __future__ import annotations
 
@@ -29,9 +29,13 @@ def outcome(result: CallToolResult) -> tuple[str, Any]:
     """("ok" | "error", output) of a result."""
     status = "error" if result.is_error else "ok"
     blocks = [_block(block) for block in result.content]
-    if result.structured_content is not None and all(_repeats(b, result.structured_content)
-                                                     for b in blocks):
-        return status, result.structured_content  # the text only repeated it, as JSON
+    structured = result.structured_content
+    if structured is not None and all(b.get("type") == "text" for b in blocks):
+        text = "\n".join(b["text"] for b in blocks)
+        if structured == {"result": text}:  # a plain value wrapped to fit an output schema
+            return status, text
+        if _repeats(text, structured):  # the text only repeated it, as JSON
+            return status, structured
     if result.structured_content is None and all(b.get("type") == "text" for b in blocks):
         return status, "\n".join(b["text"] for b in blocks)
     output: dict[str, Any] = {"content": blocks}
@@ -40,13 +44,11 @@ def outcome(result: CallToolResult) -> tuple[str, Any]:
     return status, output
 
 
-def _repeats(block: dict[str, Any], structured: Any) -> bool:
-    """Whether a block is the text serialization of the structured content (the spec's
-    advice for clients that read only text): keeping both would say it twice."""
-    if block.get("type") != "text":
-        return False
+def _repeats(text: str, structured: Any) -> bool:
+    """Whether the text is the serialization of the structured content (the spec's advice
+    for clients that read only text): keeping both would say it twice."""
     try:
-        return json.loads(block["text"]) == structured
+        return bool(json.loads(text) == structured)
     except ValueError:
         return False
 

@@ -73,7 +73,8 @@ class ToolStep(StepWork[ToolOutcome]):
         fsm_scope = conversation.fsm.scope
         scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
         ctx = ToolContext(call.id, conversation.id, scope)
-        return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
+        return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
+                                  allowed=conversation.settings.tools)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes

@@ -34,6 +34,12 @@ def lookup(customer: str, ctx: Context) -> Customer:
 
 
 @server.tool()
+def authorization(ctx: Context) -> str:
+    """The Authorization header this call came with."""
+    return dict(ctx.headers or {}).get("authorization", "none")
+
+
+@server.tool()
 def greet(name: str) -> str:
     """Say hello."""
     return f"Hello, {name}!"
