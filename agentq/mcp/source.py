@@ -11,8 +11,10 @@ call ends with an error result the model reads.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -23,6 +25,7 @@ import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import RequestParamsMeta
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.core.request import ToolSpec
 from agentq.mcp.results import outcome
@@ -45,6 +48,9 @@ class McpTools:
         self._lock = threading.Lock()
         self._listing: list[ToolSpec] | None = None
         self._listed_at = 0.0
+        # The protocol version the server first agreed to, if a stateless (2026-07-28+) one:
+        # later connections adopt it instead of probing with server/discover each time.
+        self._version: str | None = None
 
     @property
     def queue(self) -> str | None:
@@ -82,6 +88,7 @@ class McpTools:
     def _list(self) -> list[ToolSpec]:
         async def run() -> list[ToolSpec]:
             async with self._client() as client:
+                self._remember(client)
                 specs: list[ToolSpec] = []
                 cursor: str | None = None
                 while True:
@@ -96,6 +103,7 @@ class McpTools:
     def _call(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[str, Any]:
         async def run() -> tuple[str, Any]:
             async with self._client() as client:
+                self._remember(client)
                 try:
                     meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
                     result = await client.call_tool(tool, args, meta=meta)
@@ -123,14 +131,20 @@ class McpTools:
     def _client(self) -> Client:
         config = self.config
         if config.url is not None:
-            http = httpx2.AsyncClient(headers=self._resolved(config.headers),
+            http = httpx2.AsyncClient(headers=self._resolved(config.headers), verify=_tls(),
                                       timeout=httpx2.Timeout(config.timeout_s))
             transport = streamable_http_client(config.url, http_client=http)
-            return Client(transport, read_timeout_seconds=config.timeout_s, cache=None)
+            return Client(transport, read_timeout_seconds=config.timeout_s, cache=None,
+                          mode=self._version or "auto")
         command = config.command or ("",)
         params = StdioServerParameters(command=command[0], args=list(command[1:]),
                                        env=self._resolved(config.env) or None)
-        return Client(params, read_timeout_seconds=config.timeout_s, cache=None)
+        return Client(params, read_timeout_seconds=config.timeout_s, cache=None,
+                      mode=self._version or "auto")
+
+    def _remember(self, client: Client) -> None:
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            self._version = client.protocol_version
 
     def _resolved(self, values: Mapping[str, str]) -> dict[str, str]:
         """`values` with each "env:NAME" read from the environment; a missing one fails the call."""
@@ -144,6 +158,13 @@ class McpTools:
                 value = self._environ[name]
             out[key] = value
         return out
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every connection: building one per call (loading the CA
+    certificates) costs more CPU than the call itself."""
+    return ssl.create_default_context()
 
 
 class _Transient(Exception):
