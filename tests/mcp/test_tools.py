@@ -12,8 +12,9 @@ from agentq.commands import Commands
 from agentq.core.scope import Scope
 from agentq.mcp import tool_servers
 from agentq.mcp.source import McpTools
-from agentq.tenancy.policy import McpServer, Policy, load_policy
+from agentq.tenancy.policy import McpServer, Policy, PolicyError, load_policy
 from agentq.tools import Registry, ToolContext
+from agentq.worker.queues import all_queues
 from agentq.worker.tasks import enqueue
 from tests.api_support import Api
 from tests.processes import ROOT, stop, wait_for
@@ -221,3 +222,28 @@ def test_a_real_worker_runs_the_mcp_call_as_a_tool_step(pg_store_clean, broker, 
     tool_steps = [s for s in store.list_steps(conv.id) if s.kind == "tool"]
     assert [(s.status, s.attempts, s.ref["tool_call_id"]) for s in tool_steps] == [
         ("succeeded", 1, call["tool_call_id"])]
+
+
+# ---- the policy and routing ---------------------------------------------------------------
+
+
+def test_a_server_with_both_a_url_and_a_command_stops_the_policy_at_load(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[mcp.crm]\nurl = "http://127.0.0.1:1/mcp"\ncommand = ["python", "s.py"]\n')
+    with pytest.raises(PolicyError, match="either a url"):
+        load_policy(str(path))
+
+
+def test_a_server_name_a_model_could_not_call_stops_the_policy_at_load(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[mcp."crm.v2"]\nurl = "http://127.0.0.1:1/mcp"\n')
+    with pytest.raises(PolicyError, match="MCP server names"):
+        load_policy(str(path))
+
+
+def test_a_servers_calls_go_to_the_queue_it_names_and_workers_without_q_take_it():
+    config = McpServer(url="http://127.0.0.1:1/mcp", queue="crm-calls")
+    registry = Registry([], [McpTools("crm", config)])
+    assert registry.queues.get("mcp__crm__lookup") == "crm-calls"
+    assert registry.queues.get("lookup") is None
+    assert "crm-calls" in all_queues(registry.queues)
