@@ -73,7 +73,8 @@ def main(calls: int = 300) -> None:
         proc.wait(10)
     for label, row in (("local @tool", local), ("MCP over HTTP", mcp)):
         print(f"{label:14} p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
-              f"client CPU {row['client_cpu_ms']:6.2f} ms/call  server CPU {row['server_cpu_ms']:6.2f} ms/call")
+              f"client CPU {row['client_cpu_ms']:6.2f} ms/call  "
+              f"server CPU {row['server_cpu_ms']:6.2f} ms/call")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """MCP servers as tool sources, against a real MCP server (the SDK's own) the tests start."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -35,18 +36,27 @@ def _accepts(port: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def mcp_url(tmp_path_factory) -> str:
+def call_log(tmp_path_factory) -> Path:
+    """Where the module's MCP server writes `key call_id` for each call of its `slow` tool."""
+    path = tmp_path_factory.mktemp("mcp-calls") / "calls.log"
+    path.touch()
+    return path
+
+
+@pytest.fixture(scope="module")
+def mcp_url(tmp_path_factory, call_log) -> str:
     """A Streamable HTTP MCP server on 127.0.0.1, stopped by pid when the module ends."""
     port = _free_port()
-    log = open(tmp_path_factory.mktemp("mcp") / "server.log", "ab")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for(lambda: _accepts(port), timeout_s=30, what="the MCP server to listen")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
-        log.close()
+    env = {**os.environ, "MCP_CALL_LOG": str(call_log)}
+    with open(tmp_path_factory.mktemp("mcp") / "server.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], cwd=ROOT,
+                                env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            wait_for(lambda: _accepts(port), timeout_s=30, what="the MCP server to listen")
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            stop(proc)
 
 
 def _policy_text(url: str, tenants: str = '["acme"]') -> str:
@@ -247,3 +257,41 @@ def test_a_servers_calls_go_to_the_queue_it_names_and_workers_without_q_take_it(
     assert registry.queues.get("mcp__crm__lookup") == "crm-calls"
     assert registry.queues.get("lookup") is None
     assert "crm-calls" in all_queues(registry.queues)
+
+
+@pytest.mark.worker
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_worker_killed_during_an_mcp_call_is_replaced_and_the_call_runs_again_with_its_id(
+        pg_store_clean, broker, workers, beat, mcp_url, call_log, tmp_path):
+    path = tmp_path / "worker-policy.toml"
+    path.write_text(_policy_text(mcp_url))
+    commands = Commands(pg_store_clean, Registry.from_modules([]), policy=load_policy(str(path)))
+    key = f"k{os.getpid()}-{tmp_path.name}"
+    script = [{"tool_calls": [{"name": "mcp__crm__slow", "args": {"key": key, "seconds": 3}}]},
+              {"text": "done"}]
+    conv = commands.create_conversation(ACME, {"tools": ["mcp:crm/slow"], "script": script})
+    env = {"AGENTQ_POLICY": str(path), "CRM_TOKEN": "Bearer s3cret"}
+    first = workers("w1", **env)
+    _, follow = commands.post_message(conv.id, "go", ACME)
+    enqueue(broker, follow)
+
+    def calls() -> list[str]:
+        return [line.split()[1] for line in call_log.read_text().splitlines()
+                if line.split()[0] == key]
+
+    wait_for(calls, what="the MCP call to start")
+    first.kill()
+    workers("w2", **env)
+    beat(**env)
+    store = pg_store_clean
+    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
+             and store.load_conversation(conv.id).fsm.rounds == 2,
+             timeout_s=90, what="the turn to finish")
+    events = store.list_events(conv.id)
+    (call_id,) = {e.content["tool_call_id"] for e in events if e.type == "tool_call"}
+    assert calls() == [call_id, call_id]
+    result = next(e for e in events if e.type == "tool_result").content
+    assert (result["status"], result["output"]) == ("ok", f"{key} done")
+    llm_steps = [s for s in store.list_steps(conv.id) if s.kind == "llm"]
+    assert len(llm_steps) == 2 and all(s.attempts == 1 for s in llm_steps)

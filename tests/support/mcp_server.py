@@ -6,8 +6,10 @@ call id they saw in `_meta`, so a test can check it arrived.
 """
 from __future__ import annotations
 
+import os
 import sys
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -37,6 +39,15 @@ def lookup(customer: str, ctx: Context) -> Customer:
 def authorization(ctx: Context) -> str:
     """The Authorization header this call came with."""
     return dict(ctx.headers or {}).get("authorization", "none")
+
+
+@server.tool()
+async def slow(key: str, seconds: float, ctx: Context) -> str:
+    """Wait, then answer; each call appends `key call_id` to the file MCP_CALL_LOG names first."""
+    with open(os.environ["MCP_CALL_LOG"], "a") as log:
+        log.write(f"{key} {_call_id(ctx)}\n")
+    await anyio.sleep(seconds)
+    return f"{key} done"
 
 
 @server.tool()
