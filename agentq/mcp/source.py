@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 CALL_ID_META = "agentq/tool_call_id"
 RETRY_DELAYS_S = (0.2, 1.0)  # after the first and second failed tries
+LIST_RETRY_AFTER_S = 10.0
 
 
 class McpTools:
@@ -48,6 +49,7 @@ class McpTools:
         self._lock = threading.Lock()
         self._listing: list[ToolSpec] | None = None
         self._listed_at = 0.0
+        self._failed_at: float | None = None  # when listing last failed, with no listing to keep
         # The protocol version the server first agreed to, if a stateless (2026-07-28+) one:
         # later connections adopt it instead of probing with server/discover each time.
         self._version: str | None = None
@@ -57,14 +59,31 @@ class McpTools:
         return self.config.queue
 
     def listing(self) -> list[ToolSpec]:
-        """The server's tools, read at most once per `list_ttl_s` in this process."""
+        """The server's tools, read at most once per `list_ttl_s` in this process.
+
+        A server that cannot be listed keeps its last listing (its calls fail on their
+        own, readably); one never listed is not asked again for LIST_RETRY_AFTER_S, so a
+        down server does not hold every model step that names it for its timeout.
+        """
+        now = time.monotonic()
         with self._lock:
-            fresh = time.monotonic() - self._listed_at < self.config.list_ttl_s
-            if self._listing is not None and fresh:
+            if self._listing is not None and now - self._listed_at < self.config.list_ttl_s:
                 return self._listing
-        listing = self._retried(self._list)
+            if self._failed_at is not None and now - self._failed_at < LIST_RETRY_AFTER_S:
+                raise RemoteUnavailable("it could not be listed moments ago")
+        try:
+            listing = self._retried(self._list)
+        except RemoteUnavailable:
+            with self._lock:
+                if self._listing is not None:
+                    log.warning("MCP server %r cannot be listed; keeping its last listing",
+                                self.server)
+                    self._listed_at = time.monotonic()
+                    return self._listing
+                self._failed_at = time.monotonic()
+            raise
         with self._lock:
-            self._listing, self._listed_at = listing, time.monotonic()
+            self._listing, self._listed_at, self._failed_at = listing, time.monotonic(), None
         return listing
 
     def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from agentq.commands import Commands
 from agentq.core.scope import Scope
 from agentq.mcp import tool_servers
-from agentq.mcp.source import McpTools
+from agentq.mcp.source import RETRY_DELAYS_S, McpTools
 from agentq.tenancy.policy import McpServer, Policy, PolicyError, load_policy
 from agentq.tools import Registry, ToolContext
 from agentq.worker.queues import all_queues
@@ -295,3 +295,29 @@ def test_a_worker_killed_during_an_mcp_call_is_replaced_and_the_call_runs_again_
     assert (result["status"], result["output"]) == ("ok", f"{key} done")
     llm_steps = [s for s in store.list_steps(conv.id) if s.kind == "llm"]
     assert len(llm_steps) == 2 and all(s.attempts == 1 for s in llm_steps)
+
+
+class _CountedListings(McpTools):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.listings = 0
+
+    def _list(self):
+        self.listings += 1
+        return super()._list()
+
+
+def test_a_servers_listing_is_read_once_per_worker_until_it_expires(policy):
+    source = _CountedListings("crm", policy.mcp["crm"], environ={"CRM_TOKEN": "t"})
+    registry = Registry([], [source])
+    first, second = registry.specs(["mcp:crm"]), registry.specs(["mcp:crm/greet"])
+    assert source.listings == 1
+    assert [s.name for s in second] == ["mcp__crm__greet"] and len(first) > 1
+
+
+def test_a_server_that_could_not_be_listed_is_not_asked_again_at_once():
+    down = McpServer(url=f"http://127.0.0.1:{_free_port()}/mcp", timeout_s=5)
+    source = _CountedListings("crm", down)
+    registry = Registry([], [source])
+    assert registry.specs(["mcp:crm"]) == [] and registry.specs(["mcp:crm"]) == []
+    assert source.listings == len(RETRY_DELAYS_S) + 1  # the first read's tries only
