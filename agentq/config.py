@@ -66,6 +66,9 @@ class Config:
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
+    # AGENTQ_STEPS_IN_FLIGHT: steps one process runs at once at most; more tasks wait unclaimed
+    # (and at most as many as its pooled connections between their claim and their work)
+    steps_in_flight: int = 1000
     # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
     event_cache: int = 1000
     audit: bool = False
@@ -84,6 +87,16 @@ class Config:
     max_streams_per_tenant: int = 1000
     stream_buffer: int = 1000
     stream_stall_s: float = 30.0
+    # Webhooks (agentq.webhooks): the operator may allow http and loopback receivers (a
+    # test, a private deployment); tenants never can. Caps are per tenant.
+    webhook_allow_http: bool = False
+    webhook_allow_loopback: bool = False
+    webhook_max_endpoints: int = 10
+    webhook_in_flight: int = 4
+    webhook_timeout_s: float = 10.0
+    webhook_lease_s: float = 60.0
+    webhook_poll_s: float = 2.0
+    webhook_disable_after_s: float = 86_400.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -99,6 +112,8 @@ class Config:
             sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
+            steps_in_flight=max(1, int(_float(env, "AGENTQ_STEPS_IN_FLIGHT",
+                                              cls.steps_in_flight))),
             event_cache=int(_float(env, "AGENTQ_EVENT_CACHE", cls.event_cache)),
             audit=_flag(env, "AGENTQ_AUDIT"),
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
@@ -113,6 +128,16 @@ class Config:
                                               cls.max_streams_per_tenant)),
             stream_buffer=int(_float(env, "AGENTQ_STREAM_BUFFER", cls.stream_buffer)),
             stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
+            webhook_allow_http=_flag(env, "AGENTQ_WEBHOOK_ALLOW_HTTP"),
+            webhook_allow_loopback=_flag(env, "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"),
+            webhook_max_endpoints=int(_float(env, "AGENTQ_WEBHOOK_MAX_ENDPOINTS",
+                                             cls.webhook_max_endpoints)),
+            webhook_in_flight=int(_float(env, "AGENTQ_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight)),
+            webhook_timeout_s=_float(env, "AGENTQ_WEBHOOK_TIMEOUT_S", cls.webhook_timeout_s),
+            webhook_lease_s=_float(env, "AGENTQ_WEBHOOK_LEASE_S", cls.webhook_lease_s),
+            webhook_poll_s=_float(env, "AGENTQ_WEBHOOK_POLL_S", cls.webhook_poll_s),
+            webhook_disable_after_s=_float(env, "AGENTQ_WEBHOOK_DISABLE_AFTER_S",
+                                           cls.webhook_disable_after_s),
         )
 
     @property

@@ -36,7 +36,7 @@ from agentq.core.scope import Scope  # noqa: E402
 from bench.cpu import group_pids, process_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.steps import sending, warm_up  # noqa: E402
-from tests.processes import WorkerProcess, worker_env  # noqa: E402
+from tests.support.processes import WorkerProcess, worker_env  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
 EVENTS_PER_TURN = 5  # user_msg, assistant_msg, tool_call, tool_result, assistant_msg

@@ -223,7 +223,7 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy", "agentq.agents", "agentq.mcp"},
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
     {"agentq.commands", "agentq.runtime"},
     {"agentq.worker", "agentq.web", "agentq.cli"},
 )

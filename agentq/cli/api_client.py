@@ -127,9 +127,18 @@ class Client:
                 return
             after_seq = page["next_after_seq"]
 
-    def resolve(self, cid: str, call_id: str, *, status: str, result: Any) -> dict[str, Any]:
+    def resolve(self, cid: str, call_id: str, *, status: str, result: Any = None,
+                reason: str | None = None) -> dict[str, Any]:
+        """A result (`resolved`/`errored`), or a decision on a gated call (`approved`, or
+        `rejected` with an optional reason)."""
+        if status in ("approved", "rejected"):
+            body: dict[str, Any] = {"status": status}
+            if reason:
+                body["reason"] = reason
+        else:
+            body = {"status": status, "result": result}
         return self._call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
-                          json={"status": status, "result": result})
+                          json=body)
 
     @contextmanager
     def stream(self, cid: str, *, after_seq: int, until_idle: bool = False) -> Iterator[Iterator[StreamItem]]:

@@ -44,6 +44,16 @@ def answer_for(text: str) -> tuple[str, Any] | None:
     return "resolved", text
 
 
+def decision_for(text: str) -> tuple[str, str | None] | None:
+    """A person's decision on a gated call: approve, or reject with what follows as reason."""
+    word, _, rest = text.strip().partition(" ")
+    if word.lower() in APPROVE and not rest:
+        return "approved", None
+    if word.lower() in REJECT:
+        return "rejected", rest.strip() or None
+    return None
+
+
 class Chat:
     """One person, one conversation; `cursor` is the seq of the last event shown."""
 
@@ -173,6 +183,8 @@ class Chat:
         """Ask about one pending call until there is an answer, and post it."""
         self.end_line()
         self.names[call["tool_call_id"]] = call["name"]
+        if call.get("needs_approval"):
+            return self.decide(call)
         self.say(f"? {call_text(call['name'], call.get('args') or {})} waits for you "
                  f"({call['executor']}, {call['tool_call_id']})")
         while True:
@@ -187,6 +199,27 @@ class Chat:
         status, result = resolution
         try:
             self.client.resolve(self.cid, call["tool_call_id"], status=status, result=result)
+        except ErrorResponse as exc:
+            if exc.status not in (404, 409):
+                raise
+            self.say(f"  not taken: {exc.message}")
+
+    def decide(self, call: Mapping[str, Any]) -> None:
+        """Approve or reject a gated call: it runs as shown, or never."""
+        self.say(f"? {call_text(call['name'], call.get('args') or {})} needs your approval "
+                 f"({call['tool_call_id']})")
+        while True:
+            try:
+                typed = input("  [a]pprove / [r]eject [reason]: ")
+            except EOFError:
+                self.write("\n")
+                raise Leave() from None
+            decision = decision_for(typed)
+            if decision is not None:
+                break
+        status, reason = decision
+        try:
+            self.client.resolve(self.cid, call["tool_call_id"], status=status, reason=reason)
         except ErrorResponse as exc:
             if exc.status not in (404, 409):
                 raise

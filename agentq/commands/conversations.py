@@ -18,7 +18,7 @@ from agentq.agents.catalog import Catalog
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
 from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
-from agentq.core.decide import ends_a_turn, message_action
+from agentq.core.decide import Step, ends_a_turn, message_action
 from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.keys import canonical_json
@@ -27,13 +27,14 @@ from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.followups import Advance, FollowUp
+from agentq.followups import Advance, FollowUp, RunTool
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
 
 RESOLUTION_STATUSES = ("resolved", "errored")
+DECISION_STATUSES = ("approved", "rejected")  # a person's answer to a gated call
 ON_BUSY = ("enqueue", "interrupt", "reject")
 
 
@@ -184,16 +185,27 @@ class Commands:
         *,
         status: str,
         result: Any,
+        reason: str | None = None,
     ) -> tuple[ToolCallRecord, list[FollowUp]]:
-        """Close a pending call; the same answer twice is fine, anything else late is 409."""
-        if status not in RESOLUTION_STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(RESOLUTION_STATUSES)}")
+        """Close a pending call; the same answer twice is fine, anything else late is 409.
+
+        A call that needs approval takes `approved` or `rejected` (with an optional
+        `reason`) and no result: the person decides on the arguments the model gave.
+        """
+        if status not in RESOLUTION_STATUSES + DECISION_STATUSES:
+            raise InvalidInput(
+                f"status must be one of {', '.join(RESOLUTION_STATUSES + DECISION_STATUSES)}")
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.needs_approval or status in DECISION_STATUSES:
+                return self._decide(tx, call, scope, status=status, result=result,
+                                    reason=reason, now=now)
+            if reason is not None:
+                raise InvalidInput("a reason goes with a rejection of a call that needs approval")
             if call.status != "pending":
                 if call.status == status and call.result == result:
                     return call, []  # inv. 5: a repeated resolution changes nothing
@@ -209,6 +221,47 @@ class Commands:
             closed = tx.load_call(tool_call_id)
             assert closed is not None  # updated under this lock a moment ago
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
+
+    def _decide(
+        self, tx, call: ToolCallRecord, scope: Scope, *, status: str, result: Any,
+        reason: str | None, now: datetime,
+    ) -> tuple[ToolCallRecord, list[FollowUp]]:
+        """A person's decision on a gated call: approved, it runs as that very call (same id,
+        the arguments they saw); rejected, the model reads why and the tool never runs."""
+        if not call.needs_approval:
+            raise Conflict(f"tool call {call.id} needs no approval: it takes a result "
+                           f"({' or '.join(RESOLUTION_STATUSES)})")
+        if status not in DECISION_STATUSES:
+            raise Conflict(f"tool call {call.id} waits for a decision: "
+                           f"{' or '.join(DECISION_STATUSES)}, not a result")
+        if result is not None:
+            raise InvalidInput("an approval carries no result: the call runs with the "
+                               "arguments shown, or not at all")
+        if status == "approved" and reason is not None:
+            raise InvalidInput("a reason goes with a rejection")
+        if call.status != "pending":
+            if _decided_as(call) == (status, reason if status == "rejected" else None):
+                return call, []  # inv. 5: the same decision twice changes nothing
+            raise Conflict(f"tool call {call.id} is already {call.status}")
+        by = _by(scope)
+        if status == "approved":
+            moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
+                                       now=now, result=None)
+            drafted = [drafts.approval(call, by=by, created_at=now)]
+        else:
+            moved = tx.transition_call(
+                call.id, from_statuses=["pending"], to_status="rejected", now=now,
+                result={"status": "rejected", "by": by, "reason": reason},
+            )
+            drafted = drafts.rejection(call, by=by, reason=reason, created_at=now)
+        if not moved:
+            raise Conflict(f"tool call {call.id} is no longer pending")
+        _, fsm = tx.append_and_fold(drafted, now=now)
+        decided = tx.load_call(call.id)
+        if status == "approved":  # the tool step's key is the call's: it runs once (inv. 5)
+            step_key = Step.tool(call.conversation_id, call.id).key
+            return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name)]
+        return decided, [Advance(call.conversation_id)] if round_closed(fsm) else []
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
@@ -273,6 +326,15 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in error["loc"])
     return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _decided_as(call: ToolCallRecord) -> tuple[str, str | None] | None:
+    """The decision a closed gated call records: approved calls were scheduled to run."""
+    if call.status in ("scheduled", "done"):
+        return "approved", None
+    if call.status == "rejected" and isinstance(call.result, dict):
+        return "rejected", call.result.get("reason")
+    return None
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:

@@ -62,6 +62,7 @@ class ToolStep(StepWork[ToolOutcome]):
         self.registry = registry
         self.conversation = conversation
         self.call = call
+        self.tool = call.name
 
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""

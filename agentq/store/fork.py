@@ -38,7 +38,7 @@ def fork_conversation_txn(
     )
     insert_conversation_txn(conn, fork)
     drafts = [_as_draft(event) for event in copied]
-    _, fork = append_txn(conn, fork, drafts, state_after=fold, now=now)
+    _, fork = append_txn(conn, fork, drafts, state_after=fold, now=now, outbox=False)
     call_ids = [e.content["tool_call_id"] for e in copied if e.type == "tool_call"]
     if call_ids:
         rows = conn.execute(

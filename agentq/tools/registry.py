@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 Executor = Literal["server", "human", "client"]
 EXECUTORS: tuple[str, ...] = ("server", "human", "client")
 DEFAULT_EXPIRES_IN_S = 86_400.0
+# Whether one call of a tool waits for a person's approval: always, never, or per call
+# from its (validated) arguments and the scope it acts for.
+NeedsApproval = bool | Callable[[dict[str, Any], Scope], bool]
 
 
 class ToolArgsError(AgentqError):
@@ -65,7 +68,8 @@ class Tool:
 
     Still callable like the function it wraps. Both times are in seconds, named as the
     decorator names them: `timeout` None means the conversation's limit; `expires_in` is
-    set for human and client tools only.
+    set for human and client tools, and for server tools that need approval (how long a
+    person has to decide).
     """
 
     name: str
@@ -78,6 +82,7 @@ class Tool:
     timeout: float | None = None
     requires_user_scope: bool = False
     queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
+    needs_approval: NeedsApproval = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -99,6 +104,20 @@ class Tool:
             raise ToolArgsError(_readable(exc)) from None
         return dict(model)
 
+    def gated(self, args: dict[str, Any], scope: Scope) -> bool:
+        """Whether this call waits for a person's approval before it runs.
+
+        Careful: a deciding function that raises gates the call (fail closed): a broken
+        rule must not let a refund through unasked.
+        """
+        rule = self.needs_approval
+        if not callable(rule):
+            return bool(rule)
+        try:
+            return bool(rule(self.validate(args), scope))
+        except Exception:  # noqa: BLE001 - any failure of the operator's rule means "ask"
+            return True
+
 
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -109,18 +128,23 @@ def tool(
     timeout: float | None = None,
     requires_user_scope: bool = False,
     queue: str | None = None,
+    needs_approval: NeedsApproval = False,
 ) -> Any:
     """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
 
     `queue` sends its calls to a Celery queue of their own, for workers started with
     `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
+    `needs_approval` (True, or `fn(args, scope) -> bool` deciding per call) makes a server
+    tool's call wait until a person approves its exact arguments; `expires_in` is then how
+    long they have before the system refuses it.
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
-        _check_options(executor, expires_in, timeout, queue)
+        _check_options(executor, expires_in, timeout, queue, needs_approval)
         tool_name = name or function.__name__
         args_model, context_param = _signature_model(function, tool_name)
-        expires = None if executor == "server" else float(expires_in or DEFAULT_EXPIRES_IN_S)
+        waits = executor != "server" or needs_approval is not False
+        expires = float(expires_in or DEFAULT_EXPIRES_IN_S) if waits else None
         return Tool(
             name=tool_name,
             description=inspect.getdoc(function) or "",
@@ -132,6 +156,7 @@ def tool(
             timeout=None if timeout is None else float(timeout),
             requires_user_scope=requires_user_scope,
             queue=queue,
+            needs_approval=needs_approval,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -141,12 +166,20 @@ QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
 
 def _check_options(
-    executor: str, expires_in: float | None, timeout: float | None, queue: str | None
+    executor: str, expires_in: float | None, timeout: float | None, queue: str | None,
+    needs_approval: NeedsApproval,
 ) -> None:
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
-    if expires_in is not None and (executor == "server" or expires_in <= 0):
-        raise ValueError("expires_in is a positive number of seconds, for human and client tools")
+    if not (isinstance(needs_approval, bool) or callable(needs_approval)):
+        raise ValueError("needs_approval is True, False, or a function (args, scope) -> bool")
+    if needs_approval is not False and executor != "server":
+        raise ValueError("needs_approval is for server tools: a person already answers "
+                         f"a {executor} tool's calls")
+    waits = executor != "server" or needs_approval is not False
+    if expires_in is not None and (not waits or expires_in <= 0):
+        raise ValueError("expires_in is a positive number of seconds, for human and client "
+                         "tools and tools that need approval")
     if timeout is not None and (executor != "server" or timeout <= 0):
         raise ValueError("timeout is a positive number of seconds, for server tools")
     if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
@@ -342,6 +375,8 @@ class Registry:
         if item.executor != "server":
             return ToolOutcome(
                 "error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+        # a gated call reaches here only once approved: the tool step runs a call whose row
+        # is `scheduled`, and a gated call's row is `pending` until a person approves it
         if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
             return ToolOutcome("error", f"tool '{name}' requires a user scope")
         kwargs = item.validate(args)

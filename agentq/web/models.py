@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    RootModel,
     StringConstraints,
     TypeAdapter,
     ValidationError,
@@ -178,11 +179,26 @@ class PostMessage(_Body):
     created_at: Timestamp | None = None
 
 
-class Resolution(_Body):
+class CallResult(_Body):
     """The answer to a pending human or client call."""
 
     status: Literal["resolved", "errored"]
     result: Any = None
+
+
+class Decision(_Body):
+    """A person's decision on a call that needs approval. It carries no arguments: an
+    approved call runs with the ones the model gave, which the person saw."""
+
+    status: Literal["approved", "rejected"]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        None, description="why a call was rejected; the model reads it")
+
+
+class Resolution(RootModel[Annotated[CallResult | Decision, Field(discriminator="status")]]):
+    """The answer to a pending call: a result, or a decision on a call that needs approval."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 class Fork(_Body):
@@ -275,6 +291,7 @@ class PendingCall(_Answer):
     args: dict[str, Any]
     executor: Executor
     expires_at: str | None
+    needs_approval: bool = False
 
 
 class SummarySpan(_Answer):
@@ -309,6 +326,8 @@ class Conversation(_Answer):
 
 class ConversationItem(_Answer):
     id: str
+    title: str | None = Field(None, description="the first user message, on one line")
+    acting_user: str | None = Field(None, description="who the latest turn acts for")
     state: States
     last_seq: int
     agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
@@ -388,6 +407,15 @@ class ToolCall(_Answer):
     created_at: str
     expires_at: str | None
     resolved_at: str | None
+    needs_approval: bool = False
+
+
+class CallContext(_Answer):
+    """The context of a call, as `call.waiting` webhooks carry it."""
+
+    conversation: dict[str, Any]
+    call: dict[str, Any]
+    context: dict[str, Any]
 
 
 class ToolCallList(_Answer):

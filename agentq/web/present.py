@@ -28,6 +28,7 @@ def conversation(overview: Overview) -> models.Conversation:
             models.PendingCall(
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
+                needs_approval=call.needs_approval,
             )
             for call in overview.pending
         ],
@@ -40,9 +41,12 @@ def conversation(overview: Overview) -> models.Conversation:
     )
 
 
-def conversation_item(info: ConversationInfo) -> models.ConversationItem:
+def conversation_item(info: ConversationInfo, title: str | None = None) -> models.ConversationItem:
+    scope = info.fsm.scope or {}
     return models.ConversationItem(
         id=info.id,
+        title=title,
+        acting_user=scope.get("user") if scope.get("tenant") != "system" else None,
         state=state_of(info),
         last_seq=info.next_seq - 1,
         agent=agent_ref(info),

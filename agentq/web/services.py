@@ -1,7 +1,7 @@
 """What the API runs on: the store, the commands, pub/sub, the keys, and how follow-ups are sent.
 
 Built once per process from a Config, or handed in whole by a test, which then sends
-follow-ups wherever it likes (a list, or `tests.drive.drain`) instead of a broker.
+follow-ups wherever it likes (a list, or `tests.support.drive.drain`) instead of a broker.
 """
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ from agentq.tools import Registry
 from agentq.web.auth import KeyRing
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.streams import OpenStreams, StreamLimits
+from agentq.webhooks.endpoints import WebhookEndpoints
+from agentq.webhooks.wiring import webhook_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ class Services:
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+    webhooks: WebhookEndpoints | None = None  # tenants' webhooks; None: no secrets are sealed
     stream_limits: StreamLimits = field(default_factory=StreamLimits)
     _open_streams: OpenStreams | None = field(default=None, repr=False)
     _shared_reads: SharedReads | None = field(default=None, repr=False)
@@ -155,6 +158,7 @@ def build_services(config: Config) -> Services:
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
+        webhooks=webhook_endpoints(config, store, utcnow),
         stream_limits=stream_limits(config),
     )
 
@@ -185,5 +189,6 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         own_keys=embedded.own_keys,
+        webhooks=webhook_endpoints(embedded.config, store, utcnow),
         stream_limits=stream_limits(embedded.config),
     )

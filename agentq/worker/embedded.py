@@ -74,6 +74,9 @@ class Embedded:
         sweeper = self.runtime.sweeper(self.send)  # what falls due, when it does
         sweeper.start()
         threading.Thread(target=self._sweep_forever, name="agentq-beat", daemon=True).start()
+        if self.runtime.webhooks is not None:
+            threading.Thread(target=self._relay_forever, name="agentq-webhooks-beat",
+                             daemon=True).start()
         threading.Thread(target=drive, name="agentq-main", daemon=True).start()
         worker.start()
         sweeper.stop()
@@ -88,6 +91,13 @@ class Embedded:
             except Exception:
                 log.exception("sweep failed")
 
+    def _relay_forever(self) -> None:
+        """Beat's webhook relay, which no beat process runs here either."""
+        while not self.stopping.wait(self.config.webhook_poll_s):
+            try:
+                self.app.send_task("agentq.webhooks.relay")
+            except Exception:
+                log.exception("webhook relay failed")
 
 
 def quiet_in_process_worker() -> None:

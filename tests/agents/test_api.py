@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from agentq.tenancy.policy import load_policy
-from tests.agents_for_tests import LOOKUP_SCRIPT
-from tests.api_support import Api
+from tests.support.agents_for_tests import LOOKUP_SCRIPT
+from tests.support.api import Api
 
 SETTINGS = {"system": "You look orders up.", "tools": ["lookup"], "script": LOOKUP_SCRIPT}
 
@@ -222,7 +222,7 @@ def coded(store, tmp_path: Path) -> Api:
     """The API of a process whose modules define `support` and `concierge` (for acme only)."""
     path = tmp_path / "policy.toml"
     path.write_text('[agents.concierge]\ntenants = ["acme"]\n')
-    return Api(store, policy=load_policy(str(path)), agents=["tests.agents_for_tests"])
+    return Api(store, policy=load_policy(str(path)), agents=["tests.support.agents_for_tests"])
 
 
 def test_code_agents_are_listed_to_the_tenants_the_policy_offers_them_to(coded):
@@ -260,7 +260,7 @@ def test_a_version_no_agent_can_have_is_404(api, alice, version):
 
 
 def test_the_list_comes_a_page_at_a_time_with_the_code_agents_in_name_order(store):
-    coded = Api(store, agents=["tests.agents_for_tests"])  # support, concierge
+    coded = Api(store, agents=["tests.support.agents_for_tests"])  # support, concierge
     acme = coded.key("acme", "alice")
     for name in ("alpha", "delta", "zulu"):
         assert create(coded, acme, name=name).status_code == 201

@@ -10,10 +10,10 @@ from agentq.agents import CodeAgents
 from agentq.agents.catalog import Catalog
 from agentq.store.agents import CODE_OWNER
 from agentq.tools import Registry
-from tests.tools_for_tests import lookup
+from tests.support.tools_for_tests import lookup
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-MODULES = ["tests.agents_for_tests"]
+MODULES = ["tests.support.agents_for_tests"]
 
 
 def test_an_agent_takes_its_tools_as_functions_and_keeps_their_names():
@@ -32,7 +32,7 @@ def test_an_agent_with_settings_that_cannot_work_fails_where_it_is_defined():
 
 
 def test_the_agents_of_a_module_are_its_module_level_agent_values():
-    agents = CodeAgents.from_modules(MODULES, Registry.from_modules(["tests.tools_for_tests"]))
+    agents = CodeAgents.from_modules(MODULES, Registry.from_modules(["tests.support.tools_for_tests"]))
     assert agents.names == {"support", "concierge"}
     assert agents.get("support").definition.settings.tools == ["lookup"]
 

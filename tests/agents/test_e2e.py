@@ -6,12 +6,12 @@ import secrets
 
 import pytest
 
-from tests.processes import WorkerProcess, wait_for, worker_env
-from tests.test_api_e2e import ApiProcess, Http
+from tests.support.processes import WorkerProcess, wait_for, worker_env
+from tests.web.test_api_e2e import ApiProcess, Http
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 
-MODULES = "agentq.tools.demo,tests.tools_for_tests,tests.agents_for_tests"
+MODULES = "agentq.tools.demo,tests.support.tools_for_tests,tests.support.agents_for_tests"
 
 
 def _ready(http: Http) -> bool:

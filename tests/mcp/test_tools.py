@@ -17,8 +17,11 @@ from agentq.tenancy.policy import McpServer, Policy, PolicyError, load_policy
 from agentq.tools import Registry, ToolContext
 from agentq.worker.queues import all_queues
 from agentq.worker.tasks import enqueue
-from tests.api_support import Api
-from tests.processes import ROOT, stop, wait_for
+from tests.support.api import Api
+from tests.support.processes import ROOT, stop, wait_for
+
+# Most tests here talk to a real MCP server process the module starts.
+pytestmark = pytest.mark.slow
 
 SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 ACME = Scope(tenant="acme", user="alice")
