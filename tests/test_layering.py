@@ -85,6 +85,12 @@ def test_each_provider_sdk_is_imported_only_by_its_adapter_modules(sdk):
     assert not offenders, f"{sdk} imported outside its adapter: {sorted(offenders)}"
 
 
+def test_only_the_mcp_adapter_imports_the_mcp_sdk():
+    for package in ("mcp", "mcp_types"):
+        offenders = {p for p in importers_of(package) if not p.startswith("agentq/mcp/")}
+        assert not offenders, f"{package} imported outside agentq/mcp: {sorted(offenders)}"
+
+
 def test_the_sdk_check_sees_an_import_anywhere_in_a_module(tmp_path):
     module = tmp_path / "retry.py"
     module.write_text("def classify(exc):\n    import openai\n    from anthropic import APIError\n")
@@ -227,7 +233,7 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy", "agentq.agents", "agentq.webhooks"},
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
     {"agentq.commands", "agentq.runtime"},
     {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )

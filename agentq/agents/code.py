@@ -111,7 +111,7 @@ class CodeAgents:
         """ValueError naming the agent if it names a tool the registry lacks."""
         for item in self._agents.values():
             try:
-                registry.specs(item.definition.settings.tools)
+                registry.require(item.definition.settings.tools)
             except ValueError as exc:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
 

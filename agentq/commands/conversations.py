@@ -113,7 +113,7 @@ class Commands:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
         the tools exist and the operator's policy allows them (an agent's versions too)."""
         try:
-            self.registry.specs(settings.tools)
+            self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         return self.policy.settings_for(settings, scope.tenant)

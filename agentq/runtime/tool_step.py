@@ -75,6 +75,7 @@ class ToolStep(StepWork[ToolOutcome]):
         scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
         ctx = ToolContext(call.id, conversation.id, scope)
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
+                                  allowed=conversation.settings.tools,
                                   max_result_chars=self.ctx.config.tool_result_max_chars)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:

@@ -4,7 +4,8 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
+unset. `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it
+in their settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). A file that does not parse stops
 the process at start, with where and why.
 """
@@ -16,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
 from agentq.core.settings import Settings
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
+from agentq.tools.registry import QUEUE_NAME
+from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
 
 
 class PolicyError(ValueError):
@@ -48,6 +51,37 @@ class AgentOffer(BaseModel):
         return self.tenants is None or tenant in self.tenants
 
 
+class McpServer(BaseModel):
+    """`[mcp.NAME]`: an MCP tool server the operator runs or trusts, and who may use it.
+
+    `url` is a Streamable HTTP endpoint; `command` starts a stdio server per call (local
+    development). A header value `"env:NAME"` is read from the worker's environment when
+    a call is made, so secrets stay out of the file. Tenants name the server, never its URL.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    command: tuple[str, ...] | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)  # a stdio server's environment, "env:" too
+    tenants: tuple[str, ...] | None = None  # None: every tenant
+    timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)  # one call, retries included
+    list_ttl_s: float = Field(default=300.0, ge=0.0, le=86_400.0)  # how long a listing is kept
+    queue: str | None = None  # the Celery queue of its calls (None: agentq.tools)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("an MCP server has either a url (Streamable HTTP) or a command (stdio)")
+        if self.queue is not None and not QUEUE_NAME.fullmatch(self.queue):
+            raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-')")
+        return self
+
+    def open_to(self, tenant: str) -> bool:
+        return self.tenants is None or tenant in self.tenants
+
+
 class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -57,6 +91,14 @@ class _PolicyFile(BaseModel):
     profiles: dict[str, dict[str, Any]] | None = None
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
+    mcp: dict[str, McpServer] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _server_names(self) -> _PolicyFile:
+        bad = [name for name in self.mcp if not SERVER_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"MCP server names are letters, digits, '_' and '-' (at most 32): {bad}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -69,6 +111,7 @@ class Policy:
     default_profile: str | None = None
     # Code-defined agents the policy names, and to whom; one it does not name goes to all.
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
+    mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -159,6 +202,7 @@ class Policy:
         if refused_fields:
             raise _refused("extra_body_refused", f"profile {profile.name!r} does not take "
                            f"extra_body fields {', '.join(sorted(refused_fields))}", ("extra_body",))
+        self._check_tool_servers(settings, tenant)
         fitted, excesses = fit_to_ceilings(settings, self.ceilings_for(tenant))
         if excesses:
             details = [{"loc": ["settings", *e.loc], "msg": e.message, "type": "above_ceiling",
@@ -166,6 +210,20 @@ class Policy:
             raise InvalidInput("; ".join(e.message for e in excesses), code="above_ceiling",
                                details=details)
         return fitted.model_copy(update={"model": model, "profile": profile.name})
+
+    def _check_tool_servers(self, settings: Settings, tenant: str) -> None:
+        """InvalidInput unless every `mcp:` entry of the tools names a server open to `tenant`
+        (one that is not reads as unknown: its existence is not the tenant's to learn)."""
+        for index, name in enumerate(settings.tools or ()):
+            if not is_ref(name):
+                continue
+            parsed = parse_ref(name)
+            server = self.mcp.get(parsed[0]) if parsed else None
+            if server is None or not server.open_to(tenant):
+                yours = ", ".join(f"mcp:{n}" for n, s in self.mcp.items() if s.open_to(tenant))
+                raise _refused("unknown_tool_server",
+                               f"no tool server {name!r}; yours: {yours or 'none'}",
+                               ("tools", str(index)))
 
 
 def _refused(code: str, message: str, loc: tuple[str, ...]) -> InvalidInput:
@@ -222,4 +280,5 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
-                  default_profile=parsed.default_profile, agents=parsed.agents)
+                  default_profile=parsed.default_profile, agents=parsed.agents,
+                  mcp=parsed.mcp)

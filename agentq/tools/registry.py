@@ -17,7 +17,7 @@ import inspect
 import logging
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,7 +31,9 @@ from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
+from agentq.tools import remote
 from agentq.tools.calls import Coroutines, awaited, capped
+from agentq.tools.remote import RemoteTools, RemoteUnavailable
 
 log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
 
@@ -316,9 +318,13 @@ def _readable(exc: ValidationError) -> str:
 
 
 class Registry:
-    """The tools a deployment offers, by name; read-only once built."""
+    """The tools a deployment offers, by name; read-only once built.
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    `remote` are the operator's tool servers (agentq.mcp): settings name them `mcp:server`
+    or `mcp:server/tool`, and their tools join the local ones under `mcp__server__tool`.
+    """
+
+    def __init__(self, tools: Iterable[Tool], remote: Iterable[RemoteTools] = ()) -> None:
         by_name: dict[str, Tool] = {}
         for item in tools:
             known = by_name.get(item.name)
@@ -326,44 +332,99 @@ class Registry:
                 raise ValueError(f"two tools are named {item.name!r}")
             by_name[item.name] = item
         self._tools = by_name
+        self._remote = {source.server: source for source in remote}
         self._threads = DaemonThreads("agentq-tool")
         self._coroutines = Coroutines()
 
     @classmethod
-    def from_modules(cls, modules: Iterable[str]) -> Registry:
+    def from_modules(cls, modules: Iterable[str], remote: Iterable[RemoteTools] = ()) -> Registry:
         """Import each module and collect every module-level `Tool` it holds."""
         found: list[Tool] = []
         for module_name in modules:
             module = importlib.import_module(module_name)
             found.extend(value for value in vars(module).values() if isinstance(value, Tool))
-        return cls(found)
+        return cls(found, remote)
 
     @property
     def names(self) -> list[str]:
         return list(self._tools)
 
     @property
-    def queues(self) -> dict[str, str]:
-        """The queue of each tool that names one of its own, by tool name."""
-        return {name: item.queue for name, item in self._tools.items() if item.queue}
+    def queues(self) -> Mapping[str, str]:
+        """The queue of each tool that names one of its own, by tool name (a remote
+        server's tools go to the server's queue)."""
+        own = {name: item.queue for name, item in self._tools.items() if item.queue}
+        servers = {name: source.queue for name, source in self._remote.items() if source.queue}
+        return ToolQueues(own, servers)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
-    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
-        """The specs of `names` (None: every tool); unknown names are a settings error."""
+    def require(self, names: list[str] | None) -> None:
+        """ValueError if `names` holds a local tool that is not registered or a malformed
+        server reference; whether a server is the tenant's to use is the policy's call."""
         if names is None:
-            return [item.spec for item in self._tools.values()]
-        unknown = [name for name in names if name not in self._tools]
+            return
+        malformed = [n for n in names if remote.is_ref(n) and remote.parse_ref(n) is None]
+        if malformed:
+            raise ValueError(f"malformed tool server references: {', '.join(malformed)} "
+                             "(write mcp:SERVER or mcp:SERVER/TOOL)")
+        unknown = [n for n in names if not remote.is_ref(n) and n not in self._tools]
         if unknown:
             raise ValueError(f"unknown tools: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
-        return [self._tools[name].spec for name in names]
+
+    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
+        """The specs of `names` (None: every local tool); unknown names are a settings error.
+
+        A server reference adds that server's tools (all, or the one named) with the
+        server's own descriptions and input schemas; a server that cannot be listed now
+        adds none (its calls would fail too) and is logged.
+        """
+        if names is None:
+            return [item.spec for item in self._tools.values()]
+        self.require(names)
+        specs: list[ToolSpec] = []
+        for name in names:
+            if remote.is_ref(name):
+                specs.extend(self._remote_specs(name))
+            else:
+                specs.append(self._tools[name].spec)
+        return specs
+
+    def _remote_specs(self, ref: str) -> list[ToolSpec]:
+        server, only = remote.parse_ref(ref) or ("", None)
+        source = self._remote.get(server)
+        if source is None:
+            log.warning("settings name the tool server %r, which this process does not know", server)
+            return []
+        try:
+            listing = source.listing()
+        except RemoteUnavailable as exc:
+            log.warning("tool server %r cannot be listed: %s", server, exc)
+            return []
+        out = []
+        for spec in listing:
+            if only is not None and spec.name != only:
+                continue
+            name = remote.model_name(server, spec.name)
+            if name is None:
+                log.warning("tool %r of server %r has no name a model can call", spec.name, server)
+                continue
+            out.append(ToolSpec(name=name, description=spec.description, parameters=spec.parameters))
+        return out
 
     def check(self, name: str, args: Any, allowed: list[str] | None = None) -> ToolOutcome | None:
         """None if the call may run; else the error outcome to hand back to the model."""
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._remote and _remote_allowed(split, allowed):
+            if not isinstance(args, dict):
+                return ToolOutcome("error", f"invalid arguments for '{name}': arguments must be "
+                                            f"a JSON object, got {type(args).__name__}")
+            return None  # the server validates against its own schema and says what is wrong
         item = self._tools.get(name)
         if item is None or (allowed is not None and name not in allowed):
             available = [n for n in self._tools if allowed is None or n in allowed]
+            available += [n for n in allowed or () if remote.is_ref(n)]
             return ToolOutcome("error", f"unknown tool '{name}'; available: {', '.join(available) or 'none'}")
         try:
             item.validate(args)
@@ -383,6 +444,10 @@ class Registry:
         refused = self.check(name, args, allowed)
         if refused is not None:
             return refused
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._remote:
+            outcome = _call_remote(self._remote[split[0]], split[1], args, ctx, timeout_s)
+            return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
         item = self._tools[name]
         if item.executor != "server":
             return ToolOutcome(
@@ -419,6 +484,46 @@ class Registry:
                         exc_info=(type(error), error, error.__traceback__), extra=where)
             return ToolOutcome("error", f"{type(error).__name__}: {error}")
         return ToolOutcome("ok", jsonable(future.result()))
+
+def _remote_allowed(split: tuple[str, str], allowed: list[str] | None) -> bool:
+    """Whether the settings' tools name this server, or this tool of it (None names none:
+    a server's tools are offered only when named)."""
+    server, tool_name = split
+    refs = {f"{remote.REF_PREFIX}{server}", f"{remote.REF_PREFIX}{server}/{tool_name}"}
+    return allowed is not None and bool(refs & set(allowed))
+
+
+def _call_remote(
+    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float
+) -> ToolOutcome:
+    try:
+        status, output = source.call(tool_name, args, ctx.tool_call_id, timeout_s)
+    except RemoteUnavailable as exc:
+        return ToolOutcome("error", f"tool server '{source.server}' did not answer: {exc}")
+    return ToolOutcome("ok" if status == "ok" else "error", output)
+
+
+class ToolQueues(Mapping[str, str]):
+    """Tool name -> queue: the tools' own, and each remote server's for its tools."""
+
+    def __init__(self, own: dict[str, str], servers: dict[str, str]) -> None:
+        self._own = own
+        self._servers = servers
+
+    def __getitem__(self, name: str) -> str:
+        if name in self._own:
+            return self._own[name]
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._servers:
+            return self._servers[split[0]]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        yield from (f"{remote.MODEL_PREFIX}{server}__*" for server in self._servers)
+
+    def __len__(self) -> int:
+        return len(self._own) + len(self._servers)
 
 
 def jsonable(value: Any) -> Any:

@@ -19,6 +19,7 @@ from agentq.core.scope import Scope
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
 from agentq.live.pubsub import PubSub
+from agentq.mcp import tool_servers
 from agentq.process.clock import utcnow
 from agentq.process.cooperative import check_drivers
 from agentq.providers.breakers import Board, board_for
@@ -142,7 +143,7 @@ def build_services(config: Config) -> Services:
         celery.close()
         store.dispose()
 
-    registry = Registry.from_modules(list(config.tools))
+    registry = Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
     agents = CodeAgents.from_modules(list(config.tools), registry)
     catalog = Catalog(store, policy.offers_agent, agents)  # published at its first read
     return Services(

@@ -11,6 +11,7 @@ import logging
 import os
 
 from agentq.config import Config
+from agentq.mcp import tool_servers
 from agentq.tenancy.own_keys import keybox_for
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
@@ -24,9 +25,9 @@ _config = Config.from_env()
 _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
 for _problem in _policy.unusable(os.environ):  # said at start, not at a tenant's first turn
-    logging.getLogger("agentq.policy").warning("the policy: %s", _problem)
+    logging.getLogger("agentq.tenancy.policy").warning("the policy: %s", _problem)
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
-_registry = Registry.from_modules(list(_config.tools))
+_registry = Registry.from_modules(list(_config.tools), tool_servers(_policy.mcp))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
 app = create_celery(_config, _runtime, tool_queues=_registry.queues)
 signals.connect_process(_config.log_format)

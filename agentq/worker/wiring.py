@@ -14,13 +14,14 @@ def build_runtime(
 ) -> Runtime:
     """Wire store, registry, pub/sub and the operator's policy for one process."""
     from agentq.live.pubsub import PubSub
+    from agentq.mcp import tool_servers
     from agentq.process.clock import utcnow
     from agentq.store import Store
     from agentq.tenancy.access import ModelAccess
 
     store = Store.open(config.database_url, event_cache=config.event_cache)
     policy = policy or Policy.from_config(config)
-    registry = registry or Registry.from_modules(list(config.tools))
+    registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
     tool_queues = registry.queues
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)

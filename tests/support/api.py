@@ -20,6 +20,7 @@ from agentq.tenancy.own_keys import OwnKeys
 from agentq.tenancy.policy import Policy
 from agentq.tenancy.access import ModelAccess
 from agentq.live.pubsub import PubSub
+from agentq.mcp import tool_servers
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from agentq.webhooks.endpoints import WebhookEndpoints
@@ -55,7 +56,7 @@ class Api:
         self.store = store
         self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
         self.policy = policy or Policy.default()
-        registry = Registry.from_modules(TOOLS)
+        registry = Registry.from_modules(TOOLS, tool_servers(self.policy.mcp))
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
         self.own_keys = OwnKeys(store, self.policy, KeyBox([new_encryption_key()]), self.clock)
         access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env)

@@ -7,7 +7,7 @@ import threading
 
 from agentq.tools.calls import capped
 from agentq.tools import Registry, ToolContext, ToolOutcome, tool
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 
 CTX = ToolContext(tool_call_id="call_7", conversation_id="conv_3", scope=Scope("acme", "ada"))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.tools import Scope
+from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
 from tests.support.processes import wait_for
 
