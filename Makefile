@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install bench clean
+.PHONY: demo test test-fast lint install bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+# What a change is first checked with: no worker processes, servers or browsers.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not worker and not slow"
 
 bench: $(STAMP)
 	$(BIN)/python bench/steps.py

@@ -1,9 +1,10 @@
 """agentq: durable LLM-agent conversations on Celery, PostgreSQL and Flask."""
+from agentq.agents import Agent, agent
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
 from agentq.tools import Tool, ToolContext, tool
 
 __all__ = [
-    "AgentqError", "Conflict", "InvalidInput", "NotFound",
-    "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "tool",
+    "Agent", "AgentqError", "Conflict", "InvalidInput", "NotFound",
+    "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "agent", "tool",
 ]

@@ -15,7 +15,8 @@ EMBEDDED_PUBSUB = "embedded://"
 DEFAULT_TOOLS = ("agentq.tools.demo",)
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number (or zero, with `zero`); unset or empty, `default`."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -23,8 +24,8 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {raw!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{name} must be {'zero or ' if zero else ''}positive, got {raw!r}")
     return value
 
 
@@ -66,6 +67,9 @@ class Config:
     sweep_s: float = 15.0
     eta_horizon_s: float = 120.0
     max_attempts: int = 5
+    # AGENTQ_STEPS_IN_FLIGHT: steps one process runs at once at most; more tasks wait unclaimed
+    # (and at most as many as its pooled connections between their claim and their work)
+    steps_in_flight: int = 1000
     # AGENTQ_EVENT_CACHE: conversations whose decoded events a worker keeps (0: none)
     event_cache: int = 1000
     # AGENTQ_EVENT_CACHE_MB: about how much each of a worker's two caches (decoded events,
@@ -76,10 +80,14 @@ class Config:
     log_format: str = "plain"
     metrics_token: str | None = field(default=None, repr=False)
     # Demo mode: the scripted profile and the demo tools are offered unless named otherwise.
+    # AGENTQ_DEMO; unset, on with the embedded broker and off with a named one.
     demo: bool = True
     policy_path: str | None = None  # AGENTQ_POLICY: the operator's profiles, ceilings, tenants
     # AGENTQ_ENCRYPTION_KEYS: Fernet keys sealing tenants' own keys, newest first
     encryption_keys: str | None = field(default=None, repr=False)
+    # AGENTQ_DELTA_WINDOW_S: a model's deltas that come within this long of the last one
+    # published are published together, one Redis round trip (0: each delta at once)
+    delta_window_s: float = 0.04
     breaker_failures: int = 5
     breaker_open_s: float = 30.0
     # Live streams of one API process: a tenant's cap, a stream's buffer of notices, the
@@ -87,14 +95,31 @@ class Config:
     max_streams_per_tenant: int = 1000
     stream_buffer: int = 1000
     stream_stall_s: float = 30.0
+    # AGENTQ_TOOL_RESULT_MAX_CHARS: a server tool's output beyond this many characters is cut
+    # (saying so); 32,000 is about 8,000 tokens, room for several results in a 32k context.
+    tool_result_max_chars: int = 32_000
+    # Webhooks (agentq.webhooks): the operator may allow http and loopback receivers (a
+    # test, a private deployment); tenants never can. Caps are per tenant.
+    webhook_allow_http: bool = False
+    webhook_allow_loopback: bool = False
+    webhook_max_endpoints: int = 10
+    webhook_in_flight: int = 4
+    webhook_timeout_s: float = 10.0
+    webhook_lease_s: float = 60.0
+    webhook_poll_s: float = 2.0
+    webhook_disable_after_s: float = 86_400.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        demo = _flag(env, "AGENTQ_DEMO", default=True)
+        broker_url = env.get("AGENTQ_BROKER_URL") or cls.broker_url
+        # One default for every process of a deployment, so `agentq policy` in a shell
+        # says what its processes do: the demo is on in one process on the embedded broker
+        # (`agentq dev`), off once a broker is named (the Procfile, compose, any fleet).
+        demo = _flag(env, "AGENTQ_DEMO", default=broker_url.startswith(EMBEDDED_BROKER))
         return cls(
             database_url=env.get("AGENTQ_DATABASE_URL") or cls.database_url,
-            broker_url=env.get("AGENTQ_BROKER_URL") or cls.broker_url,
+            broker_url=broker_url,
             redis_url=env.get("AGENTQ_REDIS_URL") or cls.redis_url,
             tools=_tools(env, demo),
             api_key=env.get("AGENTQ_API_KEY") or None,
@@ -102,6 +127,8 @@ class Config:
             sweep_s=_float(env, "AGENTQ_SWEEP_S", cls.sweep_s),
             eta_horizon_s=_float(env, "AGENTQ_ETA_HORIZON_S", cls.eta_horizon_s),
             max_attempts=int(_float(env, "AGENTQ_MAX_ATTEMPTS", cls.max_attempts)),
+            steps_in_flight=max(1, int(_float(env, "AGENTQ_STEPS_IN_FLIGHT",
+                                              cls.steps_in_flight))),
             event_cache=int(_float(env, "AGENTQ_EVENT_CACHE", cls.event_cache)),
             event_cache_mb=_float(env, "AGENTQ_EVENT_CACHE_MB", cls.event_cache_mb),
             audit=_flag(env, "AGENTQ_AUDIT"),
@@ -111,12 +138,25 @@ class Config:
             demo=demo,
             policy_path=env.get("AGENTQ_POLICY") or None,
             encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,
+            delta_window_s=_float(env, "AGENTQ_DELTA_WINDOW_S", cls.delta_window_s, zero=True),
             breaker_failures=int(_float(env, "AGENTQ_BREAKER_FAILURES", cls.breaker_failures)),
             breaker_open_s=_float(env, "AGENTQ_BREAKER_OPEN_S", cls.breaker_open_s),
             max_streams_per_tenant=int(_float(env, "AGENTQ_MAX_STREAMS_PER_TENANT",
                                               cls.max_streams_per_tenant)),
             stream_buffer=int(_float(env, "AGENTQ_STREAM_BUFFER", cls.stream_buffer)),
             stream_stall_s=_float(env, "AGENTQ_STREAM_STALL_S", cls.stream_stall_s),
+            tool_result_max_chars=int(_float(env, "AGENTQ_TOOL_RESULT_MAX_CHARS",
+                                             cls.tool_result_max_chars)),
+            webhook_allow_http=_flag(env, "AGENTQ_WEBHOOK_ALLOW_HTTP"),
+            webhook_allow_loopback=_flag(env, "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"),
+            webhook_max_endpoints=int(_float(env, "AGENTQ_WEBHOOK_MAX_ENDPOINTS",
+                                             cls.webhook_max_endpoints)),
+            webhook_in_flight=int(_float(env, "AGENTQ_WEBHOOK_IN_FLIGHT", cls.webhook_in_flight)),
+            webhook_timeout_s=_float(env, "AGENTQ_WEBHOOK_TIMEOUT_S", cls.webhook_timeout_s),
+            webhook_lease_s=_float(env, "AGENTQ_WEBHOOK_LEASE_S", cls.webhook_lease_s),
+            webhook_poll_s=_float(env, "AGENTQ_WEBHOOK_POLL_S", cls.webhook_poll_s),
+            webhook_disable_after_s=_float(env, "AGENTQ_WEBHOOK_DISABLE_AFTER_S",
+                                           cls.webhook_disable_after_s),
         )
 
     @property

@@ -284,7 +284,7 @@ def _latency(values: list[float]) -> dict[str, float]:
 def _env(database_url: str, redis_url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(AGENTQ_DATABASE_URL=database_url, AGENTQ_BROKER_URL=redis_url, AGENTQ_REDIS_URL=redis_url,
-               PYTHONPATH=str(ROOT))
+               AGENTQ_DEMO="on", PYTHONPATH=str(ROOT))  # the scripted profile, off with a broker named
     return env
 
 

@@ -2,14 +2,19 @@
 
 N conversations run T turns each, all at once (a turn is model -> no-op tool -> model with
 the scripted provider; the model takes `--delay` seconds per call, 0.5 s by default, the
-tool is instant). Each conversation posts its next message when its turn ends. Prints
+tool is instant). The final answer is about 300 tokens (`--words`) streamed as `--chunks`
+deltas spread over the call, 300 by default, as a real model streams it; `--chunks 1`
+streams it in one piece. Each conversation posts its next message when its turn ends. Prints
 turns/s, turn p50 / p99, and CPU seconds per step from /proc: the worker processes (and
 their pool children), the PostgreSQL backends of the run's database, and Redis
 (`INFO cpu`; shared with anything else on that server). CPU per step varies far less from
 run to run than wall time, so compare changes by it, runs interleaved, load beside them.
 
     python bench/capacity.py [--conversations 100] [--turns 3] [--delay 0.5]
+                             [--chunks 300] [--words 300] [--delta-window S]
                              [--workers 2] [--pool gevent] [--concurrency 1000]
+
+`--delta-window` sets the workers' AGENTQ_DELTA_WINDOW_S (0: each delta published at once).
 
 PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379); the database is dropped at the end.
 """
@@ -36,16 +41,21 @@ from agentq.core.scope import Scope  # noqa: E402
 from bench.cpu import group_pids, process_cpu_s  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.steps import sending, warm_up  # noqa: E402
-from tests.processes import WorkerProcess, worker_env  # noqa: E402
+from tests.support.processes import WorkerProcess, worker_env  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
 EVENTS_PER_TURN = 5  # user_msg, assistant_msg, tool_call, tool_result, assistant_msg
 STEPS_PER_TURN = 3  # llm, tool, llm
 
 
-def settings(delay_s: float) -> dict:
+def answer_text(words: int) -> str:
+    """A final answer of about `words` tokens: short words, one token each."""
+    return " ".join(f"w{n % 100}" for n in range(words))
+
+
+def settings(delay_s: float, chunks: int = 1, words: int = 1) -> dict:
     return {"script": [{"tool_calls": [{"name": "noop", "args": {}}], "delay_s": delay_s},
-                       {"text": "ok", "delay_s": delay_s}],
+                       {"text": answer_text(words), "chunks": chunks, "delay_s": delay_s}],
             "script_repeat": True}
 
 
@@ -126,13 +136,17 @@ def bench(args) -> dict:
     with postgres_database() as db_url, redis_database() as broker_url, \
             tempfile.TemporaryDirectory() as logs, \
             sending(db_url, broker_url) as (store, app, commands, send, reply):
-        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.tools.demo")
+        window = {} if args.delta_window is None else {
+            "AGENTQ_DELTA_WINDOW_S": str(args.delta_window)}
+        env = worker_env(db_url, broker_url, broker_url, AGENTQ_TOOLS="agentq.tools.demo",
+                         **window)
         workers = [WorkerProcess(env, Path(logs) / f"w{i}.log", name=f"capacity{i}",
                                  pool=args.pool, concurrency=args.concurrency).start()
                    for i in range(args.workers)]
         try:
             warm_up(app, reply)
-            ids = [commands.create_conversation(SCOPE, settings(args.delay)).id
+            ids = [commands.create_conversation(
+                       SCOPE, settings(args.delay, args.chunks, args.words)).id
                    for _ in range(args.conversations)]
             meter = CpuMeter(store.engine, reply, workers)
             meter.start()
@@ -149,6 +163,7 @@ def bench(args) -> dict:
     return {
         "deployment": f"{args.workers} x -P {args.pool} -c {args.concurrency}",
         "conversations": args.conversations, "turns": args.turns, "delay_s": args.delay,
+        "chunks": args.chunks, "words": args.words, "delta_window_s": args.delta_window,
         "turns_per_s": len(took) / wall_s,
         "turn_p50_s": statistics.median(took),
         "turn_p99_s": took[min(len(took) - 1, int(0.99 * len(took)))],
@@ -163,6 +178,11 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--delay", type=float, default=0.5, help="seconds per model call")
+    parser.add_argument("--chunks", type=int, default=300,
+                        help="deltas the final answer streams in")
+    parser.add_argument("--words", type=int, default=300, help="tokens of the final answer")
+    parser.add_argument("--delta-window", type=float, default=None,
+                        help="the workers' AGENTQ_DELTA_WINDOW_S (default: theirs)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pool", default="gevent")
     parser.add_argument("--concurrency", type=int, default=1000)
@@ -175,10 +195,12 @@ def main() -> None:
         print(json.dumps(result))
         return
     cpu = result["cpu_ms_per_step"]
-    print(f"| deployment | conversations x turns, model s | turns/s | turn p50 / p99 s | "
-          f"CPU ms/step: workers + postgres + redis = total | load1 before, after |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| deployment | conversations x turns, model s | chunks, window s | turns/s | "
+          "turn p50 / p99 s | CPU ms/step: workers + postgres + redis = total | "
+          "load1 before, after |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     print(f"| {result['deployment']} | {args.conversations} x {args.turns}, {args.delay} | "
+          f"{args.chunks}, {args.delta_window if args.delta_window is not None else 'default'} | "
           f"{result['turns_per_s']:.1f} | {result['turn_p50_s']:.2f} / {result['turn_p99_s']:.2f} | "
           f"{cpu['workers']:.2f} + {cpu['postgres']:.2f} + {cpu['redis']:.2f} = "
           f"{result['cpu_ms_per_step_total']:.2f} | "

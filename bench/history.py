@@ -31,7 +31,7 @@ from agentq.core.events import ToolCallRecord  # noqa: E402
 from agentq.worker.wiring import build_runtime  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.steps import SCOPE  # noqa: E402
-from tests.drive import drain  # noqa: E402
+from tests.support.drive import drain  # noqa: E402
 
 SCRIPT = [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "ok"}]
 BUDGET = 4000

@@ -24,9 +24,9 @@ from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
 from agentq.core.scope import Scope  # noqa: E402
-from tests.drive import drain  # noqa: E402
-from tests.emulators import Call, Reply  # noqa: E402
-from tests.emulators.kit import Kit, running  # noqa: E402
+from tests.support.drive import drain  # noqa: E402
+from tests.support.emulators import Call, Reply  # noqa: E402
+from tests.support.emulators.kit import Kit, running  # noqa: E402
 
 SYSTEM = "You are a careful assistant for weather questions. " * 20
 

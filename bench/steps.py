@@ -48,8 +48,8 @@ from agentq.core.scope import Scope  # noqa: E402
 from agentq.worker.wiring import build_runtime  # noqa: E402
 from agentq.worker.factory import create_celery  # noqa: E402
 from agentq.worker.tasks import enqueue  # noqa: E402
-from tests.drive import drain  # noqa: E402
-from tests.processes import WorkerProcess, worker_env  # noqa: E402
+from tests.support.drive import drain  # noqa: E402
+from tests.support.processes import WorkerProcess, worker_env  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
 SETTINGS = {

@@ -53,7 +53,7 @@ from agentq.core.scope import Scope  # noqa: E402
 from agentq.worker.factory import create_celery  # noqa: E402
 from agentq.worker.tasks import enqueue  # noqa: E402
 from bench.places import REDIS_CLAIM, postgres_database, redis_database  # noqa: E402
-from tests.processes import WorkerProcess, worker_env  # noqa: E402
+from tests.support.processes import WorkerProcess, worker_env  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
 STEPS = "agentq.model,agentq.tools"
@@ -95,7 +95,7 @@ class Stack:
         self.tool_log.touch()
         self.store = Store.open(db_url)
         self.commands = Commands(self.store, Registry.from_modules(
-            ["agentq.tools.demo", "tests.tools_for_tests"]))
+            ["agentq.tools.demo", "tests.support.tools_for_tests"]))
         self.broker = create_celery(Config(broker_url=redis_url, redis_url=redis_url),
                                     runtime=lambda: None)
         self.started: list[WorkerProcess] = []

@@ -18,9 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.places import postgres_database, redis_database  # noqa: E402
-from tests.procfile_stack import BIN, ProcfileStack  # noqa: E402
-from tests.processes import wait_for  # noqa: E402
-from tests.test_procfile import APPROVAL, WEATHER, flower_tasks_of, start_turn, wait_state  # noqa: E402
+from tests.support.procfile_stack import BIN, ProcfileStack  # noqa: E402
+from tests.support.processes import wait_for  # noqa: E402
+from tests.deploy.test_procfile import (  # noqa: E402
+    APPROVAL,
+    WEATHER,
+    flower_tasks_of,
+    start_turn,
+    wait_state,
+)
 
 
 def main() -> int:

@@ -24,10 +24,10 @@ from agentq.store import Store, migrate
 from agentq.store.schema import metadata
 from agentq.tools import Registry
 from agentq.worker.factory import create_celery
-from tests.api_support import Api
-from tests.processes import FAST_RECOVERY, ROOT, WorkerProcess, worker_env
+from tests.support.api import Api
+from tests.support.processes import FAST_RECOVERY, ROOT, WorkerProcess, worker_env
+from tests.support.unavailable import unavailable
 from tests.support.brokers import RABBITMQ_SERVER, add_vhost, delete_vhost
-from tests.unavailable import unavailable
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -201,7 +201,7 @@ def broker(broker_url: str, redis_url: str) -> Iterator[Celery]:
 @pytest.fixture
 def commands(pg_store_clean: Store) -> Commands:
     """Commands on the emptied PostgreSQL store that worker processes share."""
-    registry = Registry.from_modules(["agentq.tools.demo", "tests.tools_for_tests"])
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     return Commands(pg_store_clean, registry)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE_ALLOWED = {"__future__", "pydantic", "agentq"}
+PURE_ALLOWED = {"__future__", "pydantic", "pydantic_core", "agentq"}  # pydantic_core: pydantic's errors
 IO_MODULES = {"sqlalchemy", "celery", "kombu", "flask", "redis", "fakeredis", "psycopg",
               "alembic", "openai", "anthropic", "httpx", "requests", "socket", "os",
               "subprocess", "threading", "time", "random"}
@@ -85,6 +85,12 @@ def test_each_provider_sdk_is_imported_only_by_its_adapter_modules(sdk):
     assert not offenders, f"{sdk} imported outside its adapter: {sorted(offenders)}"
 
 
+def test_only_the_mcp_adapter_imports_the_mcp_sdk():
+    for package in ("mcp", "mcp_types"):
+        offenders = {p for p in importers_of(package) if not p.startswith("agentq/mcp/")}
+        assert not offenders, f"{package} imported outside agentq/mcp: {sorted(offenders)}"
+
+
 def test_the_sdk_check_sees_an_import_anywhere_in_a_module(tmp_path):
     module = tmp_path / "retry.py"
     module.write_text("def classify(exc):\n    import openai\n    from anthropic import APIError\n")
@@ -117,7 +123,17 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
             assert name not in CLOCK_AND_CHANCE, f"{path.name} calls {name}() at line {node.lineno}"
 
 
-API_CLIENTS = ("agentq/cli/api_client.py", "agentq/cli/chat.py", "agentq/cli/timeline.py")
+API_CLIENTS = ("agentq/cli/chat.py", "agentq/cli/timeline.py")
+SDK_ALLOWED = ("agentq.client", "agentq.errors", "agentq.web.models", "httpx2", "pydantic")
+
+
+@pytest.mark.parametrize("path", modules("agentq/client"), ids=lambda p: p.name)
+def test_the_sdk_imports_the_apis_models_and_nothing_else_of_the_server(path):
+    for name in imported_roots(path):
+        if name.startswith("agentq") or not _is_stdlib(name.split(".")[0]):
+            assert any(name == a or name.startswith(a + ".") for a in SDK_ALLOWED), (
+                f"{path.name} imports {name}"
+            )
 
 
 @pytest.mark.parametrize("name", API_CLIENTS)
@@ -217,9 +233,9 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy"},
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
     {"agentq.commands", "agentq.runtime"},
-    {"agentq.worker", "agentq.web", "agentq.cli"},
+    {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )
 PUBLIC_SURFACE = "agentq"  # agentq/__init__.py re-exports from any layer
 

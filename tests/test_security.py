@@ -36,11 +36,11 @@ from agentq.store import Store, migrate
 from agentq.tools import Registry
 from agentq.core.scope import Scope
 from agentq.worker.tasks import enqueue
-from tests.api_support import Api, events_of, parse_frame
-from tests.emulators import Fail
-from tests.emulators.openai_api import OpenAIEmulator
-from tests.hostile import Listener, Redirector, TcpProxy
-from tests.processes import wait_for
+from tests.support.api import Api, events_of, parse_frame
+from tests.support.emulators import Fail
+from tests.support.emulators.openai_api import OpenAIEmulator
+from tests.support.hostile import Listener, Redirector, TcpProxy
+from tests.support.processes import wait_for
 
 OPERATOR_KEY = "sk-operator-live-7f3a9c1e5b2d4f6a8c0e"
 SECRETS = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unavailable import unavailable
+from tests.support.unavailable import unavailable
 
 
 def test_a_missing_service_fails_under_ci_and_skips_elsewhere(monkeypatch):

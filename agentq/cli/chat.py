@@ -1,20 +1,30 @@
-"""`agentq chat`: a person talks to a conversation in the terminal, through the HTTP API only.
+"""`agentq chat`: a person talks to a conversation in the terminal, through the SDK only.
 
-One turn: subscribe to the stream, post the line, print deltas as they come and the
-tool calls compactly, ask the person when a call waits for them, and stop when the
-conversation is no longer running. Ctrl-C during a turn cancels it on the server.
+One turn: post the line and follow that turn's stream (agentq.client), print deltas as
+they come and the tool calls compactly, ask the person when a call waits for them, and
+stop when the turn is over. Ctrl-C during a turn cancels it on the server.
 """
 from __future__ import annotations
 
 import importlib
 import json
 import sys
-from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import Any, TextIO
 
-from agentq.cli.api_client import Client, ClientError, ErrorResponse, StreamItem
 from agentq.cli.timeline import call_text, summarize
+from agentq.client import (
+    Client,
+    ClientError,
+    Conflict,
+    EventOut,
+    NotFound,
+    PendingCall,
+    StreamDelta,
+    StreamEnd,
+    StreamRetry,
+    Turn,
+)
 
 try:  # line editing and history where the platform has it
     readline: ModuleType | None = importlib.import_module("readline")
@@ -38,10 +48,20 @@ def answer_for(text: str) -> tuple[str, Any] | None:
     if not text:
         return None
     if text.lower() in APPROVE:
-        return "resolved", {"approved": True}
+        return "approve", None
     if text.lower() in REJECT:
-        return "resolved", {"approved": False}
-    return "resolved", text
+        return "reject", None
+    return "answer", text
+
+
+def decision_for(text: str) -> tuple[str, str | None] | None:
+    """A person's decision on a gated call: approve, or reject with what follows as reason."""
+    word, _, rest = text.strip().partition(" ")
+    if word.lower() in APPROVE and not rest:
+        return "approved", None
+    if word.lower() in REJECT:
+        return "rejected", rest.strip() or None
+    return None
 
 
 class Chat:
@@ -53,20 +73,22 @@ class Chat:
         self.names: dict[str, str] = {}
         self.line_of: tuple[str, int] | None = None  # (round, attempt) whose text is on screen
         self.streamed: set[str] = set()  # rounds whose deltas were printed
-        self.own_turn: str | None = None
+        self.waiting: set[str] = set()  # calls of the turn that wait for a person or the client
 
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
         """Prompt, turn, prompt …; 0 when the person leaves."""
-        conversation = self.client.conversation(self.cid)
-        self.cursor = conversation["last_seq"]
-        self.names.update({c["tool_call_id"]: c["name"] for c in conversation["pending"]})
+        conversation = self.client.get_conversation(self.cid)
+        self.cursor = conversation.last_seq
+        self.names.update({c.tool_call_id: c.name for c in conversation.pending})
         self.say("Ctrl-C interrupts an answer; Ctrl-D or Ctrl-C at an empty prompt leaves.")
         try:
-            if conversation["state"] in ("running", "awaiting_input"):
-                self.say(f"the conversation is {conversation['state']}; following it")
-                self.guarded(self.follow)
+            if conversation.state in ("running", "awaiting_input") and conversation.turn_id:
+                self.say(f"the conversation is {conversation.state}; following it")
+                self.waiting.update(c.tool_call_id for c in conversation.pending)
+                turn = self.client.turn(self.cid, conversation.turn_id)
+                self.guarded(lambda: self.follow(turn))
             while (line := self.prompt()) is not None:
                 if line.strip() in QUIT:
                     break
@@ -109,72 +131,59 @@ class Chat:
         self.end_line()
 
     def turn(self, text: str) -> None:
-        with self.client.stream(self.cid, after_seq=self.cursor) as frames:  # subscribed first
-            answer = self.client.post_message(self.cid, text)
-            self.own_turn = answer["turn_id"]
-            if answer["queued"]:
-                self.say("the conversation is busy: your message waits in its inbox")
-            self.follow_frames(frames)
+        turn = self.client.send(self.cid, text)
+        if turn.queued:
+            self.say("the conversation is busy: your message waits in its inbox")
+        self.follow(turn)
 
-    def follow(self) -> None:
-        with self.client.stream(self.cid, after_seq=self.cursor) as frames:
-            if not self.turn_over():
-                self.follow_frames(frames)
-
-    def follow_frames(self, frames: Iterator[StreamItem]) -> None:
-        for item in frames:
-            if item.kind == "delta":
-                self.show_delta(item.data)
-            elif item.kind == "retry":
-                self.show_retry(item.data)
-            elif item.kind == "event":
-                self.show_event(item.data)
-                self.cursor = max(self.cursor, item.seq or item.data["seq"])
-                if self.turn_over():
-                    return
-            elif item.kind == "end":
+    def follow(self, turn: Turn) -> None:
+        """Show the turn from its start (what is shown already is skipped) to its end."""
+        for item in turn.stream():
+            if isinstance(item, StreamDelta):
+                self.show_delta(item)
+            elif isinstance(item, StreamRetry):
+                self.show_retry(item)
+            elif isinstance(item, EventOut):
+                if item.seq > self.cursor:  # older events of the turn were shown already
+                    self.show_event(item)
+                    self.cursor = item.seq
+                if item.seq == self.cursor and self.waiting:  # caught up with the log
+                    self.ask_waiting()
+            elif isinstance(item, StreamEnd):
+                if item.state == "failed":
+                    self.say(f"the turn failed (see the error above); POST /v1/conversations/{self.cid}"
+                             "/retry re-drives it")
                 return
-        self.end_line()
-        self.say("the stream closed before the turn ended; it goes on on the server")
 
-    def turn_over(self) -> bool:
-        """Whether nothing runs any more; asks the person first when a call waits for them."""
-        while True:
-            conversation = self.client.conversation(self.cid)
-            if conversation["last_seq"] > self.cursor:
-                return False  # more events are on their way down the stream
-            state = conversation["state"]
-            if state == "running" or (state == "idle" and conversation["inbox"]):
-                return False
-            if state == "failed":
-                self.say(f"the turn failed (see the error above); POST /v1/conversations/{self.cid}/retry "
-                         "re-drives it")
-            if state != "awaiting_input" or not conversation["pending"]:
-                return True
-            for call in conversation["pending"]:
-                self.ask(call)
+    def ask_waiting(self) -> None:
+        """Ask the person about each call the turn now waits for (none if it still runs)."""
+        conversation = self.client.get_conversation(self.cid)
+        if conversation.state != "awaiting_input" or conversation.last_seq > self.cursor:
+            return  # more events are on their way down the stream
+        for call in conversation.pending:
+            self.ask(call)
 
     def interrupt(self) -> None:
         """Cancel the running turn (POST …/cancel), then show what the cancel wrote."""
         self.say("interrupting the turn …")
         try:
             self.client.cancel(self.cid)
-        except ErrorResponse as exc:
-            if exc.status != 409:
-                raise
+        except Conflict as exc:
             self.say(exc.message)
-        for event in self.client.all_events(self.cid, after_seq=self.cursor):
+        for event in self.client.iter_events(self.cid, after_seq=self.cursor):
             self.show_event(event)
-            self.cursor = event["seq"]
+            self.cursor = event.seq
 
     # -- a person answers a call ----------------------------------------------------------
 
-    def ask(self, call: Mapping[str, Any]) -> None:
+    def ask(self, call: PendingCall) -> None:
         """Ask about one pending call until there is an answer, and post it."""
         self.end_line()
-        self.names[call["tool_call_id"]] = call["name"]
-        self.say(f"? {call_text(call['name'], call.get('args') or {})} waits for you "
-                 f"({call['executor']}, {call['tool_call_id']})")
+        self.names[call.tool_call_id] = call.name
+        if call.needs_approval:
+            return self.decide(call)
+        self.say(f"? {call_text(call.name, call.args or {})} waits for you "
+                 f"({call.executor}, {call.tool_call_id})")
         while True:
             try:
                 typed = input("  [a]pprove / [r]eject / or type an answer: ")
@@ -184,50 +193,77 @@ class Chat:
             resolution = answer_for(typed)
             if resolution is not None:
                 break
-        status, result = resolution
+        how, text = resolution
         try:
-            self.client.resolve(self.cid, call["tool_call_id"], status=status, result=result)
-        except ErrorResponse as exc:
-            if exc.status not in (404, 409):
-                raise
+            if how == "approve":
+                self.client.approve(self.cid, call.tool_call_id)
+            elif how == "reject":
+                self.client.reject(self.cid, call.tool_call_id)
+            else:
+                self.client.answer(self.cid, call.tool_call_id, text)
+        except (NotFound, Conflict) as exc:
             self.say(f"  not taken: {exc.message}")
+        self.waiting.discard(call.tool_call_id)
+
+    def decide(self, call: PendingCall) -> None:
+        """Approve or reject a gated call: it runs as shown, or never."""
+        self.say(f"? {call_text(call.name, call.args or {})} needs your approval "
+                 f"({call.tool_call_id})")
+        while True:
+            try:
+                typed = input("  [a]pprove / [r]eject [reason]: ")
+            except EOFError:
+                self.write("\n")
+                raise Leave() from None
+            decision = decision_for(typed)
+            if decision is not None:
+                break
+        status, reason = decision
+        try:
+            if status == "approved":
+                self.client.approve(self.cid, call.tool_call_id)
+            else:
+                self.client.reject(self.cid, call.tool_call_id, reason)
+        except (NotFound, Conflict) as exc:
+            self.say(f"  not taken: {exc.message}")
+        self.waiting.discard(call.tool_call_id)
 
     # -- what the person sees ------------------------------------------------------------
 
-    def show_delta(self, delta: Mapping[str, Any]) -> None:
-        key = (delta["round_id"], delta.get("attempt", 1))
+    def show_delta(self, delta: StreamDelta) -> None:
+        key = (delta.round_id, delta.attempt)
         if self.line_of != key:
             self.end_line()
             self.write(AGENT)
             self.line_of = key
-            self.streamed.add(delta["round_id"])
-        self.write(delta["text"])
+            self.streamed.add(delta.round_id)
+        self.write(delta.text)
 
-    def show_retry(self, retry: Mapping[str, Any]) -> None:
+    def show_retry(self, retry: StreamRetry) -> None:
         self.end_line()
-        self.say(f"  · the provider failed ({retry.get('error')}); attempt {retry.get('attempt', 0) + 1} "
-                 f"in {retry.get('next_delay_s', 0):.1f} s")
+        self.say(f"  · the provider failed ({retry.error}); attempt {retry.attempt + 1} "
+                 f"in {retry.next_delay_s:.1f} s")
 
-    def show_event(self, event: Mapping[str, Any]) -> None:
-        content = event.get("content") or {}
-        kind = event["type"]
+    def show_event(self, event: EventOut) -> None:
+        content = event.content
+        kind = event.type
         if kind == "tool_call":
             self.names[content["tool_call_id"]] = content["name"]
+            if content.get("executor", "server") != "server":
+                self.waiting.add(content["tool_call_id"])
+        elif kind in ("resolution", "tool_result"):
+            self.waiting.discard(content.get("tool_call_id"))
         if kind == "assistant_msg":
             self.show_answer(event)
-        elif kind == "user_msg":
-            if event.get("turn_id") != self.own_turn:  # a message from the inbox, or another client
-                self.end_line()
-                self.say(f"{PROMPT}{content.get('text', '')}  (from the inbox)")
-        else:
+        elif kind != "user_msg":
             self.end_line()
-            self.say(f"  · {kind.replace('_', ' ')}: {summarize(event, self.names)}")
+            self.say(f"  · {kind.replace('_', ' ')}: {summarize(event.model_dump(mode='json'), self.names)}")
 
-    def show_answer(self, event: Mapping[str, Any]) -> None:
+    def show_answer(self, event: EventOut) -> None:
         """End the streamed line, or print the whole text when no delta of it was seen."""
-        content = event.get("content") or {}
+        content = event.content
         interrupted = " [interrupted]" if content.get("interrupted") else ""
-        round_id = event.get("round_id") or ""
+        round_id = event.round_id or ""
         if round_id in self.streamed:
             if self.line_of is not None and self.line_of[0] == round_id:
                 self.write(interrupted)

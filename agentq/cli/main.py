@@ -14,7 +14,8 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
@@ -63,9 +64,31 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
+    from agentq.cli.dev import importable_here, supervise
+
+    if args.reload:
+        return supervise(config, host=args.host, port=args.port, key=args.key)
+    importable_here()
+    import traceback
+
     import gevent
 
-    from agentq.store.api_keys import new_secret
+    from agentq.agents import CodeAgents
+    from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
+    from agentq.tools import Registry, ToolDefinitionError
+
+    try:
+        bootstrap, secret = dev_key(config, args.key)
+    except (DevSetupError, OSError) as exc:
+        print(f"agentq dev: {exc}", file=sys.stderr)
+        return 2
+    try:  # alone first: what fails here is the developer's module, said as such
+        Registry.from_modules(list(config.tools))
+    except Exception as exc:
+        print(f"agentq dev: {load_failure(config.tools, exc)}", file=sys.stderr)
+        if not isinstance(exc, (ModuleNotFoundError, ToolDefinitionError)):
+            traceback.print_exc()
+        return 2
     from agentq.web.app import create_app
     from agentq.web.serve import make_server, stopper
     from agentq.web.services import embedded_services
@@ -73,14 +96,19 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     from agentq.worker.signals import when_shutting_down
 
     embedded = Embedded(config)
-    api_key = config.api_key or f"dev:{new_secret()}"
-    app = create_app(services=embedded_services(embedded, api_key))
+    app = create_app(services=embedded_services(embedded, bootstrap))
     server = make_server(app, host=args.host, port=args.port)
     server.start()
-    print(f"agentq dev: API on http://{args.host}:{server.server_port}, worker and sweeper on "
-          f"{_redacted(config.database_url)}; Ctrl-C stops")
-    if not config.api_key:
-        print(f"  API key of tenant dev: {api_key.split(':', 1)[1]}", flush=True)
+    registry, policy = embedded.runtime.registry, embedded.commands.policy
+    for line in banner(
+        url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
+        tools=[(n, t.executor) for n in registry.names if (t := registry.get(n))],
+        agents=sorted(CodeAgents.from_modules(list(config.tools), registry).names),
+        profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
+        secret=secret, reload=args.reloading,
+    ):
+        print(line)
+    sys.stdout.flush()
     stop_api = stopper(app, server)
 
     def stop() -> None:
@@ -164,7 +192,10 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     from agentq.tenancy.policy import Policy
 
     policy = Policy.from_config(config)
-    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'})")
+    why = ("AGENTQ_DEMO" if os.environ.get("AGENTQ_DEMO") else
+           "the default with the embedded broker" if config.embedded_broker else
+           "the default with a named broker, as the Procfile's processes read it")
+    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'}: {why})")
     for p in policy.profiles.values():
         where = p.url or "offline"
         key = "" if p.kind_of.offline else (
@@ -174,7 +205,26 @@ def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
     print("  ceilings: " + _listed(policy.ceilings.model_dump()))
     for name, tenant in policy.tenants.items():
         print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
+    _print_agent_offers(config, policy.agents)
+    default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
+    named = default.name if default else "none (see the warning below)"
+    print(f"  settings that name no profile get: {named}")
+    for problem in policy.unusable(os.environ):
+        print(f"  warning: {problem}")
     return 0
+
+
+def _print_agent_offers(config: Config, offers: Mapping[str, Any]) -> None:
+    """The agents AGENTQ_TOOLS's modules define, and whom the policy's `offers` give each to."""
+    from agentq.agents import CodeAgents
+
+    defined = CodeAgents.from_modules(list(config.tools))
+    for item in defined:
+        offer = offers.get(item.name)
+        tenants = "all" if offer is None or offer.tenants is None else ", ".join(offer.tenants) or "none"
+        print(f"  agent {item.name}: defined in code; tenants {tenants}")
+    for name in sorted(set(offers) - defined.names):
+        print(f"  agent {name}: named by the policy, but no module of AGENTQ_TOOLS defines it")
 
 
 def _listed(values: dict) -> str:
@@ -192,10 +242,10 @@ def _on_the_api(command):
     def run(config: Config, args: argparse.Namespace) -> int:
         import os
 
-        from agentq.cli.api_client import Client, ClientError, endpoint
+        from agentq.client import Client, ClientError
 
         try:
-            with Client(endpoint(args.url, args.key, os.environ)) as client:
+            with Client(args.url, args.key, user=args.user, env=os.environ) as client:
                 return command(client, args)
         except ClientError as exc:
             print(f"agentq {args.command}: {exc}", file=sys.stderr)
@@ -216,8 +266,8 @@ def _cmd_chat(client, args: argparse.Namespace) -> int:
         options = {"profile": args.profile, "model": args.model, "system": args.system}
         settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
         created = client.create_conversation(settings)
-        cid = created["id"]
-        print(f"conversation {cid} ({created['settings']['profile']}/{created['settings']['model']})")
+        cid = created.id
+        print(f"conversation {cid} ({created.settings.profile}/{created.settings.model})")
     else:
         print(f"conversation {cid}")
     _take_ctrl_c()
@@ -234,19 +284,20 @@ def _take_ctrl_c() -> None:
 def _cmd_inspect(client, args: argparse.Namespace) -> int:
     import json
 
-    from agentq.cli.api_client import ErrorResponse
     from agentq.cli.timeline import header, timeline
+    from agentq.client import ApiError
 
-    conversation = client.conversation(args.id)
-    events = client.all_events(args.id)
+    conversation = client.get_conversation(args.id).model_dump(mode="json")
+    events = (event.model_dump(mode="json") for event in client.iter_events(args.id))
     if args.json:
         for event in events:
             print(json.dumps(event, ensure_ascii=False))
         return 0
     summary = conversation["summary"]
     if summary is not None:
-        with contextlib.suppress(ErrorResponse):  # the summary in use, with its version and text
-            summary = client.context(args.id)["summary"] or summary
+        with contextlib.suppress(ApiError):  # the summary in use, with its version and text
+            in_use = client.context(args.id).summary
+            summary = summary if in_use is None else in_use.model_dump(mode="json")
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):
@@ -255,22 +306,21 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
 
 
 def _cmd_fork(client, args: argparse.Namespace) -> int:
-    from agentq.cli.api_client import ErrorResponse
+    from agentq.client import Conflict
 
     try:
         forked = client.fork(args.id, args.at)
-    except ErrorResponse as exc:
-        if exc.status != 409:
-            raise
+    except Conflict as exc:
         print(f"agentq fork: cannot fork {args.id} at seq {args.at}: {exc.message}", file=sys.stderr)
         return 1
-    print(forked["id"])
+    print(forked.id)
     return 0
 
 
 def _add_api_client(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="the API (default: $AGENTQ_API_URL or http://127.0.0.1:8000)")
     parser.add_argument("--key", help="the API key (default: $AGENTQ_API_KEY; tenant:secret works too)")
+    parser.add_argument("--user", help="the user you act for (sent as X-Agentq-User)")
 
 
 def _redacted(url: str) -> str:
@@ -300,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_cmd_demo)
     dev = sub.add_parser("dev", help="the API, an embedded worker and a sweeper in one process")
     _add_address(dev)
+    dev.add_argument("--key", help="the API key to accept (tenant:secret, or a secret of tenant "
+                     "dev); default: the one kept beside the dev database")
+    dev.add_argument("--reload", action="store_true",
+                     help="restart when a Python file here or of a tool module changes")
+    dev.add_argument("--reloading", action="store_true", help=argparse.SUPPRESS)
     dev.set_defaults(run=_cmd_dev)
     api = sub.add_parser("api", help="serve the HTTP API (use gunicorn in production)")
     _add_address(api)

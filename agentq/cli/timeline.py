@@ -48,6 +48,16 @@ def clock(created_at: str) -> str:
     return time.rstrip("Z")[:12] or created_at
 
 
+def result_status(content: Mapping[str, Any]) -> str:
+    """A result's status as a person reads it: a human call answered `approved: false` was
+    a rejection, not an `ok`."""
+    status = str(content.get("status", "?"))
+    output = content.get("output")
+    if status == "ok" and isinstance(output, Mapping) and output.get("approved") is False:
+        return "rejected"
+    return status
+
+
 def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
     """What one event says, in one line; `names` maps tool_call_id to the tool's name."""
     content = event.get("content") or {}
@@ -64,14 +74,17 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
         return said + reasoning_note(content.get("reasoning"))
     if kind == "tool_call":
         executor = content.get("executor", "server")
-        return f"{call_text(content.get('name', '?'), content.get('args') or {})} · {executor} · {call_id}"
+        gate = " · needs approval" if content.get("needs_approval") else ""
+        return (f"{call_text(content.get('name', '?'), content.get('args') or {})} · "
+                f"{executor}{gate} · {call_id}")
     if kind == "tool_result":
-        return f"{name} {content.get('status', '?')}: {compact(content.get('output'), CLIP - len(name))}"
+        return f"{name} {result_status(content)}: {compact(content.get('output'), CLIP - len(name))}"
     if kind == "suspension":
         waiting = ", ".join(names.get(c, c) for c in content.get("pending", []))
         return f"waiting for {waiting or 'nothing'}"
     if kind == "resolution":
-        return f"{name} {content.get('status', '?')} by {content.get('by', '?')}"
+        reason = f": {clip(content['reason'])}" if content.get("reason") else ""
+        return f"{name} {content.get('status', '?')} by {content.get('by', '?')}{reason}"
     if kind == "error":
         status = content.get("status")
         described = f"{content.get('code', '?')}: {clip(content.get('message', ''))}"

@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeGuard
 
+from pydantic import ValidationError
+
+from agentq.agents.catalog import Catalog
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
-from agentq.core.decide import ends_a_turn, message_action
+from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
+from agentq.core.decide import Step, ends_a_turn, message_action
 from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.keys import canonical_json
@@ -23,13 +27,14 @@ from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.followups import Advance, FollowUp
+from agentq.followups import Advance, FollowUp, RunTool
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
 
 RESOLUTION_STATUSES = ("resolved", "errored")
+DECISION_STATUSES = ("approved", "rejected")  # a person's answer to a gated call
 ON_BUSY = ("enqueue", "interrupt", "reject")
 
 
@@ -55,23 +60,60 @@ class Commands:
         clock: Callable[[], datetime] = utcnow,
         close_round: CloseRound = lambda round_id: "",
         policy: Policy | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.close_round = close_round
         self.policy = policy or Policy.default()
+        # the agents tenants start conversations from (without one: tenants' own agents only)
+        self.catalog = catalog or Catalog(store, self.policy.offers_agent)
 
-    def create_conversation(self, scope: Scope, settings: dict[str, Any] | Settings) -> ConversationInfo:
+    def create_conversation(
+        self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None
+    ) -> ConversationInfo:
         """Validate the settings (tools must exist, the operator's policy must allow them)
-        and store a new, idle conversation with the settings the policy made of them."""
-        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
-        settings = self._settings_for(parsed, scope)
-        return self.store.create_conversation(tenant=scope.tenant, settings=settings, now=self.clock())
+        and store a new, idle conversation with the settings the policy made of them.
 
-    def _settings_for(self, settings: Settings, scope: Scope) -> Settings:
+        With `agent` (`name` or `name@version`), the settings are the agent version's, pinned
+        now, and `settings` holds only the overrides the agent allows."""
+        parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
+        if agent is None:
+            admitted = self.settings_for(parsed, scope)
+            return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                                  now=self.clock())
+        version = self._agent_version(scope, agent)
         try:
-            self.registry.specs(settings.tools)
+            merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
+        except NotOverridable as exc:
+            details = [{"loc": ["settings", name], "msg": "not overridable", "type": "not_overridable"}
+                       for name in exc.fields]
+            raise InvalidInput(str(exc), code="not_overridable", details=details) from None
+        except ValidationError as exc:
+            raise InvalidInput(f"the agent's settings with these overrides are not valid: "
+                               f"{_first_error(exc)}", code="invalid_overrides") from None
+        admitted = self.settings_for(merged, scope)
+        return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
+                                              now=self.clock(), agent=version.ref)
+
+    def _agent_version(self, scope: Scope, agent: str):
+        try:
+            ref = parse_agent_ref(agent)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), code="invalid_agent") from None
+        found = self.catalog.find(scope.tenant, ref.name, version=ref.version)
+        if found is None:
+            which = ref.name if ref.version is None else f"{ref.name}@{ref.version}"
+            raise InvalidInput(f"no agent {which}; GET /v1/agents lists yours",
+                               code="unknown_agent")
+        return found
+
+    def settings_for(self, settings: Settings, scope: Scope) -> Settings:
+        """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
+        the tools exist and the operator's policy allows them (an agent's versions too)."""
+        try:
+            self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         return self.policy.settings_for(settings, scope.tenant)
@@ -121,13 +163,13 @@ class Commands:
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
                 raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+            turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
             if action == "enqueue":
-                tx.add_inbox(item, queued=True, turn_id=None, taken_at=None)
-                return MessageAnswer(item.id, None, True), [Advance(conversation_id)]
+                tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
+                return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
             if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
                 # inv. 2: the running (or failed) turn is closed before the new one starts
                 close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
-            turn_id = str(uuid.uuid4())
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
                 message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
@@ -143,16 +185,30 @@ class Commands:
         *,
         status: str,
         result: Any,
+        reason: str | None = None,
     ) -> tuple[ToolCallRecord, list[FollowUp]]:
-        """Close a pending call; the same answer twice is fine, anything else late is 409."""
-        if status not in RESOLUTION_STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(RESOLUTION_STATUSES)}")
+        """Close a pending call; the same answer twice is fine, anything else late is 409.
+
+        A call that needs approval takes `approved` or `rejected` (with an optional
+        `reason`) and no result: the person decides on the arguments the model gave.
+        """
+        if status not in RESOLUTION_STATUSES + DECISION_STATUSES:
+            raise InvalidInput(
+                f"status must be one of {', '.join(RESOLUTION_STATUSES + DECISION_STATUSES)}")
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
+                # a yes or no to a person's call: its result says so, as the model reads it
+                status, result, reason = "resolved", _approval(status, reason), None
+            if call.needs_approval or status in DECISION_STATUSES:
+                return self._decide(tx, call, scope, status=status, result=result,
+                                    reason=reason, now=now)
+            if reason is not None:
+                raise InvalidInput("a reason goes with a rejection of a call that needs approval")
             if call.status != "pending":
                 if call.status == status and call.result == result:
                     return call, []  # inv. 5: a repeated resolution changes nothing
@@ -168,6 +224,47 @@ class Commands:
             closed = tx.load_call(tool_call_id)
             assert closed is not None  # updated under this lock a moment ago
         return closed, [Advance(conversation_id)] if round_closed(fsm) else []
+
+    def _decide(
+        self, tx, call: ToolCallRecord, scope: Scope, *, status: str, result: Any,
+        reason: str | None, now: datetime,
+    ) -> tuple[ToolCallRecord, list[FollowUp]]:
+        """A person's decision on a gated call: approved, it runs as that very call (same id,
+        the arguments they saw); rejected, the model reads why and the tool never runs."""
+        if not call.needs_approval:
+            raise Conflict(f"tool call {call.id} needs no approval: it takes a result "
+                           f"({' or '.join(RESOLUTION_STATUSES)})")
+        if status not in DECISION_STATUSES:
+            raise Conflict(f"tool call {call.id} waits for a decision: "
+                           f"{' or '.join(DECISION_STATUSES)}, not a result")
+        if result is not None:
+            raise InvalidInput("an approval carries no result: the call runs with the "
+                               "arguments shown, or not at all")
+        if status == "approved" and reason is not None:
+            raise InvalidInput("a reason goes with a rejection")
+        if call.status != "pending":
+            if _decided_as(call) == (status, reason if status == "rejected" else None):
+                return call, []  # inv. 5: the same decision twice changes nothing
+            raise Conflict(f"tool call {call.id} is already {call.status}")
+        by = _by(scope)
+        if status == "approved":
+            moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
+                                       now=now, result=None)
+            drafted = [drafts.approval(call, by=by, created_at=now)]
+        else:
+            moved = tx.transition_call(
+                call.id, from_statuses=["pending"], to_status="rejected", now=now,
+                result={"status": "rejected", "by": by, "reason": reason},
+            )
+            drafted = drafts.rejection(call, by=by, reason=reason, created_at=now)
+        if not moved:
+            raise Conflict(f"tool call {call.id} is no longer pending")
+        _, fsm = tx.append_and_fold(drafted, now=now)
+        decided = tx.load_call(call.id)
+        if status == "approved":  # the tool step's key is the call's: it runs once (inv. 5)
+            step_key = Step.tool(call.conversation_id, call.id).key
+            return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name)]
+        return decided, [Advance(call.conversation_id)] if round_closed(fsm) else []
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
@@ -206,7 +303,7 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
-        self._settings_for(source.settings, scope)  # the policy may have changed since
+        self.settings_for(source.settings, scope)  # the policy may have changed since
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -226,6 +323,26 @@ def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | 
     asked = {"content": content, "on_busy": on_busy,
              "created_at": None if created_at is None else format_ts(to_utc(created_at))}
     return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _approval(status: str, reason: str | None) -> dict[str, Any]:
+    """The result of a human call a person approved or rejected."""
+    return {"approved": status == "approved", **({} if reason is None else {"reason": reason})}
+
+
+def _decided_as(call: ToolCallRecord) -> tuple[str, str | None] | None:
+    """The decision a closed gated call records: approved calls were scheduled to run."""
+    if call.status in ("scheduled", "done"):
+        return "approved", None
+    if call.status == "rejected" and isinstance(call.result, dict):
+        return "rejected", call.result.get("reason")
+    return None
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:

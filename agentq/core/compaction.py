@@ -6,6 +6,7 @@ holds whole turns, never part of one: `min_keep_turns` of them while they fit.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -15,39 +16,69 @@ from agentq.core.parts import IMAGE_TOKENS, images_of
 from agentq.core.render import output_text
 from agentq.core.request import Message, Request
 
+# What each wire adds around the texts counted below (a message's role and keys, a call's
+# type and wrapper, a tool's wrapper), in tokens of four characters: the most any of the
+# three wires (Chat Completions, Messages, Responses) adds, measured on their bodies
+# (tests/runtime/test_token_estimate.py). Ids and JSON escapes are counted as they are.
+MESSAGE_OVERHEAD_TOKENS = 16
+CALL_OVERHEAD_TOKENS = 20
+TOOL_OVERHEAD_TOKENS = 16
+# Once a request: the system prompt's wrapper and Anthropic's four cache breakpoints.
+REQUEST_OVERHEAD_TOKENS = 64
+
 
 def estimate_tokens(text: str) -> int:
-    """ceil(len(text) / 4): a provider-neutral estimate, close enough to budget by."""
+    """ceil(len(text) / 4): a provider-neutral estimate of a text's tokens."""
     return math.ceil(len(text) / 4)
 
 
+def wire_tokens(text: str) -> int:
+    """Tokens of `text` as a request carries it: a JSON string, its quotes and escapes
+    counted (a newline is two characters there, a control character six)."""
+    return math.ceil(len(json.dumps(text, ensure_ascii=False)) / 4)
+
+
 def message_tokens(message: Message) -> int:
-    """Estimated tokens of one message: its text, images, reasoning items and calls."""
-    total = estimate_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
-    total += sum(estimate_tokens(canonical_json(item.item)) for item in message.reasoning)
-    return total + sum(estimate_tokens(c.name + canonical_json(c.args)) for c in message.tool_calls)
+    """Estimated tokens of one message as sent: its text, images, reasoning items and calls,
+    with what the wire wraps around each."""
+    total = MESSAGE_OVERHEAD_TOKENS + wire_tokens(message.text) + IMAGE_TOKENS * images_of(message.parts)
+    if message.tool_call_id is not None:
+        total += wire_tokens(message.tool_call_id)
+    total += sum(wire_tokens(canonical_json(item.item)) for item in message.reasoning)
+    return total + sum(CALL_OVERHEAD_TOKENS + wire_tokens(c.id) + wire_tokens(c.name)
+                       + wire_tokens(canonical_json(c.args)) for c in message.tool_calls)
 
 
 def request_tokens(request: Request) -> int:
-    """Estimated tokens of a whole request: system, messages, calls and tool schemas."""
-    total = estimate_tokens(request.system)
+    """Estimated tokens of a whole request as sent: system, messages, calls and tool schemas.
+
+    Conservative: at least what a provider counting four characters of the JSON body a
+    token would count (images aside, at IMAGE_TOKENS each). A real tokenizer counts English
+    at about four characters a token, code and other languages denser: leave 10-20% of a
+    model's context window as margin when choosing `max_context_tokens`.
+    """
+    total = REQUEST_OVERHEAD_TOKENS + wire_tokens(request.system)
     total += sum(message.memo(message_tokens) for message in request.messages)
     for tool in request.tools:
-        total += estimate_tokens(tool.name + tool.description + canonical_json(tool.parameters))
+        total += (TOOL_OVERHEAD_TOKENS + wire_tokens(tool.name) + wire_tokens(tool.description)
+                  + wire_tokens(canonical_json(tool.parameters)))
     return total
 
 
 def event_tokens(event: Event) -> int:
-    """Estimated tokens one event adds to the rendered context (what `render` sends of it)."""
+    """Estimated tokens one event adds to the rendered context (what `render` sends of it,
+    counted as `message_tokens` counts it)."""
     content = event.content
     if event.type in ("user_msg", "assistant_msg"):
-        reasoning = sum(estimate_tokens(canonical_json(entry)) for entry in content.get("reasoning") or ())
-        return (estimate_tokens(content.get("text", "")) + IMAGE_TOKENS * images_of(content.get("parts"))
-                + reasoning)
+        reasoning = sum(wire_tokens(canonical_json(entry)) for entry in content.get("reasoning") or ())
+        return (MESSAGE_OVERHEAD_TOKENS + wire_tokens(content.get("text", ""))
+                + IMAGE_TOKENS * images_of(content.get("parts")) + reasoning)
+    call_id = wire_tokens(content.get("tool_call_id") or "")
     if event.type == "tool_call":
-        return estimate_tokens(content.get("name", "") + canonical_json(content.get("args", {})))
+        return (CALL_OVERHEAD_TOKENS + call_id + wire_tokens(content.get("name", ""))
+                + wire_tokens(canonical_json(content.get("args", {}))))
     if event.type == "tool_result":
-        return estimate_tokens(output_text(content.get("output")))
+        return MESSAGE_OVERHEAD_TOKENS + call_id + wire_tokens(output_text(content.get("output")))
     return 0  # suspension, resolution, error: not rendered
 
 

@@ -142,14 +142,30 @@ def _open_calls(turn: Sequence[Event]) -> list[Event]:
     return [e for e in turn if e.type == "tool_call" and e.content["tool_call_id"] not in answered]
 
 
-def _run_open_server_calls(cid: str, open_calls: Sequence[Event]) -> RunTools | None:
-    server = [e for e in open_calls if e.content.get("executor", "server") == "server"]
+def _approved(turn: Sequence[Event]) -> set[str]:
+    """The gated calls of the turn that a person approved."""
+    return {e.content["tool_call_id"] for e in turn
+            if e.type == "resolution" and e.content.get("status") == "approved"}
+
+
+def _runs_now(call: Event, approved: set[str]) -> bool:
+    """A server call runs now, unless it waits for a person's approval."""
+    if call.content.get("executor", "server") != "server":
+        return False
+    return not call.content.get("needs_approval") or call.content["tool_call_id"] in approved
+
+
+def _run_open_server_calls(
+    cid: str, open_calls: Sequence[Event], approved: set[str]
+) -> RunTools | None:
+    server = [e for e in open_calls if _runs_now(e, approved)]
     if not server:
         return None
     return RunTools(tuple(Step.tool(cid, e.content["tool_call_id"]) for e in server))
 
 
 def _await_pending_calls(cid: str, open_calls: Sequence[Event]) -> AwaitInput | None:
+    """What is left open once the server calls run: human, client and unapproved calls."""
     if not open_calls:
         return None
     ids = tuple(e.content["tool_call_id"] for e in open_calls)
@@ -181,7 +197,7 @@ def decide(view: View) -> Decision:
         return StartTurn(view.inbox[0]) if view.inbox else Idle()
     open_calls = _open_calls(turn)
     # inv. 4: open calls are dispatched or awaited, never re-rolled by a new model call.
-    tools = _run_open_server_calls(view.conversation_id, open_calls)
+    tools = _run_open_server_calls(view.conversation_id, open_calls, _approved(turn))
     if tools is not None:
         return tools
     awaiting = _await_pending_calls(view.conversation_id, open_calls)

@@ -57,14 +57,19 @@ def tool_call(
     round_id: str,
     step_key: str,
     created_at: datetime,
+    needs_approval: bool = False,
 ) -> EventDraft:
-    content = {
+    """A call of the round; `needs_approval` marks a server call that waits for a person's
+    decision on these exact arguments before it runs."""
+    content: dict[str, Any] = {
         "tool_call_id": call_id,
         "name": name,
         "args": args,
         "executor": executor,
         "expires_at": None if expires_at is None else format_ts(expires_at),
     }
+    if needs_approval:
+        content["needs_approval"] = True
     return EventDraft("tool_call", content, created_at, turn_id, round_id, step_key)
 
 
@@ -96,9 +101,36 @@ def resolution(
     turn_id: str | None,
     round_id: str | None,
     created_at: datetime,
+    reason: str | None = None,
 ) -> EventDraft:
-    content = {"tool_call_id": call_id, "status": status, "by": by}
+    content: dict[str, Any] = {"tool_call_id": call_id, "status": status, "by": by}
+    if reason is not None:
+        content["reason"] = reason
     return EventDraft("resolution", content, created_at, turn_id, round_id)
+
+
+def approval(call: ToolCallRecord, *, by: str, created_at: datetime) -> EventDraft:
+    """A person approved a gated call: it runs next, with the arguments they saw."""
+    return resolution(call.id, "approved", by, turn_id=call.turn_id, round_id=call.round_id,
+                      created_at=created_at)
+
+
+def refusal_text(reason: str | None) -> str:
+    """What the model reads for a rejected call."""
+    why = f": {reason}" if reason else " (no reason given)"
+    return f"a person refused this call{why}. The tool did not run."
+
+
+def rejection(
+    call: ToolCallRecord, *, by: str, reason: str | None, created_at: datetime
+) -> list[EventDraft]:
+    """A person refused a gated call: its `rejected` result says why; the tool never runs."""
+    return [
+        resolution(call.id, "rejected", by, turn_id=call.turn_id, round_id=call.round_id,
+                   created_at=created_at, reason=reason),
+        tool_result(call.id, "rejected", refusal_text(reason), turn_id=call.turn_id,
+                    round_id=call.round_id, step_key=None, created_at=created_at),
+    ]
 
 
 def closed_call(

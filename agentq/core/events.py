@@ -18,8 +18,10 @@ EVENT_TYPES: tuple[str, ...] = (
     "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
 )
 Executor = Literal["server", "human", "client"]
-CallStatus = Literal["scheduled", "pending", "resolved", "errored", "expired", "cancelled", "done"]
-ResultStatus = Literal["ok", "error", "expired", "cancelled"]
+CallStatus = Literal[
+    "scheduled", "pending", "resolved", "errored", "expired", "cancelled", "done", "rejected"
+]
+ResultStatus = Literal["ok", "error", "expired", "cancelled", "rejected"]
 OnBusy = Literal["enqueue", "interrupt", "reject"]
 
 
@@ -102,6 +104,8 @@ class ToolCallRecord:
     result: Any = None
     expires_at: datetime | None = None
     resolved_at: datetime | None = None
+    # a server call that runs only once a person approves it (`@tool(needs_approval=...)`)
+    needs_approval: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +120,7 @@ class ToolCallRecord:
             "created_at": format_ts(self.created_at),
             "expires_at": _opt_ts(self.expires_at),
             "resolved_at": _opt_ts(self.resolved_at),
+            "needs_approval": self.needs_approval,
         }
 
 
@@ -144,14 +149,16 @@ class InboxItem:
     idempotency_key: str | None = None
     scope: dict[str, Any] = field(default_factory=dict)
     request_hash: str | None = None  # what the request said, for Idempotency-Key reuse
+    turn_id: str | None = None  # the turn it starts, named when it arrived
 
 
 @dataclass(frozen=True)
 class FsmState:
     """The cached machine state of a conversation; `fold(events)` rebuilds it.
 
-    `pending` maps open human/client calls to {executor, name, expires_at};
-    `running` lists open server calls; `rounds` counts committed model responses;
+    `pending` maps open human/client calls, and server calls awaiting approval, to
+    {executor, name, expires_at} (plus `needs_approval`); `running` lists open server calls
+    (an approved call among them); `rounds` counts committed model responses;
     `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts;
     `scope` is who the turn's tools act for: the asker, or the system after an expiry.
     """

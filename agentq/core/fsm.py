@@ -14,6 +14,8 @@ from agentq.core.events import Event, FsmState
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
 # An error event with this status records that a person re-drove a failed turn.
 RETRIED = "retried"
+# A resolution with this status records that a person approved a gated call: it runs now.
+APPROVED = "approved"
 
 
 def _user_msg(state: FsmState, event: Event) -> FsmState:
@@ -31,14 +33,17 @@ def _assistant_msg(state: FsmState, event: Event) -> FsmState:
 def _tool_call(state: FsmState, event: Event) -> FsmState:
     content = event.content
     call_id = content["tool_call_id"]
-    if content.get("executor", "server") == "server":
+    gated = bool(content.get("needs_approval"))
+    if content.get("executor", "server") == "server" and not gated:
         return replace(state, state="running", running=state.running + (call_id,))
     pending = dict(state.pending)
     pending[call_id] = {
-        "executor": content["executor"],
+        "executor": content.get("executor", "server"),
         "name": content.get("name"),
         "expires_at": content.get("expires_at"),
     }
+    if gated:
+        pending[call_id]["needs_approval"] = True
     return replace(state, state="running" if state.running else "awaiting_input", pending=pending)
 
 
@@ -77,7 +82,18 @@ def _resolution(state: FsmState, event: Event) -> FsmState:
     # (docs/design.md §16.3).
     if event.content.get("by") == "system":
         return replace(state, scope=SYSTEM_SCOPE_JSON)
+    if event.content.get("status") == APPROVED:
+        return _approved(state, event.content["tool_call_id"])
     return state
+
+
+
+def _approved(state: FsmState, call_id: str) -> FsmState:
+    """An approved call stops waiting on a person and runs like any server call."""
+    if call_id not in state.pending:
+        return state
+    pending = {i: p for i, p in state.pending.items() if i != call_id}
+    return replace(state, state="running", pending=pending, running=state.running + (call_id,))
 
 
 _RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {

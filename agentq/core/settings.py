@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
@@ -19,9 +20,11 @@ _SECRET_NAMES = frozenset({
 })
 _KEY_LOOKING = re.compile(r"^(sk|rk|pk)-[A-Za-z0-9_\-]{16,}$")
 _NO_KEYS = (
-    "settings must not hold an API key: keys come from the operator's model profile, or "
-    "from your own key set with PUT /v1/profiles/{profile}/key"
+    "settings must not hold an API key, and {field} holds one: keys come from the operator's "
+    "model profile, or from your own key set with PUT /v1/profiles/{{profile}}/key"
 )
+# The error type, and the API's error code, of a setting no tenant may send.
+FORBIDDEN_SETTING = "forbidden_setting"
 # Former settings that named an endpoint or a key: a tenant could point a worker at any
 # host with any of its environment variables as the bearer token (inv. 9).
 _NO_ENDPOINTS = (
@@ -53,16 +56,25 @@ def _normal(name: str) -> str:
     return name.strip().lower().replace(" ", "_")
 
 
-def _find_secret(value: Any) -> bool:
-    """Whether a nested value carries a field named like a secret, or a key-looking string."""
+def _find_secret(value: Any, where: str) -> str | None:
+    """The path of the first field named like a secret or holding a key-looking string, or None.
+
+    Careful: the path is shown to the client, so a name that itself looks like a key is
+    not spelled out.
+    """
     if isinstance(value, dict):
-        return any(
-            (isinstance(k, str) and _normal(k) in _SECRET_NAMES) or _find_secret(v)
-            for k, v in value.items()
-        )
+        for key, item in value.items():
+            shown = f"{where}.{'<a key>' if _KEY_LOOKING.match(str(key).strip()) else key}"
+            if isinstance(key, str) and _normal(key) in _SECRET_NAMES:
+                return shown
+            found = _find_secret(item, shown)
+            if found:
+                return found
+        return None
     if isinstance(value, list):
-        return any(_find_secret(item) for item in value)
-    return isinstance(value, str) and bool(_KEY_LOOKING.match(value.strip()))
+        return next((found for index, item in enumerate(value)
+                     if (found := _find_secret(item, f"{where}.{index}"))), None)
+    return where if isinstance(value, str) and _KEY_LOOKING.match(value.strip()) else None
 
 
 class _Strict(BaseModel):
@@ -194,10 +206,13 @@ class Settings(_Strict):
         if isinstance(data, dict):
             for name in ("base_url", "api_key_ref"):
                 if name in data:
-                    raise ValueError(_NO_ENDPOINTS.format(name=name))
-            names = {_normal(k) for k in data if isinstance(k, str)}
-            if names & _SECRET_NAMES or _find_secret(data.get("extra_body")):
-                raise ValueError(_NO_KEYS)
+                    raise PydanticCustomError(FORBIDDEN_SETTING, _NO_ENDPOINTS.format(name=name),
+                                              {"field": name})
+            named = next((k for k in data if isinstance(k, str) and _normal(k) in _SECRET_NAMES), None)
+            found = named or _find_secret(data.get("extra_body"), "extra_body")
+            if found:
+                raise PydanticCustomError(FORBIDDEN_SETTING, _NO_KEYS.format(field=found),
+                                          {"field": found})
         return data
 
 

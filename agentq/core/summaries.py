@@ -8,10 +8,17 @@ in pieces, each folded into the running summary, every request within the budget
 """
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import replace
 
 from agentq.core.budget import fit, shorten
-from agentq.core.compaction import estimate_tokens
+from agentq.core.compaction import (
+    MESSAGE_OVERHEAD_TOKENS,
+    REQUEST_OVERHEAD_TOKENS,
+    request_tokens,
+    wire_tokens,
+)
 from agentq.core.events import View
 from agentq.core.keys import canonical_json
 from agentq.core.parts import images_of
@@ -70,11 +77,28 @@ def summary_request(
     tail = "\n\n" + SUMMARY_REQUEST_TEXT
     if budget is None:
         end = len(text)
-    else:
-        room = (budget - estimate_tokens(system)) * 4 - len(head) - len(tail)
-        end = _piece_end(text, start, max(room, MIN_PIECE_CHARS))
+    else:  # the piece gets what the request without it leaves, in characters as sent
+        framed = request_tokens(Request(system=system, messages=(Message("user", head + tail),)))
+        room = _fitting(text, start, max((budget - framed) * 4, MIN_PIECE_CHARS))
+        end = _piece_end(text, start, room)
     message = Message("user", head + text[start:end] + tail)
     return Request(system=system, messages=(message,), model=policy.model or view.settings.model or ""), end
+
+
+def _sent_chars(text: str) -> int:
+    """Characters of `text` inside a JSON string: escapes counted, quotes not."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def _fitting(text: str, start: int, room: int) -> int:
+    """How many characters from `start` take at most `room` characters as sent."""
+    low, high = 0, min(len(text) - start, room)
+    if _sent_chars(text[start:start + high]) <= room:
+        return high
+    while low < high:  # the longest piece that fits (sent sizes grow with the piece)
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _sent_chars(text[start:start + middle]) <= room else (low, middle - 1)
+    return max(low, 1)
 
 
 def _piece_end(text: str, start: int, room: int) -> int:
@@ -88,10 +112,12 @@ def _piece_end(text: str, start: int, room: int) -> int:
 
 def smallest_summary_budget(view: View) -> int:
     """The smallest budget whose summary requests stay within it (with the default prompt,
-    about 215 tokens): below it, pieces of MIN_PIECE_CHARS pass the budget."""
+    about 325 tokens): below it, pieces of MIN_PIECE_CHARS pass the budget."""
     policy = view.settings.compaction
-    system = estimate_tokens(policy.prompt or DEFAULT_SUMMARY_PROMPT)
-    framing = len(SUMMARY_SO_FAR + "\n\n" + TRANSCRIPT_HEAD + "\n\n" + SUMMARY_REQUEST_TEXT)
+    system = (REQUEST_OVERHEAD_TOKENS + MESSAGE_OVERHEAD_TOKENS
+              + wire_tokens(policy.prompt or DEFAULT_SUMMARY_PROMPT))
+    framing = len(json.dumps(SUMMARY_SO_FAR + "\n\n" + TRANSCRIPT_HEAD + "\n\n" + SUMMARY_REQUEST_TEXT))
     note = 100  # the note of a shortened summary, with room to spare
-    # room = (budget - system) * 4 - framing - (budget + note) >= MIN_PIECE_CHARS
-    return -(-(4 * system + framing + note + MIN_PIECE_CHARS) // 3)
+    # room = (budget - system) * 4 - framing - (budget + note) - 4 (rounding) >= MIN_PIECE_CHARS,
+    # for a summary of plain text (its newlines count twice as sent)
+    return math.ceil((4 * system + framing + note + 4 + MIN_PIECE_CHARS) / 3)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import fakeredis
@@ -16,7 +17,7 @@ import redis
 from agentq.config import EMBEDDED_PUBSUB
 from agentq.live.fanout import Fanout, Feed, FeedEnded, Notice
 
-__all__ = ["Feed", "FeedEnded", "Notice", "PubSub", "channel"]
+__all__ = ["Feed", "FeedEnded", "Notice", "Partial", "PubSub", "channel"]
 
 _EMBEDDED_SERVERS: dict[str, fakeredis.FakeServer] = {}
 _EMBEDDED_LOCK = threading.Lock()
@@ -46,9 +47,47 @@ def _partial_key(round_id: str) -> str:
     return f"agentq:partial:{round_id}"
 
 
+def _mark_key(round_id: str) -> str:
+    """`attempt:index` of the last delta in the round's text."""
+    return f"agentq:partial:{round_id}:mark"
+
+
+def _turn_round_key(turn_id: str) -> str:
+    """The round of the turn that streamed last: where a stream joining the turn reads."""
+    return f"agentq:partial:turn:{turn_id}"
+
+
+@dataclass(frozen=True)
+class Partial:
+    """The text a round's newest attempt streamed so far: its deltas 0 to `index`."""
+
+    round_id: str
+    attempt: int
+    index: int
+    text: str
+
+
 def _closed_key(round_id: str) -> str:
     """Set once the round was interrupted: no delta of it is published after that."""
     return f"agentq:partial:{round_id}:closed"
+
+
+# A delta, in one round trip and atomically: refused if its round is closed, else added to
+# the round's text (afresh for an attempt's first delta) and published. Being atomic, a delta is
+# either in the text an interrupt keeps and published, or neither; no close can come
+# between the append and the publish.
+# KEYS: closed key, partial key. ARGV: text, ttl s, "1" to start afresh, channel, payload.
+_DELTA_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+else
+  redis.call('APPEND', KEYS[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
 
 
 class PubSub:
@@ -57,13 +96,17 @@ class PubSub:
     def __init__(self, url: str) -> None:
         self.url = url
         self._fanout: Fanout | None = None
+        self._delta_script = None
         if url.startswith(EMBEDDED_PUBSUB):
+            # fakeredis runs no Lua without an extra native package: in one process a delta
+            # takes the transaction and the publish (`_publish_delta_in_two`).
             self.client = _embedded_client(url)
         else:
             # Publishing threads each take a connection; live streams share one (the fanout).
             self.client = redis.Redis.from_url(
                 url, socket_timeout=5, socket_connect_timeout=5, max_connections=MAX_CONNECTIONS
             )
+            self._delta_script = self.client.register_script(_DELTA_SCRIPT)
 
     def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> bool:
         """Best effort: a lost notice costs a stream some latency, never a lost event.
@@ -72,30 +115,76 @@ class PubSub:
         """
         payload = json.dumps({"kind": kind, "data": data}, separators=(",", ":"))
         try:
-            if kind == "delta" and not self._keep_partial(data):
-                return False
+            if kind == "delta":
+                return self._publish_delta(conversation_id, data, payload)
             self.client.publish(channel(conversation_id), payload)
         except redis.RedisError:
             return False
         return True
 
-    def _keep_partial(self, data: dict[str, Any]) -> bool:
-        """Add a delta to its round's text; False (publish nothing) if the round is closed.
+    def _publish_delta(self, conversation_id: str, data: dict[str, Any], payload: str) -> bool:
+        """Keep the delta in its round's text and publish it, one round trip; False (nothing
+        kept, nothing published) if the round is closed. The first delta of an attempt
+        (index 0) starts the text afresh."""
+        if self._delta_script is None:
+            return self._publish_delta_in_two(conversation_id, data, payload)
+        round_id = data["round_id"]
+        done = self._delta_script(
+            keys=[_closed_key(round_id), _partial_key(round_id)],
+            args=[data["text"].encode("utf-8"), PARTIAL_TTL_S,
+                  "1" if data.get("index") == 0 else "0", channel(conversation_id), payload],
+        )
+        return bool(done)
+
+    def _publish_delta_in_two(self, conversation_id: str, data: dict[str, Any],
+                              payload: str) -> bool:
+        """The delta kept, then published: two round trips (the embedded pub/sub).
 
         Careful: the check and the append are one transaction, and `close_round` reads the
         text in one too, so a delta is either in the text an interrupt keeps or never
-        published. The first delta of an attempt (index 0) starts the text afresh.
+        published. A close between the two may let the delta reach a stream after the round
+        closed; a stream drops the deltas of a round it has sent as interrupted.
         """
         round_id = data["round_id"]
         pipe = self.client.pipeline(transaction=True)
         pipe.exists(_closed_key(round_id))
         if data.get("index") == 0:
             pipe.set(_partial_key(round_id), data["text"].encode("utf-8"), ex=PARTIAL_TTL_S)
+            if data.get("turn_id"):
+                pipe.set(_turn_round_key(data["turn_id"]), round_id, ex=PARTIAL_TTL_S)
         else:
             pipe.append(_partial_key(round_id), data["text"].encode("utf-8"))
             pipe.expire(_partial_key(round_id), PARTIAL_TTL_S)
+        pipe.set(_mark_key(round_id), f"{data.get('attempt', 1)}:{data.get('index', 0)}",
+                 ex=PARTIAL_TTL_S)
         closed = pipe.execute()[0]
-        return not closed
+        if closed:
+            return False
+        self.client.publish(channel(conversation_id), payload)
+        return True
+
+    def partial_of_turn(self, turn_id: str) -> Partial | None:
+        """The text the turn's latest round has streamed so far; None if none is known.
+
+        Careful: the text and its mark are read in one transaction, so the mark says
+        exactly which deltas the text holds; a stream subscribed before this read skips
+        the live deltas up to the mark and misses none after it.
+        """
+        try:
+            raw = self.client.get(_turn_round_key(turn_id))
+            if raw is None:
+                return None
+            round_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(_partial_key(round_id))
+            pipe.get(_mark_key(round_id))
+            text, mark = pipe.execute()
+        except redis.RedisError:
+            return None
+        if text is None or mark is None:
+            return None
+        attempt, _, index = mark.decode().partition(":")
+        return Partial(round_id, int(attempt), int(index), text.decode("utf-8", errors="replace"))
 
     def close_round(self, round_id: str) -> str:
         """Stop the round's deltas and return the text streamed so far ("" if unknown).

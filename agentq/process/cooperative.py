@@ -22,6 +22,8 @@ class BlockingDriver(RuntimeError):
 def serves_api(argv: Sequence[str]) -> bool:
     """Whether the `agentq` command line serves the API (its first word is `api` or `dev`)."""
     words = [arg for arg in argv if not arg.startswith("-")]
+    if words[:1] == ["dev"] and "--reload" in argv:
+        return False  # the watcher: its child process serves
     return bool(words) and words[0] in SERVING
 
 

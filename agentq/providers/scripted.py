@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Iterator
 
 from agentq.core.keys import canonical_json, scripted_call_id
@@ -17,6 +18,9 @@ from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.openai_errors import classify, sdk_error
 
+# The scripted model wakes at most this often while it streams: a real model at 100
+# tokens a second sends a piece every 10 ms, and a faster script's pieces come in bursts.
+PACE_S = 0.01
 _CALLED = re.compile(r"^Assistant called ([^(\s]+)\(", re.MULTILINE)
 
 
@@ -34,8 +38,14 @@ class ScriptedProvider:
         interval_s = answer.delay_s / max(len(pieces), 1)
         if not pieces and cancel.wait(answer.delay_s):
             return
+        started = time.monotonic()
         for index, piece in enumerate(pieces):
-            if cancel.wait(interval_s):
+            # Paced by the model, not by its reader: a piece is due at its place in
+            # delay_s, and a reader that fell behind gets the pieces already due at once,
+            # as from a real model's socket. It wakes at most every PACE_S, and then hands
+            # over every piece due by then, as a socket read does.
+            wait_s = started + (index + 1) * interval_s - time.monotonic()
+            if cancel.wait(max(wait_s, PACE_S)) if wait_s > 0 else cancel.is_set():
                 return
             yield Delta(index=index, text=piece)
         if cancel.is_set():

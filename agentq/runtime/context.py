@@ -23,6 +23,11 @@ def no_cap(tenant: str) -> int | None:
     return None
 
 
+def no_queue(kind: str, tool: str | None) -> str | None:
+    """Where a step's task goes is not known here (no worker queues: no default shares)."""
+    return None
+
+
 @dataclass(frozen=True)
 class StepContext:
     """The worker's wiring that a step may use; nothing in it is a step's own state."""
@@ -35,6 +40,9 @@ class StepContext:
     running_steps: Callable[[str], int | None] = no_cap
     # How a model step renders its view: `render`, or a worker's transcripts that give the same.
     render: Renderer = render
+    # The queue a step's task goes to, by kind and tool: its tenant's default share is of the
+    # slots that queue's workers offer (`agentq.runtime.shares`).
+    queue_of: Callable[[str, str | None], str | None] = no_queue
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str

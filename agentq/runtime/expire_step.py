@@ -38,6 +38,14 @@ def arm_expiries(ctx: StepContext, view: View, expiries: Sequence[Step]) -> list
     return follow
 
 
+def _expired_text(needs_approval: bool, expires_at: datetime) -> str:
+    """What the model reads for an expired call; an unapproved call was refused, never run."""
+    if needs_approval:
+        return (f"refused by the system: no one approved this call before "
+                f"{format_ts(expires_at)}. The tool did not run.")
+    return f"no answer before {format_ts(expires_at)}"
+
+
 def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
     """Expire a pending call if it is due; re-arm if not."""
     call = ctx.store.load_tool_call(conversation_id, tool_call_id)
@@ -57,7 +65,7 @@ def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[Fo
             ):
                 raise Stale("the call is no longer pending")
             events, fsm = tx.append_and_fold(drafts.closed_call(
-                call, "expired", f"no answer before {format_ts(call.expires_at)}",
+                call, "expired", _expired_text(call.needs_approval, call.expires_at),
                 by="system", created_at=now,
             ), now=now)
     except Stale:

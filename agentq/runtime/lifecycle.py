@@ -8,6 +8,11 @@ the release of a commit that lost its race, and the hold of a step whose endpoin
 circuit breaker opened while it ran. A tenant's share of the workers is kept here too
 (inv. 9): a step past its tenant's cap is left waiting and its task ends at once, and a
 step that stops running wakes the one of its tenant that has waited longest.
+
+Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
+a step that raised, or one whose worker died while it ran alone. Each step runs within
+the process's `Admission`: a task waits unclaimed while the process has no room, and a
+step that died with others runs alone.
 """
 from __future__ import annotations
 
@@ -25,12 +30,14 @@ from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CircuitOpen, ProviderError
+from agentq.runtime.admission import Admission, Place
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
 from agentq.runtime.repair import redrive
+from agentq.runtime.shares import Shares
 from agentq.store import NewStep
-from agentq.store.ledger import WAITING
+from agentq.store.ledger import WAITING, runs_alone
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +80,8 @@ class StepWork(ABC, Generic[Result]):
 
     # How often the lease is renewed while the work runs (None: a third of the lease).
     heartbeat_s: float | None = None
+    # The tool a tool step calls (its task goes to that tool's queue).
+    tool: str | None = None
 
     def __init__(self, ctx: StepContext, conversation_id: str, tenant: str, step: Step) -> None:
         self.ctx = ctx
@@ -106,9 +115,13 @@ class StepWork(ABC, Generic[Result]):
 class Lifecycle:
     """Runs each StepWork under a claim: the only place a step is claimed, released or failed."""
 
-    def __init__(self, ctx: StepContext, leases: Leases) -> None:
+    def __init__(self, ctx: StepContext, leases: Leases, admission: Admission | None = None
+                 ) -> None:
         self.ctx = ctx
         self.leases = leases
+        self.admission = admission or Admission(limit=ctx.config.steps_in_flight,
+                                                starting=ctx.store.pool_size())
+        self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
         """Claim the step, run it with its lease kept, then commit it or record how it failed.
@@ -116,16 +129,34 @@ class Lifecycle:
         `task_id` is the Celery task running the step, recorded on its ledger row (by
         default the step's own deterministic task id, which tool tasks are sent with).
         """
-        cap = self.ctx.running_steps(work.tenant)
-        claim = self.claim(work, task_id, cap=cap)
-        if claim is None:
+        kind = work.step.kind
+        cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
+        with self.admission.among_others() as place:
+            claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
+            if claim is not None:
+                return self._claimed(work, claim, place, cap, kinds)
+        if not self._must_run_alone(work):
             return self._not_claimed(work)
+        with self.admission.alone() as place:  # it died with others: its death is its own now
+            claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
+            if claim is None:
+                return self._not_claimed(work)
+            return self._claimed(work, claim, place, cap, kinds)
+
+    def _claimed(self, work: StepWork[Result], claim: Claim | Waits, place: Place,
+                 cap: int | None, kinds: tuple[str, ...] | None) -> list[FollowUp]:
         if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
-        followups = self._run_claimed(work, claim)
-        return followups if cap is None else followups + self._woken(work.tenant)
+        followups = self._run_claimed(work, claim, place)
+        return followups if cap is None else followups + self._woken(work.tenant, kinds)
 
-    def _run_claimed(self, work: StepWork[Result], claim: Claim) -> list[FollowUp]:
+    def _must_run_alone(self, work: StepWork[Result]) -> bool:
+        """The claim was refused because the step died with others: it runs alone next."""
+        record = self.ctx.store.load_step(work.step.key)
+        return record is not None and runs_alone(record, now=self.ctx.clock(),
+                                                  max_attempts=self.ctx.config.max_attempts)
+
+    def _run_claimed(self, work: StepWork[Result], claim: Claim, place: Place) -> list[FollowUp]:
         """Run the claimed step and commit it, or record how it failed, with its lease kept.
 
         Careful: the commit runs under the lease too. On a busy worker it may wait seconds for
@@ -134,6 +165,7 @@ class Lifecycle:
         """
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat:
             try:
+                place.started()  # the claim moves forward: this process may claim another
                 result = work.run(claim, beat.lost)
             except StepTimedOut as exc:
                 return self.fail(claim, "timeout", "step_timeout", str(exc))
@@ -143,8 +175,8 @@ class Lifecycle:
             except CircuitOpen as exc:
                 return work.hold(claim, exc)
             except ProviderError as exc:
-                if exc.transient:  # retries exhausted: the sweeper tries again, attempts bound it
-                    self.release(claim, "failed_recoverable", str(exc))
+                if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
+                    self.release(claim, "failed_recoverable", str(exc), fault=True)
                     return []
                 return self.fail(claim, "failed_permanent", exc.code, str(exc))
             except Cancelled:
@@ -159,34 +191,40 @@ class Lifecycle:
                 return []
 
     def claim(
-        self, work: StepWork[Result], task_id: str | None, *, cap: int | None
+        self, work: StepWork[Result], task_id: str | None, *, cap: int | None,
+        cap_kinds: tuple[str, ...] | None = None, alone: bool = False,
     ) -> Claim | Waits | None:
         """Schedule the step if new and claim it for this worker; None if we did not win,
-        WAITS if its tenant already runs `cap` steps (or earlier ones wait for a slot)."""
+        WAITS if its tenant already runs `cap` steps (of `cap_kinds`, or of any kind), or
+        earlier ones wait for a slot. `alone`: this process runs nothing else meanwhile
+        (`Admission.alone`)."""
         config, step, cid = self.ctx.config, work.step, work.conversation_id
         worker = worker_id()
         record = self.ctx.store.schedule_and_claim_step(
             NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
             worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
-            max_attempts=config.max_attempts, cap=cap,
+            max_attempts=config.max_attempts, cap=cap, cap_kinds=cap_kinds, alone=alone,
         )
         bind_log_context(conversation_id=cid, step_key=step.key,
                          step_kind=step.kind, round_id=step.round_id)
         if record is None:
             return None
         if record.status == WAITING:
-            log.info("step waits for a slot: tenant %s runs %d steps at once at most",
+            log.info("step waits for a slot: tenant %s runs %d such steps at once at most",
                      work.tenant, cap, extra={"status": WAITING})
             return WAITS
-        log.info("step claimed", extra={"attempt": record.attempts})
+        log.info("step claimed%s", " to run alone" if alone else "",
+                 extra={"attempt": record.attempts})
         return Claim(cid, step, worker, record.attempts, record.retries)
 
-    def release(self, claim: Claim, status: str, error: str | None) -> None:
-        """Give a claimed step back with `status` (a no-op if it is no longer ours)."""
+    def release(self, claim: Claim, status: str, error: str | None, *, fault: bool = False
+                ) -> None:
+        """Give a claimed step back with `status` (a no-op if it is no longer ours); with
+        `fault`, the attempt counts against the step."""
         log.info("step released as %s%s", status, f": {error}" if error else "",
                  extra={"status": status})
         self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
-                                    now=self.ctx.clock(), error=error)
+                                    now=self.ctx.clock(), error=error, fault=fault)
 
     def fail(self, claim: Claim, status: str, code: str, message: str) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
@@ -195,17 +233,22 @@ class Lifecycle:
                                     now=self.ctx.clock(), error=message)
         return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message)
 
-    def _woken(self, tenant: str) -> list[FollowUp]:
-        """A slot of `tenant` is free again: the step of its that has waited longest takes it.
+    def _woken(self, tenant: str, kinds: tuple[str, ...] | None) -> list[FollowUp]:
+        """A slot of `tenant` (on the queue of `kinds`, or on any) is free again: the step of
+        its that has waited longest for one takes it. On a queue shared by default (`kinds`),
+        so may another tenant's: the slot is the queue's, and the shares moved.
 
         Careful: a step that went waiting while this one was finishing may be missed here;
         the sweeper wakes it (`repair.sweep`).
         """
-        waiting = self.ctx.store.next_waiting_step(tenant)
-        return [] if waiting is None else [redrive(*waiting)]
+        store = self.ctx.store
+        waiting = [store.next_waiting_step(tenant, kinds)]
+        if kinds is not None:
+            waiting.append(store.next_waiting_step(tenant, kinds, others=True))
+        return [redrive(*found) for found in waiting if found is not None]
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
-        """Another worker holds the step, or it is done, or it is poison (attempts used up)."""
+        """Another worker holds the step, or it is done, or it is poison (faults used up)."""
         max_attempts = self.ctx.config.max_attempts
         if not self.ctx.store.give_up_step(work.step.key, max_attempts=max_attempts,
                                            now=self.ctx.clock()):
@@ -213,5 +256,6 @@ class Lifecycle:
         log.warning("step given up after %d attempts", max_attempts,
                     extra={"status": "failed_permanent"})
         return work.give_up(
-            f"the step failed {max_attempts} times (its worker died or it kept failing); giving up"
+            f"the step failed {max_attempts} times (it raised, or its worker died while it ran"
+            " alone); giving up"
         )

@@ -18,6 +18,7 @@ from agentq.providers.base import CallContext, Delta, ModelResponse, Provider
 from agentq.providers.breakers import CircuitBreakers
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
+from agentq.runtime.deltas import CoalescedDeltas
 from agentq.runtime.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,17 @@ class ModelCall:
         timers: Timers,
         max_attempts: int = 5,
         sleep: Callable[[float], None] | None = None,
+        delta_window_s: float = 0.0,
     ) -> None:
+        """`delta_window_s`: how long deltas are held to be published together (0: each
+        delta at once; `runtime.deltas`)."""
         self._provider = provider
         self._publish = publish
         self._count_retry = count_retry
         self._timers = timers
         self._max_attempts = max_attempts
         self._sleep = sleep
+        self._delta_window_s = delta_window_s
 
     def run(
         self,
@@ -114,18 +119,28 @@ class ModelCall:
         parts: list[str] = []
         final: ModelResponse | None = None
         this_try = dataclasses.replace(ctx, attempt=attempt)
-        for item in self._provider.stream(request, this_try, cancel):
-            if isinstance(item, Delta):
-                parts.append(item.text)
-                self._publish("delta", {
-                    "round_id": info.round_id,
-                    "turn_id": info.turn_id,
-                    "index": item.index,
-                    "attempt": attempt,
-                    "text": item.text,
-                })
-            else:
-                final = item
+
+        def send(index: int, text: str) -> None:
+            self._publish("delta", {
+                "round_id": info.round_id,
+                "turn_id": info.turn_id,
+                "index": index,
+                "attempt": attempt,
+                "text": text,
+            })
+
+        deltas = CoalescedDeltas(send, self._timers, window_s=self._delta_window_s)
+        try:
+            for item in self._provider.stream(request, this_try, cancel):
+                if isinstance(item, Delta):
+                    parts.append(item.text)
+                    deltas.add(item.text)
+                else:
+                    final = item
+            if final is not None:
+                deltas.flush()  # every delta is out before the answer is committed
+        finally:
+            deltas.close()  # an attempt that failed or was cancelled publishes no more
         if final is None:
             _stop_if_cancelled(cancel, timed_out, ctx, "".join(parts))
             raise Cancelled("".join(parts))
@@ -155,6 +170,7 @@ class ModelCalls:
     timers: Timers
     max_attempts: int
     sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)
+    delta_window_s: float = 0.0  # AGENTQ_DELTA_WINDOW_S: deltas published together
     breakers: CircuitBreakers | None = None
     endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
 
@@ -182,7 +198,8 @@ class ModelCalls:
         sleep = {} if self.sleep is None else {"sleep": self.sleep}
         return ModelCall(
             provider, publish, lambda: self.count_retry(info.step_key),
-            timers=self.timers, max_attempts=self.max_attempts, **sleep,
+            timers=self.timers, max_attempts=self.max_attempts,
+            delta_window_s=self.delta_window_s, **sleep,
         )
 
 

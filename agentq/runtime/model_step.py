@@ -23,6 +23,7 @@ from agentq.core.decide import Step
 from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
+from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
@@ -199,30 +200,35 @@ class LlmStep(StepWork[ModelResponse]):
         records: list[ToolCallRecord] = []
         results: list[EventDraft] = []
         pending: list[str] = []
+        scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
         for call in response.tool_calls:
             problem = self.registry.check(call.name, call.args, settings.tools)
             tool = self.registry.get(call.name)
             executor = tool.executor if (tool and problem is None) else "server"
+            gated = tool is not None and problem is None and executor == "server" and (
+                tool.gated(call.args, scope))
+            waits = executor != "server" or gated
             expires_at = (
                 now + timedelta(seconds=tool.expires_in)
-                if tool is not None and tool.expires_in is not None and executor != "server"
+                if tool is not None and tool.expires_in is not None and waits
                 else None
             )
             out.append(drafts.tool_call(
-                call.id, call.name, call.args, executor=executor, expires_at=expires_at, **common
+                call.id, call.name, call.args, executor=executor, expires_at=expires_at,
+                needs_approval=gated, **common
             ))
-            status: CallStatus = "pending" if executor != "server" else "scheduled"
+            status: CallStatus = "pending" if waits else "scheduled"
             result = None
             if problem is not None:  # an invented tool or bad arguments: the model reads why
                 status, result = "done", {"status": "error", "output": problem.output}
                 results.append(drafts.tool_result(call.id, "error", problem.output, **common))
-            elif executor != "server":
+            elif waits:
                 pending.append(call.id)
             records.append(ToolCallRecord(
                 conversation_id=view.conversation_id, id=call.id, name=call.name,
                 executor=executor, status=status, args=call.args, round_id=step.round_id,
                 turn_id=turn_id, created_at=now, result=result, expires_at=expires_at,
-                resolved_at=now if result is not None else None,
+                resolved_at=now if result is not None else None, needs_approval=gated,
             ))
         out.extend(results)
         if pending:

@@ -31,20 +31,29 @@ def sweep(ctx: StepContext) -> list[FollowUp]:
     return list(dict.fromkeys(follow))
 
 
-def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: float) -> list[FollowUp]:
+LAPSED_PAGE = 100  # steps re-driven per wake of the sweeper
+
+
+def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: float
+              ) -> tuple[list[FollowUp], bool]:
     """Re-drive what fell due in (after, now]: leases that ran out, and `grace_s` after their
-    own ETA tasks were due, holds that ended and pending calls' deadlines (`Sweeper`)."""
+    own ETA tasks were due, holds that ended and pending calls' deadlines (`Sweeper`).
+
+    True with them when every lapsed step of the window was re-driven; False when there were
+    more than a page: the window must be swept again once these are taken (a dead worker's
+    leases, renewed together, all run out at the same instant).
+    """
     store, grace = ctx.store, timedelta(seconds=grace_s)
     follow: list[FollowUp] = []
     for call in store.list_calls_due(after=after - grace, now=now - grace):
         key = Step.expire(call.conversation_id, call.id).key
         follow.append(Expire(call.conversation_id, call.id, key, None))
-    lapsed = store.list_lapsed_steps(lease_after=after, lease_now=now,
-                                     hold_after=after - grace, hold_now=now - grace)
+    lapsed = store.list_lapsed_steps(lease_after=after, lease_now=now, hold_after=after - grace,
+                                     hold_now=now - grace, limit=LAPSED_PAGE)
     follow.extend(redrive(step, tool) for step, tool in lapsed)
     if lapsed:  # a dead worker's slots are free again
         follow.extend(_waiting_with_a_free_slot(ctx))
-    return list(dict.fromkeys(follow))
+    return list(dict.fromkeys(follow)), len(lapsed) < LAPSED_PAGE
 
 
 def redrive(step: StepRecord, tool: str | None) -> FollowUp:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
@@ -21,7 +21,7 @@ from agentq.process.clock import utcnow
 from agentq.providers.base import Provider
 from agentq.providers.breakers import CircuitBreakers, board_for
 from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
-from agentq.runtime.context import StepContext, no_cap
+from agentq.runtime.context import StepContext, no_cap, no_queue
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
 from agentq.runtime.model_call import ModelCalls
@@ -32,6 +32,9 @@ from agentq.runtime.transcripts import Transcripts
 from agentq.store import Store
 from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
+
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
 
 
 class Runtime:
@@ -49,11 +52,17 @@ class Runtime:
         sleep: Callable[[float], None] | None = None,
         endpoints: Callable[[Settings], str | None] | None = None,
         running_steps: Callable[[str], int | None] = no_cap,
+        webhooks: Deliveries | None = None,
+        queue_of: Callable[[str, str | None], str | None] = no_queue,
     ) -> None:
         """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
         circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
         `running_steps` says how many of a tenant's steps may run at once (its share of the
-        workers, `Policy.running_steps`); without it, no cap."""
+        workers, `Policy.running_steps`); without it, a fair share of the slots the workers of
+        the step's queue announce, which `queue_of` (kind, tool) names; without both, no cap.
+        `webhooks` sends the outbox's deliveries (None: this deployment seals no secrets, so
+        has no webhooks)."""
+        self.webhooks = webhooks
         self.store = store
         self.registry = registry
         self.pubsub = pubsub
@@ -66,7 +75,7 @@ class Runtime:
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
         self.transcripts = Transcripts(config.event_cache, config.event_cache_bytes)
         self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
-                                self.transcripts.render)
+                                self.transcripts.render, queue_of)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
@@ -133,4 +142,5 @@ class Runtime:
         breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
         return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
-                          self.timers, self.config.max_attempts, self._sleep, **breakers)
+                          self.timers, self.config.max_attempts, self._sleep,
+                          delta_window_s=self.config.delta_window_s, **breakers)

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 ETA_GRACE_S = 1.0
 # Wake this long after a deadline, so the clock has certainly passed it.
 OVERSHOOT_S = 0.01
+# Sweep a window again this soon when it held more lapsed steps than one page.
+NEXT_PAGE_S = 0.5
 
 
 def max_sleep_s(config: Config) -> float:
@@ -99,6 +101,9 @@ class Sweeper:
             return self.max_sleep_s
         if soonest > now:
             return min(self.max_sleep_s, (soonest - now).total_seconds() + OVERSHOOT_S)
-        self.send(sweep_due(self.ctx, after=self._through, now=now, grace_s=ETA_GRACE_S))
+        due_now, complete = sweep_due(self.ctx, after=self._through, now=now, grace_s=ETA_GRACE_S)
+        self.send(due_now)
+        if not complete:  # the page re-driven is claimed anew meanwhile; then the next page
+            return NEXT_PAGE_S
         self._through = now
         return 0.0

@@ -62,6 +62,7 @@ class ToolStep(StepWork[ToolOutcome]):
         self.registry = registry
         self.conversation = conversation
         self.call = call
+        self.tool = call.name
 
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""
@@ -73,7 +74,9 @@ class ToolStep(StepWork[ToolOutcome]):
         fsm_scope = conversation.fsm.scope
         scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
         ctx = ToolContext(call.id, conversation.id, scope)
-        return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s)
+        return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
+                                  allowed=conversation.settings.tools,
+                                  max_result_chars=self.ctx.config.tool_result_max_chars)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes

@@ -17,7 +17,7 @@ from agentq.runtime.context import StepContext
 def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
     """Drain one inbox message into a new turn (inv. 2: only at a turn boundary)."""
     now = ctx.clock()
-    turn_id = str(uuid.uuid4())
+    turn_id = item.turn_id or str(uuid.uuid4())  # named when it arrived (not before this field)
     try:
         with ctx.store.locked(view.conversation_id) as tx:
             if tx.conversation.fsm.state in ("running", "awaiting_input"):

@@ -29,13 +29,16 @@ def list_stale_steps_txn(
     return steps_with_tools(conn.execute(query))
 
 
-def next_waiting_step_txn(conn: Connection, tenant: str) -> tuple[StepRecord, str | None] | None:
-    """The tenant's waiting step that arrived first, with its tool's name: the next to run."""
+def next_waiting_step_txn(
+    conn: Connection, tenant: str, kinds: tuple[str, ...] | None = None, *, others: bool = False
+) -> tuple[StepRecord, str | None] | None:
+    """The tenant's waiting step (of `kinds`, else of any kind) that arrived first, with its
+    tool's name: the next to run; with `others`, that of any other tenant instead."""
     c = steps.c
-    query = with_tool(
-        select(steps).where(c.tenant == tenant, c.status == WAITING)
-        .order_by(c.created_at, c.step_key).limit(1)
-    )
+    where = [c.tenant != tenant if others else c.tenant == tenant, c.status == WAITING]
+    if kinds is not None:
+        where.append(c.kind.in_(kinds))
+    query = with_tool(select(steps).where(*where).order_by(c.created_at, c.step_key).limit(1))
     found = steps_with_tools(conn.execute(query))
     return found[0] if found else None
 

@@ -29,7 +29,7 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
 
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
-                "round_id", "turn_id", "expires_at", "created_at", "resolved_at")
+                "round_id", "turn_id", "expires_at", "created_at", "resolved_at", "needs_approval")
 
 
 def call_values(record: ToolCallRecord) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, or_, select, update
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
@@ -31,12 +32,14 @@ class ConversationInfo:
     next_seq: int
     created_at: datetime
     updated_at: datetime
+    agent: AgentRef | None = None  # the agent version it was started from
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "tenant": self.tenant,
             "status": self.status,
+            "agent": None if self.agent is None else self.agent.to_json(),
             "settings": self.settings.model_dump(mode="json"),
             "fsm_state": self.fsm.to_json(),
             "last_seq": self.next_seq - 1,
@@ -105,6 +108,7 @@ def conversation_from_row(row: Row[Any]) -> ConversationInfo:
         next_seq=row.next_seq,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        agent=None if row.agent_name is None else AgentRef(row.agent_name, row.agent_version),
     )
 
 
@@ -119,6 +123,8 @@ def insert_conversation_txn(conn: Connection, info: ConversationInfo) -> None:
             next_seq=info.next_seq,
             created_at=info.created_at,
             updated_at=info.updated_at,
+            agent_name=None if info.agent is None else info.agent.name,
+            agent_version=None if info.agent is None else info.agent.version,
         )
     )
 

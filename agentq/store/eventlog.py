@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
+from agentq.core.occurrences import occurrences
 from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import (
@@ -37,6 +38,7 @@ from agentq.store.conversations import (
 from agentq.store.engine import insert_ignoring, param, parameter_rows, row_parameters
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
+from agentq.store.outbox import record_outbox_txn
 from agentq.store.schema import conversations, events, record_from_row, summaries
 
 
@@ -51,10 +53,12 @@ def append_txn(
     *,
     state_after: Callable[[list[Event]], FsmState] | None = None,
     now: datetime | None = None,
+    outbox: bool = True,
 ) -> tuple[list[Event], ConversationInfo]:
     """Insert drafts as events; `info` is the row as read under the lock, returned moved on.
 
     `state_after(events)` gives the cached state to store with them, in one UPDATE.
+    Without `outbox` (a fork copying a log), no webhook hears of them.
     """
     if not drafts:
         return [], info
@@ -63,6 +67,7 @@ def append_txn(
         conn, info.id, drafts, next_seq=info.next_seq,
         state_after=state_after or (lambda _: info.fsm),
         now=now or max(info.updated_at, *(draft.created_at for draft in drafts)),
+        outbox=outbox,
     )
     if done is None:  # a lost lock is loud, never a gap
         raise Conflict(f"conversation {info.id} changed under its lock")
@@ -77,6 +82,7 @@ def append_at_txn(
     next_seq: int,
     state_after: Callable[[list[Event]], FsmState],
     now: datetime,
+    outbox: bool = True,
 ) -> tuple[list[Event], ConversationInfo] | None:
     """Insert drafts from `next_seq` on, if the log still ends there; None if it moved.
 
@@ -91,12 +97,19 @@ def append_at_txn(
         params = {**move_params(conversation_id, **move),
                   **row_parameters("e", map(_event_values, appended))}
         row = conn.execute(_move_and_insert(len(appended)), params).first()
-        return None if row is None else (appended, conversation_from_row(row))
-    moved = move_next_seq_txn(conn, conversation_id, **move)
-    if moved is None:
-        return None
-    if appended:
-        conn.execute(events.insert(), [_event_values(event) for event in appended])
+        if row is None:
+            return None
+        moved = conversation_from_row(row)
+    else:
+        after = move_next_seq_txn(conn, conversation_id, **move)
+        if after is None:
+            return None
+        moved = after
+        if appended:
+            conn.execute(events.insert(), [_event_values(event) for event in appended])
+    if outbox:  # the news of these events commits with them, or not at all (the outbox)
+        record_outbox_txn(conn, tenant=moved.tenant, conversation_id=conversation_id,
+                          occurrences=occurrences(appended, move["fsm"]), now=now)
     return appended, moved
 
 

@@ -34,10 +34,11 @@ def fork_conversation_txn(
     fork = ConversationInfo(
         id=str(uuid.uuid4()), tenant=source.tenant, settings=source.settings,
         fsm=FsmState(), status="active", next_seq=1, created_at=now, updated_at=now,
+        agent=source.agent,
     )
     insert_conversation_txn(conn, fork)
     drafts = [_as_draft(event) for event in copied]
-    _, fork = append_txn(conn, fork, drafts, state_after=fold, now=now)
+    _, fork = append_txn(conn, fork, drafts, state_after=fold, now=now, outbox=False)
     call_ids = [e.content["tool_call_id"] for e in copied if e.type == "tool_call"]
     if call_ids:
         rows = conn.execute(

@@ -5,6 +5,7 @@ lock), and the inbox is drained in that order: a client's `created_at` is only r
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from agentq.core.events import InboxItem
 from agentq.errors import Conflict
 from agentq.store.engine import param
-from agentq.store.schema import inbox, record_from_row
+from agentq.store.schema import events, inbox, record_from_row
 
 
 def inbox_from_row(row: Row[Any]) -> InboxItem:
@@ -117,3 +118,30 @@ MESSAGE_WAITS = (
     .exists()
 )
 _WAITING = select(MESSAGE_WAITS)
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """Where a turn starts: the seq of its user_msg, None while its message waits."""
+
+    seq: int | None
+
+
+def find_turn_txn(conn: Connection, conversation_id: str, turn_id: str) -> TurnStart | None:
+    """Where the turn starts; None if the conversation has no such turn.
+
+    A turn is named when its message arrives (its inbox row), and starts with a user_msg
+    of that turn; a forked conversation has the user_msgs without their inbox rows.
+    """
+    start = conn.execute(
+        select(func.min(events.c.seq))
+        .where(events.c.conversation_id == conversation_id, events.c.turn_id == turn_id,
+               events.c.type == "user_msg")
+    ).scalar()
+    if start is not None:
+        return TurnStart(int(start))
+    named = conn.execute(
+        select(inbox.c.id).where(inbox.c.conversation_id == conversation_id,
+                                 inbox.c.turn_id == turn_id).limit(1)
+    ).first()
+    return TurnStart(None) if named is not None else None

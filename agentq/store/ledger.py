@@ -1,7 +1,15 @@
 """The steps ledger (docs/design.md §5): schedule, claim, heartbeat, release, finish.
 
 Every transition is one conditional UPDATE, so a claimant that lost a race changes
-nothing and learns it from the row count. A claim may also be held to its tenant's share
+nothing and learns it from the row count.
+
+A step is given up after `max_attempts` faults, attempts that can be its own fault (inv.
+11): it raised (a release with `fault=True`), or its worker died while it ran alone. A
+worker that dies under many steps at once proves nothing about any one of them: such a
+death counts in `deaths`, and a step that died ALONE_AFTER_DEATHS times in company is
+claimed only by a worker that runs nothing else meanwhile (`alone=True`), so the step
+that kills its workers is found among the many that died with it, and the others never
+run out of attempts however often their workers are killed. A claim may also be held to its tenant's share
 of the workers (`cap`): past it the step is left `waiting`, in order of arrival, and
 holds no worker until a slot of its tenant frees.
 """
@@ -15,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import (
     BindParameter,
+    Boolean,
     ColumnElement,
     Connection,
     Integer,
@@ -42,6 +51,8 @@ WAITING = "waiting"  # refused a slot by its tenant's cap; taken in arrival orde
 CLAIMABLE = (*READY, WAITING)
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
+# Deaths in company after which a step runs alone: one may be bad luck, two make it a suspect.
+ALONE_AFTER_DEATHS = 2
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,8 @@ class StepRecord:
     round_id: str | None
     last_error: str | None
     retries: int
+    faults: int
+    deaths: int
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -102,27 +115,63 @@ def _claimable(now: datetime | BindParameter[Any]) -> Any:
     return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
 
 
+def _died(now: Any) -> ColumnElement[bool]:
+    """The attempt under way is dead: its lease ran out while it was running."""
+    c = steps.c
+    return and_(c.status == "running", c.lease_until < now)
+
+
+def _faults_after(now: Any) -> ColumnElement[int]:
+    """The step's faults, counting an attempt that died while it ran alone."""
+    c = steps.c
+    return c.faults + case((and_(_died(now), c.deaths >= ALONE_AFTER_DEATHS), 1), else_=0)
+
+
+def _deaths_after(now: Any) -> ColumnElement[int]:
+    """The step's deaths in company, counting an attempt that died among others."""
+    c = steps.c
+    return c.deaths + case((and_(_died(now), c.deaths < ALONE_AFTER_DEATHS), 1), else_=0)
+
+
+def runs_alone(step: StepRecord, *, now: datetime, max_attempts: int) -> bool:
+    """True if the step is claimable with faults to spare, but only by a worker that runs it
+    alone (it died in company ALONE_AFTER_DEATHS times, counting a death not yet seen)."""
+    died = step.status == "running" and step.lease_until is not None and step.lease_until < now
+    claimable = step.status in CLAIMABLE or died
+    deaths = step.deaths + (died and step.deaths < ALONE_AFTER_DEATHS)
+    faults = step.faults + (died and step.deaths >= ALONE_AFTER_DEATHS)
+    return claimable and deaths >= ALONE_AFTER_DEATHS and faults < max_attempts
+
+
 def schedule_and_claim_step_txn(
     conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
-    max_attempts: int, cap: int | None = None,
+    max_attempts: int, cap: int | None = None, alone: bool = False,
+    cap_kinds: tuple[str, ...] | None = None,
 ) -> StepRecord | None:
     """Insert the step already claimed, or claim the existing row, in one statement; None if it
     is not ours to take.
 
     It is the only way a step is claimed: the conflict branch takes a row that is
-    scheduled, failed_recoverable, waiting or running under a lapsed lease, with attempts
-    left; a step running under a live lease, finished, or used up returns no row.
+    scheduled, failed_recoverable, waiting or running under a lapsed lease, with faults
+    left; a step running under a live lease, finished, or used up returns no row, and so
+    does a step that must run alone unless the claimant runs it `alone` (`runs_alone`).
+    Taking over a dead attempt counts its death: a fault if it ran alone, else a death in
+    company.
 
     With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
     live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
-    attempt counted, and the row comes back with that status (inv. 9).
+    attempt counted, and the row comes back with that status (inv. 9). With `cap_kinds`,
+    only the tenant's steps of those kinds count (a share of one queue's slots).
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
-    params.update(now=now, max_attempts=max_attempts)
+    params.update(now=now, max_attempts=max_attempts, alone=alone)
     if cap is not None:
         params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
-    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None)
+    by_kind = cap is not None and cap_kinds is not None
+    if cap is not None and cap_kinds is not None:
+        params.update(kinds=list(cap_kinds))
+    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None, by_kind=by_kind)
     row = conn.execute(statement, params).first()
     return None if row is None else step_from_row(row)
 
@@ -133,7 +182,7 @@ def tenant_lock_key(tenant: str) -> int:
     return int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
 
 
-def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
+def _slots_taken(dialect_name: str, now: Any, *, by_kind: bool) -> ColumnElement[int]:
     """How many of the tenant's steps run under a live lease or wait ahead of this one (up
     to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
 
@@ -141,12 +190,17 @@ def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
     advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
     so it sees every claim that held the lock before; counted in this statement's snapshot,
     two claims at once could both take the last slot. SQLite runs one writer at a time.
+    `by_kind`: only steps of the kinds in :kinds count (`agentq_kind_slots_taken`, 0008).
     """
     key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
     cap = bindparam("cap", type_=Integer)
     if dialect_name == "postgresql":
-        return func.agentq_slots_taken(tenant, key, now, cap,
-                                       bindparam("lock_key", type_=Integer), type_=Integer)
+        lock_key = bindparam("lock_key", type_=Integer)
+        if by_kind:
+            kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type))
+            return func.agentq_kind_slots_taken(tenant, key, now, cap, lock_key, kinds,
+                                                type_=Integer)
+        return func.agentq_slots_taken(tenant, key, now, cap, lock_key, type_=Integer)
     mine, other = steps.alias("mine"), steps.alias("other")
     arrival = func.coalesce(
         select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
@@ -154,11 +208,10 @@ def _slots_taken(dialect_name: str, now: Any) -> ColumnElement[int]:
     running = and_(other.c.status == "running", other.c.lease_until >= now)
     ahead = and_(other.c.status == WAITING,
                  tuple_(other.c.created_at, other.c.step_key) < tuple_(arrival, key))
-    taken = (
-        select(literal(1).label("one")).select_from(other)
-        .where(other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead))
-        .limit(cap).subquery()
-    )
+    counted = [other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead)]
+    if by_kind:
+        counted.append(other.c.kind.in_(bindparam("kinds", expanding=True)))
+    taken = select(literal(1).label("one")).select_from(other).where(*counted).limit(cap).subquery()
     return select(func.count()).select_from(taken).scalar_subquery()
 
 
@@ -166,7 +219,7 @@ _GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "c
 
 
 @cache
-def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
+def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = False) -> Any:
     c = steps.c
     now = param(c.started_at, "now")
     module = postgresql if dialect_name == "postgresql" else sqlite
@@ -175,7 +228,8 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
                "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
                "created_at": now, "started_at": now}
     if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
-        slot = select((_slots_taken(dialect_name, now) < bindparam("cap", type_=Integer))
+        taken = _slots_taken(dialect_name, now, by_kind=by_kind)
+        slot = select((taken < bindparam("cap", type_=Integer))
                       .label("free")).subquery("slot")
         waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
         chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
@@ -192,25 +246,30 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool) -> Any:
             "status": new.status,  # running, or waiting for a slot
             "lease_until": new.lease_until,
             "attempts": c.attempts + new.attempts,
+            "faults": _faults_after(now),
+            "deaths": _deaths_after(now),
             "worker": new.worker,
             "started_at": func.coalesce(new.started_at, c.started_at),
             "celery_task_id": new.celery_task_id,  # the task that took it up last
         },
-        where=and_(c.attempts < bindparam("max_attempts"), _claimable(now)),
+        where=and_(_faults_after(now) < bindparam("max_attempts"), _claimable(now),
+                   or_(_deaths_after(now) < ALONE_AFTER_DEATHS,
+                       bindparam("alone", type_=Boolean))),
     ).returning(*c)
 
 
 def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
-    """Mark a claimable step whose attempts are used up failed_permanent; True for one caller."""
+    """Mark a claimable step whose faults are used up failed_permanent; True for one caller."""
     c = steps.c
     result = conn.execute(
         update(steps)
-        .where(c.step_key == step_key, c.attempts >= max_attempts, _claimable(now))
+        .where(c.step_key == step_key, _faults_after(now) >= max_attempts, _claimable(now))
         .values(
             status="failed_permanent",
             lease_until=None,
+            faults=_faults_after(now),
             finished_at=now,
-            last_error=f"gave up after {max_attempts} attempts",
+            last_error=f"gave up after {max_attempts} failed attempts",
         )
     )
     return result.rowcount == 1
@@ -254,11 +313,15 @@ def list_owned_txn(conn: Connection, held: list[tuple[str, str]]) -> set[str]:
 
 
 def release_step_txn(
-    conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None
+    conn: Connection, step_key: str, *, worker: str, status: str, now: datetime, error: str | None,
+    fault: bool = False,
 ) -> bool:
+    """End our attempt with `status`; with `fault`, the attempt counts against the step."""
     if status not in RELEASE_STATUSES:
         raise ValueError(f"a step cannot be released as {status!r}")
     values: dict[str, Any] = {"status": status, "lease_until": None, "last_error": error}
+    if fault:
+        values["faults"] = steps.c.faults + 1
     if status in FINISHED:
         values["finished_at"] = now
     result = conn.execute(update(steps).where(_owned(step_key, worker)).values(**values))

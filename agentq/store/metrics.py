@@ -87,10 +87,13 @@ def latency_by_kind_txn(conn: Connection, bounds_s: Sequence[float]) -> dict[str
 
 
 def pending_calls_txn(conn: Connection) -> tuple[dict[str, int], datetime | None]:
+    """Pending calls by who they wait on: `human`, `client`, or `approval` (a server call
+    that waits for a person's decision)."""
     c = tool_calls.c
+    waits_on = case((c.needs_approval.is_(True), "approval"), else_=c.executor)
     rows = conn.execute(
-        select(c.executor, func.count(), func.min(c.created_at))
-        .where(c.status == "pending").group_by(c.executor)
+        select(waits_on, func.count(), func.min(c.created_at))
+        .where(c.status == "pending").group_by(waits_on)
     ).all()
     oldest = min((row[2] for row in rows), default=None)
     return {executor: int(n) for executor, n, _ in rows}, oldest

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select
 
-from agentq.core.events import ToolCallRecord
+from agentq.core.events import Event, ToolCallRecord
 from agentq.store.calls import call_from_row
 from agentq.store.conversations import ConversationInfo, conversation_from_row
 from agentq.store.engine import begin_read, param
-from agentq.store.schema import conversations, inbox, summaries, tool_calls
+from agentq.store.eventlog import event_from_row
+from agentq.store.schema import conversations, events, inbox, summaries, tool_calls
 
 
 @dataclass(frozen=True)
@@ -138,3 +139,20 @@ class Overviews:
                 conn, tenant=tenant, status=status, executor=executor, after=after, limit=limit
             )
 
+    def list_first_messages(self, conversation_ids: list[str]) -> dict[str, str]:
+        """Each conversation's first user message (seq 1, where every log starts): its title."""
+        if not conversation_ids:
+            return {}
+        e = events.c
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            rows = conn.execute(select(e.conversation_id, e.content).where(
+                e.conversation_id.in_(conversation_ids), e.seq == 1, e.type == "user_msg"))
+            return {cid: (content or {}).get("text") or "" for cid, content in rows}
+
+    def list_events_of_turn(self, conversation_id: str, turn_id: str) -> list[Event]:
+        """The events of one turn, in seq order."""
+        e = events.c
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            rows = conn.execute(select(events).where(e.conversation_id == conversation_id,
+                                                     e.turn_id == turn_id).order_by(e.seq))
+            return [event_from_row(row) for row in rows]

@@ -96,6 +96,10 @@ conversations = Table(
     Column("next_seq", Integer, nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    # The agent version it was started from (agentq.core.agents), if any: its settings
+    # were copied into `settings` then, so nothing reads the agent again.
+    Column("agent_name", String(64)),
+    Column("agent_version", Integer),
     Index(None, "tenant", "created_at", "id"),
     Index(None, "status"),
 )
@@ -143,6 +147,8 @@ tool_calls = Table(
     Column("expires_at", Timestamp),
     Column("created_at", Timestamp, nullable=False),
     Column("resolved_at", Timestamp),
+    # a server call that waits for a person's approval before it runs (migration 0006)
+    Column("needs_approval", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )
@@ -158,6 +164,10 @@ steps = Table(
     Column("status", String(32), nullable=False),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("retries", Integer, nullable=False, server_default="0"),
+    # attempts that can be the step's own fault: it raised, or its worker died while it ran alone
+    Column("faults", Integer, nullable=False, server_default="0"),
+    # attempts whose worker died under it and other steps at once: no fault, but a suspicion
+    Column("deaths", Integer, nullable=False, server_default="0"),
     Column("lease_until", Timestamp),
     Column("worker", String(ID)),
     Column("celery_task_id", String(64)),
@@ -211,6 +221,23 @@ model_calls = Table(
     Index(None, "created_at"),
 )
 
+# Every published version of every agent, immutable: a tenant's (`tenant` is its name) or
+# one defined in the code the processes load (`tenant` is CODE_OWNER, "").
+agent_versions = Table(
+    "agent_versions",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("digest", String(64), nullable=False),  # sha256 of the canonical definition
+    Column("source", String(8), nullable=False),  # "api" or "code"
+    Column("description", Text, nullable=False),
+    Column("settings", Json, nullable=False),  # as set: defaults left out
+    Column("overridable", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    PrimaryKeyConstraint("tenant", "name", "version"),
+)
+
 # A tenant's own provider key for one profile, sealed (agentq.tenancy.keybox); never stored in clear.
 tenant_keys = Table(
     "tenant_keys",
@@ -234,6 +261,15 @@ api_keys = Table(
 )
 
 
+worker_slots = Table(  # the slots each live worker process offers per queue (agentq.store.slots)
+    "worker_slots",
+    metadata,
+    Column("worker", String(ID), primary_key=True),
+    Column("queue", String(ID), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+)
+
 provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.providers.breakers)
     "provider_breakers",
     metadata,
@@ -245,6 +281,51 @@ provider_breakers = Table(  # one circuit breaker per provider endpoint (agentq.
     Column("last_error", Text),
     Column("version", Integer, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+)
+
+# A tenant's webhook endpoint (agentq.webhooks): its signing secret sealed (agentq.tenancy.keybox),
+# bound to this row; during a rotation's grace period the previous secret signs too.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant", String(ID), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("event_types", Json, nullable=False),
+    Column("sealed_secret", Text, nullable=False),
+    Column("previous_sealed", Text),
+    Column("previous_until", Timestamp),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", Text),
+    Column("failing_since", Timestamp),  # the first failure since the last success
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Index(None, "tenant"),
+)
+
+# The outbox: one row per (endpoint, occurrence), written in the transaction of the log
+# event that causes it; its id is the `webhook-id` every attempt carries (inv. 10).
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("endpoint_id", String(ID), ForeignKey("webhook_endpoints.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("tenant", String(ID), nullable=False),
+    Column("conversation_id", String(ID), nullable=False),
+    Column("seq", Integer, nullable=False),  # the log event that caused it
+    Column("event_type", String(32), nullable=False),
+    Column("ref", Json, nullable=False),
+    Column("status", String(16), nullable=False),  # pending, delivering, delivered, failed
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", Timestamp, nullable=False),
+    Column("lease_until", Timestamp),
+    Column("last_status_code", Integer),
+    Column("attempt_log", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("delivered_at", Timestamp),
+    Index(None, "status", "next_attempt_at"),
+    Index(None, "endpoint_id", "created_at"),
 )
 
 Record = TypeVar("Record")

@@ -12,24 +12,28 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, ToolCallRecord, View
 from agentq.core.settings import Settings
 from agentq.errors import LogMoved, NotFound
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
+from agentq.store.agents import AgentVersions
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
 from agentq.store.breakers import Breakers
 from agentq.store.conversations import ConversationInfo
-from agentq.store.engine import begin_read, begin_write, create_engine
+from agentq.store.engine import POOL_SIZE, begin_read, begin_write, create_engine
 from agentq.store.event_cache import DEFAULT_MAX_BYTES as DEFAULT_CACHE_BYTES
 from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.slots import Slots
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
+from agentq.store.webhooks import Webhooks
 
 
 class ConversationReader:
@@ -49,7 +53,8 @@ class ConversationReader:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
+class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Webhooks,
+            Slots):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 
     def __init__(self, engine: Engine, *, event_cache: int = 0,
@@ -75,6 +80,11 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         """Bring the schema to the newest Alembic revision; harmless when it is there."""
         migrate(self.engine)
 
+    def pool_size(self) -> int:
+        """How many pooled connections this process's steps share (`create_engine`)."""
+        size = getattr(self.engine.pool, "size", None)
+        return max(1, size()) if callable(size) else POOL_SIZE
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
@@ -90,8 +100,9 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         settings: Settings,
         now: datetime,
         conversation_id: str | None = None,
+        agent: AgentRef | None = None,
     ) -> ConversationInfo:
-        """A new, active, idle conversation with an empty log."""
+        """A new, active, idle conversation with an empty log (started from `agent`, if given)."""
         info = ConversationInfo(
             id=conversation_id or str(uuid.uuid4()),
             tenant=tenant,
@@ -101,6 +112,7 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
             next_seq=1,
             created_at=now,
             updated_at=now,
+            agent=agent,
         )
         with begin_write(self.engine) as conn:
             conversations.insert_conversation_txn(conn, info)
@@ -220,6 +232,11 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         with begin_read(self.engine, one_snapshot=False) as conn:
             return inbox.list_inbox_txn(conn, conversation_id, taken=taken)
 
+    def find_turn(self, conversation_id: str, turn_id: str) -> inbox.TurnStart | None:
+        """Where the turn starts (its user_msg's seq, or None while it waits); None: no such turn."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return inbox.find_turn_txn(conn, conversation_id, turn_id)
+
     # the write transaction
 
     @contextmanager
@@ -267,18 +284,24 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
     def schedule_and_claim_step(
         self, step: NewStep, *, worker: str, lease_s: float,
         now: datetime | Callable[[], datetime], max_attempts: int, cap: int | None = None,
+        alone: bool = False, cap_kinds: tuple[str, ...] | None = None,
     ) -> StepRecord | None:
         """Schedule the step if new and claim it, in one statement (None if it is not ours).
 
-        With `cap`, the most steps of its tenant that may run at once: past it, the step is
-        left waiting and comes back with status `waiting`. `now` may be the clock, read once
-        a connection is in hand: a lease that started while its claim waited for one may run
-        out before its first renewal, and the step is taken over again.
+        `alone`: the claimant runs nothing else meanwhile, so it may take a step that must run
+        alone (`ledger.runs_alone`), and a death of this attempt is the step's fault.
+
+        With `cap`, the most steps of its tenant (of `cap_kinds`, else of any kind) that may
+        run at once: past it, the step is left waiting and comes back with status `waiting`.
+        `now` may be the clock, read once a connection is in hand: a lease that started while
+        its claim waited for one may run out before its first renewal, and the step is taken
+        over again.
         """
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.schedule_and_claim_step_txn(
                 conn, step, worker=worker, lease_s=lease_s,
                 now=now() if callable(now) else now, max_attempts=max_attempts, cap=cap,
+                alone=alone, cap_kinds=cap_kinds,
             )
 
     def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
@@ -317,12 +340,14 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
         return self._lease_engine
 
     def release_step(
-        self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None
+        self, step_key: str, *, worker: str, status: str, now: datetime, error: str | None = None,
+        fault: bool = False,
     ) -> bool:
-        """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled."""
+        """End our attempt as failed_recoverable, failed_permanent, timeout or cancelled;
+        with `fault`, the attempt counts against the step (it raised)."""
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.release_step_txn(
-                conn, step_key, worker=worker, status=status, now=now, error=error
+                conn, step_key, worker=worker, status=status, now=now, error=error, fault=fault
             )
 
     def hold_step(
@@ -364,10 +389,13 @@ class Store(ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps):
                 conn, now=now, scheduled_before=scheduled_before, limit=limit
             )
 
-    def next_waiting_step(self, tenant: str) -> tuple[StepRecord, str | None] | None:
-        """The tenant's step that has waited longest for a slot, with its tool's name."""
+    def next_waiting_step(
+        self, tenant: str, kinds: tuple[str, ...] | None = None, *, others: bool = False
+    ) -> tuple[StepRecord, str | None] | None:
+        """The tenant's step (of `kinds`, else of any) that has waited longest for a slot,
+        with its tool's name; with `others`, that of any other tenant."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return backlog.next_waiting_step_txn(conn, tenant)
+            return backlog.next_waiting_step_txn(conn, tenant, kinds, others=others)
 
     def list_waiting_steps(
         self, *, now: datetime, per_tenant: int = 100

@@ -4,7 +4,10 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. A file that does not parse stops the process at start, with where and why.
+unset. `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it
+in their settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
+only (one the file does not name goes to every tenant). A file that does not parse stops
+the process at start, with where and why.
 """
 from __future__ import annotations
 
@@ -14,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
 from agentq.core.settings import Settings
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
+from agentq.tools.registry import QUEUE_NAME
+from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
 
 
 class PolicyError(ValueError):
@@ -35,12 +40,65 @@ class TenantPolicy(BaseModel):
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
 
 
+class AgentOffer(BaseModel):
+    """`[agents.NAME]`: which tenants an agent defined in code is offered to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenants: tuple[str, ...] | None = None  # None: every tenant
+
+    def open_to(self, tenant: str) -> bool:
+        return self.tenants is None or tenant in self.tenants
+
+
+class McpServer(BaseModel):
+    """`[mcp.NAME]`: an MCP tool server the operator runs or trusts, and who may use it.
+
+    `url` is a Streamable HTTP endpoint; `command` starts a stdio server per call (local
+    development). A header value `"env:NAME"` is read from the worker's environment when
+    a call is made, so secrets stay out of the file. Tenants name the server, never its URL.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    command: tuple[str, ...] | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)  # a stdio server's environment, "env:" too
+    tenants: tuple[str, ...] | None = None  # None: every tenant
+    timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)  # one call, retries included
+    list_ttl_s: float = Field(default=300.0, ge=0.0, le=86_400.0)  # how long a listing is kept
+    queue: str | None = None  # the Celery queue of its calls (None: agentq.tools)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("an MCP server has either a url (Streamable HTTP) or a command (stdio)")
+        if self.queue is not None and not QUEUE_NAME.fullmatch(self.queue):
+            raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-')")
+        return self
+
+    def open_to(self, tenant: str) -> bool:
+        return self.tenants is None or tenant in self.tenants
+
+
 class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ceilings: Ceilings = Field(default_factory=Ceilings)
+    # The profile of a conversation that names none (None: the first one open to the tenant).
+    default_profile: str | None = None
     profiles: dict[str, dict[str, Any]] | None = None
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+    agents: dict[str, AgentOffer] = Field(default_factory=dict)
+    mcp: dict[str, McpServer] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _server_names(self) -> _PolicyFile:
+        bad = [name for name in self.mcp if not SERVER_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"MCP server names are letters, digits, '_' and '-' (at most 32): {bad}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -50,6 +108,10 @@ class Policy:
     profiles: Mapping[str, Profile]
     ceilings: Ceilings = field(default_factory=Ceilings)
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    default_profile: str | None = None
+    # Code-defined agents the policy names, and to whom; one it does not name goes to all.
+    agents: Mapping[str, AgentOffer] = field(default_factory=dict)
+    mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -68,6 +130,40 @@ class Policy:
     def profiles_for(self, tenant: str) -> list[Profile]:
         return [p for p in self.profiles.values() if p.open_to(tenant)]
 
+    def default_for(self, tenant: str) -> Profile | None:
+        """The profile of `tenant`'s conversations that name none: the policy's
+        `default_profile` if open to it, else the settings' own default (`scripted`) if
+        offered, else the first profile open to it."""
+        for name in (self.default_profile, Settings.model_fields["profile"].default):
+            named = self.profile(name, tenant) if name else None
+            if named is not None:
+                return named
+        offered = self.profiles_for(tenant)
+        return offered[0] if offered else None
+
+    def unusable(self, env: Mapping[str, str]) -> list[str]:
+        """Why some or every tenant has no profile it can use; empty when all is well.
+
+        A profile can answer when it calls no API, when the operator's key variable is set,
+        or when tenants bring their own key. Said at start, not at a tenant's first turn.
+        """
+        problems = []
+        answering = [p for p in self.profiles.values() if p.kind_of.offline
+                     or p.tenant_keys != "never" or env.get(p.key_variable or "")]
+        if not answering:
+            missing = ", ".join(f"{p.name} needs {p.key_variable}" for p in self.profiles.values())
+            problems.append(f"no profile can answer: {missing or 'the policy declares none'} "
+                            "(set a key, or AGENTQ_DEMO=on for the offline scripted profile)")
+        if not any(p.open_to_all for p in self.profiles.values()):
+            problems.append("no profile is open to every tenant: a tenant that no profile's "
+                            "`tenants` names can start no conversation")
+        return problems
+
+    def offers_agent(self, name: str, tenant: str) -> bool:
+        """Whether the agent `name` defined in code is offered to `tenant`."""
+        offer = self.agents.get(name)
+        return offer is None or offer.open_to(tenant)
+
     def ceilings_for(self, tenant: str) -> Ceilings:
         own = self.tenants.get(tenant)
         return self.ceilings.overridden(own.ceilings) if own and own.ceilings else self.ceilings
@@ -77,7 +173,16 @@ class Policy:
         return self.ceilings_for(tenant).running_steps
 
     def settings_for(self, settings: Settings, tenant: str) -> Settings:
-        """The settings a conversation of `tenant` is created with, or InvalidInput (422)."""
+        """The settings a conversation of `tenant` is created with, or InvalidInput (422).
+
+        Settings that name no profile get the tenant's default one.
+        """
+        if "profile" not in settings.model_fields_set:
+            default = self.default_for(tenant)
+            if default is None:
+                raise _refused("unknown_profile", "no profile is open to you; the operator's "
+                               "policy names the tenants of each", ("profile",))
+            settings = settings.model_copy(update={"profile": default.name})
         profile = self.profile(settings.profile, tenant)
         if profile is None:
             names = ", ".join(p.name for p in self.profiles_for(tenant)) or "none"
@@ -97,6 +202,7 @@ class Policy:
         if refused_fields:
             raise _refused("extra_body_refused", f"profile {profile.name!r} does not take "
                            f"extra_body fields {', '.join(sorted(refused_fields))}", ("extra_body",))
+        self._check_tool_servers(settings, tenant)
         fitted, excesses = fit_to_ceilings(settings, self.ceilings_for(tenant))
         if excesses:
             details = [{"loc": ["settings", *e.loc], "msg": e.message, "type": "above_ceiling",
@@ -104,6 +210,20 @@ class Policy:
             raise InvalidInput("; ".join(e.message for e in excesses), code="above_ceiling",
                                details=details)
         return fitted.model_copy(update={"model": model, "profile": profile.name})
+
+    def _check_tool_servers(self, settings: Settings, tenant: str) -> None:
+        """InvalidInput unless every `mcp:` entry of the tools names a server open to `tenant`
+        (one that is not reads as unknown: its existence is not the tenant's to learn)."""
+        for index, name in enumerate(settings.tools or ()):
+            if not is_ref(name):
+                continue
+            parsed = parse_ref(name)
+            server = self.mcp.get(parsed[0]) if parsed else None
+            if server is None or not server.open_to(tenant):
+                yours = ", ".join(f"mcp:{n}" for n, s in self.mcp.items() if s.open_to(tenant))
+                raise _refused("unknown_tool_server",
+                               f"no tool server {name!r}; yours: {yours or 'none'}",
+                               ("tools", str(index)))
 
 
 def _refused(code: str, message: str, loc: tuple[str, ...]) -> InvalidInput:
@@ -156,4 +276,9 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         if excesses:
             raise PolicyError(f"the policy file {path}: profile {profile.name!r} params: "
                               + "; ".join(e.message for e in excesses))
-    return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants)
+    if parsed.default_profile is not None and parsed.default_profile not in profiles:
+        raise PolicyError(f"the policy file {path}: default_profile {parsed.default_profile!r} "
+                          f"is none of its profiles ({', '.join(profiles)})")
+    return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
+                  default_profile=parsed.default_profile, agents=parsed.agents,
+                  mcp=parsed.mcp)

@@ -112,6 +112,10 @@ class Profile(BaseModel):
     def open_to(self, tenant: str) -> bool:
         return self.tenants is None or tenant in self.tenants
 
+    @property
+    def open_to_all(self) -> bool:
+        return self.tenants is None
+
     def takes_extra(self, field: str) -> bool:
         return ANY in self.extra_body or field in self.extra_body
 

@@ -5,10 +5,11 @@ from agentq.tools.registry import (
     Tool,
     ToolArgsError,
     ToolContext,
+    ToolDefinitionError,
     ToolOutcome,
     jsonable,
     tool,
 )
 
 __all__ = ["SYSTEM_SCOPE", "Registry", "Scope", "Tool", "ToolArgsError", "ToolContext",
-           "ToolOutcome", "jsonable", "tool"]
+           "ToolDefinitionError", "ToolOutcome", "jsonable", "tool"]

@@ -52,3 +52,25 @@ def sleep(seconds: Annotated[float, Field(ge=0, le=60)]) -> str:
 def whoami(ctx: ToolContext) -> dict[str, Any]:
     """The tenant and user this conversation acts for."""
     return {"tenant": ctx.scope.tenant, "user": ctx.scope.user}
+
+
+_ORDERS = {
+    "A-17": {"order": "A-17", "item": "Espresso machine", "paid_eur": 129.90, "status": "delivered"},
+    "B-2": {"order": "B-2", "item": "Milk jug", "paid_eur": 15.00, "status": "delivered"},
+}
+
+
+@tool
+def lookup_order(order: str) -> dict[str, Any]:
+    """Look an order up: what was bought, what was paid, where it is."""
+    return _ORDERS.get(order.strip().upper(), {"order": order, "status": "unknown order"})
+
+
+def _large_refund(args: dict[str, Any], scope: Any) -> bool:
+    return args["amount"] > 100
+
+
+@tool(needs_approval=_large_refund, expires_in=3600)
+def refund_order(order: str, amount: float, reason: str = "") -> str:
+    """Refund an amount of an order to the customer. Refunds above 100 EUR wait for a person's approval."""
+    return f"refunded {amount:.2f} EUR on order {order}"

@@ -4,31 +4,49 @@ Why no global registry: a module-level mutable singleton makes import order matt
 tests leak into each other, so registries are built explicitly from `Tool` values
 (`Registry([...])` or `Registry.from_modules([...])`). Everything the model gets wrong
 (unknown tool, bad arguments) and everything a tool does wrong (exception, timeout)
-becomes an error `ToolOutcome` the model can read, never a crash.
+becomes an error `ToolOutcome` the model can read, never a crash; a tool that raises is
+also logged with its traceback, for the developer. A function that cannot be a tool (a
+parameter without a type hint, a type JSON Schema cannot express, a generator) fails at
+decoration, that is at import, with what to change.
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import inspect
+import logging
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
+from agentq.tools import remote
+from agentq.tools.calls import Coroutines, awaited, capped
+from agentq.tools.remote import RemoteTools, RemoteUnavailable
+
+log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
 
 Executor = Literal["server", "human", "client"]
 EXECUTORS: tuple[str, ...] = ("server", "human", "client")
 DEFAULT_EXPIRES_IN_S = 86_400.0
+# Whether one call of a tool waits for a person's approval: always, never, or per call
+# from its (validated) arguments and the scope it acts for.
+NeedsApproval = bool | Callable[[dict[str, Any], Scope], bool]
+
+
+class ToolDefinitionError(ValueError):
+    """A function that cannot be a tool as written; the message says what to change."""
 
 
 class ToolArgsError(AgentqError):
@@ -60,7 +78,8 @@ class Tool:
 
     Still callable like the function it wraps. Both times are in seconds, named as the
     decorator names them: `timeout` None means the conversation's limit; `expires_in` is
-    set for human and client tools only.
+    set for human and client tools, and for server tools that need approval (how long a
+    person has to decide).
     """
 
     name: str
@@ -73,6 +92,7 @@ class Tool:
     timeout: float | None = None
     requires_user_scope: bool = False
     queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
+    needs_approval: NeedsApproval = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -94,6 +114,20 @@ class Tool:
             raise ToolArgsError(_readable(exc)) from None
         return dict(model)
 
+    def gated(self, args: dict[str, Any], scope: Scope) -> bool:
+        """Whether this call waits for a person's approval before it runs.
+
+        Careful: a deciding function that raises gates the call (fail closed): a broken
+        rule must not let a refund through unasked.
+        """
+        rule = self.needs_approval
+        if not callable(rule):
+            return bool(rule)
+        try:
+            return bool(rule(self.validate(args), scope))
+        except Exception:  # noqa: BLE001 - any failure of the operator's rule means "ask"
+            return True
+
 
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -104,21 +138,28 @@ def tool(
     timeout: float | None = None,
     requires_user_scope: bool = False,
     queue: str | None = None,
+    needs_approval: NeedsApproval = False,
 ) -> Any:
     """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
 
     `queue` sends its calls to a Celery queue of their own, for workers started with
     `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
+    `needs_approval` (True, or `fn(args, scope) -> bool` deciding per call) makes a server
+    tool's call wait until a person approves its exact arguments; `expires_in` is then how
+    long they have before the system refuses it.
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
-        _check_options(executor, expires_in, timeout, queue)
-        tool_name = name or function.__name__
-        args_model, context_param = _signature_model(function, tool_name)
-        expires = None if executor == "server" else float(expires_in or DEFAULT_EXPIRES_IN_S)
+        _check_options(executor, expires_in, timeout, queue, needs_approval)
+        tool_name: str = name or str(getattr(function, "__name__", ""))
+        _check_callable(function, tool_name)
+        doc = docstring_parser.parse(inspect.getdoc(function) or "")
+        args_model, context_param = _signature_model(function, tool_name, _param_docs(doc))
+        waits = executor != "server" or needs_approval is not False
+        expires = float(expires_in or DEFAULT_EXPIRES_IN_S) if waits else None
         return Tool(
             name=tool_name,
-            description=inspect.getdoc(function) or "",
+            description=_description(doc),
             fn=function,
             args_model=args_model,
             context_param=context_param,
@@ -127,6 +168,7 @@ def tool(
             timeout=None if timeout is None else float(timeout),
             requires_user_scope=requires_user_scope,
             queue=queue,
+            needs_approval=needs_approval,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -136,12 +178,20 @@ QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
 
 def _check_options(
-    executor: str, expires_in: float | None, timeout: float | None, queue: str | None
+    executor: str, expires_in: float | None, timeout: float | None, queue: str | None,
+    needs_approval: NeedsApproval,
 ) -> None:
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
-    if expires_in is not None and (executor == "server" or expires_in <= 0):
-        raise ValueError("expires_in is a positive number of seconds, for human and client tools")
+    if not (isinstance(needs_approval, bool) or callable(needs_approval)):
+        raise ValueError("needs_approval is True, False, or a function (args, scope) -> bool")
+    if needs_approval is not False and executor != "server":
+        raise ValueError("needs_approval is for server tools: a person already answers "
+                         f"a {executor} tool's calls")
+    waits = executor != "server" or needs_approval is not False
+    if expires_in is not None and (not waits or expires_in <= 0):
+        raise ValueError("expires_in is a positive number of seconds, for human and client "
+                         "tools and tools that need approval")
     if timeout is not None and (executor != "server" or timeout <= 0):
         raise ValueError("timeout is a positive number of seconds, for server tools")
     if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
@@ -149,23 +199,84 @@ def _check_options(
                          "for server tools")
 
 
-def _signature_model(function: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], str | None]:
-    """A pydantic model of the function's parameters, and the name of its ToolContext parameter."""
-    hints = typing.get_type_hints(function, include_extras=True)
+def _check_callable(function: Callable[..., Any], tool_name: str) -> None:
+    """Refuse what a worker could not run as one call with one result."""
+    if not callable(function):
+        raise ToolDefinitionError(f"@tool decorates a function, not {type(function).__name__}")
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        kind = "an async generator" if inspect.isasyncgenfunction(function) else "a generator"
+        raise ToolDefinitionError(
+            f"tool {tool_name!r} is {kind} function: a tool call has one result, so return "
+            "it (a list, or the parts joined) instead of yielding parts")
+
+
+def _param_docs(doc: docstring_parser.Docstring) -> dict[str, str]:
+    """Each documented parameter's description, from a Google, NumPy or reST docstring."""
+    return {p.arg_name: p.description for p in doc.params if p.description}
+
+
+def _description(doc: docstring_parser.Docstring) -> str:
+    """The docstring's text without its parameter section (the schema carries that part)."""
+    parts = [doc.short_description, doc.long_description]
+    if doc.returns is not None and doc.returns.description:
+        parts.append(f"Returns: {doc.returns.description}")
+    return "\n\n".join(part for part in parts if part)
+
+
+def _signature_model(
+    function: Callable[..., Any], tool_name: str, docs: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of the function's parameters, and the name of its ToolContext parameter.
+
+    Every parameter needs a type hint: the model reads the schema to know what to send,
+    and `Any` would tell it nothing.
+    """
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as exc:  # a hint naming what the module does not define
+        raise ToolDefinitionError(f"tool {tool_name!r}: its type hints cannot be read: {exc}") from None
     fields: dict[str, Any] = {}
     context_param = None
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ValueError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
-        hint = hints.get(param.name, Any)
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args and **kwargs have no JSON schema")
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} has no type hint; annotate it "
+                f"(e.g. `{param.name}: str`) so the model knows what to send")
+        hint = hints[param.name]
         if hint is ToolContext:
             context_param = param.name
             continue
         if param.name.startswith("_"):
-            raise ValueError(f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
-        fields[param.name] = (hint, ... if param.default is param.empty else param.default)
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} must not start with '_'")
+        default = ... if param.default is param.empty else param.default
+        described = param.name in docs and not _described(hint)
+        field = Field(default, description=docs[param.name]) if described else Field(default)
+        fields[param.name] = (hint, field)
+        _check_expressible(tool_name, param.name, hint)
     model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
     return model, context_param
+
+
+def _described(hint: Any) -> bool:
+    """Whether `Annotated[..., Field(description=...)]` already describes the parameter."""
+    return typing.get_origin(hint) is typing.Annotated and any(
+        isinstance(meta, FieldInfo) and meta.description for meta in hint.__metadata__)
+
+
+def _check_expressible(tool_name: str, param: str, hint: Any) -> None:
+    """ToolDefinitionError naming `param` if JSON Schema cannot say what it takes."""
+    try:
+        create_model("probe", value=(hint, ...)).model_json_schema()
+    except PydanticUserError as exc:
+        shown = getattr(hint, "__name__", None) or repr(hint)
+        first = str(exc).splitlines()[0]
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameter {param!r} of type {shown} has no JSON schema, so "
+            f"the model cannot send it ({first}); use JSON types (str, int, float, bool, "
+            "list, dict, Literal, a pydantic model)") from None
 
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "patternProperties")
@@ -207,9 +318,13 @@ def _readable(exc: ValidationError) -> str:
 
 
 class Registry:
-    """The tools a deployment offers, by name; read-only once built."""
+    """The tools a deployment offers, by name; read-only once built.
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    `remote` are the operator's tool servers (agentq.mcp): settings name them `mcp:server`
+    or `mcp:server/tool`, and their tools join the local ones under `mcp__server__tool`.
+    """
+
+    def __init__(self, tools: Iterable[Tool], remote: Iterable[RemoteTools] = ()) -> None:
         by_name: dict[str, Tool] = {}
         for item in tools:
             known = by_name.get(item.name)
@@ -217,43 +332,99 @@ class Registry:
                 raise ValueError(f"two tools are named {item.name!r}")
             by_name[item.name] = item
         self._tools = by_name
+        self._remote = {source.server: source for source in remote}
         self._threads = DaemonThreads("agentq-tool")
+        self._coroutines = Coroutines()
 
     @classmethod
-    def from_modules(cls, modules: Iterable[str]) -> Registry:
+    def from_modules(cls, modules: Iterable[str], remote: Iterable[RemoteTools] = ()) -> Registry:
         """Import each module and collect every module-level `Tool` it holds."""
         found: list[Tool] = []
         for module_name in modules:
             module = importlib.import_module(module_name)
             found.extend(value for value in vars(module).values() if isinstance(value, Tool))
-        return cls(found)
+        return cls(found, remote)
 
     @property
     def names(self) -> list[str]:
         return list(self._tools)
 
     @property
-    def queues(self) -> dict[str, str]:
-        """The queue of each tool that names one of its own, by tool name."""
-        return {name: item.queue for name, item in self._tools.items() if item.queue}
+    def queues(self) -> Mapping[str, str]:
+        """The queue of each tool that names one of its own, by tool name (a remote
+        server's tools go to the server's queue)."""
+        own = {name: item.queue for name, item in self._tools.items() if item.queue}
+        servers = {name: source.queue for name, source in self._remote.items() if source.queue}
+        return ToolQueues(own, servers)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
-    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
-        """The specs of `names` (None: every tool); unknown names are a settings error."""
+    def require(self, names: list[str] | None) -> None:
+        """ValueError if `names` holds a local tool that is not registered or a malformed
+        server reference; whether a server is the tenant's to use is the policy's call."""
         if names is None:
-            return [item.spec for item in self._tools.values()]
-        unknown = [name for name in names if name not in self._tools]
+            return
+        malformed = [n for n in names if remote.is_ref(n) and remote.parse_ref(n) is None]
+        if malformed:
+            raise ValueError(f"malformed tool server references: {', '.join(malformed)} "
+                             "(write mcp:SERVER or mcp:SERVER/TOOL)")
+        unknown = [n for n in names if not remote.is_ref(n) and n not in self._tools]
         if unknown:
             raise ValueError(f"unknown tools: {', '.join(unknown)}; registered: {', '.join(self._tools)}")
-        return [self._tools[name].spec for name in names]
+
+    def specs(self, names: list[str] | None = None) -> list[ToolSpec]:
+        """The specs of `names` (None: every local tool); unknown names are a settings error.
+
+        A server reference adds that server's tools (all, or the one named) with the
+        server's own descriptions and input schemas; a server that cannot be listed now
+        adds none (its calls would fail too) and is logged.
+        """
+        if names is None:
+            return [item.spec for item in self._tools.values()]
+        self.require(names)
+        specs: list[ToolSpec] = []
+        for name in names:
+            if remote.is_ref(name):
+                specs.extend(self._remote_specs(name))
+            else:
+                specs.append(self._tools[name].spec)
+        return specs
+
+    def _remote_specs(self, ref: str) -> list[ToolSpec]:
+        server, only = remote.parse_ref(ref) or ("", None)
+        source = self._remote.get(server)
+        if source is None:
+            log.warning("settings name the tool server %r, which this process does not know", server)
+            return []
+        try:
+            listing = source.listing()
+        except RemoteUnavailable as exc:
+            log.warning("tool server %r cannot be listed: %s", server, exc)
+            return []
+        out = []
+        for spec in listing:
+            if only is not None and spec.name != only:
+                continue
+            name = remote.model_name(server, spec.name)
+            if name is None:
+                log.warning("tool %r of server %r has no name a model can call", spec.name, server)
+                continue
+            out.append(ToolSpec(name=name, description=spec.description, parameters=spec.parameters))
+        return out
 
     def check(self, name: str, args: Any, allowed: list[str] | None = None) -> ToolOutcome | None:
         """None if the call may run; else the error outcome to hand back to the model."""
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._remote and _remote_allowed(split, allowed):
+            if not isinstance(args, dict):
+                return ToolOutcome("error", f"invalid arguments for '{name}': arguments must be "
+                                            f"a JSON object, got {type(args).__name__}")
+            return None  # the server validates against its own schema and says what is wrong
         item = self._tools.get(name)
         if item is None or (allowed is not None and name not in allowed):
             available = [n for n in self._tools if allowed is None or n in allowed]
+            available += [n for n in allowed or () if remote.is_ref(n)]
             return ToolOutcome("error", f"unknown tool '{name}'; available: {', '.join(available) or 'none'}")
         try:
             item.validate(args)
@@ -262,42 +433,97 @@ class Registry:
         return None
 
     def call(
-        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float, allowed: list[str] | None = None
+        self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float,
+        allowed: list[str] | None = None, max_result_chars: int | None = None,
     ) -> ToolOutcome:
         """Check, then run a server tool in a worker thread; every failure is an error outcome.
 
         `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
+        An output longer than `max_result_chars` (None: no cap) is cut, and says so.
         """
         refused = self.check(name, args, allowed)
         if refused is not None:
             return refused
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._remote:
+            outcome = _call_remote(self._remote[split[0]], split[1], args, ctx, timeout_s)
+            return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
         item = self._tools[name]
         if item.executor != "server":
             return ToolOutcome(
                 "error", f"tool '{name}' is resolved by the {item.executor}, not run by a worker")
+        # a gated call reaches here only once approved: the tool step runs a call whose row
+        # is `scheduled`, and a gated call's row is `pending` until a person approves it
         if item.requires_user_scope and (ctx.scope.is_system or ctx.scope.user is None):
             return ToolOutcome("error", f"tool '{name}' requires a user scope")
         kwargs = item.validate(args)
         if item.context_param is not None:
             kwargs[item.context_param] = ctx
         timeout_s = item.timeout if item.timeout is not None else timeout_s
-        return _run(self._threads, item, kwargs, timeout_s)
+        outcome = self._run(item, kwargs, ctx, timeout_s)
+        return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
+
+    def _run(self, item: Tool, kwargs: dict[str, Any], ctx: ToolContext, timeout_s: float) -> ToolOutcome:
+        # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
+        # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
+        # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
+        # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
+        # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
+        coroutines = self._coroutines
+        future = self._threads.submit(
+            lambda: awaited(item.fn(**kwargs), coroutines, timeout_s))
+        where = {"tool": item.name, "tool_call_id": ctx.tool_call_id,
+                 "conversation_id": ctx.conversation_id}
+        try:
+            error = future.exception(timeout=timeout_s)
+        except FutureTimeout:
+            log.warning("tool %s timed out after %gs", item.name, timeout_s, extra=where)
+            return ToolOutcome("error", f"timed out after {timeout_s:g}s")
+        if error is not None:
+            log.warning("tool %s raised %s: %s", item.name, type(error).__name__, error,
+                        exc_info=(type(error), error, error.__traceback__), extra=where)
+            return ToolOutcome("error", f"{type(error).__name__}: {error}")
+        return ToolOutcome("ok", jsonable(future.result()))
+
+def _remote_allowed(split: tuple[str, str], allowed: list[str] | None) -> bool:
+    """Whether the settings' tools name this server, or this tool of it (None names none:
+    a server's tools are offered only when named)."""
+    server, tool_name = split
+    refs = {f"{remote.REF_PREFIX}{server}", f"{remote.REF_PREFIX}{server}/{tool_name}"}
+    return allowed is not None and bool(refs & set(allowed))
 
 
-def _run(threads: DaemonThreads, item: Tool, kwargs: dict[str, Any], timeout_s: float) -> ToolOutcome:
-    # On a daemon thread of its own, not the step's: Python cannot kill a thread, so on
-    # timeout the call is abandoned and must not hold the worker's shutdown hostage. The
-    # step's lease and attempt count (docs/design.md §5) keep an abandoned call from being
-    # trusted or rerun blindly; tools make side effects idempotent with ctx.tool_call_id.
-    # The tool logs with the step's log context (agentq.process.logs), which `submit` carries.
-    future = threads.submit(lambda: item.fn(**kwargs))
+def _call_remote(
+    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float
+) -> ToolOutcome:
     try:
-        error = future.exception(timeout=timeout_s)
-    except FutureTimeout:
-        return ToolOutcome("error", f"timed out after {timeout_s:g}s")
-    if error is not None:
-        return ToolOutcome("error", f"{type(error).__name__}: {error}")
-    return ToolOutcome("ok", jsonable(future.result()))
+        status, output = source.call(tool_name, args, ctx.tool_call_id, timeout_s)
+    except RemoteUnavailable as exc:
+        return ToolOutcome("error", f"tool server '{source.server}' did not answer: {exc}")
+    return ToolOutcome("ok" if status == "ok" else "error", output)
+
+
+class ToolQueues(Mapping[str, str]):
+    """Tool name -> queue: the tools' own, and each remote server's for its tools."""
+
+    def __init__(self, own: dict[str, str], servers: dict[str, str]) -> None:
+        self._own = own
+        self._servers = servers
+
+    def __getitem__(self, name: str) -> str:
+        if name in self._own:
+            return self._own[name]
+        split = remote.split_model_name(name)
+        if split is not None and split[0] in self._servers:
+            return self._servers[split[0]]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        yield from (f"{remote.MODEL_PREFIX}{server}__*" for server in self._servers)
+
+    def __len__(self) -> int:
+        return len(self._own) + len(self._servers)
 
 
 def jsonable(value: Any) -> Any:

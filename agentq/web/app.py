@@ -14,6 +14,7 @@ from werkzeug.routing import BaseConverter
 
 from agentq.web.errors import register_error_handlers
 from agentq.web.routes import (
+    agents,
     context,
     conversations,
     events,
@@ -24,6 +25,7 @@ from agentq.web.routes import (
     tenant_tool_calls,
     tool_calls,
     ui,
+    webhooks,
 )
 from agentq.web.services import Services, build_services
 
@@ -52,7 +54,7 @@ def create_app(config: Mapping[str, Any] | None = None, services: Services | Non
         services = build_services(Config.from_env())
     app.extensions["agentq"] = services
     for module in (health, conversations, messages, events, tool_calls, context, tenant_tool_calls, ui,
-                   metrics, profiles):
+                   metrics, profiles, agents, webhooks):
         app.register_blueprint(module.bp)
     register_error_handlers(app)
     return app

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, current_app, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -77,8 +77,17 @@ def _on_agentq_error(exc: AgentqError) -> Response:
     return error_response(status, exc.code, str(exc), exc.details, headers)
 
 
+# Refusals with a code of their own, raised in validation as pydantic errors of that type:
+# the answer carries the code and the rule's message instead of "the request is not valid".
+CODED_VALIDATION_ERRORS = ("forbidden_setting", "invalid_content")
+
+
 def _on_validation_error(exc: ValidationError) -> Response:
-    return error_response(422, "validation_error", "the request is not valid", validation_details(exc))
+    details = validation_details(exc)
+    coded = next((d for d in details if d["type"] in CODED_VALIDATION_ERRORS), None)
+    if coded is not None:
+        return error_response(422, coded["type"], coded["msg"], details)
+    return error_response(422, "validation_error", "the request is not valid", details)
 
 
 def _on_http_error(exc: HTTPException) -> Response:
@@ -87,7 +96,12 @@ def _on_http_error(exc: HTTPException) -> Response:
         return _on_unexpected(exc)
     headers = {k: v for k, v in exc.get_headers() if k.lower() != "content-type"}
     code = _HTTP_CODES.get(status, "http_error")
-    return error_response(status, code, _MESSAGES.get(status) or exc.description or exc.name, None, headers)
+    message = _MESSAGES.get(status) or exc.description or exc.name
+    limit = current_app.config.get("MAX_CONTENT_LENGTH") if status == 413 else None
+    if limit:
+        message = f"the body is larger than this API's limit of {limit:,} bytes"
+    details = {"max_bytes": limit} if limit else None
+    return error_response(status, code, message, details, headers)
 
 
 def _on_unexpected(exc: Exception) -> Response:

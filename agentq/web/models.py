@@ -1,11 +1,14 @@
 """The declared shapes of the HTTP API: every body, query and answer, as pydantic models.
 
 Requests are validated with these models and answers are built through them, and
-/openapi.json is generated from them, so the spec cannot drift from what is served.
+/openapi.json is generated from them, so the spec cannot drift from what is served; the
+SDK (agentq.client) reads the answers with the same models. Careful: this module imports
+pydantic and agentq.core only, never Flask, so that the SDK can import it.
 """
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -14,13 +17,18 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    RootModel,
     StringConstraints,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
 )
+from pydantic_core import PydanticCustomError
 
+from agentq.core.agents import MAX_DESCRIPTION, OVERRIDABLE
+from agentq.core.agents import NAME_PATTERN as AGENT_NAME
 from agentq.core.events import CallStatus, EventType, Executor, OnBusy
+from agentq.core.parts import BadContent, read_content
 from agentq.core.settings import Settings, integer
 
 MAX_SEQ = 2**31 - 1
@@ -77,10 +85,38 @@ class _Answer(BaseModel):
 # -- requests ----------------------------------------------------------------------------
 
 
-class CreateConversation(_Body):
-    """Settings of the new conversation; every field has a default."""
+AgentRefText = Annotated[str, StringConstraints(
+    pattern=AGENT_NAME[:-1] + r"(@[1-9][0-9]{0,8})?$")]
+OverridableField = Literal[OVERRIDABLE]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION)]
 
+
+class CreateConversation(_Body):
+    """Settings of the new conversation; every field has a default. With `agent`, the
+    settings are the agent's, and `settings` holds only the overrides the agent allows."""
+
+    agent: AgentRefText | None = Field(
+        None, description="an agent: `name` (its latest version, pinned now) or `name@version`")
     settings: Settings = Field(default_factory=Settings)
+
+
+class CreateAgent(_Body):
+    """A new agent: version 1 of its definition."""
+
+    name: Annotated[str, StringConstraints(pattern=AGENT_NAME)]
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(
+        default_factory=list, max_length=len(OVERRIDABLE),
+        description="the settings a conversation started from the agent may override")
+
+
+class NewAgentVersion(_Body):
+    """The next version of an agent: its whole definition (nothing is carried over)."""
+
+    description: Description = ""
+    settings: Settings = Field(default_factory=Settings)
+    overridable: list[OverridableField] = Field(default_factory=list, max_length=len(OVERRIDABLE))
 
 
 class TextPart(_Body):
@@ -120,6 +156,10 @@ def _content(value: Any) -> str | list[dict[str, Any]]:
     try:
         parts = _PARTS.validate_python(value, strict=True)
     except ValidationError as exc:
+        try:  # the rule it breaks, as the log's own check says it (an https URL, a media type…)
+            read_content(value, max_image_bytes=sys.maxsize)
+        except BadContent as bad:
+            raise PydanticCustomError("invalid_content", str(bad)) from None
         first = exc.errors(include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"] if not str(p).endswith("Part"))
         raise ValueError(f"part {where}: {first['msg']}") from None
@@ -148,11 +188,26 @@ class PostMessage(_Body):
     created_at: Timestamp | None = None
 
 
-class Resolution(_Body):
+class CallResult(_Body):
     """The answer to a pending human or client call."""
 
     status: Literal["resolved", "errored"]
     result: Any = None
+
+
+class Decision(_Body):
+    """A person's decision on a call that needs approval. It carries no arguments: an
+    approved call runs with the ones the model gave, which the person saw."""
+
+    status: Literal["approved", "rejected"]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        None, description="why a call was rejected; the model reads it")
+
+
+class Resolution(RootModel[Annotated[CallResult | Decision, Field(discriminator="status")]]):
+    """The answer to a pending call: a result, or a decision on a call that needs approval."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 class Fork(_Body):
@@ -175,6 +230,16 @@ class ListConversations(_Request):
     limit: int = Field(50, ge=1, le=200)
 
 
+class ListAgents(_Request):
+    cursor: Token | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
+class ListAgentVersions(_Request):
+    cursor: int | None = Field(None, ge=0, le=MAX_SEQ, description="`next_cursor` of the previous page")
+    limit: int = Field(100, ge=1, le=200)
+
+
 class ListEvents(_Request):
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     limit: int = Field(100, ge=1, le=1000)
@@ -185,6 +250,9 @@ class StreamQuery(_Request):
     until_idle: Literal["0", "1", "true", "false"] = Field(
         "0", description="end the stream once no turn is running"
     )
+    turn_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = Field(
+        None, description="follow this turn only (the `turn_id` a message's answer names), "
+                          "its text from the first delta, and end once it is over")
 
 
 class ListToolCalls(_Request):
@@ -235,6 +303,7 @@ class PendingCall(_Answer):
     args: dict[str, Any]
     executor: Executor
     expires_at: str | None
+    needs_approval: bool = False
 
 
 class SummarySpan(_Answer):
@@ -247,13 +316,22 @@ class SummaryInUse(SummarySpan):
     text: str
 
 
+class AgentRefOut(_Answer):
+    """The agent version a conversation was started from."""
+
+    name: str
+    version: int
+
+
 class Conversation(_Answer):
     id: str
     state: States
     last_seq: int
+    turn_id: str | None = Field(None, description="the current turn, or the last one; null before any")
     pending: list[PendingCall]
     inbox: int
     summary: SummarySpan | None
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     settings: Settings
     created_at: str
     updated_at: str
@@ -261,8 +339,11 @@ class Conversation(_Answer):
 
 class ConversationItem(_Answer):
     id: str
+    title: str | None = Field(None, description="the first user message, on one line")
+    acting_user: str | None = Field(None, description="who the latest turn acts for")
     state: States
     last_seq: int
+    agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
     created_at: str
     updated_at: str
 
@@ -288,8 +369,11 @@ class EventPage(_Answer):
 
 
 class MessageAnswer(_Answer):
+    """The message's turn is named at once, also while it waits in the inbox (`queued`)."""
+
     message_id: str
-    turn_id: str | None
+    turn_id: str | None = Field(description="the turn the message starts (null only for a "
+                                            "message queued before turns were named at once)")
     queued: bool
 
 
@@ -315,10 +399,12 @@ class StreamRetry(_Answer):
 
 
 class StreamEnd(_Answer):
-    """`event: end` (only with ?until_idle=1): no turn is running; the stream closes."""
+    """`event: end` (with ?until_idle=1 or ?turn_id=): no turn is running, or the turn
+    followed is over; the stream closes."""
 
     state: States | Literal["gone"]
     last_seq: int
+    turn_id: str | None = Field(None, description="the turn followed, on a turn stream")
 
 
 # The JSON in `data:` of each stream event, by its `event:` name.
@@ -339,10 +425,40 @@ class ToolCall(_Answer):
     created_at: str
     expires_at: str | None
     resolved_at: str | None
+    needs_approval: bool = False
+
+
+class CallContext(_Answer):
+    """The context of a call, as `call.waiting` webhooks carry it."""
+
+    conversation: dict[str, Any]
+    call: dict[str, Any]
+    context: dict[str, Any]
 
 
 class ToolCallList(_Answer):
     tool_calls: list[ToolCall]
+
+
+_ID = r"[A-Za-z0-9_.:\-]{1,255}"
+# `<conversation_id>/<tool_call_id>` of the last call of the previous page ('/' is in no id).
+CallCursor = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+
+
+class ListTenantToolCalls(_Request):
+    status: CallStatus | None = Field(None, description="only calls with this status")
+    executor: Executor | None = Field(None, description="only calls run by this executor")
+    cursor: CallCursor | None = Field(None, description="`next_cursor` of the previous page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class TenantToolCall(ToolCall):
+    conversation_id: str
+
+
+class TenantToolCallPage(_Answer):
+    tool_calls: list[TenantToolCall]
+    next_cursor: str | None
 
 
 class ContextValidation(_Answer):
@@ -369,6 +485,29 @@ class Context(_Answer):
     summary: SummaryInUse | None = Field(description="the summary that stands for earlier events")
     evictions: list[Eviction] = Field(description="tool results shortened in this context only")
     context_tokens: int = Field(description="estimated tokens of the request")
+
+
+class AgentOut(_Answer):
+    """One immutable version of an agent."""
+
+    name: str
+    version: int
+    digest: str = Field(description="sha256 of the canonical definition: the version's content")
+    source: Literal["api", "code"] = Field(description="api: yours; code: the operator's")
+    description: str
+    settings: Settings = Field(description="as the definition sets them: unset fields are left out")
+    overridable: list[str]
+    created_at: str
+
+
+class AgentList(_Answer):
+    agents: list[AgentOut] = Field(description="the latest version of each agent you may use")
+    next_cursor: str | None
+
+
+class AgentVersionPage(_Answer):
+    versions: list[AgentOut] = Field(description="oldest first")
+    next_cursor: int | None
 
 
 class ProfileOut(_Answer):

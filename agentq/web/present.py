@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentq.core.agents import AgentVersion
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.timefmt import format_ts
 from agentq.store import ConversationInfo
@@ -23,26 +24,33 @@ def conversation(overview: Overview) -> models.Conversation:
         id=info.id,
         state=state_of(info),
         last_seq=info.next_seq - 1,
+        turn_id=info.fsm.turn_id,
         pending=[
             models.PendingCall(
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
+                needs_approval=call.needs_approval,
             )
             for call in overview.pending
         ],
         inbox=overview.inbox,
         summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
+        agent=agent_ref(info),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
     )
 
 
-def conversation_item(info: ConversationInfo) -> models.ConversationItem:
+def conversation_item(info: ConversationInfo, title: str | None = None) -> models.ConversationItem:
+    scope = info.fsm.scope or {}
     return models.ConversationItem(
         id=info.id,
+        title=title,
+        acting_user=scope.get("user") if scope.get("tenant") != "system" else None,
         state=state_of(info),
         last_seq=info.next_seq - 1,
+        agent=agent_ref(info),
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
     )
@@ -62,6 +70,26 @@ def event(item: Event) -> models.EventOut:
 
 def tool_call(record: ToolCallRecord) -> models.ToolCall:
     return models.ToolCall.model_validate(record.to_json())
+
+
+def agent_ref(info: ConversationInfo) -> models.AgentRefOut | None:
+    """The agent version the conversation was started from, if it was."""
+    if info.agent is None or info.agent.version is None:
+        return None
+    return models.AgentRefOut(name=info.agent.name, version=info.agent.version)
+
+
+def agent(version: AgentVersion) -> dict[str, Any]:
+    """One version of an agent; its settings as set, so that what the profile presets for
+    what it leaves unset still shows as unset."""
+    definition = version.definition
+    answer = dump(models.AgentOut(
+        name=definition.name, version=version.version, digest=version.digest,
+        source=version.source, description=definition.description, settings=definition.settings,
+        overridable=list(definition.overridable), created_at=format_ts(version.created_at),
+    ))
+    answer["settings"] = definition.settings.model_dump(mode="json", exclude_unset=True)
+    return answer
 
 
 def dump(answer: models.BaseModel) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """What the API runs on: the store, the commands, pub/sub, the keys, and how follow-ups are sent.
 
 Built once per process from a Config, or handed in whole by a test, which then sends
-follow-ups wherever it likes (a list, or `tests.drive.drain`) instead of a broker.
+follow-ups wherever it likes (a list, or `tests.support.drive.drain`) instead of a broker.
 """
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 
 from flask import current_app
 
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.scope import Scope
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
 from agentq.live.pubsub import PubSub
+from agentq.mcp import tool_servers
 from agentq.process.clock import utcnow
 from agentq.process.cooperative import check_drivers
 from agentq.providers.breakers import Board, board_for
@@ -28,6 +31,8 @@ from agentq.tools import Registry
 from agentq.web.auth import KeyRing
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.streams import OpenStreams, StreamLimits
+from agentq.webhooks.endpoints import WebhookEndpoints
+from agentq.webhooks.wiring import webhook_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +57,7 @@ class Services:
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
+    webhooks: WebhookEndpoints | None = None  # tenants' webhooks; None: no secrets are sealed
     stream_limits: StreamLimits = field(default_factory=StreamLimits)
     _open_streams: OpenStreams | None = field(default=None, repr=False)
     _shared_reads: SharedReads | None = field(default=None, repr=False)
@@ -137,10 +143,13 @@ def build_services(config: Config) -> Services:
         celery.close()
         store.dispose()
 
+    registry = Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
+    agents = CodeAgents.from_modules(list(config.tools), registry)
+    catalog = Catalog(store, policy.offers_agent, agents)  # published at its first read
     return Services(
         store=store,
-        commands=Commands(store, Registry.from_modules(list(config.tools)),
-                          close_round=pubsub.close_round, policy=policy),
+        commands=Commands(store, registry, close_round=pubsub.close_round, policy=policy,
+                          catalog=catalog),
         pubsub=pubsub,
         send=lambda followups: enqueue(celery, followups),
         keys=KeyRing(store, config.api_key),
@@ -149,6 +158,7 @@ def build_services(config: Config) -> Services:
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
+        webhooks=webhook_endpoints(config, store, utcnow),
         stream_limits=stream_limits(config),
     )
 
@@ -179,5 +189,6 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         own_keys=embedded.own_keys,
+        webhooks=webhook_endpoints(embedded.config, store, utcnow),
         stream_limits=stream_limits(embedded.config),
     )

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from celery.exceptions import SecurityWarning
 
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.process.clock import utcnow
@@ -35,9 +37,11 @@ class Embedded:
         policy = Policy.from_config(config)
         self.runtime: Runtime = build_runtime(config, policy)
         self.runtime.store.migrate()
+        agents = CodeAgents.from_modules(list(config.tools), self.runtime.registry)
         self.commands = Commands(
             self.runtime.store, self.runtime.registry,
             close_round=self.runtime.pubsub.close_round, policy=policy,
+            catalog=Catalog.published(self.runtime.store, policy.offers_agent, agents, now=utcnow()),
         )
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.tool_queues = self.runtime.registry.queues
@@ -70,6 +74,9 @@ class Embedded:
         sweeper = self.runtime.sweeper(self.send)  # what falls due, when it does
         sweeper.start()
         threading.Thread(target=self._sweep_forever, name="agentq-beat", daemon=True).start()
+        if self.runtime.webhooks is not None:
+            threading.Thread(target=self._relay_forever, name="agentq-webhooks-beat",
+                             daemon=True).start()
         threading.Thread(target=drive, name="agentq-main", daemon=True).start()
         worker.start()
         sweeper.stop()
@@ -84,6 +91,13 @@ class Embedded:
             except Exception:
                 log.exception("sweep failed")
 
+    def _relay_forever(self) -> None:
+        """Beat's webhook relay, which no beat process runs here either."""
+        while not self.stopping.wait(self.config.webhook_poll_s):
+            try:
+                self.app.send_task("agentq.webhooks.relay")
+            except Exception:
+                log.exception("webhook relay failed")
 
 
 def quiet_in_process_worker() -> None:

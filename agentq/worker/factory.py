@@ -85,6 +85,8 @@ def create_celery(
         beat_schedule={
             "agentq-sweep": {"task": "agentq.sweep", "schedule": timedelta(seconds=config.sweep_s)},
             "agentq-gc": {"task": "agentq.gc", "schedule": timedelta(hours=1)},
+            "agentq-webhooks-relay": {"task": "agentq.webhooks.relay",
+                                      "schedule": timedelta(seconds=config.webhook_poll_s)},
         },
     )
     if config.embedded_broker:

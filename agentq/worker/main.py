@@ -7,8 +7,11 @@ and Flower process. Nothing else imports it (agentq.worker's `app` attribute loa
 from __future__ import annotations
 
 import functools
+import logging
+import os
 
 from agentq.config import Config
+from agentq.mcp import tool_servers
 from agentq.tenancy.own_keys import keybox_for
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
@@ -21,9 +24,12 @@ _config = Config.from_env()
 # A policy the processes cannot use stops them at start, not at their first task.
 _policy = Policy.from_config(_config)
 keybox_for(_config, _policy)
+for _problem in _policy.unusable(os.environ):  # said at start, not at a tenant's first turn
+    logging.getLogger("agentq.tenancy.policy").warning("the policy: %s", _problem)
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
-_registry = Registry.from_modules(list(_config.tools))
+_registry = Registry.from_modules(list(_config.tools), tool_servers(_policy.mcp))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
 app = create_celery(_config, _runtime, tool_queues=_registry.queues)
 signals.connect_process(_config.log_format)
 signals.connect_sweeper(app, _runtime, lambda due: enqueue(app, due, tool_queues=_registry.queues))
+signals.connect_slots(app, _runtime)

@@ -1,8 +1,11 @@
-"""What a worker process does as Celery starts and stops it: the sweeper candidate, the refusal
-of a blocking database driver under gevent, the log format, and shutdown callbacks."""
+"""What a worker process does as Celery starts and stops it: the sweeper candidate, the
+announcement of its slots, the refusal of a blocking database driver under gevent, the log
+format, and shutdown callbacks."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Callable
 
 from celery import Celery, signals
@@ -11,6 +14,7 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from agentq.followups import FollowUp
 from agentq.process.logs import use_format
 from agentq.runtime import Runtime
+from agentq.runtime.shares import SlotOffer
 from agentq.runtime.sweeper import Sweeper
 from agentq.worker.queues import TIMERS
 
@@ -69,6 +73,40 @@ def connect_sweeper(app: Celery, runtime: Callable[[], Runtime],
     signals.worker_ready.connect(sweeper_in_worker, weak=False)
     signals.worker_process_shutdown.connect(stop_sweeper, weak=False)
     signals.worker_shutdown.connect(stop_sweeper, weak=False)
+
+
+def connect_slots(app: Celery, runtime: Callable[[], Runtime]) -> None:
+    """Have a deployed worker of `app` announce its slots on each queue it takes, where steps
+    are claimed, while it runs: tenants' default shares derive from them (inv. 9,
+    `agentq.runtime.shares`). A prefork child offers one slot; a threads, gevent or solo
+    worker its concurrency. Connected by the composition root, once per process.
+    """
+    offers: list[SlotOffer] = []
+
+    def offer(slots: int) -> None:
+        if offers:
+            return
+        rt = runtime()
+        worker = f"{socket.gethostname()}:{os.getpid()}"
+        queues = dict.fromkeys(app.amqp.queues.consume_from, slots)
+        offers.append(SlotOffer(rt.store, rt.clock, worker, queues).start())
+
+    def slots_of_pool_process(**_: object) -> None:
+        offer(1)  # a prefork child runs one task at a time (the solo pool: its only slot)
+
+    def slots_of_worker(sender: object, **_: object) -> None:
+        pool = getattr(sender, "pool", None)
+        if getattr(sender, "app", None) is app and not isinstance(pool, PreforkPool):
+            offer(max(1, int(getattr(pool, "limit", None) or 1)))  # threads, gevent
+
+    def withdraw(**_: object) -> None:
+        while offers:
+            offers.pop().stop()
+
+    signals.worker_process_init.connect(slots_of_pool_process, weak=False)
+    signals.worker_ready.connect(slots_of_worker, weak=False)
+    signals.worker_process_shutdown.connect(withdraw, weak=False)
+    signals.worker_shutdown.connect(withdraw, weak=False)
 
 
 def refuse_a_blocking_driver(**_: object) -> None:

@@ -50,6 +50,26 @@ def register_tasks(
     def gc() -> int:
         return runtime().gc()
 
+    @app.task(name="agentq.webhooks.relay", shared=False)
+    def webhooks_relay() -> int:
+        """Claim the webhook deliveries that are due and send one deliver task each."""
+        deliveries = runtime().webhooks
+        if deliveries is None:
+            return 0
+        claimed = deliveries.relay()
+        for item in claimed:
+            app.send_task("agentq.webhooks.deliver", args=[item.id, item.attempts],
+                          task_id=f"{item.id}:{item.attempts}",
+                          argsrepr=f"webhook={item.id} {item.event_type} attempt={item.attempts}")
+        return len(claimed)
+
+    @app.task(name="agentq.webhooks.deliver", shared=False)
+    def webhooks_deliver(delivery_id: str, attempt: int) -> str | None:
+        """POST one attempt of a delivery; its outcome (never the receiver's body) is kept."""
+        deliveries = runtime().webhooks
+        answer = None if deliveries is None else deliveries.deliver(delivery_id, attempt)
+        return None if answer is None else answer.outcome
+
     @app.task(name="agentq.ping", shared=False)
     def ping(reply_to: str) -> None:
         """Push onto the Redis list `reply_to`: proves a worker takes tasks (and times a hop)."""

@@ -6,6 +6,7 @@ from agentq.runtime import Runtime
 from agentq.tenancy.own_keys import OwnKeys
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
+from agentq.worker.queues import queue_of
 
 
 def build_runtime(
@@ -13,6 +14,7 @@ def build_runtime(
 ) -> Runtime:
     """Wire store, registry, pub/sub and the operator's policy for one process."""
     from agentq.live.pubsub import PubSub
+    from agentq.mcp import tool_servers
     from agentq.process.clock import utcnow
     from agentq.store import Store
     from agentq.tenancy.access import ModelAccess
@@ -20,14 +22,28 @@ def build_runtime(
     store = Store.open(config.database_url, event_cache=config.event_cache,
                        event_cache_bytes=config.event_cache_bytes)
     policy = policy or Policy.from_config(config)
+    registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
+    tool_queues = registry.queues
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     access = ModelAccess(policy, own_keys.owner)
     return Runtime(
         store=store,
-        registry=registry or Registry.from_modules(list(config.tools)),
+        registry=registry,
+        webhooks=deliveries_for(config, store, registry),
         pubsub=PubSub(config.redis_url),
         config=config,
         providers=access.provider_for,
         endpoints=access.endpoint_url,
         running_steps=policy.running_steps,
+        queue_of=lambda kind, tool: queue_of(kind, tool, tool_queues),
     )
+
+
+def deliveries_for(config: Config, store, registry: Registry):
+    """The webhook sender of a worker; None where no encryption key seals secrets."""
+    from agentq.process.clock import utcnow
+    from agentq.webhooks.delivery import Deliveries
+    from agentq.webhooks.wiring import webhook_endpoints
+
+    endpoints = webhook_endpoints(config, store, utcnow)
+    return None if endpoints is None else Deliveries(store, endpoints, registry, utcnow)

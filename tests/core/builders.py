@@ -8,7 +8,7 @@ from typing import Any
 
 from agentq.core.events import Event, EventDraft, InboxItem, Summary, View
 from agentq.core.settings import Settings
-from tests.clock import T0
+from tests.support.clock import T0
 
 CID = "conv-1"
 

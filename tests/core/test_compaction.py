@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from tests.core import builders as b
 from agentq.core.compaction import (
-    compaction_cut, estimate_tokens, event_tokens, find_cut, request_tokens,
+    CALL_OVERHEAD_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TOOL_OVERHEAD_TOKENS,
+    compaction_cut, estimate_tokens, event_tokens, find_cut, request_tokens, wire_tokens,
 )
 from agentq.core.request import CallRef, Message, Request, ToolSpec
 from tests.core.strategies import conversation_logs
@@ -41,7 +42,15 @@ def test_request_tokens_counts_system_messages_calls_and_tools():
         ),
         tools=(ToolSpec("t", "d", {}),),
     )
-    assert request_tokens(request) == 1 + 2 + 1 + 1
+    system = REQUEST_OVERHEAD_TOKENS + 2  # '"abcd"' is six characters as sent
+    user = MESSAGE_OVERHEAD_TOKENS + 3
+    call = MESSAGE_OVERHEAD_TOKENS + 1 + CALL_OVERHEAD_TOKENS + 1 + 1 + 1  # text, id, name, {}
+    tool = TOOL_OVERHEAD_TOKENS + 1 + 1 + 1
+    assert request_tokens(request) == system + user + call + tool
+
+
+def test_a_text_counts_as_sent_in_json_with_its_quotes_and_escapes():
+    assert [wire_tokens(t) for t in ("", "ab", "abc", "a\nb", "\x01")] == [1, 1, 2, 2, 2]
 
 
 def test_the_cut_keeps_exactly_min_keep_turns_short_turns_at_a_user_message():

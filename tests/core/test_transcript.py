@@ -15,7 +15,7 @@ from agentq.core.request import ToolSpec
 from agentq.core.responses_wire import to_responses
 from agentq.core.transcript import Transcript, render_after
 from agentq.core.wire import to_anthropic, to_openai
-from tests.clock import T0
+from tests.support.clock import T0
 from tests.core import builders as b
 from tests.core.strategies import conversation_logs
 

@@ -1,0 +1,1 @@
+"""Tests of the store on SQLite and PostgreSQL, and its migrations."""

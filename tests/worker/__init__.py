@@ -1,0 +1,1 @@
+"""Tests of Celery workers, their tasks, transport and events."""

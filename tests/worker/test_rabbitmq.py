@@ -10,7 +10,7 @@ from agentq.config import Config
 from agentq.worker.factory import create_celery
 from agentq.worker.queues import TIMERS
 from agentq.worker.rabbitmq import Consumer, is_amqp
-from tests.processes import wait_for
+from tests.support.processes import wait_for
 from tests.support.brokers import rabbitmqctl
 
 DELAY_QUEUES = [level_name(n) for n in range(MAX_LEVEL + 1)]

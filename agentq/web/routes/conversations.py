@@ -6,6 +6,7 @@ from flask import Blueprint, g, url_for
 from agentq.web import models, present
 from agentq.web.operation import operation
 from agentq.web.services import services
+from agentq.webhooks import payloads
 
 bp = Blueprint("conversations", __name__, url_prefix="/v1/conversations")
 
@@ -21,7 +22,7 @@ _FILTERS = {
            answers={201: models.Conversation})
 def create(body: models.CreateConversation):
     svc = services()
-    info = svc.commands.create_conversation(g.scope, body.settings)
+    info = svc.commands.create_conversation(g.scope, body.settings, agent=body.agent)
     answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
     location = url_for("conversations.read", conversation_id=info.id)
     return answer, 201, {"Location": location}
@@ -38,8 +39,10 @@ def listing(query: models.ListConversations):
     )
     page = found[: query.limit]
     more = len(found) > query.limit
+    titles = services().store.list_first_messages([info.id for info in page])
     return present.dump(models.ConversationPage(
-        conversations=[present.conversation_item(info) for info in page],
+        conversations=[present.conversation_item(info, payloads.title_of(titles.get(info.id)))
+                       for info in page],
         next_cursor=page[-1].id if more else None,
     ))
 

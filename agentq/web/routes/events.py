@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from flask import Blueprint, Response, current_app, g, request
 
@@ -35,23 +36,43 @@ def listing(conversation_id: str, query: models.ListEvents):
 @operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
            headers=models.StreamHeaders, answers={200: SSE}, errors=(429, 503))
 def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
-    """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`."""
+    """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`.
+
+    With `turn_id`, replays that turn's events from its start (or from `Last-Event-ID`)."""
     svc, streams = services(), services().open_streams
     after = int(headers.last_event_id) if headers.last_event_id is not None else query.after_seq
-    plan = sse.StreamPlan(
-        conversation_id=conversation_id,
-        after_seq=after,
-        keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
-        until_idle=query.until_idle in ("1", "true"),
-    )
     with streams.opening():
-        svc.conversation(conversation_id, g.scope)
+        info = svc.conversation(conversation_id, g.scope)
+        plan = sse.StreamPlan(
+            conversation_id=conversation_id,
+            after_seq=after,
+            keepalive_s=float(current_app.config["AGENTQ_SSE_KEEPALIVE_S"]),
+            until_idle=query.until_idle in ("1", "true"),
+        )
+        if query.turn_id is not None:
+            plan = _turn_plan(svc, plan, query.turn_id, info.next_seq - 1, headers.last_event_id)
         opened = _open(svc, streams, plan, g.scope.tenant)
     return Response(
-        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan)),
+        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
+                                          svc.pubsub.partial_of_turn)),
         mimetype=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _turn_plan(svc, plan: sse.StreamPlan, turn_id: str, last_seq: int,
+               last_event_id: int | None) -> sse.StreamPlan:
+    """Start at the turn's user_msg (or at the log's end while it waits), unless resuming.
+
+    `last_seq` was read before the turn was looked up: a turn not started then starts after it.
+    """
+    start = svc.store.find_turn(plan.conversation_id, turn_id)
+    if start is None:
+        raise ApiError(404, "not_found", f"conversation {plan.conversation_id} has no turn {turn_id}")
+    first = last_seq if start.seq is None else start.seq - 1
+    after = last_event_id if last_event_id is not None else max(plan.after_seq, first)
+    return replace(plan, after_seq=after, turn_id=turn_id,
+                   turn_started=start.seq is not None and after >= start.seq)
 
 
 def _open(svc, streams, plan: sse.StreamPlan, tenant: str):

@@ -34,7 +34,7 @@ bp = Blueprint("metrics", __name__)
 STEP_KINDS = (MODEL_STEP, "tool", "compact")  # label values: the stored kinds
 STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
                  "failed_permanent", "timeout", "cancelled")
-EXECUTORS = ("human", "client")
+EXECUTORS = ("human", "client", "approval")  # what a pending call waits on
 
 
 class StoreCollector(Collector):
@@ -61,7 +61,7 @@ class StoreCollector(Collector):
         yield retries
         yield self._latency(kinds)
         pending = GaugeMetricFamily(
-            "agentq_pending_calls", "Tool calls waiting for a person or the client app",
+            "agentq_pending_calls", "Tool calls waiting for a person, the client app, or an approval",
             labels=["executor"])
         for executor in _known(EXECUTORS, m.pending):
             pending.add_metric([executor], m.pending.get(executor, 0))
@@ -129,6 +129,33 @@ class StreamCollector(Collector):
         yield dropped
 
 
+DELIVERY_STATUSES = ("pending", "delivering", "delivered", "failed")
+
+
+class DeliveryCollector(Collector):
+    """Webhook deliveries in the outbox by outcome: delivered, failed for good, still going."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "agentq_webhook_deliveries", "Webhook deliveries by status: pending (due or "
+            "waiting to retry), delivering, delivered, failed (retries used up)",
+            labels=["status"])
+        for status in _known(DELIVERY_STATUSES, self.counts):
+            family.add_metric([status], self.counts.get(status, 0))
+        yield family
+
+
+def _deliveries(found) -> dict[str, int]:
+    try:
+        return found.store.count_deliveries()
+    except Exception as exc:  # the other metrics still answer
+        log.warning("metrics scrape could not count webhook deliveries: %s", exc)
+        return {}
+
+
 def _known(known: Iterable[str], *seen: Iterable[str]) -> list[str]:
     """The known label values, then any other value the store holds, in a stable order."""
     values = dict.fromkeys(known)
@@ -173,5 +200,6 @@ def metrics() -> Response:
     registry.register(StoreCollector(snapshot, found.commands.clock()))
     registry.register(BreakerCollector(_breakers(found)))
     registry.register(StreamCollector(found.open_streams))
+    registry.register(DeliveryCollector(_deliveries(found)))
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return Response(encoder(registry), content_type=content_type)

@@ -5,42 +5,15 @@ client would walk every conversation to find the calls waiting on someone.
 """
 from __future__ import annotations
 
-from typing import Annotated
-
 from flask import Blueprint, g
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from agentq.core.events import CallStatus, Executor, ToolCallRecord
-from agentq.web import models, present
+from agentq.core.events import ToolCallRecord
+from agentq.web import present
+from agentq.web.models import ListTenantToolCalls, TenantToolCall, TenantToolCallPage
 from agentq.web.operation import operation
 from agentq.web.services import services
 
 bp = Blueprint("tenant_tool_calls", __name__, url_prefix="/v1/tool-calls")
-
-_ID = r"[A-Za-z0-9_.:\-]{1,255}"
-# `<conversation_id>/<tool_call_id>` of the last call of the previous page ('/' is in no id).
-CallCursor = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
-
-
-class ListTenantToolCalls(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    status: CallStatus | None = Field(None, description="only calls with this status")
-    executor: Executor | None = Field(None, description="only calls run by this executor")
-    cursor: CallCursor | None = Field(None, description="`next_cursor` of the previous page")
-    limit: int = Field(50, ge=1, le=200)
-
-
-class TenantToolCall(models.ToolCall):
-    conversation_id: str
-
-
-class TenantToolCallPage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tool_calls: list[TenantToolCall]
-    next_cursor: str | None
-
 
 @bp.get("")
 @operation("List the tenant's tool calls across its conversations, oldest first",

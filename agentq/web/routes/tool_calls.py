@@ -1,13 +1,15 @@
-"""/v1/conversations/{id}/tool-calls: list calls, and resolve a pending human or client call."""
+"""/v1/conversations/{id}/tool-calls: list calls, resolve a pending human or client call, and
+approve or reject a call that needs approval."""
 from __future__ import annotations
 
 from flask import Blueprint, g
 
-from agentq.errors import Conflict
+from agentq.errors import Conflict, NotFound
 from agentq.web import models, present
 from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
+from agentq.webhooks import payloads
 
 bp = Blueprint("tool_calls", __name__, url_prefix="/v1/conversations")
 
@@ -22,15 +24,42 @@ def listing(conversation_id: str, query: models.ListToolCalls):
     return present.dump(models.ToolCallList(tool_calls=[present.tool_call(c) for c in calls]))
 
 
+@bp.get("/<id:conversation_id>/tool-calls/<id:call_id>/context")
+@operation("What a person needs to decide on a call: the conversation's title, the message "
+           "that started the turn, who it acts for, what the model said before the call, the "
+           "tool's description and the turn's earlier calls", answers={200: models.CallContext})
+def call_context(conversation_id: str, call_id: str):
+    svc = services()
+    svc.conversation(conversation_id, g.scope)
+    call = svc.store.load_tool_call(conversation_id, call_id)
+    if call is None or call.turn_id is None:
+        raise NotFound(f"no tool call {call_id} in conversation {conversation_id}")
+    turn = svc.store.list_events_of_turn(conversation_id, call.turn_id)
+    first = svc.store.list_first_messages([conversation_id]).get(conversation_id)
+    registry = svc.commands.registry
+
+    def describe(name: str) -> str | None:
+        tool = registry.get(name)
+        return tool.description if tool is not None else None
+
+    return present.dump(models.CallContext(
+        conversation={"id": conversation_id, "title": payloads.title_of(first)},
+        call=payloads.call_info(turn, call_id, describe),
+        context=payloads.call_context(turn, call_id),
+    ))
+
+
 @bp.post("/<id:conversation_id>/tool-calls/<id:call_id>/resolution")
 @operation("Resolve a pending call; the same answer twice is 200 both times",
            body=models.Resolution, answers={200: models.ToolCall}, errors=(409,))
 def resolve(conversation_id: str, call_id: str, body: models.Resolution):
     """Idempotent on the tool_call_id: a different late answer is 409 with the call's status."""
     svc = services()
+    answer = body.root
     try:
         record, followups = svc.commands.resolve(
-            conversation_id, call_id, g.scope, status=body.status, result=body.result
+            conversation_id, call_id, g.scope, status=answer.status,
+            result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
         )
     except Conflict as exc:
         current = svc.store.load_tool_call(conversation_id, call_id)

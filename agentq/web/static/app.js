@@ -189,12 +189,16 @@ async function conversationsView(main, view, filter) {
   main.append(
     h("h2", { text: "Conversations" }),
     h("div", { class: "toolbar" }, h("label", {}, "State ", select), create),
-    h("table", {}, h("thead", {}, h("tr", {}, ["Conversation", "State", "Events", "Updated"].map((t) => h("th", { text: t })))), rows),
+    h("table", {}, h("thead", {}, h("tr", {}, ["Title", "State", "Acting for", "Events", "Last activity", "Conversation"]
+      .map((t) => h("th", { text: t })))), rows),
     more,
   );
-  const sig = (c) => `${c.state}/${c.last_seq}`;
-  const row = (c) => h("tr", { data: { sig: sig(c) } }, h("td", {}, convLink(c.id)), h("td", {}, badge(c.state)),
-    h("td", { text: c.last_seq }), h("td", { text: when(c.updated_at) }));
+  const sig = (c) => `${c.state}/${c.last_seq}/${c.acting_user}`;
+  const row = (c) => h("tr", { data: { sig: sig(c) } },
+    h("td", {}, h("a", { class: "title-link", href: `#/conversation/${encodeURIComponent(c.id)}`,
+      text: c.title || "(no message yet)" })),
+    h("td", {}, badge(c.state)), h("td", { class: "acting-user", text: c.acting_user || "" }),
+    h("td", { text: c.last_seq }), h("td", { text: when(c.updated_at) }), h("td", {}, convLink(c.id)));
   let shown = 50;
   const load = async () => {
     const found = [];
@@ -209,7 +213,7 @@ async function conversationsView(main, view, filter) {
     } while (cursor && found.length < shown);
     // a row is rebuilt only when it changed, so a click never lands on a row being replaced
     syncRows(rows, found, (c) => c.id, row, (old, item) => (old.dataset.sig === sig(item) ? null : row(item)));
-    if (!found.length) rows.replaceChildren(h("tr", {}, h("td", { colspan: 4, class: "empty", text: "No conversations." })));
+    if (!found.length) rows.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "empty", text: "No conversations." })));
     more.hidden = !cursor;
   };
   more.onclick = () => { shown += 50; load().catch(report); };
@@ -230,33 +234,92 @@ async function approvalsView(main, view) {
       const query = new URLSearchParams({ status: "pending", limit: "200" });
       if (cursor) query.set("cursor", cursor);
       const page = await api("GET", `v1/tool-calls?${query}`, undefined, view.signal);
-      calls.push(...page.tool_calls.filter((c) => c.executor !== "server"));
+      calls.push(...page.tool_calls.filter(waitsOnAPerson));
       cursor = page.next_cursor;
     } while (cursor);
     syncRows(list, calls, (c) => `${c.conversation_id}/${c.tool_call_id}`,
-      (call) => h("article", { class: "approval card" },
-        h("p", {}, "In ", convLink(call.conversation_id), ` since ${when(call.created_at)}`),
-        pendingCall(call.conversation_id, call, () => load().catch(report))));
+      (call) => approvalCard(call, view, () => load().catch(report)));
     empty.hidden = calls.length > 0;
   };
   await load();
   view.every(REFRESH_MS, load);
 }
 
+/** Calls a person answers: human calls, and server calls that wait for approval. */
+const waitsOnAPerson = (call) => call.executor !== "server" || call.needs_approval;
+
+/** An approval card: everything a person needs to decide, without a click (the context is
+ * read once: the log it comes from never changes). */
+function approvalCard(call, view, done) {
+  const context = h("div", { class: "context" }, h("p", { class: "muted", text: "loading the context…" }));
+  const card = h("article", { class: "approval card" },
+    h("header", { class: "card-head" },
+      h("h3", { class: "title", text: "…" }),
+      h("p", { class: "muted" }, "In ", convLink(call.conversation_id), ` · waiting since ${when(call.created_at)}`)),
+    context, pendingCall(call.conversation_id, call, done));
+  const path = `${conversationPath(call.conversation_id)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/context`;
+  api("GET", path, undefined, view.signal).then((found) => {
+    card.querySelector(".title").textContent = found.conversation.title || call.conversation_id;
+    context.replaceChildren(...callContext(found, call));
+  }).catch((error) => { context.replaceChildren(h("p", { class: "problem", text: error.message })); });
+  return card;
+}
+
+/** Who asked what, what the model said, what the tool does, and what the turn did before. */
+function callContext(found, call) {
+  const ctx = found.context;
+  const who = ctx.acting_user?.user || ctx.acting_user?.tenant || "unknown";
+  const out = [
+    h("p", { class: "acting-user" }, "Acting for ", h("strong", { text: who })),
+    h("blockquote", { class: "asked" }, h("span", { class: "who", text: "user" }), h("span", { class: "text", text: ctx.user_message || "" })),
+  ];
+  if (ctx.assistant_text) {
+    out.push(h("blockquote", { class: "said" }, h("span", { class: "who", text: "model" }), h("span", { class: "text", text: ctx.assistant_text })));
+  }
+  out.push(h("p", { class: "tool" }, h("strong", { class: "call-name", text: found.call.name }),
+    found.call.needs_approval ? h("span", { class: "tag gate", text: "needs approval" }) : null,
+    h("span", { class: "description", text: found.call.description || "" })));
+  const earlier = ctx.earlier_calls || [];
+  if (earlier.length) {
+    const items = earlier.map((e) => h("li", {}, h("span", { class: "call-name", text: e.name }),
+      h("code", { text: ` ${JSON.stringify(e.args)}` }), " → ",
+      h("span", { class: `tag result-${e.status || "pending"}`, text: e.status || "no result yet" }),
+      h("pre", { class: "output", text: typeof e.output === "string" ? e.output : JSON.stringify(e.output) })));
+    const long = earlier.length > 2 || JSON.stringify(earlier).length > 600;
+    out.push(h("details", { class: "earlier", open: !long },
+      h("summary", { text: `Earlier in this turn: ${earlier.length} call(s)` }), h("ul", {}, items)));
+  }
+  return out;
+}
+
+/** The arguments as fields: each name, and its value as the model gave it. */
+function argumentFields(args) {
+  return h("dl", { class: "args fields" }, Object.entries(args || {}).flatMap(([name, value]) => [
+    h("dt", { text: name }),
+    h("dd", { text: typeof value === "string" ? value : JSON.stringify(value) })]));
+}
+
 function helpText() {
   return document.getElementById("answers-help").content.cloneNode(true);
 }
 
-/** A pending call: its name, arguments and deadline, and the buttons that answer it. */
+/** A pending call: its name, arguments and deadline, and the buttons that answer it.
+ * Every answer asks for a confirmation first; a gated call is approved or rejected as it
+ * stands (its arguments cannot be changed), a human call is resolved with the answer. */
 function pendingCall(cid, call, done) {
-  const note = h("input", { class: "reply", placeholder: "reason (reject) or answer", "aria-label": "reason or answer" });
+  const gated = Boolean(call.needs_approval);
+  const note = h("input", { class: "reply", placeholder: gated ? "reason (reject)" : "reason (reject) or answer",
+    "aria-label": gated ? "reason" : "reason or answer" });
   const outcome = h("p", { class: "outcome", role: "status" });
-  const send = async (result, button) => {
+  const buttons = h("div", { class: "actions" });
+  const confirm = h("div", { class: "confirm", hidden: true });
+  const send = async (body, label) => {
     for (const b of box.querySelectorAll("button")) b.disabled = true;
     try {
       const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
-      const closed = await api("POST", path, { status: "resolved", result });
-      outcome.textContent = `${button}: the call is ${closed.status}.`;
+      const closed = await api("POST", path, body);
+      outcome.textContent = `${label}: the call is ${closed.status}.`;
+      confirm.hidden = true;
       done();
     } catch (error) {
       const status = error.details?.status;
@@ -265,25 +328,41 @@ function pendingCall(cid, call, done) {
       if (status) done();
     }
   };
+  const ask = (question, body, label, cls) => { // the second click is the decision
+    confirm.replaceChildren(h("span", { class: "question", text: question }),
+      h("button", { type: "button", class: `confirm-${cls}`, text: `Yes, ${label.toLowerCase()}`, onclick: () => send(body, label) }),
+      h("button", { type: "button", class: "cancel-confirm", text: "Cancel", onclick: () => { confirm.hidden = true; buttons.hidden = false; } }));
+    confirm.hidden = false;
+    buttons.hidden = true;
+  };
+  const shown = `${call.name}(${Object.entries(call.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})`;
+  const reason = () => note.value.trim();
+  const approve = () => ask(`Approve ${shown}?${gated ? " It runs as shown." : ""}`,
+    gated ? { status: "approved" } : { status: "resolved", result: { approved: true } }, "Approve", "approve");
+  const reject = () => ask(`Reject ${shown}${reason() ? ` because "${reason()}"` : ""}?${gated ? " It will not run." : ""}`,
+    gated ? (reason() ? { status: "rejected", reason: reason() } : { status: "rejected" })
+      : { status: "resolved", result: { approved: false, reason: reason() || "rejected by a person" } }, "Reject", "reject");
   const answer = () => {
     const text = note.value.trim();
     if (!text) { outcome.textContent = "Type the answer first."; note.focus(); return; }
     let value = text;
     try { value = JSON.parse(text); } catch { /* not JSON: the text itself is the answer */ }
-    send(value, "Answered");
+    ask(`Answer ${call.name} with ${JSON.stringify(value)}?`, { status: "resolved", result: value }, "Answer", "answer");
   };
+  buttons.append(
+    h("button", { type: "button", class: "approve", text: "Approve", onclick: approve }),
+    h("button", { type: "button", class: "reject", text: "Reject", onclick: reject }), note);
+  if (!gated) buttons.append(h("button", { type: "button", class: "answer", text: "Answer", onclick: answer }));
   const box = h("div", { class: "pending-call", data: { callId: call.tool_call_id } },
-    h("p", {}, h("strong", { class: "call-name", text: call.name }), ` (${call.executor}) `,
-      h("code", { text: call.tool_call_id }),
-      call.expires_at ? h("span", { class: "muted", text: ` · expires ${when(call.expires_at)}` }) : null),
-    h("pre", { class: "args", text: json(call.args) }),
-    h("div", { class: "actions" },
-      h("button", { type: "button", class: "approve", text: "Approve", onclick: () => send({ approved: true }, "Approved") }),
-      h("button", { type: "button", class: "reject", text: "Reject", onclick: () =>
-        send({ approved: false, reason: note.value.trim() || "rejected by a person" }, "Rejected") }),
-      note,
-      h("button", { type: "button", class: "answer", text: "Answer", onclick: answer })),
-    outcome);
+    h("p", {}, h("strong", { class: "call-name", text: call.name }),
+      gated ? h("span", { class: "tag gate", text: "needs approval" }) : ` (${call.executor}) `,
+      h("code", { class: "muted", text: call.tool_call_id }),
+      call.expires_at ? h("span", { class: "muted", text: gated
+        ? ` · refused by the system at ${when(call.expires_at)} unless approved`
+        : ` · expires ${when(call.expires_at)}` }) : null),
+    argumentFields(call.args),
+    h("pre", { class: "args raw", text: json(call.args) }),
+    buttons, confirm, outcome);
   return box;
 }
 
@@ -352,7 +431,7 @@ async function conversationView(main, view, cid) {
     const conv = await api("GET", conversationPath(cid), undefined, view.signal);
     state.replaceChildren(badge(conv.state));
     actions.replaceChildren(...conversationActions(conv, show));
-    const waiting = conv.pending.filter((c) => c.executor !== "server");
+    const waiting = conv.pending.filter(waitsOnAPerson);
     syncRows(calls, waiting, (c) => c.tool_call_id, (call) => h("div", { class: "card approval" },
       pendingCall(cid, call, () => show().catch(report))));
     pending.hidden = waiting.length === 0;
@@ -525,6 +604,7 @@ class Log {
         const result = h("div", { class: "result muted", text: "no result yet" });
         const box = h("div", { class: "call", data: { callId: c.tool_call_id } }, seq,
           h("span", { class: "call-name", text: c.name }), h("span", { class: "muted", text: ` (${c.executor})` }),
+          c.needs_approval ? h("span", { class: "tag gate", text: "needs approval" }) : null,
           h("pre", { class: "args", text: json(c.args) }), result);
         this.calls.set(c.tool_call_id, result);
         this.place(event).append(box);
@@ -532,7 +612,8 @@ class Log {
       }
       case "tool_result": {
         const slot = this.calls.get(c.tool_call_id);
-        const body = [seq, h("span", { class: `tag result-${c.status}`, text: c.status }),
+        const shown = resultStatus(c);
+        const body = [seq, h("span", { class: `tag result-${shown}`, text: shown }),
           h("pre", { class: "output", text: typeof c.output === "string" ? c.output : json(c.output) })];
         if (slot) { slot.className = "result"; slot.replaceChildren(...body); }
         else this.place(event).append(h("div", { class: "result" }, ...body));
@@ -542,10 +623,12 @@ class Log {
         this.place(event).append(h("div", { class: "note suspension" }, seq,
           `waiting on ${c.pending.length} call(s): `, c.pending.join(", ")));
         break;
-      case "resolution":
-        this.place(event).append(h("div", { class: "note resolution" }, seq,
-          `${c.tool_call_id} ${c.status} by ${c.by}`));
+      case "resolution": {
+        const refused = ["rejected", "expired", "cancelled", "errored"].includes(c.status);
+        this.place(event).append(h("div", { class: `note resolution resolution-${c.status}${refused ? " refused" : ""}` }, seq,
+          `${c.tool_call_id} ${c.status} by ${c.by}`, c.reason ? `: ${c.reason}` : ""));
         break;
+      }
       case "error":
         this.place(event).append(h("div", { class: "note error" }, seq,
           h("strong", { text: c.code }), `: ${c.message}`, c.status ? ` (${c.status})` : ""));
@@ -571,6 +654,13 @@ class Log {
     round.pieces = [];
     round.text.textContent = `(attempt ${retry.attempt} failed: ${retry.error}; trying again in ${retry.next_delay_s}s)`;
   }
+}
+
+/** What a result says: a person's "no" to a human call reads as a rejection, not a green ok. */
+function resultStatus(content) {
+  const out = content.output;
+  if (content.status === "ok" && out && typeof out === "object" && out.approved === false) return "rejected";
+  return content.status;
 }
 
 // -- start --------------------------------------------------------------------------------

@@ -11,21 +11,27 @@ every frame it brought at once, and a frame shared by many streams (an event of 
 read, a delta) is encoded once. A feed that ends
 (its client went away or fell behind, the server stops) ends the stream; a client that
 reconnects with Last-Event-ID replays what it missed.
+
+A turn stream (`turn_id`) sends only that turn's events and deltas, its rounds' text
+from the first character (web/turn_text.py), and ends with `end` once the turn is over
+(idle or failed after it, a later turn started, or the conversation ended): a client
+posts a message and follows the turn its answer names, whenever it connects.
 """
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.core.events import Event
-from agentq.live.pubsub import Feed, FeedEnded, Notice
+from agentq.live.pubsub import Feed, FeedEnded, Notice, Partial
 from agentq.store import Store
 from agentq.web import present
 from agentq.web.models import StreamEnd
 from agentq.web.streaming.shared_reads import SharedReads
+from agentq.web.streaming.turn_text import TurnText
 
 RETRY_MS = 2000
 PAGE = 500
@@ -38,19 +44,31 @@ class StreamPlan:
     after_seq: int
     keepalive_s: float
     until_idle: bool = False
+    turn_id: str | None = None  # follow this turn only, until it is over
+    turn_started: bool = False  # the turn's user_msg is in the log already
 
 
 @dataclass
 class Cursor:
-    """The seq of the last event this stream sent, and the rounds it saw interrupted."""
+    """The seq of the last event this stream sent, and the rounds it saw interrupted.
+
+    On a turn stream, also the turn's text as sent (`turn`) and whether its user_msg was
+    seen (`started`)."""
 
     last_seq: int
     interrupted_rounds: set[str | None] = field(default_factory=set)
+    turn: TurnText | None = None
+    started: bool = False
 
     def passed(self, event: Event) -> None:
         self.last_seq = event.seq
         if event.type == "assistant_msg" and event.content.get("interrupted"):
             self.interrupted_rounds.add(event.round_id)
+        if self.turn is not None and event.turn_id == self.turn.turn_id:
+            self.started = True
+
+    def wants(self, event: Event) -> bool:
+        return self.turn is None or event.turn_id == self.turn.turn_id
 
     def stale(self, notice: Notice) -> bool:
         """A delta of a round this stream already sent as interrupted: the log has its text."""
@@ -74,26 +92,37 @@ def live_frame(notice: Notice) -> str:
     return text
 
 
-def frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
-    """Replay, then live, until the feed ends; the caller closes the feed."""
+def frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
+           read_partial: Callable[[str], Partial | None] = lambda turn_id: None) -> Iterator[str]:
+    """Replay, then live, until the feed ends; the caller closes the feed.
+
+    `read_partial(turn_id)` is the text a turn's round streamed so far (turn streams only).
+    """
     try:
-        yield from _frames(reads, feed, plan)
+        yield from _frames(reads, feed, plan, read_partial)
     except FeedEnded:
         return
 
 
-def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan) -> Iterator[str]:
+def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
+            read_partial: Callable[[str], Partial | None]) -> Iterator[str]:
     cid, store = plan.conversation_id, reads.store
-    cursor = Cursor(plan.after_seq)
+    cursor = Cursor(plan.after_seq, started=plan.turn_started)
+    partial = None
+    if plan.turn_id is not None:  # read before the replay: a round the replay ends is not joined
+        cursor.turn = TurnText(plan.turn_id, read_partial)
+        partial = read_partial(plan.turn_id)
     replay = [f"retry: {RETRY_MS}\n\n"]
     for text in catch_up(reads, cid, cursor, time.monotonic()):
         replay.append(text)
         if len(replay) >= PAGE:  # a write per page of the log, not per event
             yield "".join(replay)
             replay = []
+    if cursor.turn is not None and partial is not None:
+        replay.extend(frame("delta", d) for d in cursor.turn.catch_up(partial))
     if replay:
         yield "".join(replay)
-    if plan.until_idle and (end := _end_frame(store, cid, cursor)):
+    if (plan.until_idle or cursor.turn) and (end := _end_frame(store, cid, cursor)):
         yield end
         return
     for batch in feed.batches():
@@ -121,6 +150,9 @@ def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
             return False  # ahead of the events' notice: deltas published before it may still come
         return _ended(store, plan, cursor, out)
     for notice, arrived_at in batch:
+        if cursor.turn is not None and notice.kind in ("delta", "retry"):
+            out.extend(_turn_live(cursor.turn, notice))
+            continue
         if notice.kind in ("delta", "retry"):
             if not cursor.stale(notice):
                 out.append(live_frame(notice))
@@ -131,9 +163,17 @@ def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
     return False
 
 
+def _turn_live(turn: TurnText, notice: Notice) -> list[str]:
+    """A live notice on a turn stream: this turn's retries, and its deltas as TurnText says."""
+    if notice.kind == "retry":
+        return [live_frame(notice)] if notice.data.get("turn_id") == turn.turn_id else []
+    return [live_frame(notice) if d is notice.data else frame("delta", d)
+            for d in turn.live(notice.data)]
+
+
 def _ended(store: Store, plan: StreamPlan, cursor: Cursor, out: list[str]) -> bool:
-    """With `until_idle`, add the `end` frame and say so once the conversation is idle."""
-    end = _end_frame(store, plan.conversation_id, cursor) if plan.until_idle else None
+    """With `until_idle` or on a turn stream, add the `end` frame and say so once it is over."""
+    end = _end_frame(store, plan.conversation_id, cursor) if plan.until_idle or cursor.turn else None
     if end:
         out.append(end)
     return end is not None
@@ -150,20 +190,42 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
         events = page.events
         for event, text in zip(events, page.frames(event_frame), strict=True):
             cursor.passed(event)
-            yield text
+            if cursor.turn is not None and cursor.wants(event):
+                yield from (frame("delta", d) for d in cursor.turn.ended(event))
+            if cursor.wants(event):
+                yield text
         if len(events) < PAGE:
             return
 
 
 def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
-    """An `end` frame once no turn is running and everything in the log was sent."""
+    """An `end` frame once no turn is running (on a turn stream: once its turn is over)
+    and everything in the log was sent."""
+    turn_id = cursor.turn.turn_id if cursor.turn is not None else None
     info = store.load_conversation(cid)
     if info is None:
-        return frame("end", present.dump(StreamEnd(state="gone", last_seq=cursor.last_seq)))
+        return _end(StreamEnd(state="gone", last_seq=cursor.last_seq, turn_id=turn_id))
     last_seq = info.next_seq - 1
     if last_seq > cursor.last_seq:
         return None  # the log moved since the catch-up: its notice is on the way
     state = present.state_of(info)
-    if state == "running" or (state == "idle" and store.list_inbox(cid)):
+    if turn_id is not None:
+        if not _turn_over(cursor, info.fsm, state):
+            return None
+    elif state == "running" or (state == "idle" and store.list_inbox(cid)):
         return None
-    return frame("end", present.dump(StreamEnd(state=state, last_seq=last_seq)))
+    return _end(StreamEnd(state=state, last_seq=last_seq, turn_id=turn_id))
+
+
+def _end(end: StreamEnd) -> str:
+    return frame("end", end.model_dump(mode="json", exclude_none=True))  # turn_id: turn streams only
+
+
+def _turn_over(cursor: Cursor, fsm, state: str) -> bool:
+    """The followed turn is over: idle or failed after it, a later turn began, or the
+    conversation ended (a message still waiting in its inbox then never starts one)."""
+    if state == "ended":
+        return True
+    if not cursor.started or cursor.turn is None:
+        return False  # still waiting in the inbox
+    return fsm.turn_id != cursor.turn.turn_id or state in ("idle", "failed")

@@ -1,0 +1,127 @@
+"""Agents defined in Python, next to their tools: `support = agentq.agent("support", ...)`.
+
+The processes find them as they find tools, as module-level values of the modules
+AGENTQ_TOOLS names, and publish each at start: a new version when its definition
+changed since the latest one, none when it is the same (versions are by content). A
+definition that cannot work (bad settings, a tool no module offers) fails at import or
+at start with a message naming the agent, never at a tenant's first conversation.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentq.core.agents import AgentDefinition, AgentVersion
+from agentq.tools import Registry, Tool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent as a module defines it: collected by `CodeAgents.from_modules`."""
+
+    definition: AgentDefinition
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+def agent(
+    name: str,
+    *,
+    description: str = "",
+    tools: Iterable[Tool | str] | None = None,
+    overridable: Iterable[str] = (),
+    **settings: Any,
+) -> Agent:
+    """Define an agent: its name, and its settings as keyword arguments (`system`, `model`,
+    `profile`, `limits`, `temperature`, `response_format`, `script`, …).
+
+    `tools` are `@tool` functions (or their names); `overridable` names the settings a
+    conversation started from it may change. Assign the result to a module-level name,
+    as with tools: that is how the processes find it.
+    """
+    if tools is not None:
+        settings["tools"] = [_tool_name(name, item) for item in tools]
+    try:
+        definition = AgentDefinition.model_validate({
+            "name": name, "description": description, "settings": settings,
+            "overridable": tuple(overridable),
+        }).checked_size()
+    except ValidationError as exc:
+        raise ValueError(f"agent {name!r} is not valid:\n{exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"agent {name!r}: {exc}") from None
+    return Agent(definition)
+
+
+def _tool_name(agent_name: str, item: Any) -> str:
+    if isinstance(item, Tool):
+        return item.name
+    if isinstance(item, str):
+        return item
+    raise TypeError(f"agent {agent_name!r}: tools are @tool functions or tool names, "
+                    f"not {type(item).__name__}")
+
+
+class CodeAgents:
+    """The agents the loaded modules define, by name; read-only once built."""
+
+    def __init__(self, agents: Iterable[Agent]) -> None:
+        by_name: dict[str, Agent] = {}
+        for item in agents:
+            known = by_name.get(item.name)
+            if known is not None and known is not item:
+                raise ValueError(f"two agents are named {item.name!r}")
+            by_name[item.name] = item
+        self._agents = by_name
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[str], registry: Registry | None = None) -> CodeAgents:
+        """Every module-level `Agent` of the modules; with `registry`, each agent's tools
+        must be among its tools."""
+        found: list[Agent] = []
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            found.extend(value for value in vars(module).values() if isinstance(value, Agent))
+        agents = cls(found)
+        if registry is not None:
+            agents.check_tools(registry)
+        return agents
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._agents)
+
+    def get(self, name: str) -> Agent | None:
+        return self._agents.get(name)
+
+    def __iter__(self):
+        return iter(self._agents.values())
+
+    def check_tools(self, registry: Registry) -> None:
+        """ValueError naming the agent if it names a tool the registry lacks."""
+        for item in self._agents.values():
+            try:
+                registry.require(item.definition.settings.tools)
+            except ValueError as exc:
+                raise ValueError(f"agent {item.name!r}: {exc}") from None
+
+    def publish(self, store, *, now: datetime) -> list[AgentVersion]:
+        """Publish each agent whose definition changed; the latest version of each."""
+        latest = []
+        for item in self._agents.values():
+            version, published = store.publish_code_agent(item.definition, now=now)
+            if published:
+                log.info("published agent %s version %d (%s)", item.name, version.version,
+                         version.digest[:12])
+            latest.append(version)
+        return latest

@@ -1,0 +1,246 @@
+"""Each SDK method as a request to build and an answer to read, shared by both clients.
+
+`Client` and `AsyncClient` differ only in how they send: what a method sends, which
+model reads its answer and whether it may be sent again are declared once here.
+The models are the API's own (agentq/web models), so the SDK cannot drift from the
+server or its OpenAPI document.
+"""
+from __future__ import annotations
+
+import email.utils
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+import agentq.web.models as models
+from agentq.client.errors import ApiError, error_for
+
+T = TypeVar("T")
+USER_HEADER = "X-Agentq-User"
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and how to read its answer: `answer` validates the JSON (None: no body).
+
+    `idempotent`: sending it twice does what sending it once does, so a lost answer may be
+    retried; a request that is not is retried only when the server surely did nothing.
+    """
+
+    method: str
+    path: str
+    answer: type[T] | None
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    idempotent: bool = False
+
+    def read(self, status: int, body: Any, headers: Mapping[str, str]) -> T:
+        """The answer as its model, or the ApiError it stands for."""
+        if status >= 400:
+            raise error_for(status, body, retry_after(headers))
+        if self.answer is None:
+            return None  # type: ignore[return-value]
+        return self.answer.model_validate(body)  # type: ignore[attr-defined]
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds a `Retry-After` header asks for (delta-seconds or an HTTP date)."""
+    raw = headers.get("Retry-After") or headers.get("retry-after")
+    if not raw:
+        return None
+    if raw.strip().isdigit():
+        return float(raw.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(raw).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def _user(user: str | None) -> dict[str, str]:
+    return {} if user is None else {USER_HEADER: user}
+
+
+def _drop_none(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _settings(settings: BaseModel | Mapping[str, Any] | None) -> dict[str, Any]:
+    if settings is None:
+        return {}
+    if isinstance(settings, BaseModel):
+        return settings.model_dump(mode="json", exclude_unset=True)
+    return dict(settings)
+
+
+# -- conversations ------------------------------------------------------------------------
+
+
+def create_conversation(settings: BaseModel | Mapping[str, Any] | None, agent: str | None,
+                        user: str | None) -> Call[models.Conversation]:
+    body: dict[str, Any] = {}
+    if agent is not None:
+        body["agent"] = agent
+    if settings is not None or agent is None:
+        body["settings"] = _settings(settings)
+    return Call("POST", "/v1/conversations", models.Conversation, json=body, headers=_user(user))
+
+
+def list_conversations(status: str | None, cursor: str | None, limit: int,
+                       user: str | None) -> Call[models.ConversationPage]:
+    return Call("GET", "/v1/conversations", models.ConversationPage,
+                params=_drop_none(status=status, cursor=cursor, limit=limit), headers=_user(user),
+                idempotent=True)
+
+
+def get_conversation(cid: str, user: str | None) -> Call[models.Conversation]:
+    return Call("GET", f"/v1/conversations/{cid}", models.Conversation, headers=_user(user),
+                idempotent=True)
+
+
+def end_conversation(cid: str, user: str | None) -> Call[models.Conversation]:
+    return Call("DELETE", f"/v1/conversations/{cid}", models.Conversation, headers=_user(user),
+                idempotent=True)
+
+
+def cancel(cid: str, user: str | None) -> Call[models.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/cancel", models.Conversation, headers=_user(user))
+
+
+def retry(cid: str, user: str | None) -> Call[models.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/retry", models.Conversation, headers=_user(user))
+
+
+def fork(cid: str, at_seq: int, user: str | None) -> Call[models.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/fork", models.Conversation,
+                json={"at_seq": at_seq}, headers=_user(user))
+
+
+def context(cid: str, user: str | None) -> Call[models.Context]:
+    return Call("GET", f"/v1/conversations/{cid}/context", models.Context, headers=_user(user),
+                idempotent=True)
+
+
+# -- messages and the log -----------------------------------------------------------------
+
+
+def send(cid: str, content: str | list[Any], on_busy: str, idempotency_key: str | None,
+         user: str | None) -> Call[models.MessageAnswer]:
+    """Always with an Idempotency-Key (a fresh one if none is given): a retry after a lost
+    answer replays the first answer instead of posting the message twice."""
+    key = idempotency_key or f"sdk-{uuid.uuid4()}"
+    return Call("POST", f"/v1/conversations/{cid}/messages", models.MessageAnswer,
+                json={"content": content, "on_busy": on_busy},
+                headers={"Idempotency-Key": key, **_user(user)}, idempotent=True)
+
+
+def events(cid: str, after_seq: int, limit: int, user: str | None) -> Call[models.EventPage]:
+    return Call("GET", f"/v1/conversations/{cid}/events", models.EventPage,
+                params={"after_seq": after_seq, "limit": limit}, headers=_user(user),
+                idempotent=True)
+
+
+def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None) -> Call[None]:
+    """The turn's stream; `last_seq` (the last event received) resumes it."""
+    headers = {"Accept": "text/event-stream", **_user(user)}
+    if last_seq is not None:
+        headers["Last-Event-ID"] = str(last_seq)
+    return Call("GET", f"/v1/conversations/{cid}/stream", None, params={"turn_id": turn_id},
+                headers=headers, idempotent=True)
+
+
+# -- tool calls ---------------------------------------------------------------------------
+
+
+def tool_calls(cid: str, status: str | None, user: str | None) -> Call[models.ToolCallList]:
+    return Call("GET", f"/v1/conversations/{cid}/tool-calls", models.ToolCallList,
+                params=_drop_none(status=status), headers=_user(user), idempotent=True)
+
+
+def pending_calls(executor: str | None, status: str | None, cursor: str | None, limit: int,
+                  user: str | None) -> Call[models.TenantToolCallPage]:
+    return Call("GET", "/v1/tool-calls", models.TenantToolCallPage,
+                params=_drop_none(status=status, executor=executor, cursor=cursor, limit=limit),
+                headers=_user(user), idempotent=True)
+
+
+def resolve(cid: str, call_id: str, status: str, result: Any,
+            user: str | None) -> Call[models.ToolCall]:
+    """The same answer twice is 200 both times: safe to send again."""
+    return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
+                models.ToolCall, json={"status": status, "result": result},
+                headers=_user(user), idempotent=True)
+
+
+def decide(cid: str, call_id: str, status: str, reason: str | None,
+           user: str | None) -> Call[models.ToolCall]:
+    """A person's yes or no: a gated call runs as shown or never; a human call's result
+    becomes {"approved": …, "reason": …}. The same decision twice is 200 both times."""
+    body: dict[str, Any] = {"status": status, **({} if reason is None else {"reason": reason})}
+    return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
+                models.ToolCall, json=body, headers=_user(user), idempotent=True)
+
+
+# -- agents -------------------------------------------------------------------------------
+
+
+def _definition(settings: BaseModel | Mapping[str, Any] | None, description: str,
+                overridable: Sequence[str]) -> dict[str, Any]:
+    return {"settings": _settings(settings), "description": description,
+            "overridable": list(overridable)}
+
+
+def create_agent(name: str, settings: BaseModel | Mapping[str, Any] | None, description: str,
+                 overridable: Sequence[str], user: str | None) -> Call[models.AgentOut]:
+    return Call("POST", "/v1/agents", models.AgentOut,
+                json={"name": name, **_definition(settings, description, overridable)},
+                headers=_user(user))
+
+
+def publish_agent_version(name: str, settings: BaseModel | Mapping[str, Any] | None,
+                          description: str, overridable: Sequence[str],
+                          user: str | None) -> Call[models.AgentOut]:
+    return Call("POST", f"/v1/agents/{name}/versions", models.AgentOut,
+                json=_definition(settings, description, overridable), headers=_user(user))
+
+
+def list_agents(cursor: str | None, limit: int, user: str | None) -> Call[models.AgentList]:
+    return Call("GET", "/v1/agents", models.AgentList,
+                params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
+                idempotent=True)
+
+
+def list_agent_versions(name: str, cursor: int | None, limit: int,
+                        user: str | None) -> Call[models.AgentVersionPage]:
+    return Call("GET", f"/v1/agents/{name}/versions", models.AgentVersionPage,
+                params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
+                idempotent=True)
+
+
+def get_agent(name: str, version: int | None, user: str | None) -> Call[models.AgentOut]:
+    path = f"/v1/agents/{name}" if version is None else f"/v1/agents/{name}/versions/{version}"
+    return Call("GET", path, models.AgentOut, headers=_user(user), idempotent=True)
+
+
+# -- profiles -----------------------------------------------------------------------------
+
+
+def profiles() -> Call[models.ProfileList]:
+    return Call("GET", "/v1/profiles", models.ProfileList, idempotent=True)
+
+
+def set_provider_key(profile: str, api_key: str) -> Call[None]:
+    return Call("PUT", f"/v1/profiles/{profile}/key", None, json={"api_key": api_key},
+                idempotent=True)
+
+
+def delete_provider_key(profile: str) -> Call[None]:
+    return Call("DELETE", f"/v1/profiles/{profile}/key", None, idempotent=True)
+
+
+__all__ = ["ApiError", "Call", "retry_after"]

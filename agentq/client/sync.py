@@ -1,0 +1,310 @@
+"""`Client`: agentq's HTTP API from Python, blocking; `Turn`: one message's turn, followed.
+
+Every method sends one request (agentq/client/calls.py says which) and returns the API's
+own model of the answer, or raises the ApiError subclass of the error answered.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import httpx2
+from pydantic import BaseModel
+
+import agentq.web.models as models
+from agentq.client import calls
+from agentq.client.config import Endpoint, endpoint
+from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
+from agentq.client.retries import DEFAULT_RETRIES, Retries
+from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
+
+OnBusy = Literal["enqueue", "interrupt", "reject"]
+# The API sends a keep-alive every 15 s by default: a stream silent for longer is dead.
+STREAM_READ_S = 60.0
+
+
+class Client:
+    """A tenant's view of one agentq API; `user` is the acting user sent with every call.
+
+    `url` and `key` default to AGENTQ_API_URL and AGENTQ_API_KEY (the key may be in the
+    server's bootstrap form `tenant:secret`). `http`, if given, is used as it is (its
+    base URL, headers and transport are yours to set).
+    """
+
+    def __init__(self, url: str | None = None, key: str | None = None, *, user: str | None = None,
+                 timeout_s: float = 30.0, retries: Retries = DEFAULT_RETRIES,
+                 env: Mapping[str, str] | None = None, http: httpx2.Client | None = None) -> None:
+        self.endpoint: Endpoint = endpoint(url, key, env)
+        self.user, self.retries = user, retries
+        self.http = http or httpx2.Client(base_url=self.endpoint.url, headers=self.endpoint.headers(),
+                                          timeout=timeout_s, trust_env=False)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- conversations ---------------------------------------------------------------------
+
+    def create_conversation(self, settings: BaseModel | Mapping[str, Any] | None = None, *,
+                            agent: str | None = None, user: str | None = None) -> models.Conversation:
+        """A new conversation from raw settings, or from an agent (`"support"`, `"support@3"`)."""
+        return self._run(calls.create_conversation(settings, agent, self._who(user)))
+
+    def list_conversations(self, *, status: str | None = None, cursor: str | None = None,
+                           limit: int = 50, user: str | None = None) -> models.ConversationPage:
+        """One page, oldest first; pass its `next_cursor` for the next."""
+        return self._run(calls.list_conversations(status, cursor, limit, self._who(user)))
+
+    def iter_conversations(self, *, status: str | None = None,
+                           user: str | None = None) -> Iterator[models.ConversationItem]:
+        """Every conversation, page after page."""
+        cursor = None
+        while True:
+            page = self.list_conversations(status=status, cursor=cursor, limit=200, user=user)
+            yield from page.conversations
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def get_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+        return self._run(calls.get_conversation(conversation_id, self._who(user)))
+
+    def end_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+        """End it: no new message is taken; its log is kept."""
+        return self._run(calls.end_conversation(conversation_id, self._who(user)))
+
+    def cancel(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+        """Interrupt the running turn; Conflict if none runs."""
+        return self._run(calls.cancel(conversation_id, self._who(user)))
+
+    def retry(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+        """Re-drive a failed turn; Conflict if the conversation has not failed."""
+        return self._run(calls.retry(conversation_id, self._who(user)))
+
+    def fork(self, conversation_id: str, at_seq: int, *, user: str | None = None) -> models.Conversation:
+        """A new conversation with a copy of the log through `at_seq` (the end of a turn)."""
+        return self._run(calls.fork(conversation_id, at_seq, self._who(user)))
+
+    def context(self, conversation_id: str, *, user: str | None = None) -> models.Context:
+        """The next model request, as it would be sent, and its validation."""
+        return self._run(calls.context(conversation_id, self._who(user)))
+
+    # -- messages, turns and the log -------------------------------------------------------
+
+    def send(self, conversation_id: str, content: str | list[Any], *,
+             idempotency_key: str | None = None, on_busy: OnBusy = "enqueue",
+             user: str | None = None) -> Turn:
+        """Post a user message; the answer's turn, to `stream()` or `wait()` for.
+
+        The same `idempotency_key` again gets the same turn, and posts nothing twice.
+        """
+        answer = self._run(calls.send(conversation_id, content, on_busy, idempotency_key,
+                                      self._who(user)))
+        return Turn(self, conversation_id, answer, self._who(user))
+
+    def turn(self, conversation_id: str, turn_id: str, *, user: str | None = None) -> Turn:
+        """A turn by its id (from a message's answer, or a conversation's `turn_id`)."""
+        answer = models.MessageAnswer(message_id="", turn_id=turn_id, queued=False)
+        return Turn(self, conversation_id, answer, self._who(user))
+
+    def events(self, conversation_id: str, *, after_seq: int = 0, limit: int = 100,
+               user: str | None = None) -> models.EventPage:
+        """One page of the log after `after_seq`."""
+        return self._run(calls.events(conversation_id, after_seq, limit, self._who(user)))
+
+    def iter_events(self, conversation_id: str, *, after_seq: int = 0,
+                    user: str | None = None) -> Iterator[models.EventOut]:
+        """The whole log after `after_seq`, page after page."""
+        while True:
+            page = self.events(conversation_id, after_seq=after_seq, limit=1000, user=user)
+            yield from page.events
+            if page.next_after_seq is None:
+                return
+            after_seq = page.next_after_seq
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    def tool_calls(self, conversation_id: str, *, status: str | None = None,
+                   user: str | None = None) -> list[models.ToolCall]:
+        return self._run(calls.tool_calls(conversation_id, status, self._who(user))).tool_calls
+
+    def pending_calls(self, *, executor: str | None = None, cursor: str | None = None,
+                      limit: int = 50, user: str | None = None) -> models.TenantToolCallPage:
+        """Calls waiting for a person or a client, across the tenant's conversations."""
+        return self._run(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
+
+    def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> models.ToolCall:
+        """Say yes to a call waiting for a person: a gated call runs as shown; a human call's
+        result is {"approved": true}."""
+        return self._run(calls.decide(conversation_id, call_id, "approved", None, self._who(user)))
+
+    def reject(self, conversation_id: str, call_id: str, reason: str | None = None, *,
+               user: str | None = None) -> models.ToolCall:
+        """Say no: a gated call never runs and the model reads why; a human call's result is
+        {"approved": false, "reason": …}."""
+        return self._run(calls.decide(conversation_id, call_id, "rejected", reason, self._who(user)))
+
+    def answer(self, conversation_id: str, call_id: str, result: Any, *, error: bool = False,
+               user: str | None = None) -> models.ToolCall:
+        """Resolve a pending call with `result` (or as failed, with `error=True`)."""
+        status = "errored" if error else "resolved"
+        return self._run(calls.resolve(conversation_id, call_id, status, result, self._who(user)))
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,
+                     description: str = "", overridable: Sequence[str] = (),
+                     user: str | None = None) -> models.AgentOut:
+        """A new agent of the tenant, at version 1; Conflict if the name is taken."""
+        return self._run(calls.create_agent(name, settings, description, overridable,
+                                             self._who(user)))
+
+    def publish_agent_version(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None,
+                              *, description: str = "", overridable: Sequence[str] = (),
+                              user: str | None = None) -> models.AgentOut:
+        """The agent's next version: a whole definition; earlier versions stay as they were."""
+        return self._run(calls.publish_agent_version(name, settings, description, overridable,
+                                                      self._who(user)))
+
+    def list_agents(self, *, cursor: str | None = None, limit: int = 100,
+                    user: str | None = None) -> models.AgentList:
+        """One page of the agents the tenant may use (its own and the operator's), latest
+        version each, by name; pass its `next_cursor` for the next."""
+        return self._run(calls.list_agents(cursor, limit, self._who(user)))
+
+    def list_agent_versions(self, name: str, *, cursor: int | None = None, limit: int = 100,
+                            user: str | None = None) -> models.AgentVersionPage:
+        """One page of an agent's versions, oldest first."""
+        return self._run(calls.list_agent_versions(name, cursor, limit, self._who(user)))
+
+    def get_agent(self, name: str, version: int | None = None, *,
+                  user: str | None = None) -> models.AgentOut:
+        """An agent's latest version, or the one numbered `version`."""
+        return self._run(calls.get_agent(name, version, self._who(user)))
+
+    def profiles(self) -> list[models.ProfileOut]:
+        return self._run(calls.profiles()).profiles
+
+    def set_provider_key(self, profile: str, api_key: str) -> None:
+        """Your own key for a profile that takes one: stored sealed, never shown again."""
+        self._run(calls.set_provider_key(profile, api_key))
+
+    def delete_provider_key(self, profile: str) -> None:
+        """Forget your own key for a profile; NotFound if none is set."""
+        self._run(calls.delete_provider_key(profile))
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _who(self, user: str | None) -> str | None:
+        return self.user if user is None else user
+
+    def _run(self, call: calls.Call[Any]) -> Any:
+        tried = 0
+        while True:
+            tried += 1
+            try:
+                response = self.http.request(call.method, call.path, params=call.params or None,
+                                             json=call.json, headers=call.headers)
+                return call.read(response.status_code, _json(response), response.headers)
+            except (ApiError, httpx2.TransportError) as exc:
+                wait = self.retries.wait_s(tried, exc, idempotent=call.idempotent)
+                if wait is None:
+                    if isinstance(exc, httpx2.TransportError):
+                        raise Unreachable(_unreachable(self.endpoint.url, exc)) from exc
+                    raise
+                time.sleep(wait)
+
+
+class Turn:
+    """One message's turn: `stream()` its events and text from the first delta, or `wait()`."""
+
+    def __init__(self, client: Client, conversation_id: str, answer: models.MessageAnswer,
+                 user: str | None) -> None:
+        self.client, self.conversation_id, self.answer, self.user = client, conversation_id, answer, user
+
+    def __repr__(self) -> str:
+        return f"Turn({self.conversation_id!r}, turn_id={self.turn_id!r}, queued={self.queued})"
+
+    @property
+    def turn_id(self) -> str:
+        return self.answer.turn_id or ""
+
+    @property
+    def message_id(self) -> str:
+        return self.answer.message_id
+
+    @property
+    def queued(self) -> bool:
+        """The message waits in the inbox behind a running turn."""
+        return self.answer.queued
+
+    def stream(self) -> Iterator[StreamItem]:
+        """The turn from its start to its end (the last item is its StreamEnd).
+
+        A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
+        """
+        cursor = TurnCursor(self.turn_id)
+        failures = 0
+        while cursor.end is None:
+            call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user)
+            try:
+                for item in self._connection(call, cursor):
+                    failures = 0
+                    yield item
+            except (ApiError, httpx2.TransportError) as exc:
+                failures += 1
+                wait = self.client.retries.wait_s(failures, exc, idempotent=True)
+                if wait is None:
+                    if isinstance(exc, ApiError):
+                        raise
+                    raise StreamBroken(_unreachable(self.client.endpoint.url, exc)) from exc
+                time.sleep(wait)
+
+    def _connection(self, call: calls.Call[None], cursor: TurnCursor) -> Iterator[StreamItem]:
+        timeout = httpx2.Timeout(self.client.http.timeout.connect, read=STREAM_READ_S)
+        with self.client.http.sse(call.path, params=call.params, headers=call.headers,
+                                  timeout=timeout, max_event_size=MAX_EVENT_BYTES) as source:
+            response = source.response
+            if response.status_code >= 400:
+                response.read()
+                raise error_for(response.status_code, _json(response),
+                                calls.retry_after(response.headers), response.reason_phrase)
+            cursor.connected()
+            for sse in source:
+                item = cursor.accept(sse.event, sse.data)
+                if item is not None:
+                    yield item
+        if cursor.end is None:
+            raise httpx2.RemoteProtocolError("the stream closed before the turn ended")
+
+    def wait(self, *, stop_for_input: bool = False) -> TurnResult:
+        """Follow the turn to its end; with `stop_for_input`, also return once it waits for
+        a person or the client (`pending` lists the calls)."""
+        waits = Waits(self.turn_id)
+        for item in self.stream():
+            if isinstance(item, models.StreamEnd):
+                return waits.result(item.state)
+            if waits.saw(item) and stop_for_input:
+                conversation = self.client.get_conversation(self.conversation_id, user=self.user)
+                if waits.waiting(conversation):
+                    return waits.result(conversation.state, conversation.pending)
+        raise StreamBroken("the stream ended without its end")  # stream() only returns after it
+
+
+def _json(response: httpx2.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _unreachable(url: str, exc: Exception) -> str:
+    reason = str(exc) or type(exc).__name__
+    return (f"cannot reach the agentq API at {url} ({reason}); is `agentq dev` or `agentq api` "
+            "running there? (url= or AGENTQ_API_URL)")

@@ -1,0 +1,199 @@
+"""One operator-declared MCP server as a tool source of the registry.
+
+Why a connection per call: the 2026-07-28 specification is stateless (any instance
+answers any request), so a step on any worker, or the same step run again after a kill,
+needs nothing from an earlier connection. The listing is read once per process and kept
+`list_ttl_s` seconds. Each call carries its tool call id in `_meta`
+(`agentq/tool_call_id`) so a server can make a repeated call harmless: a step that ran
+when its worker died runs again with the same id. Failures that are not a result
+(refused connection, 5xx, timeout) are retried within the server's `timeout_s`; then the
+call ends with an error result the model reads.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import RequestParamsMeta
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from agentq.core.request import ToolSpec
+from agentq.mcp.results import outcome
+from agentq.tenancy.policy import McpServer
+from agentq.tools.remote import RemoteUnavailable
+
+log = logging.getLogger(__name__)
+
+CALL_ID_META = "agentq/tool_call_id"
+RETRY_DELAYS_S = (0.2, 1.0)  # after the first and second failed tries
+LIST_RETRY_AFTER_S = 10.0
+
+
+class McpTools:
+    """The tools of the MCP server `server`, as the registry's `RemoteTools`."""
+
+    def __init__(self, server: str, config: McpServer, *, environ: Mapping[str, str] | None = None) -> None:
+        self.server = server
+        self.config = config
+        self._environ = os.environ if environ is None else environ
+        self._lock = threading.Lock()
+        self._listing: list[ToolSpec] | None = None
+        self._listed_at = 0.0
+        self._failed_at: float | None = None  # when listing last failed, with no listing to keep
+        # The protocol version the server first agreed to, if a stateless (2026-07-28+) one:
+        # later connections adopt it instead of probing with server/discover each time.
+        self._version: str | None = None
+
+    @property
+    def queue(self) -> str | None:
+        return self.config.queue
+
+    def listing(self) -> list[ToolSpec]:
+        """The server's tools, read at most once per `list_ttl_s` in this process.
+
+        A server that cannot be listed keeps its last listing (its calls fail on their
+        own, readably); one never listed is not asked again for LIST_RETRY_AFTER_S, so a
+        down server does not hold every model step that names it for its timeout.
+        """
+        now = time.monotonic()
+        with self._lock:
+            if self._listing is not None and now - self._listed_at < self.config.list_ttl_s:
+                return self._listing
+            if self._failed_at is not None and now - self._failed_at < LIST_RETRY_AFTER_S:
+                raise RemoteUnavailable("it could not be listed moments ago")
+        try:
+            listing = self._retried(self._list)
+        except RemoteUnavailable:
+            with self._lock:
+                if self._listing is not None:
+                    log.warning("MCP server %r cannot be listed; keeping its last listing",
+                                self.server)
+                    self._listed_at = time.monotonic()
+                    return self._listing
+                self._failed_at = time.monotonic()
+            raise
+        with self._lock:
+            self._listing, self._listed_at, self._failed_at = listing, time.monotonic(), None
+        return listing
+
+    def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:
+        """One `tools/call` with the call id in `_meta`; the server's timeout wins over `timeout_s`."""
+        del timeout_s  # the operator's timeout for this server is the one that holds
+        return self._retried(lambda: self._call(tool, args, call_id))
+
+    def _retried(self, attempt: Any) -> Any:
+        deadline = time.monotonic() + self.config.timeout_s
+        for delay in (*RETRY_DELAYS_S, None):
+            try:
+                return attempt()
+            except _Transient as exc:
+                left = deadline - time.monotonic()
+                if delay is None or left <= delay:
+                    raise RemoteUnavailable(str(exc)) from None
+                log.warning("MCP server %r failed, trying again: %s", self.server, exc)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _list(self) -> list[ToolSpec]:
+        async def run() -> list[ToolSpec]:
+            async with self._client() as client:
+                self._remember(client)
+                specs: list[ToolSpec] = []
+                cursor: str | None = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    specs.extend(ToolSpec(name=t.name, description=t.description or "",
+                                          parameters=dict(t.input_schema)) for t in page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        return specs
+        return self._run(run)
+
+    def _call(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[str, Any]:
+        async def run() -> tuple[str, Any]:
+            async with self._client() as client:
+                self._remember(client)
+                try:
+                    meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
+                    result = await client.call_tool(tool, args, meta=meta)
+                except MCPError as exc:  # unknown tool, bad arguments: the model reads why
+                    return "error", f"MCP error {exc.error.code}: {exc.error.message}"
+                return outcome(result)
+        return self._run(run)
+
+    def _run(self, work: Any) -> Any:
+        """Run `work` on an event loop of its own, within the server's time limit."""
+        async def bounded() -> Any:
+            with anyio.fail_after(self.config.timeout_s):
+                return await work()
+        try:
+            return anyio.run(bounded)
+        except RemoteUnavailable:
+            raise
+        except TimeoutError:
+            raise _Transient(f"no answer within {self.config.timeout_s:g}s") from None
+        except (OSError, httpx2.HTTPError, MCPError) as exc:
+            raise _Transient(_describe(exc)) from None
+        except BaseExceptionGroup as group:  # what anyio's task groups raise around the cause
+            raise _Transient(_describe(_first_leaf(group))) from None
+
+    def _client(self) -> Client:
+        config = self.config
+        if config.url is not None:
+            http = httpx2.AsyncClient(headers=self._resolved(config.headers), verify=_tls(),
+                                      timeout=httpx2.Timeout(config.timeout_s))
+            transport = streamable_http_client(config.url, http_client=http)
+            return Client(transport, read_timeout_seconds=config.timeout_s, cache=None,
+                          mode=self._version or "auto")
+        command = config.command or ("",)
+        params = StdioServerParameters(command=command[0], args=list(command[1:]),
+                                       env=self._resolved(config.env) or None)
+        return Client(params, read_timeout_seconds=config.timeout_s, cache=None,
+                      mode=self._version or "auto")
+
+    def _remember(self, client: Client) -> None:
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            self._version = client.protocol_version
+
+    def _resolved(self, values: Mapping[str, str]) -> dict[str, str]:
+        """`values` with each "env:NAME" read from the environment; a missing one fails the call."""
+        out = {}
+        for key, value in values.items():
+            if value.startswith("env:"):
+                name = value[4:]
+                if name not in self._environ:
+                    raise RemoteUnavailable(f"the operator's environment lacks {name} "
+                                            f"(for the MCP server {self.server!r})")
+                value = self._environ[name]
+            out[key] = value
+        return out
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every connection: building one per call (loading the CA
+    certificates) costs more CPU than the call itself."""
+    return ssl.create_default_context()
+
+
+class _Transient(Exception):
+    """A failure worth another try: no result came back."""
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,65 @@
+"""Tools served by a remote server (MCP): how settings name them and what a source must do.
+
+Settings name a whole server (`"mcp:crm"`) or one of its tools (`"mcp:crm/lookup"`); the
+model sees each such tool as `mcp__crm__lookup` (provider tool names allow only letters,
+digits, `_` and `-`). The source itself (agentq.mcp) is the only code that speaks MCP;
+this module keeps the registry free of the SDK.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from agentq.core.request import ToolSpec
+
+REF_PREFIX = "mcp:"
+MODEL_PREFIX = "mcp__"
+SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_REF = re.compile(rf"{REF_PREFIX}({SERVER_NAME.pattern})(?:/([A-Za-z0-9_.-]{{1,64}}))?")
+
+
+def is_ref(name: str) -> bool:
+    return name.startswith(REF_PREFIX)
+
+
+def parse_ref(ref: str) -> tuple[str, str | None] | None:
+    """(server, tool or None for the whole server) of `mcp:server[/tool]`; None if malformed."""
+    found = _REF.fullmatch(ref)
+    return (found.group(1), found.group(2)) if found else None
+
+
+def model_name(server: str, tool: str) -> str | None:
+    """The name the model calls the tool by; None if it cannot be one (too long, odd chars)."""
+    name = f"{MODEL_PREFIX}{server}__{tool}"
+    return name if _TOOL_NAME.fullmatch(name) else None
+
+
+def split_model_name(name: str) -> tuple[str, str] | None:
+    """(server, tool) of a model-facing name `mcp__server__tool`; None for any other name."""
+    if not name.startswith(MODEL_PREFIX):
+        return None
+    server, sep, tool = name[len(MODEL_PREFIX):].partition("__")
+    return (server, tool) if sep and server and tool else None
+
+
+class RemoteUnavailable(Exception):
+    """The server could not be reached or answered with a failure, not a tool result."""
+
+
+class RemoteTools(Protocol):
+    """One operator-declared tool server, as the registry uses it."""
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def queue(self) -> str | None: ...
+
+    def listing(self) -> list[ToolSpec]:
+        """The server's tools under their own names and schemas; RemoteUnavailable if down."""
+        ...
+
+    def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:
+        """("ok" | "error", output) of one call; RemoteUnavailable when no result came back."""
+        ...

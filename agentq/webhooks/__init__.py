@@ -1,0 +1,6 @@
+"""Webhooks: tenants' endpoints told of what happens in their conversations (DESIGN section 15).
+
+`addresses` keeps a tenant's URL from reaching what the operator did not offer, `sender`
+posts one signed request, `payloads` says what a delivery tells, `endpoints` is what a
+tenant may do to its endpoints, `delivery` moves the outbox (agentq.store.webhooks).
+"""

@@ -1,0 +1,103 @@
+"""Where a webhook may go: a tenant's URL must not reach the operator's network (inv. 9).
+
+Checked twice: the URL when it is registered, and the address actually connected to when
+a delivery is sent, after resolving the name then (a name that resolves to a private
+address at send time, DNS rebinding, is refused). Only global addresses pass; loopback
+only if the operator allows it, never link-local, private, or cloud metadata addresses.
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from agentq.errors import InvalidInput
+from agentq.webhooks.policy import WebhookPolicy
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class AddressRefused(Exception):
+    """The name resolves to an address a webhook may not reach (or does not resolve)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked URL, split: what to resolve, and what to ask for."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str  # with the query
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def check_url(url: str, policy: WebhookPolicy) -> Target:
+    """The URL as a Target, or InvalidInput saying why a webhook may not use it."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise InvalidInput("url is not a valid URL") from None
+    schemes = ("https", "http") if policy.allow_http else ("https",)
+    if parts.scheme not in schemes:
+        raise InvalidInput(f"url must use {' or '.join(schemes)}")
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        raise InvalidInput("url needs a host and no user or password")
+    if parts.fragment:
+        raise InvalidInput("url must not have a fragment")
+    host = parts.hostname.rstrip(".").lower()
+    literal = _literal(host)
+    if literal is not None and not allowed(literal, policy):
+        raise InvalidInput("url points at an address webhooks may not reach")
+    if literal is None and (host == "localhost" or host.endswith(".localhost")) and not (
+            policy.allow_loopback):
+        raise InvalidInput("url points at an address webhooks may not reach")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+
+
+def allowed(address: IPAddress, policy: WebhookPolicy) -> bool:
+    """A global address, or loopback when the operator allows it; nothing else."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    if address.is_loopback:
+        return policy.allow_loopback
+    return address.is_global and not address.is_multicast
+
+
+def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
+    """The address to connect to; AddressRefused if any address of the name is not allowed.
+
+    Careful: every address the name has now is checked, not only the first, so a name
+    that mixes a public and a private address cannot be steered to the private one.
+    """
+    literal = _literal(target.host)
+    if literal is not None:
+        found = [literal]
+    else:
+        try:
+            infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError):
+            raise AddressRefused("the host name does not resolve") from None
+        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not found:
+        raise AddressRefused("the host name does not resolve")
+    refused = [a for a in found if not allowed(a, policy)]
+    if refused:
+        raise AddressRefused("the host resolves to an address webhooks may not reach")
+    return found[0]
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None

@@ -1,0 +1,284 @@
+"""`agentq chat`, `inspect` and `fork` against a real `agentq dev` process, over HTTP only.
+
+The chat runs in a real pseudo-terminal (pexpect): the person types, answers an approval
+and presses Ctrl-C as they would. What the commands did is then checked through the API.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pexpect
+import pytest
+
+from tests.support.processes import ROOT, wait_for
+
+pytestmark = pytest.mark.slow  # an `agentq dev` process and a terminal
+
+KEY = "aq_" + secrets.token_urlsafe(24)
+WAIT_S = 30  # an upper bound on waiting for a line, never a measure of speed
+
+APPROVAL = [
+    {"text": "Paying Bob needs your approval.",
+     "tool_calls": [{"name": "approve_payment", "args": {"amount": 20, "to": "Bob"}}],
+     "chunks": 3, "delay_s": 0.2},
+    {"text": "The payment to Bob was approved. All done.", "chunks": 5, "delay_s": 0.5},
+]
+SLOW = [{"text": "A very long answer, one slow word at a time, " * 4, "chunks": 40, "delay_s": 60}]
+
+
+class DevServer:
+    """`agentq dev --port 0` on a temporary SQLite file, in its own process group."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.log_path = tmp / "dev.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+        env.update(AGENTQ_DATABASE_URL=f"sqlite:///{tmp / 'agentq.db'}", AGENTQ_API_KEY=f"cli:{KEY}",
+                   PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "agentq.cli", "dev", "--host", "127.0.0.1", "--port", "0"],
+                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        port = wait_for(self._port, timeout_s=90, what=f"agentq dev to listen; log:\n{self._log()}")
+        self.url = f"http://127.0.0.1:{port}"
+
+    def _log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def _port(self) -> str | None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"agentq dev exited with {self.proc.returncode}:\n{self._log()}")
+        found = re.search(r"API on http://127\.0\.0\.1:(\d+)", self._log())
+        return found and found.group(1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    dev = DevServer(tmp_path_factory.mktemp("agentq-dev"))
+    try:
+        yield dev
+    finally:
+        dev.stop()
+
+
+@pytest.fixture
+def api(server):
+    with httpx2.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"},
+                       timeout=10, trust_env=False) as client:
+        yield client
+
+
+def client_env(server: DevServer, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    # the server's bootstrap form tenant:secret works for the clients too
+    env.update(AGENTQ_API_URL=server.url, AGENTQ_API_KEY=f"cli:{KEY}", TERM="dumb", PYTHONPATH=str(ROOT))
+    env.update(extra)
+    return env
+
+
+def agentq(server: DevServer, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentq.cli", *args], cwd=ROOT, env=client_env(server, **env),
+                          capture_output=True, text=True, timeout=60)
+
+
+class Terminal:
+    """`agentq chat …` in a pseudo-terminal; stopped by pid whatever happens."""
+
+    def __init__(self, server: DevServer, *args: str, preexec_fn=None) -> None:
+        self.child = pexpect.spawn(sys.executable, ["-m", "agentq.cli", "chat", *args], cwd=str(ROOT),
+                                   env=client_env(server), encoding="utf-8", timeout=WAIT_S,
+                                   dimensions=(50, 200), preexec_fn=preexec_fn)
+        self.seen: list[str] = []
+
+    def expect(self, pattern: str) -> str:
+        self.child.expect(pattern)
+        self.seen.append(self.child.before + self.child.after)
+        return self.child.before
+
+    def exit_status(self) -> int:
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        return self.child.exitstatus
+
+    def stop(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+
+
+def create(api, script) -> str:
+    answer = api.post("/v1/conversations", json={"settings": {"provider": "scripted", "script": script}})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def log_of(api, cid: str) -> list[dict]:
+    return api.get(f"/v1/conversations/{cid}/events", params={"limit": 1000}).json()["events"]
+
+
+def idle(api, cid: str) -> bool:
+    return api.get(f"/v1/conversations/{cid}").json()["state"] == "idle"
+
+
+def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"provider": "scripted", "script": APPROVAL}))
+    term = Terminal(server, "--settings", f"@{settings}")
+    try:
+        cid = re.search(r"conversation ([0-9a-f-]{36})", term.expect("you> ")).group(1)
+        term.child.sendline("Please pay Bob 20 euros")
+        shown = term.expect(r"\[a\]pprove / \[r\]eject")
+        assert "agent> Paying Bob needs your approval." in shown
+        assert "approve_payment(amount=20, to='Bob')" in shown
+        term.child.sendline("a")
+        answer = term.expect("you> ")
+        assert answer.count("The payment to Bob was approved. All done.") == 1  # deltas, not twice
+        assert "agent> The payment to Bob was approved. All done." in answer
+        term.child.sendeof()
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    events = log_of(api, cid)
+    types = [e["type"] for e in events]
+    assert types == ["user_msg", "assistant_msg", "tool_call", "suspension", "resolution", "tool_result",
+                     "assistant_msg"]
+    assert events[0]["content"]["text"] == "Please pay Bob 20 euros"
+    resolution = events[4]["content"]
+    assert resolution["status"] == "resolved" and resolution["by"] == "cli"
+    assert events[5]["content"]["output"] == {"approved": True}
+    assert events[-1]["content"] == {**events[-1]["content"], "interrupted": False,
+                                     "text": "The payment to Bob was approved. All done."}
+
+
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@pytest.mark.parametrize("started_by", ["a shell", "a parent that ignores and blocks SIGINT"])
+def test_ctrl_c_during_an_answer_interrupts_the_turn_and_at_the_prompt_leaves(server, api, started_by):
+    cid = create(api, SLOW)
+    term = Terminal(server, cid, preexec_fn=_ignore_ctrl_c if "ignores" in started_by else None)
+    try:
+        term.expect("you> ")
+        term.child.sendline("Tell me everything")
+        term.expect("agent> A very")  # deltas: no assistant_msg exists before the cancel writes it
+        term.child.sendintr()
+        shown = term.expect("you> ")
+        assert "interrupting the turn" in shown and "interrupted" in shown
+        term.child.sendintr()  # at an empty prompt: leave
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    last = log_of(api, cid)[-1]
+    assert last["type"] == "assistant_msg" and last["content"]["interrupted"] is True
+    assert last["content"]["text"].startswith("A very")
+    assert idle(api, cid)
+
+
+def test_attaching_to_a_conversation_that_waits_asks_the_person_at_once(server, api):
+    cid = create(api, APPROVAL)
+    api.post(f"/v1/conversations/{cid}/messages", json={"content": "pay Bob"})
+    wait_for(lambda: api.get(f"/v1/conversations/{cid}").json()["pending"], timeout_s=WAIT_S,
+             what="the approval to wait")
+    term = Terminal(server, cid)
+    try:
+        shown = term.expect(r"\[a\]pprove / \[r\]eject")
+        assert "the conversation is awaiting_input" in shown and "approve_payment(amount=20, to='Bob')" in shown
+        term.child.sendline("r")
+        assert "All done." in term.expect("you> ")
+        term.child.sendline("/quit")
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    tool_result = [e for e in log_of(api, cid) if e["type"] == "tool_result"][0]
+    assert tool_result["content"]["output"] == {"approved": False}
+
+
+def test_a_failed_turn_shows_its_error_and_the_prompt_comes_back(server, api):
+    cid = create(api, [{"text": "never said", "fail": {"status": 400, "times": 1}}])
+    term = Terminal(server, cid)
+    try:
+        term.expect("you> ")
+        term.child.sendline("hello")
+        shown = term.expect("you> ")
+        assert "· error:" in shown and "the turn failed" in shown and "never said" not in shown
+        term.child.sendeof()
+        assert term.exit_status() == 0
+    finally:
+        term.stop()
+    assert api.get(f"/v1/conversations/{cid}").json()["state"] == "failed"
+
+
+def test_inspect_prints_every_event_with_its_seq_and_type_by_turn_and_round(server, api):
+    cid = create(api, APPROVAL)
+    api.post(f"/v1/conversations/{cid}/messages", json={"content": "pay Bob"})
+    pending = wait_for(lambda: api.get(f"/v1/conversations/{cid}").json()["pending"], timeout_s=WAIT_S,
+                       what="the approval to wait")
+    api.post(f"/v1/conversations/{cid}/tool-calls/{pending[0]['tool_call_id']}/resolution",
+             json={"status": "resolved", "result": {"approved": True}})
+    wait_for(lambda: idle(api, cid), timeout_s=WAIT_S, what="the turn to end")
+    events = log_of(api, cid)
+
+    done = agentq(server, "inspect", cid)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if re.match(r"^\s+\d+\s", line)]
+    assert [(int(r[0]), r[2]) for r in rows] == [(e["seq"], e["type"]) for e in events]
+    assert done.stdout.splitlines()[0] == f"conversation {cid}"
+    rounds = {e["round_id"][:8] for e in events if e["round_id"]}
+    assert {line.split()[1] for line in done.stdout.splitlines() if line.startswith("  round ")} == rounds
+    assert "approve_payment resolved by cli" in done.stdout
+
+    raw = agentq(server, "inspect", cid, "--json")
+    assert [json.loads(line) for line in raw.stdout.splitlines()] == events
+
+
+def test_fork_prints_the_id_of_a_new_conversation_holding_the_log_up_to_a_turn(server, api):
+    cid = create(api, [{"text": "first answer"}, {"text": "second answer"}])
+    for text in ("one", "two"):
+        api.post(f"/v1/conversations/{cid}/messages", json={"content": text})
+        wait_for(lambda: idle(api, cid) and log_of(api, cid)[-1]["type"] == "assistant_msg",
+                 timeout_s=WAIT_S, what="the turn to end")
+    done = agentq(server, "fork", cid, "--at", "2")
+    assert done.returncode == 0, done.stderr
+    new_id = done.stdout.strip()
+    forked = api.get(f"/v1/conversations/{new_id}")
+    assert forked.status_code == 200 and new_id != cid
+    assert [e["content"]["text"] for e in log_of(api, new_id)] == ["one", "first answer"]
+
+    inside = agentq(server, "fork", cid, "--at", "1")
+    assert inside.returncode == 1
+    assert "cannot fork" in inside.stderr and "inside a turn" in inside.stderr
+
+
+@pytest.mark.parametrize("command", [["inspect", "no-such-id"], ["fork", "no-such-id", "--at", "0"],
+                                     ["chat", "no-such-id"]])
+def test_an_unknown_conversation_is_a_clear_message_and_exit_code_1(server, command):
+    done = agentq(server, *command)
+    assert done.returncode == 1
+    assert "no conversation no-such-id (not_found, HTTP 404)" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_bad_key_and_a_server_that_is_down_are_clear_messages(server):
+    bad_key = agentq(server, "inspect", "x", "--key", "aq_wrong")
+    assert bad_key.returncode == 1 and "unknown or revoked api key" in bad_key.stderr
+    down = agentq(server, "chat", "--url", "http://127.0.0.1:9")
+    assert down.returncode == 1 and "cannot reach the agentq API at http://127.0.0.1:9" in down.stderr
+    assert "Traceback" not in bad_key.stderr + down.stderr

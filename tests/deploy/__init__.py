@@ -1,0 +1,1 @@
+"""Tests of the Procfile and docker-compose.yml as shipped."""

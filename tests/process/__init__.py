@@ -1,0 +1,1 @@
+"""Tests of process set-up: gevent and logging."""

@@ -1,0 +1,1 @@
+"""Tests of what a worker does: steps, timers, leases, the sweeper, transcripts."""

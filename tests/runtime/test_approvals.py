@@ -1,0 +1,198 @@
+"""Approval-gated tools on a real store (SQLite and Postgres), follow-ups run in-process:
+a gated call waits for a person, runs once as the very call approved, or is refused."""
+from __future__ import annotations
+
+import pytest
+
+from agentq.cli.check import check_conversation
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.core.render import render
+from agentq.errors import Conflict, InvalidInput
+from agentq.runtime import Runtime
+from agentq.tools import Registry
+from agentq.core.scope import Scope
+from tests.support import tools_for_tests
+from tests.support.clock import Clock
+from tests.support.drive import Recorder, drain
+
+ALICE = Scope(tenant="t1", user="alice")
+PERSON = Scope(tenant="t1", user="bob")
+
+
+def refund(amount: float, order: str = "A-17") -> dict:
+    return {"name": "issue_refund", "args": {"order": order, "amount": amount}}
+
+
+REFUND = [{"text": "I will refund the order.", "tool_calls": [refund(1299.0)]}, {"text": "Done."}]
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def runtime(store, clock):
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
+                   clock=clock, sleep=lambda s: None)
+
+
+@pytest.fixture
+def commands(runtime, clock):
+    return Commands(runtime.store, runtime.registry, clock=clock,
+                    close_round=runtime.pubsub.close_round)
+
+
+def start(commands, runtime, script):
+    conv = commands.create_conversation(ALICE, {"script": script})
+    _, follow = commands.post_message(conv.id, "refund my order", ALICE)
+    return conv.id, drain(runtime, follow)
+
+
+def runs(call_id: str) -> int:
+    return tools_for_tests.CALLS.get(f"issue_refund:{call_id}", 0)
+
+
+def gated_call(store, cid):
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    return store.load_tool_call(cid, call_id)
+
+
+def test_a_call_that_needs_approval_waits_for_a_person_with_its_exact_arguments(
+    store, runtime, commands
+):
+    cid, later = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    assert call.status == "pending" and call.needs_approval and call.executor == "server"
+    assert call.args == {"order": "A-17", "amount": 1299.0}
+    assert store.load_conversation(cid).fsm.state == "awaiting_input"
+    assert [e.tool_call_id for e in later] == [call.id]  # its expiry is armed
+    assert runs(call.id) == 0
+
+
+def test_a_call_the_rule_lets_through_runs_without_asking(store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0)]}, {"text": "Done."}])
+    (call,) = store.list_tool_calls(cid)
+    assert call.status == "done" and not call.needs_approval and runs(call.id) == 1
+
+
+def test_an_approved_call_runs_once_as_the_very_call_the_person_saw(store, runtime, commands):
+    cid, _ = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    decided, follow = commands.resolve(cid, call.id, PERSON, status="approved", result=None)
+    assert decided.status == "scheduled"
+    drain(runtime, follow + follow)  # a repeated delivery runs nothing twice
+    assert runs(call.id) == 1
+    events = store.list_events(cid)
+    assert [e.type for e in events][3:] == ["suspension", "resolution", "tool_result",
+                                            "assistant_msg"]
+    assert events[4].content == {"tool_call_id": call.id, "status": "approved", "by": "bob"}
+    assert events[5].content["output"] == "refunded 1299.00 on order A-17"
+    assert store.load_tool_call(cid, call.id).status == "done"
+    assert check_conversation(store, cid) == []
+
+
+def test_the_same_approval_twice_changes_nothing_and_a_later_rejection_conflicts(
+    store, runtime, commands
+):
+    cid, _ = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    drain(runtime, commands.resolve(cid, call.id, PERSON, status="approved", result=None)[1])
+    log = store.list_events(cid)
+    again, follow = commands.resolve(cid, call.id, PERSON, status="approved", result=None)
+    assert again.status == "done" and follow == []
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call.id, PERSON, status="rejected", result=None)
+    assert store.list_events(cid) == log and runs(call.id) == 1
+
+
+def test_a_rejected_call_never_runs_and_the_model_reads_the_refusal_and_its_reason(
+    store, runtime, commands
+):
+    cid, _ = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    _, follow = commands.resolve(cid, call.id, PERSON, status="rejected", result=None,
+                                 reason="the lookup said 129.90 EUR")
+    drain(runtime, follow)
+    assert runs(call.id) == 0
+    assert store.load_tool_call(cid, call.id).status == "rejected"
+    events = store.list_events(cid)
+    resolution = next(e for e in events if e.type == "resolution")
+    assert resolution.content == {"tool_call_id": call.id, "status": "rejected", "by": "bob",
+                                  "reason": "the lookup said 129.90 EUR"}
+    result = next(e for e in events if e.type == "tool_result")
+    assert result.content["status"] == "rejected"
+    assert events[-1].type == "assistant_msg"  # the model spoke again, after reading it
+    sent = render(store.load_view(cid)).messages
+    refusal = next(m for m in sent if m.role == "tool")
+    assert refusal.is_error and "refused" in refusal.text and "129.90 EUR" in refusal.text
+    assert check_conversation(store, cid) == []
+
+
+def test_an_approval_that_was_never_given_expires_as_a_refusal_by_the_system(
+    store, runtime, commands, clock
+):
+    cid, later = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    clock.tick(61)
+    drain(runtime, later)
+    assert runs(call.id) == 0 and store.load_tool_call(cid, call.id).status == "expired"
+    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "expired"
+    assert "refused by the system" in result.content["output"]
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call.id, PERSON, status="approved", result=None)
+
+
+def test_a_person_cannot_send_arguments_or_a_result_with_a_decision(store, runtime, commands):
+    cid, _ = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    log = store.list_events(cid)
+    with pytest.raises(InvalidInput):
+        commands.resolve(cid, call.id, PERSON, status="approved", result={"amount": 12.99})
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call.id, PERSON, status="resolved", result="refunded")
+    assert store.list_events(cid) == log and store.load_tool_call(cid, call.id).status == "pending"
+
+
+def test_a_human_call_cannot_be_approved_as_if_it_were_gated(store, runtime, commands):
+    script = [{"tool_calls": [{"name": "approve", "args": {"amount": 5}}]}, {"text": "ok"}]
+    cid, _ = start(commands, runtime, script)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    with pytest.raises(Conflict):
+        commands.resolve(cid, call_id, PERSON, status="approved", result=None)
+
+
+def test_calling_the_tool_again_needs_a_new_approval(store, runtime, commands):
+    script = [{"tool_calls": [refund(500.0)]}, {"tool_calls": [refund(500.0)]}, {"text": "Done."}]
+    cid, _ = start(commands, runtime, script)
+    first = gated_call(store, cid)
+    drain(runtime, commands.resolve(cid, first.id, PERSON, status="approved", result=None)[1])
+    second = gated_call(store, cid)
+    assert second.id != first.id and second.status == "pending"
+    assert runs(first.id) == 1 and runs(second.id) == 0
+
+
+def test_a_rule_that_fails_asks_a_person_rather_than_letting_the_call_through():
+    import agentq
+
+    def broken(args, scope):
+        raise KeyError("amount")
+
+    @agentq.tool(needs_approval=broken)
+    def pay(amount: float) -> str:
+        """Pay."""
+        return "paid"
+
+    assert pay.gated({"amount": 1}, ALICE)
+
+
+def test_needs_approval_is_for_server_tools():
+    import agentq
+
+    with pytest.raises(ValueError):
+        @agentq.tool(executor="human", needs_approval=True)
+        def ask(question: str) -> None:
+            """Ask."""

@@ -1,0 +1,71 @@
+"""A real MCP server for the tests, built with the SDK's MCPServer (FastMCP).
+
+`python tests/support/mcp_server.py http PORT` serves Streamable HTTP on 127.0.0.1:PORT/mcp;
+`python tests/support/mcp_server.py stdio` speaks over stdin/stdout. Its tools say which
+call id they saw in `_meta`, so a test can check it arrived.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+server = MCPServer("crm", log_level="WARNING")
+
+
+class Customer(BaseModel):
+    customer: str
+    tier: str
+    seen_call_id: str | None
+
+
+def _call_id(ctx: Context) -> str | None:
+    meta = ctx.request_context.meta or {}
+    return meta.get("agentq/tool_call_id")
+
+
+@server.tool()
+def lookup(customer: str, ctx: Context) -> Customer:
+    """Look a customer up by name: their tier."""
+    return Customer(customer=customer, tier="gold" if customer == "Ada" else "basic",
+                    seen_call_id=_call_id(ctx))
+
+
+@server.tool()
+def authorization(ctx: Context) -> str:
+    """The Authorization header this call came with."""
+    return dict(ctx.headers or {}).get("authorization", "none")
+
+
+@server.tool()
+async def slow(key: str, seconds: float, ctx: Context) -> str:
+    """Wait, then answer; each call appends `key call_id` to the file MCP_CALL_LOG names first."""
+    with open(os.environ["MCP_CALL_LOG"], "a") as log:
+        log.write(f"{key} {_call_id(ctx)}\n")
+    await anyio.sleep(seconds)
+    return f"{key} done"
+
+
+@server.tool()
+def greet(name: str) -> str:
+    """Say hello."""
+    return f"Hello, {name}!"
+
+
+@server.tool()
+def refund(order: str, amount: int) -> str:
+    """Refund an order; refunds above 100 are refused."""
+    if amount > 100:
+        raise ToolError(f"refund of {amount} for {order} is above the limit of 100")
+    return f"refunded {amount} for {order}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -1,0 +1,109 @@
+"""Tools the runtime tests register: they count their calls, fail, or wait for a person."""
+from __future__ import annotations
+
+import threading
+
+import agentq
+
+CALLS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
+def _count(name: str) -> None:
+    with _LOCK:
+        CALLS[name] = CALLS.get(name, 0) + 1
+
+
+@agentq.tool
+def lookup(key: str) -> str:
+    """Look a key up; counts its calls."""
+    _count(f"lookup:{key}")
+    return f"value of {key}"
+
+
+@agentq.tool
+def explode() -> str:
+    """Always fails."""
+    raise RuntimeError("the tool exploded")
+
+
+@agentq.tool(executor="human", expires_in=60)
+def approve(amount: float) -> None:
+    """Ask a person to approve an amount."""
+
+
+@agentq.tool
+def slow_lookup(key: str, seconds: float, ctx: agentq.ToolContext) -> str:
+    """Write one line per run to $AGENTQ_TEST_TOOL_LOG, then take its time (crash tests)."""
+    import os
+    import time
+
+    with open(os.environ["AGENTQ_TEST_TOOL_LOG"], "a") as log:
+        log.write(f"{ctx.tool_call_id}\n")
+    time.sleep(seconds)
+    return f"value of {key}"
+
+
+@agentq.tool(executor="human", expires_in=3)
+def quick_approve(amount: float) -> None:
+    """Ask a person, who has three seconds to answer."""
+
+
+@agentq.tool
+def big_result(size: int) -> str:
+    """A result of `size` characters (eviction tests)."""
+    return "x" * size
+
+
+@agentq.tool(queue="agentq.tests.own")
+def own_queue_lookup(key: str) -> str:
+    """Look a key up on the workers of a queue of its own (queue routing tests)."""
+    return f"own value of {key}"
+
+
+@agentq.tool(executor="human", expires_in=8)
+def approve_soon(amount: float) -> None:
+    """Ask a person, who has eight seconds to answer (takeover tests)."""
+
+
+@agentq.tool
+async def async_lookup(key: str) -> str:
+    """Look a key up the asyncio way: a sleep, then a hop through asyncio.to_thread."""
+    import asyncio
+
+    await asyncio.sleep(0.05)
+    found = await asyncio.to_thread(str.upper, key)
+    return f"async value of {found}"
+
+
+def _over_100(args: dict, scope: agentq.Scope) -> bool:
+    return args["amount"] > 100
+
+
+@agentq.tool(needs_approval=_over_100, expires_in=60)
+def issue_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
+    """Refund an order; a person approves refunds above 100. Counts its runs, and writes
+    one line per run to $AGENTQ_TEST_TOOL_LOG when set (worker tests)."""
+    import json
+    import os
+
+    _count(f"issue_refund:{ctx.tool_call_id}")
+    if os.environ.get("AGENTQ_TEST_TOOL_LOG"):
+        with open(os.environ["AGENTQ_TEST_TOOL_LOG"], "a") as log:
+            log.write(json.dumps({"call": ctx.tool_call_id, "order": order, "amount": amount}) + "\n")
+    return f"refunded {amount:.2f} on order {order}"
+
+
+@agentq.tool(needs_approval=True, expires_in=3)
+def quick_refund(order: str, amount: float) -> str:
+    """A refund a person has three seconds to approve (expiry tests)."""
+    _count(f"quick_refund:{order}")
+    return f"refunded {amount:.2f} on order {order}"
+
+
+@agentq.tool
+def segfault() -> str:
+    """Crash the worker process that runs it, as a broken C extension would (poison tests)."""
+    import ctypes
+
+    return ctypes.string_at(0).decode()  # reads address 0: SIGSEGV

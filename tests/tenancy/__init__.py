@@ -1,0 +1,1 @@
+"""Tests of the operator's policy and tenants' own keys."""

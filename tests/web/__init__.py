@@ -1,0 +1,1 @@
+"""Tests of the HTTP API, its streams and the page."""

@@ -1,0 +1,60 @@
+"""Where a webhook may go: the URL when it is registered, the resolved address when it is sent."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+from agentq.errors import InvalidInput
+from agentq.webhooks.addresses import AddressRefused, allowed, check_url, resolve
+from agentq.webhooks.policy import WebhookPolicy
+
+STRICT = WebhookPolicy()
+LOOPBACK_OK = WebhookPolicy(allow_http=True, allow_loopback=True)
+
+
+@pytest.mark.parametrize("address", [
+    "127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
+    "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "fc00::1", "fd00:ec2::254", "::ffff:10.0.0.1",
+])
+def test_no_private_loopback_link_local_or_metadata_address_is_allowed(address):
+    assert not allowed(ipaddress.ip_address(address), STRICT)
+
+
+def test_loopback_is_allowed_only_when_the_operator_says_so_and_nothing_else_with_it():
+    assert allowed(ipaddress.ip_address("127.0.0.1"), LOOPBACK_OK)
+    assert not allowed(ipaddress.ip_address("10.0.0.1"), LOOPBACK_OK)
+    assert allowed(ipaddress.ip_address("93.184.216.34"), STRICT)
+
+
+def test_a_name_with_any_private_address_among_its_addresses_is_refused(monkeypatch):
+    def two(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", two)
+    with pytest.raises(AddressRefused):
+        resolve(check_url("https://mixed.example.com/h", STRICT), STRICT)
+
+
+def test_a_name_that_does_not_resolve_is_refused_not_an_error(monkeypatch):
+    def none(*args, **kwargs):
+        raise socket.gaierror("no such name")
+
+    monkeypatch.setattr(socket, "getaddrinfo", none)
+    with pytest.raises(AddressRefused):
+        resolve(check_url("https://gone.example.com/h", STRICT), STRICT)
+
+
+@pytest.mark.parametrize("url", ["ftp://a.example.com/", "https:///nohost", "https://a.example.com/#frag",
+                                 "http://a.example.com/", "https://x.localhost/h"])
+def test_urls_without_an_allowed_scheme_or_host_are_refused(url):
+    with pytest.raises(InvalidInput):
+        check_url(url, STRICT)
+
+
+def test_the_host_header_keeps_the_name_and_a_non_default_port():
+    assert check_url("https://a.example.com/h?x=1", STRICT).host_header == "a.example.com"
+    target = check_url("https://a.example.com:8443/h?x=1", STRICT)
+    assert target.host_header == "a.example.com:8443" and target.path == "/h?x=1"
