@@ -8,7 +8,7 @@ from kombu.transport.native_delayed_delivery import MAX_LEVEL, level_name
 
 from agentq.config import Config
 from agentq.worker.factory import create_celery
-from agentq.worker.queues import TIMERS
+from agentq.worker.queues import QUEUES, TIMERS
 from agentq.worker.rabbitmq import Consumer, is_amqp
 from tests.support.processes import wait_for
 from tests.support.brokers import rabbitmqctl
@@ -32,7 +32,7 @@ def test_an_amqp_url_is_rabbitmq_and_nothing_else_is(url, amqp):
 def test_on_rabbitmq_every_queue_is_a_quorum_queue_behind_a_topic_exchange():
     app = app_for("amqp://guest:guest@127.0.0.1:5672/agentq")
     queues = app.conf.task_queues
-    assert [q.name for q in queues] == ["agentq.model", "agentq.tools", "agentq.timers", "gpu"]
+    assert [q.name for q in queues] == [*QUEUES, "gpu"]
     assert all(q.queue_arguments == {"x-queue-type": "quorum"} and q.exchange.type == "topic"
                for q in queues)
     assert app.conf.task_default_queue_type == "quorum"
