@@ -1,4 +1,5 @@
-"""docs/quickstart.md, run as written: its tools.py, its `agentq dev` line, its quickstart.py.
+"""docs/quickstart.md, run as written: its tools.py, its `agentq dev` line, its quickstart.py;
+and the README's quickstart, which shows those very blocks.
 
 The page's fenced blocks are read by their info string (`python tools.py`, `sh serve`,
 `python quickstart.py`, `text output`). The only change is the port: `--port 0` and
@@ -19,13 +20,20 @@ import pytest
 from tests.support.processes import ROOT, wait_for
 
 PAGE = ROOT / "docs" / "quickstart.md"
+README = ROOT / "README.md"
+BLOCKS = ("python tools.py", "sh serve", "python quickstart.py", "text output")
 
 
-def block(info: str) -> str:
-    """The fenced block of the page whose info string is `info`."""
-    found = re.search(rf"^```{re.escape(info)}\n(.*?)^```$", PAGE.read_text(), flags=re.M | re.S)
-    assert found, f"docs/quickstart.md has no ```{info} block"
+def block(info: str, page: Path = PAGE) -> str:
+    """The fenced block of `page` whose info string is `info`."""
+    found = re.search(rf"^```{re.escape(info)}\n(.*?)^```$", page.read_text(), flags=re.M | re.S)
+    assert found, f"{page.name} has no ```{info} block"
     return found.group(1)
+
+
+@pytest.mark.parametrize("info", BLOCKS)
+def test_the_readme_quickstart_shows_the_blocks_this_test_runs(info):
+    assert block(info, README) == block(info)
 
 
 def serve_command(tmp: Path) -> tuple[list[str], dict[str, str]]:
