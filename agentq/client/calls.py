@@ -243,4 +243,46 @@ def delete_provider_key(profile: str) -> Call[None]:
     return Call("DELETE", f"/v1/profiles/{profile}/key", None, idempotent=True)
 
 
+def call_context(cid: str, call_id: str, user: str | None) -> Call[models.CallContext]:
+    return Call("GET", f"/v1/conversations/{cid}/tool-calls/{call_id}/context",
+                models.CallContext, headers=_user(user), idempotent=True)
+
+
+def create_webhook(url: str, event_types: Sequence[str]) -> Call[models.WebhookWithSecret]:
+    """Not sent twice: a lost answer would leave an endpoint whose secret nobody saw."""
+    return Call("POST", "/v1/webhooks", models.WebhookWithSecret,
+                json={"url": url, "event_types": list(event_types)})
+
+
+def list_webhooks() -> Call[models.WebhookList]:
+    return Call("GET", "/v1/webhooks", models.WebhookList, idempotent=True)
+
+
+def get_webhook(webhook_id: str) -> Call[models.WebhookOut]:
+    return Call("GET", f"/v1/webhooks/{webhook_id}", models.WebhookOut, idempotent=True)
+
+
+def update_webhook(webhook_id: str, url: str | None, event_types: Sequence[str] | None,
+                   enabled: bool | None) -> Call[models.WebhookOut]:
+    body = _drop_none(url=url, enabled=enabled,
+                      event_types=None if event_types is None else list(event_types))
+    return Call("PATCH", f"/v1/webhooks/{webhook_id}", models.WebhookOut, json=body,
+                idempotent=True)
+
+
+def rotate_webhook_secret(webhook_id: str, grace_s: float) -> Call[models.WebhookWithSecret]:
+    """Not sent twice: a second rotation would retire the secret the first one showed."""
+    return Call("POST", f"/v1/webhooks/{webhook_id}/rotate", models.WebhookWithSecret,
+                json={"grace_s": grace_s})
+
+
+def delete_webhook(webhook_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/webhooks/{webhook_id}", None, idempotent=True)
+
+
+def webhook_deliveries(webhook_id: str, limit: int) -> Call[models.DeliveryList]:
+    return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", models.DeliveryList,
+                params={"limit": limit}, idempotent=True)
+
+
 __all__ = ["ApiError", "Call", "retry_after"]

@@ -156,6 +156,45 @@ class Client:
         status = "errored" if error else "resolved"
         return self._run(calls.resolve(conversation_id, call_id, status, result, self._who(user)))
 
+    def call_context(self, conversation_id: str, call_id: str, *,
+                     user: str | None = None) -> models.CallContext:
+        """What a person decides a pending call on: the turn's message, the model's text, the
+        tool's description and the turn's earlier calls."""
+        return self._run(calls.call_context(conversation_id, call_id, self._who(user)))
+
+    # -- webhooks ----------------------------------------------------------------------------
+
+    def create_webhook(self, url: str, event_types: Sequence[str]) -> models.WebhookWithSecret:
+        """Register an endpoint for these event types; its signing secret is in this answer only."""
+        return self._run(calls.create_webhook(url, event_types))
+
+    def list_webhooks(self) -> list[models.WebhookOut]:
+        """Your webhook endpoints."""
+        return (self._run(calls.list_webhooks())).webhooks
+
+    def get_webhook(self, webhook_id: str) -> models.WebhookOut:
+        """One endpoint: its URL, event types, whether it is enabled and why not."""
+        return self._run(calls.get_webhook(webhook_id))
+
+    def update_webhook(self, webhook_id: str, *, url: str | None = None,
+                       event_types: Sequence[str] | None = None,
+                       enabled: bool | None = None) -> models.WebhookOut:
+        """Change an endpoint's URL or event types, or disable / enable it."""
+        return self._run(calls.update_webhook(webhook_id, url, event_types, enabled))
+
+    def rotate_webhook_secret(self, webhook_id: str, *,
+                              grace_s: float = 86_400.0) -> models.WebhookWithSecret:
+        """A new signing secret (in this answer only); the old one signs too for `grace_s`."""
+        return self._run(calls.rotate_webhook_secret(webhook_id, grace_s))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Remove an endpoint and its deliveries."""
+        self._run(calls.delete_webhook(webhook_id))
+
+    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[models.DeliveryOut]:
+        """The endpoint's latest deliveries, newest first, with each attempt's status code."""
+        return (self._run(calls.webhook_deliveries(webhook_id, limit))).deliveries
+
     # -- agents ----------------------------------------------------------------------------
 
     def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,

@@ -203,6 +203,9 @@ class Commands:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
             if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
                 # a yes or no to a person's call: its result says so, as the model reads it
+                if result is not None:
+                    raise InvalidInput("a decision carries no result: approve or reject, or "
+                                       "resolve the call with a result")
                 status, result, reason = "resolved", _approval(status, reason), None
             if call.needs_approval or status in DECISION_STATUSES:
                 return self._decide(tx, call, scope, status=status, result=result,

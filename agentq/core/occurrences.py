@@ -67,3 +67,6 @@ def _turn_answer(events: Sequence[Event], after: FsmState) -> Event | None:
     last = answers[-1]
     calls = any(e.type == "tool_call" and e.round_id == last.round_id for e in events)
     return None if calls else last
+
+# How long a rotated-out signing secret may keep signing beside the new one, at most.
+MAX_GRACE_S = 7 * 86_400.0

@@ -73,22 +73,25 @@ def _closed_key(round_id: str) -> str:
 
 
 # A delta, in one round trip and atomically: refused if its round is closed, else added to
-# the round's text (afresh for an attempt's first delta) and published. Being atomic, a delta is
-# either in the text an interrupt keeps and published, or neither; no close can come
-# between the append and the publish.
-# KEYS: closed key, partial key. ARGV: text, ttl s, "1" to start afresh, channel, payload.
+# the round's text (afresh for an attempt's first delta, which also names the round as its
+# turn's newest), its mark moved to it, and published. Being atomic, a delta is either in the
+# text an interrupt keeps and published, or neither; no close can come between the append and
+# the publish; and a stream joining the turn reads a text and mark that match what was sent.
+# KEYS: closed, partial, mark, turn's round. ARGV: text, ttl s, "1" to start afresh, channel,
+# payload, mark ("attempt:index"), round id, "1" if the delta names its turn.
 _DELTA_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if ARGV[3] == '1' then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+  if ARGV[8] == '1' then redis.call('SET', KEYS[4], ARGV[7], 'EX', ARGV[2]) end
 else
   redis.call('APPEND', KEYS[2], ARGV[1])
   redis.call('EXPIRE', KEYS[2], ARGV[2])
 end
+redis.call('SET', KEYS[3], ARGV[6], 'EX', ARGV[2])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
-
 
 class PubSub:
     """Publish and subscribe per conversation; publishing never raises into a step."""
@@ -129,10 +132,14 @@ class PubSub:
         if self._delta_script is None:
             return self._publish_delta_in_two(conversation_id, data, payload)
         round_id = data["round_id"]
+        turn_id = data.get("turn_id") or ""
         done = self._delta_script(
-            keys=[_closed_key(round_id), _partial_key(round_id)],
+            keys=[_closed_key(round_id), _partial_key(round_id), _mark_key(round_id),
+                  _turn_round_key(turn_id)],
             args=[data["text"].encode("utf-8"), PARTIAL_TTL_S,
-                  "1" if data.get("index") == 0 else "0", channel(conversation_id), payload],
+                  "1" if data.get("index") == 0 else "0", channel(conversation_id), payload,
+                  f"{data.get('attempt', 1)}:{data.get('index', 0)}", round_id,
+                  "1" if turn_id else "0"],
         )
         return bool(done)
 

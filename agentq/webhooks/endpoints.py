@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from agentq.core.occurrences import EVENT_TYPES
+from agentq.core.occurrences import EVENT_TYPES, MAX_GRACE_S
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.store import Store
 from agentq.store.webhooks import WebhookEndpoint
@@ -21,7 +21,6 @@ from agentq.webhooks.addresses import check_url
 from agentq.webhooks.policy import WebhookPolicy
 
 SECRET_BYTES = 24
-MAX_GRACE_S = 7 * 86_400.0
 
 
 def new_secret() -> str:

@@ -33,6 +33,14 @@ METHOD_OF = {
     ("post", "/v1/agents/{name}/versions"): "publish_agent_version",
     ("get", "/v1/agents/{name}/versions"): "list_agent_versions",
     ("get", "/v1/agents/{name}/versions/{version}"): "get_agent",
+    ("get", "/v1/conversations/{conversation_id}/tool-calls/{call_id}/context"): "call_context",
+    ("post", "/v1/webhooks"): "create_webhook",
+    ("get", "/v1/webhooks"): "list_webhooks",
+    ("get", "/v1/webhooks/{webhook_id}"): "get_webhook",
+    ("patch", "/v1/webhooks/{webhook_id}"): "update_webhook",
+    ("post", "/v1/webhooks/{webhook_id}/rotate"): "rotate_webhook_secret",
+    ("delete", "/v1/webhooks/{webhook_id}"): "delete_webhook",
+    ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
 }
 
 

@@ -157,12 +157,28 @@ def test_a_person_cannot_send_arguments_or_a_result_with_a_decision(store, runti
     assert store.list_events(cid) == log and store.load_tool_call(cid, call.id).status == "pending"
 
 
-def test_a_human_call_cannot_be_approved_as_if_it_were_gated(store, runtime, commands):
+def test_a_decision_on_a_human_call_becomes_its_result_for_the_model(store, runtime, commands):
     script = [{"tool_calls": [{"name": "approve", "args": {"amount": 5}}]}, {"text": "ok"}]
     cid, _ = start(commands, runtime, script)
     (call_id,) = store.load_conversation(cid).fsm.pending
+    with pytest.raises(InvalidInput):
+        commands.resolve(cid, call_id, PERSON, status="approved", result={"amount": 500})
+    closed, _ = commands.resolve(cid, call_id, PERSON, status="rejected", result=None,
+                                 reason="over the limit")
+    assert closed.status == "resolved"
+    assert closed.result == {"approved": False, "reason": "over the limit"}
+    again, _ = commands.resolve(cid, call_id, PERSON, status="rejected", result=None,
+                                reason="over the limit")
+    assert again.result == closed.result  # the same decision twice changes nothing
+
+
+def test_a_decision_after_another_answer_to_a_human_call_is_a_conflict(store, runtime, commands):
+    script = [{"tool_calls": [{"name": "approve", "args": {"amount": 5}}]}, {"text": "ok"}]
+    cid, _ = start(commands, runtime, script)
+    (call_id,) = store.load_conversation(cid).fsm.pending
+    commands.resolve(cid, call_id, PERSON, status="resolved", result={"approved": True, "by": "x"})
     with pytest.raises(Conflict):
-        commands.resolve(cid, call_id, PERSON, status="approved", result=None)
+        commands.resolve(cid, call_id, PERSON, status="rejected", result=None)
 
 
 def test_calling_the_tool_again_needs_a_new_approval(store, runtime, commands):

@@ -21,7 +21,7 @@ def _secured_operations(api) -> list[tuple[str, str]]:
 
 def _call(api, method, path, headers, cid="c1", call_id="call_x"):
     url = path.format(conversation_id=cid, call_id=call_id, profile="openai", name="support",
-                      version="1")
+                      version="1", webhook_id="w1")
     bodies = {"resolution": {"status": "resolved"}, "fork": {"at_seq": 0}}
     body = bodies.get(url.rsplit("/", 1)[-1], {"content": "hi"})
     return api.client.open(url, method=method.upper(), headers=headers,
@@ -34,8 +34,9 @@ def _call(api, method, path, headers, cid="c1", call_id="call_x"):
 ])
 def test_every_secured_route_answers_401_without_a_valid_key(api, headers):
     operations = _secured_operations(api)
-    assert len(operations) == 23 and ("get", "/v1/tool-calls") in operations
+    assert len(operations) == 31 and ("get", "/v1/tool-calls") in operations
     assert ("post", "/v1/agents/{name}/versions") in operations
+    assert ("post", "/v1/webhooks/{webhook_id}/rotate") in operations
     assert ("put", "/v1/profiles/{profile}/key") in operations
     for method, path in operations:
         response = _call(api, method, path, headers)

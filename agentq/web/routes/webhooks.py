@@ -7,112 +7,29 @@ the receiver answered.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
-
 from flask import Blueprint, g
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from agentq.core.occurrences import EVENT_TYPES
 from agentq.core.timefmt import format_ts
 from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
 from agentq.web import present
 from agentq.web.errors import ApiError
+from agentq.web.models import (
+    Attempt,
+    ChangeWebhook,
+    CreateWebhook,
+    DeliveryList,
+    DeliveryOut,
+    ListDeliveries,
+    RotateSecret,
+    WebhookList,
+    WebhookOut,
+    WebhookWithSecret,
+)
 from agentq.web.operation import operation
 from agentq.web.services import services
-from agentq.webhooks.endpoints import MAX_GRACE_S, WebhookEndpoints
+from agentq.webhooks.endpoints import WebhookEndpoints
 
 bp = Blueprint("webhooks", __name__, url_prefix="/v1/webhooks")
-
-EventType = Literal["call.waiting", "call.resolved", "call.expired", "turn.completed",
-                    "turn.failed"]
-assert set(get_args(EventType)) == set(EVENT_TYPES)  # one list of names, checked at import
-Url = Annotated[str, StringConstraints(min_length=10, max_length=2048,
-                                       pattern=r"^https?://[^\s]+$")]
-EventTypes = Annotated[list[EventType], Field(min_length=1, max_length=len(EVENT_TYPES))]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class CreateWebhook(_Body):
-    """An endpoint: https (http only where the operator allows it), on a public address."""
-
-    url: Url
-    event_types: EventTypes
-
-
-class ChangeWebhook(_Body):
-    url: Url | None = None
-    event_types: EventTypes | None = None
-    enabled: bool | None = None
-
-
-class RotateSecret(_Body):
-    grace_s: float = Field(86_400.0, ge=0, le=MAX_GRACE_S,
-                           description="how long the old secret keeps signing beside the new one")
-
-
-class ListDeliveries(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    limit: int = Field(50, ge=1, le=200)
-
-
-class WebhookOut(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    url: str
-    event_types: list[str]
-    enabled: bool
-    disabled_reason: str | None
-    failing_since: str | None
-    previous_secret_until: str | None
-    created_at: str
-    updated_at: str
-
-
-class WebhookWithSecret(WebhookOut):
-    secret: str = Field(description="shown only now: verify deliveries with it")
-
-
-class WebhookList(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    webhooks: list[WebhookOut]
-
-
-class Attempt(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    attempt: int
-    at: str
-    status_code: int | None
-    outcome: str
-
-
-class DeliveryOut(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    webhook_id: str
-    event_type: str
-    conversation_id: str
-    seq: int
-    status: str
-    attempts: int
-    last_status_code: int | None
-    next_attempt_at: str | None
-    delivered_at: str | None
-    created_at: str
-    attempt_log: list[Attempt]
-
-
-class DeliveryList(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    deliveries: list[DeliveryOut]
-
 
 @bp.post("")
 @operation("Register a webhook endpoint; its signing secret is shown only in this answer",
