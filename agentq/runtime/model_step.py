@@ -24,6 +24,7 @@ from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
@@ -139,6 +140,7 @@ class LlmStep(StepWork[ModelResponse]):
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), now=now,
         ) as (tx, events):
+            tx.add_usage(view.settings.model, Tokens.of_call(result.usage), now=now)
             follow = self._finish(tx, claim, records, now)
         self.ctx.notify(cid, events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
