@@ -12,12 +12,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 import agentq.web.models as models
 from agentq.client.errors import ApiError, error_for
+from agentq.core.timefmt import format_ts
 
 T = TypeVar("T")
 USER_HEADER = "X-Agentq-User"
@@ -241,6 +243,16 @@ def set_provider_key(profile: str, api_key: str) -> Call[None]:
 
 def delete_provider_key(profile: str) -> Call[None]:
     return Call("DELETE", f"/v1/profiles/{profile}/key", None, idempotent=True)
+
+
+# -- usage --------------------------------------------------------------------------------
+
+
+def usage(start: datetime, end: datetime, group_by: str, by: Sequence[str],
+          tenant: str | None, limit: int) -> Call[models.UsageReport]:
+    params = _drop_none(**{"from": format_ts(start), "to": format_ts(end)}, group_by=group_by,
+                        by=",".join(by), tenant=tenant, limit=limit)
+    return Call("GET", "/v1/usage", models.UsageReport, params=params, idempotent=True)
 
 
 __all__ = ["ApiError", "Call", "retry_after"]

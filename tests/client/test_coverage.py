@@ -33,6 +33,7 @@ METHOD_OF = {
     ("post", "/v1/agents/{name}/versions"): "publish_agent_version",
     ("get", "/v1/agents/{name}/versions"): "list_agent_versions",
     ("get", "/v1/agents/{name}/versions/{version}"): "get_agent",
+    ("get", "/v1/usage"): "usage",
 }
 
 

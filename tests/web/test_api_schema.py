@@ -27,7 +27,7 @@ OPERATIONS = {
     ("post", "/v1/conversations/{conversation_id}/cancel"),
     ("post", "/v1/conversations/{conversation_id}/retry"),
     ("post", "/v1/conversations/{conversation_id}/fork"),
-    ("get", "/v1/tool-calls"),
+    ("get", "/v1/tool-calls"), ("get", "/v1/usage"),
     ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
     ("delete", "/v1/profiles/{profile}/key"),
     ("post", "/v1/agents"), ("get", "/v1/agents"), ("get", "/v1/agents/{name}"),
