@@ -8,12 +8,12 @@ over a bounded range. `Usage` is mixed into `Store`, like `ApiKeys`.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
+from sqlalchemy import Connection, Engine, String, case, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.timefmt import to_utc
@@ -73,6 +73,20 @@ def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
     return Tokens(*(int(v) for v in row))
 
 
+def spent_since_txn(conn: Connection, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
+    """The tokens (input + output) `tenant` spent from each start (named, hour-aligned) on,
+    in one read of its rollup rows from the earliest start."""
+    if not starts:
+        return {}
+    c = usage_rollups.c
+    tokens = c.input_tokens + c.output_tokens
+    sums = [func.coalesce(func.sum(case((c.hour >= hour_of(at), tokens), else_=0)), 0).label(name)
+            for name, at in starts.items()]
+    row = conn.execute(select(*sums).where(
+        c.tenant == tenant, c.hour >= hour_of(min(starts.values())))).one()
+    return {name: int(row._mapping[name]) for name in starts}
+
+
 def report_txn(
     conn: Connection, *, tenant: str | None, start: datetime, end: datetime, group_by: str,
     by: Sequence[str], limit: int,
@@ -128,6 +142,11 @@ class Usage:
         with begin_read(self.engine, one_snapshot=False) as conn:
             return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
                               by=by, limit=limit)
+
+    def spent_since(self, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
+        """See `spent_since_txn`: what a budget check reads."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return spent_since_txn(conn, tenant, starts)
 
     def tokens_since(self, tenant: str, since: datetime) -> Tokens:
         with begin_read(self.engine, one_snapshot=False) as conn:
