@@ -12,14 +12,13 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 import agentq.web.models as models
 from agentq.client.errors import ApiError, error_for
-from agentq.core.timefmt import format_ts
 
 T = TypeVar("T")
 USER_HEADER = "X-Agentq-User"
@@ -248,9 +247,16 @@ def delete_provider_key(profile: str) -> Call[None]:
 # -- usage --------------------------------------------------------------------------------
 
 
+def _rfc3339(when: datetime) -> str:
+    """`when` as the API reads it, in UTC; a datetime without a timezone is refused, not guessed."""
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("usage() takes timezone-aware datetimes")
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def usage(start: datetime, end: datetime, group_by: str, by: Sequence[str],
           tenant: str | None, limit: int) -> Call[models.UsageReport]:
-    params = _drop_none(**{"from": format_ts(start), "to": format_ts(end)}, group_by=group_by,
+    params = _drop_none(**{"from": _rfc3339(start), "to": _rfc3339(end)}, group_by=group_by,
                         by=",".join(by), tenant=tenant, limit=limit)
     return Call("GET", "/v1/usage", models.UsageReport, params=params, idempotent=True)
 

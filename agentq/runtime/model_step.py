@@ -24,12 +24,12 @@ from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.scope import SYSTEM_SCOPE, Scope
-from agentq.core.token_budgets import overspent, period_start
 from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import BudgetExceeded, CircuitOpen, ContextTooLong
+from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
@@ -86,7 +86,7 @@ class LlmStep(StepWork[ModelResponse]):
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
-        self._within_budget()
+        within_budget(self.ctx, self.tenant)
         call = self.calls.start(settings, info)
         try:
             return self._answer(call, ctx, info, lost)
@@ -95,22 +95,6 @@ class LlmStep(StepWork[ModelResponse]):
             if cut is None:
                 raise  # shortened as far as it goes: the turn fails with it
             raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
-
-    def _within_budget(self) -> None:
-        """BudgetExceeded (the turn fails, its `error` event saying which budget and when it
-        resets) if the tenant spent a period's token budget, read from the rollups that every
-        worker's commits add to. Calls already running when the budget ran out still commit:
-        each may overspend by its own tokens."""
-        budgets = self.ctx.budgets(self.tenant)
-        limits = budgets.limits()
-        if not limits:
-            return
-        now = self.ctx.clock()
-        spent = self.ctx.store.spent_since(
-            self.tenant, {period: period_start(period, now) for period in limits})
-        over = overspent(budgets, spent, now)
-        if over is not None:
-            raise BudgetExceeded(over.message())
 
     def _answer(self, call: ModelCall, ctx: CallContext, info: RoundInfo,
                 lost: threading.Event) -> ModelResponse:

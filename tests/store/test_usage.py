@@ -11,6 +11,7 @@ from agentq.core.scope import Scope
 from agentq.core.usage import Tokens
 from agentq.runtime import Runtime
 from agentq.store.usage import UsageKey, add_usage_txn
+from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
@@ -118,3 +119,38 @@ def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(st
 def turn_free_conversation(store):
     commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]))
     return commands.create_conversation(ACME, {}).id
+
+
+def test_summary_calls_count_too(store, clock):
+    sent: list[str] = []
+
+    def counting(settings):
+        inner = provider_for(settings)
+
+        class Counted:
+            def stream(self, request, ctx, cancel):
+                sent.append(ctx.purpose)
+                return inner.stream(request, ctx, cancel)
+
+        return Counted()
+
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
+                      clock=clock, providers=counting, sleep=lambda s: None)
+    commands = Commands(store, registry, clock=clock)
+    conv = commands.create_conversation(ACME, {
+        "script": [{"text": "A long enough answer to fill the context. " * 8}],
+        "script_repeat": True, "compaction": {"max_context_tokens": 300, "min_keep_turns": 1}})
+    for n in range(8):
+        drain(runtime, commands.post_message(conv.id, f"question {n} " * 10, ACME)[1])
+    summaries = store.list_summaries(conv.id)
+    assert summaries and "summary" in sent
+    answers = sum((Tokens.of_call(e.content.get("usage")) for e in store.list_events(conv.id)
+                   if e.type == "assistant_msg"), Tokens())
+    summarized = sum((Tokens.of_call(s.content["usage"]) for s in summaries), Tokens())
+    counted = whole(store, "acme")
+    assert summarized.input_tokens > 0
+    assert counted.calls == len(sent)
+    assert (counted.input_tokens, counted.output_tokens) == (
+        answers.input_tokens + summarized.input_tokens,
+        answers.output_tokens + summarized.output_tokens)
