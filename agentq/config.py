@@ -79,6 +79,9 @@ class Config:
     audit_ttl_s: float = 7 * 24 * 3600.0
     log_format: str = "plain"
     metrics_token: str | None = field(default=None, repr=False)
+    # AGENTQ_OPERATOR_KEY: a bearer key of the operator's own, for reads across tenants
+    # (GET /v1/usage); unset, no request reads across tenants.
+    operator_key: str | None = field(default=None, repr=False)
     # Demo mode: the scripted profile and the demo tools are offered unless named otherwise.
     # AGENTQ_DEMO; unset, on with the embedded broker and off with a named one.
     demo: bool = True
@@ -135,6 +138,7 @@ class Config:
             audit_ttl_s=_float(env, "AGENTQ_AUDIT_TTL_S", cls.audit_ttl_s),
             log_format=_choice(env, "AGENTQ_LOG_FORMAT", ("plain", "json"), cls.log_format),
             metrics_token=env.get("AGENTQ_METRICS_TOKEN") or None,
+            operator_key=env.get("AGENTQ_OPERATOR_KEY") or None,
             demo=demo,
             policy_path=env.get("AGENTQ_POLICY") or None,
             encryption_keys=env.get("AGENTQ_ENCRYPTION_KEYS") or None,

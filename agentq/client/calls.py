@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -283,6 +284,23 @@ def delete_webhook(webhook_id: str) -> Call[None]:
 def webhook_deliveries(webhook_id: str, limit: int) -> Call[models.DeliveryList]:
     return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", models.DeliveryList,
                 params={"limit": limit}, idempotent=True)
+
+
+# -- usage --------------------------------------------------------------------------------
+
+
+def _rfc3339(when: datetime) -> str:
+    """`when` as the API reads it, in UTC; a datetime without a timezone is refused, not guessed."""
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("usage() takes timezone-aware datetimes")
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def usage(start: datetime, end: datetime, group_by: str, by: Sequence[str],
+          tenant: str | None, limit: int) -> Call[models.UsageReport]:
+    params = _drop_none(**{"from": _rfc3339(start), "to": _rfc3339(end)}, group_by=group_by,
+                        by=",".join(by), tenant=tenant, limit=limit)
+    return Call("GET", "/v1/usage", models.UsageReport, params=params, idempotent=True)
 
 
 __all__ = ["ApiError", "Call", "retry_after"]

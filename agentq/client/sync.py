@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 import httpx2
@@ -226,6 +227,14 @@ class Client:
                   user: str | None = None) -> models.AgentOut:
         """An agent's latest version, or the one numbered `version`."""
         return self._run(calls.get_agent(name, version, self._who(user)))
+
+    def usage(self, start: datetime, end: datetime, *, group_by: Literal["day", "hour"] = "day",
+              by: Sequence[str] = (), tenant: str | None = None,
+              limit: int = 1000) -> models.UsageReport:
+        """Tokens and model calls spent in [start, end), per UTC `group_by` ("day" or "hour")
+        and per `by` (agent, model, profile, conversation; tenant for the operator). Your
+        own usage; with the operator's key, every tenant's, or `tenant`'s."""
+        return self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
     def profiles(self) -> list[models.ProfileOut]:
         return self._run(calls.profiles()).profiles

@@ -59,3 +59,11 @@ class CircuitOpen(ProviderError):
         super().__init__(message, transient=False, code=code)
         self.until = until
         self.endpoint = endpoint
+
+
+class BudgetExceeded(ProviderError):
+    """The tenant's token budget of a period is spent: the call does not go out, and the
+    turn fails (POST …/retry after the period resets runs it again)."""
+
+    def __init__(self, message: str, *, code: str = "budget_exceeded") -> None:
+        super().__init__(message, transient=False, code=code)

@@ -16,9 +16,11 @@ from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import View
 from agentq.core.summaries import summary_request, transcript
+from agentq.core.usage import Tokens
 from agentq.followups import Advance, Compact, FollowUp
 from agentq.providers.base import CallContext
 from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.runtime.budgets import within_budget
 from agentq.runtime.context import StepContext
 from agentq.runtime.held import hold_for_breaker
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
@@ -29,7 +31,8 @@ log = logging.getLogger(__name__)
 # A piece refused as too long is cut this much shorter, at most this many times.
 SHORTER_BY = 0.75
 SHORTER_TRIES = 4
-Summary = tuple[str, dict]  # its text, and the usage of the calls that wrote it
+# Its text, the usage of the calls that wrote it (as stored), and their tokens and count.
+Summary = tuple[str, dict, Tokens]
 
 
 def compaction(conversation_id: str, to_seq: int) -> Compact:
@@ -71,6 +74,7 @@ class CompactStep(StepWork[Summary]):
             purpose="summary",
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, None, self.step.key)
+        within_budget(self.ctx, self.tenant)
         call = self.calls.start(view.settings, info, deltas=False)
         return self._summarize(call, ctx, info, lost)
 
@@ -82,6 +86,7 @@ class CompactStep(StepWork[Summary]):
         summary = view.summary.content.get("text", "") if view.summary else ""
         budget = view.settings.compaction.max_context_tokens
         usage: dict = {}
+        tokens = Tokens()
         start, tries = 0, 0
         while True:
             request, end = summary_request(view, summary, text, start, budget=budget)
@@ -95,8 +100,9 @@ class CompactStep(StepWork[Summary]):
                 continue
             summary, start = response.text, end
             usage = _added(usage, response.usage)
+            tokens = tokens + Tokens.of_call(response.usage)
             if start >= len(text):
-                return summary, usage
+                return summary, usage, tokens
 
     def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
         wait = Wait(opened.until, opened.message)
@@ -116,6 +122,7 @@ class CompactStep(StepWork[Summary]):
                     version=previous.version + 1 if previous else 1,
                     now=now,
                 )
+                tx.add_usage(self.view.settings.model, result[2], now=now)
                 log.info("step committed: summary through seq %d", self.to_seq,
                          extra={"status": "succeeded"})
         return [Advance(self.conversation_id)]

@@ -14,6 +14,7 @@ from agentq.core.decide import Step
 from agentq.core.events import Event, FsmState
 from agentq.core.fsm import round_closed
 from agentq.core.render import render
+from agentq.core.token_budgets import TokenBudgets
 from agentq.followups import Advance, FollowUp
 from agentq.store import Store
 
@@ -26,6 +27,11 @@ def no_cap(tenant: str) -> int | None:
 def no_queue(kind: str, tool: str | None) -> str | None:
     """Where a step's task goes is not known here (no worker queues: no default shares)."""
     return None
+
+
+def no_budgets(tenant: str) -> TokenBudgets:
+    """No tenant has a token budget."""
+    return TokenBudgets()
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class StepContext:
     # The queue a step's task goes to, by kind and tool: its tenant's default share is of the
     # slots that queue's workers offer (`agentq.runtime.shares`).
     queue_of: Callable[[str, str | None], str | None] = no_queue
+    # A tenant's token budgets (the operator's policy): checked before each model call.
+    budgets: Callable[[str], TokenBudgets] = no_budgets
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str

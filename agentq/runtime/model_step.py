@@ -24,10 +24,12 @@ from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
@@ -84,6 +86,7 @@ class LlmStep(StepWork[ModelResponse]):
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
+        within_budget(self.ctx, self.tenant)
         call = self.calls.start(settings, info)
         try:
             return self._answer(call, ctx, info, lost)
@@ -139,6 +142,7 @@ class LlmStep(StepWork[ModelResponse]):
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), now=now,
         ) as (tx, events):
+            tx.add_usage(view.settings.model, Tokens.of_call(result.usage), now=now)
             follow = self._finish(tx, claim, records, now)
         self.ctx.notify(cid, events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})

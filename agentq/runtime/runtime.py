@@ -15,13 +15,14 @@ from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
+from agentq.core.token_budgets import TokenBudgets
 from agentq.followups import FollowUp
 from agentq.live.pubsub import PubSub
 from agentq.process.clock import utcnow
 from agentq.providers.base import Provider
 from agentq.providers.breakers import CircuitBreakers, board_for
 from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
-from agentq.runtime.context import StepContext, no_cap, no_queue
+from agentq.runtime.context import StepContext, no_budgets, no_cap, no_queue
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle
 from agentq.runtime.model_call import ModelCalls
@@ -54,6 +55,7 @@ class Runtime:
         running_steps: Callable[[str], int | None] = no_cap,
         webhooks: Deliveries | None = None,
         queue_of: Callable[[str, str | None], str | None] = no_queue,
+        budgets: Callable[[str], TokenBudgets] = no_budgets,
     ) -> None:
         """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
         circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
@@ -75,7 +77,7 @@ class Runtime:
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
         self.transcripts = Transcripts(config.event_cache, config.event_cache_bytes)
         self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
-                                self.transcripts.render, queue_of)
+                                self.transcripts.render, queue_of, budgets)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     Dialect,
@@ -219,6 +220,28 @@ model_calls = Table(
     Column("evictions", Json),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "created_at"),
+)
+
+# Token usage per tenant, hour, agent, profile, model and conversation (agentq.store.usage),
+# added to in the transaction that commits each model call, so it counts each call once.
+# "" stands for no agent and for the profile's default model: keys must not be NULL to
+# conflict. No foreign key: usage outlives a deleted conversation, for billing.
+usage_rollups = Table(
+    "usage_rollups",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("hour", Timestamp, nullable=False),
+    Column("agent", String(64), nullable=False),
+    Column("profile", String(ID), nullable=False),
+    Column("model", String(ID), nullable=False),
+    Column("conversation_id", String(ID), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cached_tokens", BigInteger, nullable=False),
+    Column("reasoning_tokens", BigInteger, nullable=False),
+    Column("calls", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant", "hour", "agent", "profile", "model", "conversation_id"),
+    Index(None, "hour"),  # the operator's reads across tenants
 )
 
 # Every published version of every agent, immutable: a tenant's (`tenant` is its name) or

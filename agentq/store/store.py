@@ -33,6 +33,7 @@ from agentq.store.slots import Slots
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
+from agentq.store.usage import Usage
 from agentq.store.webhooks import Webhooks
 
 
@@ -53,7 +54,7 @@ class ConversationReader:
         return eventlog.with_history_txn(self._conn, turn, self._cache)
 
 
-class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Webhooks,
+class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sweeps, Webhooks, Usage,
             Slots):
     """Durable state of every conversation, on PostgreSQL or SQLite."""
 

@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.usage import Tokens
 from agentq.store import step_commit
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
@@ -27,6 +28,7 @@ from agentq.store.ledger import (
     cancel_waiting_steps_txn,
     finish_step_txn,
 )
+from agentq.store.usage import UsageKey, add_usage_txn
 
 
 class ConversationTxn:
@@ -70,6 +72,13 @@ class ConversationTxn:
         view = load_view_txn(self._conn, self._id, turn_only=True)
         assert view is not None, "the locked row cannot vanish"
         return view
+
+    def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> None:
+        """Count one model call's tokens in the rollups, with this transaction's writes."""
+        c = self.conversation
+        key = UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
+                       profile=c.settings.profile, model=model, conversation_id=c.id)
+        add_usage_txn(self._conn, key, tokens, at=now)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)

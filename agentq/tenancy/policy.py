@@ -4,8 +4,9 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it
-in their settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
+unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period.
+`[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
+settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). A file that does not parse stops
 the process at start, with where and why.
 """
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
 from agentq.core.settings import Settings
+from agentq.core.token_budgets import TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
 from agentq.tools.registry import QUEUE_NAME
@@ -32,12 +34,31 @@ class PolicyError(ValueError):
     """The operator's policy file cannot be used: it says where and why."""
 
 
+class Budgets(BaseModel):
+    """`[budgets]` (every tenant's) or `[tenants.NAME.budgets]` (one's, over those): tokens,
+    input + output, a tenant may spend per UTC hour, day or month; unset is no budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens_per_hour: int | None = Field(default=None, ge=0)
+    tokens_per_day: int | None = Field(default=None, ge=0)
+    tokens_per_month: int | None = Field(default=None, ge=0)
+
+    def under(self, own: Budgets | None) -> TokenBudgets:
+        """These budgets with what `own` sets over them."""
+        merged = self.model_dump()
+        if own is not None:
+            merged.update(own.model_dump(include=own.model_fields_set))
+        return TokenBudgets(**merged)
+
+
 class TenantPolicy(BaseModel):
     """`[tenants.NAME]`: what differs for one tenant."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
+    budgets: Budgets | None = None  # over [budgets]
 
 
 class AgentOffer(BaseModel):
@@ -86,6 +107,7 @@ class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ceilings: Ceilings = Field(default_factory=Ceilings)
+    budgets: Budgets = Field(default_factory=Budgets)
     # The profile of a conversation that names none (None: the first one open to the tenant).
     default_profile: str | None = None
     profiles: dict[str, dict[str, Any]] | None = None
@@ -112,6 +134,7 @@ class Policy:
     # Code-defined agents the policy names, and to whom; one it does not name goes to all.
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
     mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
+    budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -167,6 +190,11 @@ class Policy:
     def ceilings_for(self, tenant: str) -> Ceilings:
         own = self.tenants.get(tenant)
         return self.ceilings.overridden(own.ceilings) if own and own.ceilings else self.ceilings
+
+    def budgets_for(self, tenant: str) -> TokenBudgets:
+        """The token budgets of `tenant`: its own over every tenant's."""
+        own = self.tenants.get(tenant)
+        return self.budgets.under(own.budgets if own else None)
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -281,4 +309,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
-                  mcp=parsed.mcp)
+                  mcp=parsed.mcp, budgets=parsed.budgets)

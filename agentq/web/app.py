@@ -25,6 +25,7 @@ from agentq.web.routes import (
     tenant_tool_calls,
     tool_calls,
     ui,
+    usage,
     webhooks,
 )
 from agentq.web.services import Services, build_services
@@ -54,7 +55,7 @@ def create_app(config: Mapping[str, Any] | None = None, services: Services | Non
         services = build_services(Config.from_env())
     app.extensions["agentq"] = services
     for module in (health, conversations, messages, events, tool_calls, context, tenant_tool_calls, ui,
-                   metrics, profiles, agents, webhooks):
+                   metrics, profiles, agents, webhooks, usage):
         app.register_blueprint(module.bp)
     register_error_handlers(app)
     return app

@@ -22,6 +22,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -258,6 +259,48 @@ class StreamQuery(_Request):
 
 class ListToolCalls(_Request):
     status: CallStatus | None = None
+
+
+USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation")
+# The longest range one usage read covers, per grain: a month of hours, a year of days.
+USAGE_MAX_HOURS = {"hour": 31 * 24, "day": 366 * 24}
+
+
+class UsageQuery(_Request):
+    """A range of hours [from, to) and how to group it; rollups are hourly, so `from` counts
+    from the start of its hour."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    start: Timestamp = Field(alias="from", description="the first hour counted (RFC 3339)")
+    end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339)")
+    group_by: Literal["hour", "day"] = Field("day", description="one row per UTC hour or day")
+    by: str = Field("", max_length=100, pattern=r"^[a-z,]*$",
+                    description="comma-separated: agent, model, profile, conversation "
+                                "(and tenant, for the operator)")
+    tenant: Token | None = Field(None, description="the operator only: this tenant's usage")
+    limit: int = Field(1000, ge=1, le=10_000, description="rows at most")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> UsageQuery:
+        if self.end <= self.start:
+            raise ValueError("`to` must come after `from`")
+        hours = (self.end - self.start).total_seconds() / 3600
+        if hours > USAGE_MAX_HOURS[self.group_by]:
+            raise ValueError(f"a range grouped by {self.group_by} covers at most "
+                             f"{USAGE_MAX_HOURS[self.group_by] // 24} days")
+        self.dimensions()
+        return self
+
+    def dimensions(self) -> tuple[str, ...]:
+        """The dimensions `by` names, each once, in the order given."""
+        names = [name for name in self.by.split(",") if name]
+        unknown = [name for name in names if name not in USAGE_DIMENSIONS]
+        if unknown:
+            raise ValueError(f"`by` takes {', '.join(USAGE_DIMENSIONS)}; not {', '.join(unknown)}")
+        if len(set(names)) != len(names):
+            raise ValueError("`by` names a dimension twice")
+        return tuple(names)
 
 
 class MessageHeaders(_Request):
@@ -629,3 +672,26 @@ class DeliveryList(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     deliveries: list[DeliveryOut]
+
+
+class UsageRow(_Answer):
+    """One period (and group): `group` has the dimensions asked for, null meaning none (no
+    agent; the profile's default model)."""
+
+    start: str = Field(description="the start of the UTC hour or day")
+    group: dict[str, str | None] = Field(description="the dimensions asked for (`by`)")
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = Field(description="input tokens read from the provider's prompt cache")
+    reasoning_tokens: int = Field(description="output tokens spent reasoning")
+    calls: int = Field(description="model calls")
+
+
+class UsageReport(_Answer):
+    start: str = Field(description="the start of the first hour counted (`from`)")
+    end: str = Field(description="the end of the range, excluded (`to`)")
+    group_by: Literal["hour", "day"]
+    by: list[str]
+    tenant: str | None = Field(description="whose usage: null is every tenant (the operator)")
+    rows: list[UsageRow]
+    truncated: bool = Field(description="more rows matched than `limit`: narrow the range")

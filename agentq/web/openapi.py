@@ -22,7 +22,8 @@ REF = "#/components/schemas/{model}"
 _PATH_ARG = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 _DESCRIPTIONS = {
     200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Malformed JSON",
-    401: "Missing, unknown or revoked API key", 404: "No such conversation, call or agent (for this tenant)",
+    401: "Missing, unknown or revoked API key", 403: "Your key may not read this",
+    404: "No such conversation, call or agent (for this tenant)",
     409: "The current state does not allow it", 413: "Body larger than the limit",
     415: "Body is not application/json", 422: "Request does not match the declared model",
     429: "Too many open streams for this tenant: retry after Retry-After seconds",

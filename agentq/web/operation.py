@@ -37,6 +37,8 @@ class Operation:
     headers: type[BaseModel] | None = None
     errors: tuple[int, ...] = ()
     public: bool = False
+    # Who may call, if not a tenant's key alone: sets g.scope (and what else it knows) or raises.
+    auth: Callable[[], None] | None = None
 
 
 def operation(summary: str, **declared: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -46,7 +48,9 @@ def operation(summary: str, **declared: Any) -> Callable[[Callable[..., Any]], C
     def wrap(view: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(view)
         def run(**path: str) -> Any:
-            if not op.public:
+            if op.auth is not None:
+                op.auth()
+            elif not op.public:
                 g.scope = authenticate(services().keys)
             parsed: dict[str, Any] = {}
             if op.query is not None:

@@ -55,6 +55,7 @@ class Services:
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     metrics_token: str | None = None  # AGENTQ_METRICS_TOKEN: GET /metrics wants it as a bearer
+    operator_key: str | None = None  # AGENTQ_OPERATOR_KEY: reads across tenants (GET /v1/usage)
     breakers: Board | None = None  # where the workers keep circuit breakers (None: the store)
     own_keys: OwnKeys | None = None  # tenants' own provider keys; None: this API takes none
     webhooks: WebhookEndpoints | None = None  # tenants' webhooks; None: no secrets are sealed
@@ -157,6 +158,7 @@ def build_services(config: Config) -> Services:
         close=close,
         breakers=board_for(config.redis_url, pubsub.client, store),
         metrics_token=config.metrics_token,
+        operator_key=config.operator_key,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
         webhooks=webhook_endpoints(config, store, utcnow),
         stream_limits=stream_limits(config),
@@ -188,6 +190,7 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         keys=KeyRing(store, api_key),
         checks={"database": lambda: store.load_conversation("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
+        operator_key=embedded.config.operator_key,
         own_keys=embedded.own_keys,
         webhooks=webhook_endpoints(embedded.config, store, utcnow),
         stream_limits=stream_limits(embedded.config),

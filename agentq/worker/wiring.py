@@ -35,6 +35,7 @@ def build_runtime(
         providers=access.provider_for,
         endpoints=access.endpoint_url,
         running_steps=policy.running_steps,
+        budgets=policy.budgets_for,
         queue_of=lambda kind, tool: queue_of(kind, tool, tool_queues),
     )
 

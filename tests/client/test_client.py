@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -170,6 +171,17 @@ def test_context_and_profiles_read_as_models(client):
     client.send(conversation.id, "hi").wait()
     assert client.context(conversation.id).validation.valid
     assert "scripted" in [p.name for p in client.profiles()]
+
+
+def test_usage_reads_the_tokens_of_a_finished_turn_per_conversation(client):
+    conversation = client.create_conversation(script({"text": "Counted.", "chunks": 1}))
+    client.send(conversation.id, "hi").wait()
+    now = datetime.now(timezone.utc)
+    report = client.usage(now - timedelta(hours=2), now + timedelta(hours=1), group_by="hour",
+                          by=["conversation"])
+    mine = [row for row in report.rows if row.group["conversation"] == conversation.id]
+    assert len(mine) == 1 and mine[0].calls == 1 and mine[0].output_tokens > 0
+    assert report.by == ["conversation"] and report.tenant is not None
 
 
 def test_the_same_idempotency_key_gets_the_same_turn_and_posts_once(client):

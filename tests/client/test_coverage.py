@@ -41,6 +41,7 @@ METHOD_OF = {
     ("post", "/v1/webhooks/{webhook_id}/rotate"): "rotate_webhook_secret",
     ("delete", "/v1/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
+    ("get", "/v1/usage"): "usage",
 }
 
 

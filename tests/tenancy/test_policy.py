@@ -10,6 +10,7 @@ import pytest
 from agentq.config import Config
 from agentq.core.settings import parse_settings
 from agentq.errors import InvalidInput
+from agentq.core.token_budgets import TokenBudgets
 from agentq.tenancy.policy import Policy, PolicyError, load_policy
 from agentq.tenancy.profiles import Profile
 from agentq.tenancy.access import Owner, resolve_endpoint
@@ -328,3 +329,28 @@ def test_agentq_policy_prints_the_agents_the_code_defines_and_whom_each_goes_to(
     assert "agent support: defined in code; tenants all" in printed
     assert "agent concierge: defined in code; tenants acme" in printed
     assert "agent ghost: named by the policy, but no module of AGENTQ_TOOLS defines it" in printed
+
+
+def test_a_tenants_token_budgets_are_its_own_over_every_tenants(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[budgets]\ntokens_per_day = 1000000\ntokens_per_month = 20000000\n"
+                    "[tenants.big.budgets]\ntokens_per_day = 5000000\n"
+                    "[tenants.free.budgets]\ntokens_per_hour = 10000\n")
+    policy = load_policy(str(path))
+    assert policy.budgets_for("big") == TokenBudgets(tokens_per_day=5_000_000,
+                                                     tokens_per_month=20_000_000)
+    assert policy.budgets_for("free") == TokenBudgets(
+        tokens_per_hour=10_000, tokens_per_day=1_000_000, tokens_per_month=20_000_000)
+    assert policy.budgets_for("anyone").limits() == {"day": 1_000_000, "month": 20_000_000}
+    assert load_policy(None).budgets_for("anyone").limits() == {}
+
+
+@pytest.mark.parametrize("text", ["[budgets]\ntokens_per_day = -1\n",
+                                  "[budgets]\ntokens_per_week = 10\n",
+                                  "[tenants.x.budgets]\ntokens_per_hour = 'lots'\n"])
+def test_a_budget_that_is_not_a_count_of_tokens_per_hour_day_or_month_stops_the_start(
+        tmp_path: Path, text: str):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(PolicyError, match="budgets"):
+        load_policy(str(path))

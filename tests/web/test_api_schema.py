@@ -27,7 +27,7 @@ OPERATIONS = {
     ("post", "/v1/conversations/{conversation_id}/cancel"),
     ("post", "/v1/conversations/{conversation_id}/retry"),
     ("post", "/v1/conversations/{conversation_id}/fork"),
-    ("get", "/v1/tool-calls"),
+    ("get", "/v1/tool-calls"), ("get", "/v1/usage"),
     ("get", "/v1/profiles"), ("put", "/v1/profiles/{profile}/key"),
     ("delete", "/v1/profiles/{profile}/key"),
     ("post", "/v1/agents"), ("get", "/v1/agents"), ("get", "/v1/agents/{name}"),
@@ -121,8 +121,9 @@ def test_no_request_gets_a_5xx_or_an_answer_the_spec_does_not_declare(fuzzed, me
     # Likewise image parts: an https URL on a private host, or base64 that is not the image
     # its media type says, is refused though the schema cannot say so.
     # An agent's settings are the same settings, and a name may be taken already; a webhook
-    # URL must not name a private or loopback host, which no pattern can say.
-    rules_beyond_schema = {("post", "/v1/conversations"),
+    # URL must not name a private or loopback host, which no pattern can say. A usage range
+    # must end after it starts and span a bounded time, and `by` name known dimensions once.
+    rules_beyond_schema = {("get", "/v1/usage"),("post", "/v1/conversations"),
                            ("post", "/v1/conversations/{conversation_id}/messages"),
                            ("post", "/v1/agents"), ("post", "/v1/agents/{name}/versions"),
                            ("post", "/v1/webhooks"), ("patch", "/v1/webhooks/{webhook_id}")}

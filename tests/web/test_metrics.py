@@ -12,6 +12,8 @@ from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.live.pubsub import PubSub
 from agentq.store import NewStep, Store
 from agentq.store.metrics import LATENCY_BOUNDS_S
+from agentq.core.usage import Tokens
+from agentq.store.usage import UsageKey, add_usage_txn
 from agentq.tools import Registry
 from agentq.core.scope import Scope
 from tests.support.clock import T0
@@ -181,3 +183,23 @@ def test_an_api_key_is_not_a_metrics_token(store):
     client = _client(store, metrics_token=TOKEN)
     _, secret = store.create_api_key("acme", T0)
     assert client.get("/metrics", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
+
+
+def test_token_counters_sum_the_usage_rollups_per_profile_and_model_with_no_tenant(store):
+    cid = Commands(store, Registry.from_modules(["agentq.tools.demo"])).create_conversation(
+        SCOPE, {}).id
+    one = Tokens(input_tokens=100, output_tokens=20, cached_tokens=60, reasoning_tokens=5, calls=1)
+    with store.engine.begin() as conn:
+        for tenant, hour in (("acme", 0), ("evil", 0), ("acme", 2)):
+            add_usage_txn(conn, UsageKey(tenant, None, "openai", "gpt-x", cid), one,
+                          at=T0 + timedelta(hours=hour))
+        add_usage_txn(conn, UsageKey("acme", None, "scripted", None, cid), one, at=T0)
+    text = _client(store).get("/metrics").get_data(as_text=True)
+    samples = _samples(text)
+    labels = frozenset({"profile": "openai", "model": "gpt-x", "kind": "input"}.items())
+    assert samples[("agentq_model_tokens_total", labels)] == 300
+    cached = frozenset({"profile": "openai", "model": "gpt-x", "kind": "cached"}.items())
+    assert samples[("agentq_model_tokens_total", cached)] == 180
+    calls = frozenset({"profile": "scripted", "model": ""}.items())
+    assert samples[("agentq_model_calls_total", calls)] == 1
+    assert "acme" not in text and "evil" not in text and cid not in text

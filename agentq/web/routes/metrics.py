@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from agentq.core.breaker import STATE_NUMBERS, Breaker
 from agentq.core.keys import MODEL_STEP
+from agentq.core.usage import Tokens
 from agentq.store.metrics import StoreMetrics
 from agentq.web.errors import ApiError
 from agentq.web.services import services
@@ -129,6 +130,39 @@ class StreamCollector(Collector):
         yield dropped
 
 
+class TokenCollector(Collector):
+    """Tokens and model calls since the rollups began, per profile and model (no tenant):
+    counters, since rollup rows only ever grow."""
+
+    KINDS = ("input", "output", "cached", "reasoning")
+
+    def __init__(self, totals: dict[tuple[str, str], Tokens]) -> None:
+        self.totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        tokens = CounterMetricFamily(
+            "agentq_model_tokens", "Tokens of committed model calls by profile, model and kind "
+            "(cached is part of input, reasoning part of output)",
+            labels=["profile", "model", "kind"])
+        calls = CounterMetricFamily(
+            "agentq_model_calls", "Committed model calls by profile and model",
+            labels=["profile", "model"])
+        for (profile, model), counted in sorted(self.totals.items()):
+            for kind in self.KINDS:
+                tokens.add_metric([profile, model, kind], getattr(counted, f"{kind}_tokens"))
+            calls.add_metric([profile, model], counted.calls)
+        yield tokens
+        yield calls
+
+
+def _token_totals(found) -> dict[tuple[str, str], Tokens]:
+    try:
+        return found.store.token_totals()
+    except Exception as exc:  # the other metrics still answer
+        log.warning("metrics scrape could not read the usage rollups: %s", exc)
+        return {}
+
+
 DELIVERY_STATUSES = ("pending", "delivering", "delivered", "failed")
 
 
@@ -201,5 +235,6 @@ def metrics() -> Response:
     registry.register(BreakerCollector(_breakers(found)))
     registry.register(StreamCollector(found.open_streams))
     registry.register(DeliveryCollector(_deliveries(found)))
+    registry.register(TokenCollector(_token_totals(found)))
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return Response(encoder(registry), content_type=content_type)

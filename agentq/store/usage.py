@@ -1,0 +1,164 @@
+"""Usage rollups: tokens and calls per tenant, hour, agent, profile, model and conversation.
+
+A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction that
+appends its assistant_msg, which commits once per step: a step that runs again after a
+crash either committed before (and its retry is Stale, writing nothing) or did not (and
+nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
+over a bounded range. `Usage` is mixed into `Store`, like `ApiKeys`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, String, case, func, literal, select, type_coerce
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agentq.core.timefmt import to_utc
+from agentq.core.usage import COUNTS, Tokens, hour_of
+from agentq.store.engine import begin_read
+from agentq.store.schema import Timestamp, usage_rollups
+
+# The dimensions a report may group by, and the column each reads.
+DIMENSIONS = {
+    "tenant": "tenant", "agent": "agent", "profile": "profile", "model": "model",
+    "conversation": "conversation_id",
+}
+
+
+@dataclass(frozen=True)
+class UsageKey:
+    """Where one call's tokens count: its tenant, agent (None: none), profile and model
+    (None: the profile's default) and conversation."""
+
+    tenant: str
+    agent: str | None
+    profile: str
+    model: str | None
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One group of a report: its period's start, the dimensions asked for, the counts."""
+
+    start: datetime
+    keys: dict[str, str | None]
+    tokens: Tokens
+
+
+def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
+    """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
+    module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+    counts = tokens.to_json()
+    statement = module.insert(usage_rollups).values(
+        tenant=key.tenant, hour=hour_of(at), agent=key.agent or "", profile=key.profile,
+        model=key.model or "", conversation_id=key.conversation_id, **counts)
+    c = usage_rollups.c
+    conn.execute(statement.on_conflict_do_update(
+        index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
+        set_={name: c[name] + statement.excluded[name] for name in COUNTS},
+    ))
+
+
+def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
+    """A tenant's tokens and calls in the hours from `since`'s on."""
+    c = usage_rollups.c
+    row = conn.execute(
+        select(*(func.coalesce(func.sum(c[n]), 0) for n in COUNTS))
+        .where(c.tenant == tenant, c.hour >= hour_of(since))
+    ).one()
+    return Tokens(*(int(v) for v in row))
+
+
+def spent_since_txn(conn: Connection, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
+    """The tokens (input + output) `tenant` spent from each start (named, hour-aligned) on,
+    in one read of its rollup rows from the earliest start."""
+    if not starts:
+        return {}
+    c = usage_rollups.c
+    tokens = c.input_tokens + c.output_tokens
+    sums = [func.coalesce(func.sum(case((c.hour >= hour_of(at), tokens), else_=0)), 0).label(name)
+            for name, at in starts.items()]
+    row = conn.execute(select(*sums).where(
+        c.tenant == tenant, c.hour >= hour_of(min(starts.values())))).one()
+    return {name: int(row._mapping[name]) for name in starts}
+
+
+def report_txn(
+    conn: Connection, *, tenant: str | None, start: datetime, end: datetime, group_by: str,
+    by: Sequence[str], limit: int,
+) -> list[UsageRow]:
+    """The counts of the hours in [hour_of(start), end), summed per period (`group_by`: hour
+    or day) and per dimension in `by`; at most `limit` rows, in period then key order."""
+    c = usage_rollups.c
+    bucket = _bucket(conn.dialect.name, group_by).label("start")
+    dims = [c[DIMENSIONS[name]].label(name) for name in by]
+    query = (
+        select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
+        .where(c.hour >= hour_of(start), c.hour < to_utc(end))
+        .group_by(bucket, *dims)
+        .order_by(bucket, *dims)
+        .limit(limit)
+    )
+    if tenant is not None:
+        query = query.where(c.tenant == tenant)
+    rows = []
+    for row in conn.execute(query):
+        values = row._mapping
+        start_at = values["start"]
+        rows.append(UsageRow(
+            start=start_at,
+            keys={name: (values[name] or None) for name in by},
+            tokens=Tokens(*(int(values[n]) for n in COUNTS)),
+        ))
+    return rows
+
+
+def _bucket(dialect_name: str, group_by: str) -> Any:
+    """The start of a rollup row's period, as a Timestamp: its hour, or its UTC day."""
+    hour = usage_rollups.c.hour
+    if group_by == "hour":
+        return hour
+    if dialect_name == "postgresql":
+        return type_coerce(func.date_trunc("day", hour, literal("UTC")), Timestamp)
+    # SQLite keeps `format_ts` text (2026-11-21T22:00:00.000000Z): the day is its first 10.
+    day = func.substr(type_coerce(hour, String), 1, 10).op("||")(literal("T00:00:00.000000Z"))
+    return type_coerce(day, Timestamp)
+
+
+class Usage:
+    """The usage reads of the store (the writes are in the model step's commit)."""
+
+    engine: Engine
+
+    def usage_report(
+        self, *, tenant: str | None, start: datetime, end: datetime, group_by: str,
+        by: Sequence[str], limit: int,
+    ) -> list[UsageRow]:
+        """See `report_txn`; `tenant` None is every tenant (the operator's read)."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
+                              by=by, limit=limit)
+
+    def spent_since(self, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
+        """See `spent_since_txn`: what a budget check reads."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return spent_since_txn(conn, tenant, starts)
+
+    def tokens_since(self, tenant: str, since: datetime) -> Tokens:
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return tokens_since_txn(conn, tenant, since)
+
+    def token_totals(self) -> dict[tuple[str, str], Tokens]:
+        """Every token counted, per (profile, model): the /metrics counters."""
+        c = usage_rollups.c
+        query = (select(c.profile, c.model, *(func.sum(c[n]) for n in COUNTS))
+                 .group_by(c.profile, c.model))
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return {(row[0], row[1]): Tokens(*(int(v) for v in row[2:]))
+                    for row in conn.execute(query)}
+
+

@@ -1,0 +1,46 @@
+"""Token budgets hold across worker processes: what one worker's calls spent stops the
+tenant's next model call on another, and other tenants go on."""
+from __future__ import annotations
+
+import pytest
+
+from agentq.core.scope import Scope
+from agentq.worker.tasks import enqueue
+from tests.support.processes import wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
+
+ACME = Scope(tenant="acme", user="u1")
+OTHER = Scope(tenant="other", user="u2")
+ONE_CALL = [{"text": "Counted."}]
+
+
+def start(commands, broker, scope):
+    conv = commands.create_conversation(scope, {"script": ONE_CALL})
+    _, follow = commands.post_message(conv.id, "hello", scope)
+    enqueue(broker, follow)
+    return conv.id
+
+
+def settled(store, cid):
+    state = store.load_conversation(cid).fsm.state
+    return state if state in ("idle", "failed") else None
+
+
+def test_what_one_worker_spent_stops_the_tenants_next_call_on_another(
+    pg_store_clean, commands, broker, workers, tmp_path
+):
+    store = pg_store_clean
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[tenants.acme.budgets]\ntokens_per_day = 1\n")
+    first = workers("w1", AGENTQ_POLICY=str(policy))
+    spent = start(commands, broker, ACME)
+    assert wait_for(lambda: settled(store, spent), what="the first turn") == "idle"
+    first.kill()
+    workers("w2", AGENTQ_POLICY=str(policy))
+    stopped, other = start(commands, broker, ACME), start(commands, broker, OTHER)
+    assert wait_for(lambda: settled(store, stopped), what="the second turn") == "failed"
+    assert wait_for(lambda: settled(store, other), what="the other tenant's turn") == "idle"
+    (error,) = [e.content for e in store.list_events(stopped) if e.type == "error"]
+    assert error["code"] == "budget_exceeded"
+    assert [e.type for e in store.list_events(stopped)] == ["user_msg", "error"]

@@ -1,0 +1,156 @@
+"""Usage rollups: every committed model call counted once, in its tenant's hour."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.core.scope import Scope
+from agentq.core.usage import Tokens
+from agentq.runtime import Runtime
+from agentq.store.usage import UsageKey, add_usage_txn
+from agentq.tenancy.access import provider_for
+from agentq.tools import Registry
+from tests.support.clock import Clock
+from tests.support.drive import Recorder, drain
+
+ACME = Scope(tenant="acme", user="u1")
+EVIL = Scope(tenant="evil", user="u2")
+WEATHER = [
+    {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+    {"text": "Cold in Oslo.", "chunks": 3},
+]
+
+
+@pytest.fixture
+def clock():
+    return Clock(datetime(2026, 11, 21, 22, 59, 30, tzinfo=timezone.utc))
+
+
+@pytest.fixture
+def runtime(store, clock):
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    return Runtime(store=store, registry=registry, pubsub=Recorder(),
+                   config=Config(lease_s=30.0, audit=True), clock=clock, sleep=lambda s: None)
+
+
+@pytest.fixture
+def commands(runtime, clock):
+    return Commands(runtime.store, runtime.registry, clock=clock,
+                    close_round=runtime.pubsub.close_round)
+
+
+def turn(commands, runtime, scope, script, text="hello"):
+    conv = commands.create_conversation(scope, {"script": script})
+    _, follow = commands.post_message(conv.id, text, scope)
+    drain(runtime, follow)
+    return conv.id
+
+
+def whole(store, tenant):
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = store.usage_report(tenant=tenant, start=start, end=start + timedelta(days=365),
+                              group_by="day", by=[], limit=100)
+    return sum((r.tokens for r in rows), Tokens())
+
+
+def audited(store, cid):
+    return sum((Tokens.of_call(call.usage) for call in store.list_model_calls(cid)), Tokens())
+
+
+def test_the_rollups_count_exactly_the_recorded_model_calls(store, runtime, commands, clock):
+    first = turn(commands, runtime, ACME, WEATHER)
+    clock.tick(60)  # the next hour: another rollup row
+    second = turn(commands, runtime, ACME, WEATHER, text="and again")
+    calls = audited(store, first) + audited(store, second)
+    assert calls.calls == 4 and calls.input_tokens > 0 and calls.output_tokens > 0
+    assert whole(store, "acme") == calls
+    in_messages = sum((Tokens.of_call(e.content.get("usage"))
+                       for cid in (first, second) for e in store.list_events(cid)
+                       if e.type == "assistant_msg"), Tokens())
+    assert in_messages == calls
+
+
+def test_running_every_step_again_counts_nothing_twice(store, runtime, commands):
+    cid = turn(commands, runtime, ACME, WEATHER)
+    before = whole(store, "acme")
+    for _ in range(3):
+        drain(runtime, runtime.advance(cid))
+        for call in store.list_tool_calls(cid):
+            drain(runtime, runtime.run_tool(cid, call.id))
+    assert whole(store, "acme") == before == audited(store, cid)
+
+
+def test_a_tenants_usage_counts_only_its_own_calls(store, runtime, commands):
+    turn(commands, runtime, ACME, WEATHER)
+    assert whole(store, "evil") == Tokens()
+    theirs = turn(commands, runtime, EVIL, WEATHER[1:])
+    assert whole(store, "evil") == audited(store, theirs)
+    assert whole(store, None) == whole(store, "acme") + whole(store, "evil")
+
+
+def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(store):
+    at = datetime(2026, 11, 21, 22, 10, tzinfo=timezone.utc)
+    cid = turn_free_conversation(store)
+    key = UsageKey(tenant="acme", agent=None, profile="scripted", model=None, conversation_id=cid)
+    one = Tokens(input_tokens=10, output_tokens=3, cached_tokens=4, reasoning_tokens=1, calls=1)
+    with store.engine.begin() as conn:
+        add_usage_txn(conn, key, one, at=at)
+        add_usage_txn(conn, key, one, at=at + timedelta(minutes=40))
+        add_usage_txn(conn, key, one, at=at + timedelta(minutes=50))  # 23:00: the next hour
+        add_usage_txn(conn, UsageKey("acme", "support", "scripted", "m1", cid), one, at=at)
+    rows = store.usage_report(tenant="acme", start=at, end=at + timedelta(hours=2),
+                              group_by="hour", by=["agent", "model"], limit=10)
+    assert [(r.start.hour, r.keys, r.tokens.calls) for r in rows] == [
+        (22, {"agent": None, "model": None}, 2),
+        (22, {"agent": "support", "model": "m1"}, 1),
+        (23, {"agent": None, "model": None}, 1),
+    ]
+    assert rows[0].tokens == one + one
+    days = store.usage_report(tenant="acme", start=at, end=at + timedelta(hours=2),
+                              group_by="day", by=[], limit=10)
+    assert [(d.start, d.tokens.calls) for d in days] == [
+        (datetime(2026, 11, 21, tzinfo=timezone.utc), 4)]
+    assert store.tokens_since("acme", at.replace(hour=23)).calls == 1
+
+
+def turn_free_conversation(store):
+    commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]))
+    return commands.create_conversation(ACME, {}).id
+
+
+def test_summary_calls_count_too(store, clock):
+    sent: list[str] = []
+
+    def counting(settings):
+        inner = provider_for(settings)
+
+        class Counted:
+            def stream(self, request, ctx, cancel):
+                sent.append(ctx.purpose)
+                return inner.stream(request, ctx, cancel)
+
+        return Counted()
+
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
+                      clock=clock, providers=counting, sleep=lambda s: None)
+    commands = Commands(store, registry, clock=clock)
+    conv = commands.create_conversation(ACME, {
+        "script": [{"text": "A long enough answer to fill the context. " * 8}],
+        "script_repeat": True, "compaction": {"max_context_tokens": 300, "min_keep_turns": 1}})
+    for n in range(8):
+        drain(runtime, commands.post_message(conv.id, f"question {n} " * 10, ACME)[1])
+    summaries = store.list_summaries(conv.id)
+    assert summaries and "summary" in sent
+    answers = sum((Tokens.of_call(e.content.get("usage")) for e in store.list_events(conv.id)
+                   if e.type == "assistant_msg"), Tokens())
+    summarized = sum((Tokens.of_call(s.content["usage"]) for s in summaries), Tokens())
+    counted = whole(store, "acme")
+    assert summarized.input_tokens > 0
+    assert counted.calls == len(sent)
+    assert (counted.input_tokens, counted.output_tokens) == (
+        answers.input_tokens + summarized.input_tokens,
+        answers.output_tokens + summarized.output_tokens)

@@ -1,0 +1,119 @@
+"""GET /v1/usage: a tenant's own usage from the rollups, grouped; the operator's across tenants."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agentq.core.timefmt import format_ts
+from agentq.core.usage import Tokens
+from tests.support.api import WEATHER
+
+OPERATOR = {"Authorization": "Bearer operator-secret-key"}
+
+
+@pytest.fixture
+def operator(api):
+    api.services.operator_key = "operator-secret-key"
+    return OPERATOR
+
+
+def talk(api, headers, script=WEATHER, text="hi"):
+    cid = api.create(headers, script=script)
+    assert api.say(cid, text, headers).status_code == 202
+    api.run()
+    return cid
+
+
+def usage(api, headers, **params):
+    now = api.clock()
+    params.setdefault("from", format_ts(now - timedelta(days=1)))
+    params.setdefault("to", format_ts(now + timedelta(hours=1)))
+    return api.get("/v1/usage", headers, query_string=params)
+
+
+def totals(rows):
+    return sum((Tokens(**{k: r[k] for k in Tokens().to_json()}) for r in rows), Tokens())
+
+
+def from_messages(api, cid):
+    return sum((Tokens.of_call(e.content.get("usage")) for e in api.store.list_events(cid)
+                if e.type == "assistant_msg"), Tokens())
+
+
+def test_a_tenant_reads_its_tokens_and_calls_per_conversation(api, alice):
+    first, second = talk(api, alice), talk(api, alice, script=WEATHER[1:])
+    answer = usage(api, alice, by="conversation", group_by="hour")
+    assert answer.status_code == 200, answer.json
+    body = answer.json
+    assert body["tenant"] == "acme" and body["by"] == ["conversation"] and not body["truncated"]
+    per = {row["group"]["conversation"]: row for row in body["rows"]}
+    assert set(per) == {first, second}
+    assert totals([per[first]]) == from_messages(api, first)
+    assert per[first]["calls"] == 2 and per[second]["calls"] == 1
+    assert body["rows"][0]["start"] == format_ts(api.clock().replace(minute=0, second=0,
+                                                                     microsecond=0))
+
+
+def test_grouping_by_profile_and_model_sums_the_conversations_together(api, alice):
+    first, second = talk(api, alice), talk(api, alice)
+    rows = usage(api, alice, by="profile,model").json["rows"]
+    assert [r["group"] for r in rows] == [{"profile": "scripted", "model": "scripted"}]
+    assert totals(rows) == from_messages(api, first) + from_messages(api, second)
+
+
+def test_another_tenants_usage_is_never_visible(api, alice, mallory):
+    talk(api, alice)
+    assert usage(api, mallory).json["rows"] == []
+    refused = usage(api, mallory, tenant="acme")
+    assert refused.status_code == 403
+    assert usage(api, mallory, by="tenant").status_code == 403
+
+
+@pytest.mark.parametrize("params", [
+    {"group_by": "week"},
+    {"by": "agent,colour"},
+    {"by": "agent,agent"},
+    {"from": "yesterday"},
+    {"limit": "0"},
+    {"from": "2026-01-01T00:00:00Z", "to": "2026-03-01T00:00:00Z", "group_by": "hour"},
+    {"from": "2026-03-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+    {"colour": "blue"},
+])
+def test_bad_parameters_are_a_clear_422(api, alice, params):
+    answer = usage(api, alice, **params)
+    assert answer.status_code == 422, answer.json
+    assert answer.json["error"]["code"] == "validation_error"
+
+
+def test_a_missing_range_is_a_422(api, alice):
+    assert api.get("/v1/usage", alice).status_code == 422
+
+
+def test_without_a_key_usage_is_401(api, operator):
+    assert usage(api, {}).status_code == 401
+    assert usage(api, {"Authorization": "Bearer operator-secret-kez"}).status_code == 401
+
+
+def test_the_operator_reads_every_tenant_or_one(api, alice, mallory, operator):
+    mine, theirs = talk(api, alice), talk(api, mallory)
+    every = usage(api, operator, by="tenant").json
+    assert every["tenant"] is None
+    per = {r["group"]["tenant"]: totals([r]) for r in every["rows"]}
+    assert per == {"acme": from_messages(api, mine), "evil": from_messages(api, theirs)}
+    one = usage(api, operator, tenant="evil").json
+    assert one["tenant"] == "evil" and totals(one["rows"]) == from_messages(api, theirs)
+
+
+def test_a_row_limit_says_the_answer_is_truncated(api, alice):
+    talk(api, alice), talk(api, alice)
+    body = usage(api, alice, by="conversation", limit="1").json
+    assert len(body["rows"]) == 1 and body["truncated"] is True
+
+
+def test_a_range_that_ends_before_any_call_is_empty(api, alice):
+    talk(api, alice)
+    long_ago = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    body = usage(api, alice, **{"from": format_ts(long_ago),
+                                "to": format_ts(long_ago + timedelta(days=2))}).json
+    assert body["rows"] == []
