@@ -1,4 +1,4 @@
-"""Webhooks: tenants' endpoints told of what happens in their conversations (DESIGN section 15).
+"""Webhooks: tenants' endpoints told of what happens in their conversations (docs/webhooks.md).
 
 `addresses` keeps a tenant's URL from reaching what the operator did not offer, `sender`
 posts one signed request, `payloads` says what a delivery tells, `endpoints` is what a
