@@ -17,7 +17,8 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
@@ -106,7 +107,7 @@ class McpTools:
 
     def _list(self) -> list[ToolSpec]:
         async def run() -> list[ToolSpec]:
-            async with self._client() as client:
+            async with self._connected() as client:
                 self._remember(client)
                 specs: list[ToolSpec] = []
                 cursor: str | None = None
@@ -121,7 +122,7 @@ class McpTools:
 
     def _call(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[str, Any]:
         async def run() -> tuple[str, Any]:
-            async with self._client() as client:
+            async with self._connected() as client:
                 self._remember(client)
                 try:
                     meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
@@ -143,15 +144,32 @@ class McpTools:
         except TimeoutError:
             raise _Transient(f"no answer within {self.config.timeout_s:g}s") from None
         except (OSError, httpx2.HTTPError, MCPError) as exc:
-            raise _Transient(_describe(exc)) from None
+            raise self._transient(exc) from None
         except BaseExceptionGroup as group:  # what anyio's task groups raise around the cause
-            raise _Transient(_describe(_first_leaf(group))) from None
+            raise self._transient(_first_leaf(group)) from None
 
-    def _client(self) -> Client:
+    def _transient(self, exc: BaseException) -> _Transient:
+        """The failure for the model in words that name no URL, header or token of the
+        operator's (httpx's messages carry the URL); the whole of it goes to the worker log."""
+        log.warning("MCP server %r: %s", self.server, _describe(exc))
+        return _Transient(_for_tenant(exc))
+
+    @asynccontextmanager
+    async def _connected(self) -> AsyncIterator[Client]:
+        """A session with the server, and its HTTP client closed after it: the SDK closes
+        only a client it made itself."""
+        if self.config.url is None:
+            async with self._client(None) as client:
+                yield client
+            return
+        http = httpx2.AsyncClient(headers=self._resolved(self.config.headers), verify=_tls(),
+                                  timeout=httpx2.Timeout(self.config.timeout_s))
+        async with http, self._client(http) as client:
+            yield client
+
+    def _client(self, http: httpx2.AsyncClient | None) -> Client:
         config = self.config
         if config.url is not None:
-            http = httpx2.AsyncClient(headers=self._resolved(config.headers), verify=_tls(),
-                                      timeout=httpx2.Timeout(config.timeout_s))
             transport = streamable_http_client(config.url, http_client=http)
             return Client(transport, read_timeout_seconds=config.timeout_s, cache=None,
                           mode=self._version or "auto")
@@ -197,3 +215,12 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _for_tenant(exc: BaseException) -> str:
+    """What a tenant's model may read of a failure: its kind and an HTTP status, no text."""
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"the server answered HTTP {exc.response.status_code}"
+    if isinstance(exc, MCPError):
+        return f"MCP error {exc.error.code}"
+    return type(exc).__name__

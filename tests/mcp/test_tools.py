@@ -108,6 +108,7 @@ def test_a_server_that_is_not_listening_offers_no_tools_and_its_calls_fail_reada
                             allowed=["mcp:crm"])
     assert outcome.status == "error"
     assert "tool server 'crm' did not answer" in outcome.output
+    assert "127.0.0.1" not in outcome.output  # the operator's URL is never the tenant's to read
 
 
 # ---- calls --------------------------------------------------------------------------------
@@ -324,3 +325,16 @@ def test_a_server_that_could_not_be_listed_is_not_asked_again_at_once():
     registry = Registry([], [source])
     assert registry.specs(["mcp:crm"]) == [] and registry.specs(["mcp:crm"]) == []
     assert source.listings == len(RETRY_DELAYS_S) + 1  # the first read's tries only
+
+
+def test_a_failure_the_model_reads_names_no_url_or_token_of_the_operator():
+    import httpx2
+
+    from agentq.mcp.source import _for_tenant
+
+    request = httpx2.Request("POST", "https://crm.internal/mcp?token=s3cret")
+    error = httpx2.HTTPStatusError("Server error for url 'https://crm.internal/mcp?token=s3cret'",
+                                   request=request, response=httpx2.Response(502, request=request))
+    assert "crm.internal" in str(error)  # what httpx says, and what the model used to read
+    assert _for_tenant(error) == "the server answered HTTP 502"
+    assert "s3cret" not in _for_tenant(httpx2.ConnectError("to https://crm.internal?token=s3cret"))
