@@ -63,14 +63,35 @@ def check_url(url: str, policy: WebhookPolicy) -> Target:
     return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
 
 
+# IPv6 prefixes that carry an IPv4 address a gateway may forward to: NAT64 (RFC 6052, the
+# well-known and the local-use prefix). 6to4 and IPv4-mapped addresses say so themselves.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
 def allowed(address: IPAddress, policy: WebhookPolicy) -> bool:
-    """A global address, or loopback when the operator allows it; nothing else."""
-    mapped = getattr(address, "ipv4_mapped", None)
-    if mapped is not None:
-        address = mapped
+    """A global address, or loopback when the operator allows it; nothing else.
+
+    Careful: an IPv6 address that embeds an IPv4 one (mapped, IPv4-compatible, 6to4, NAT64)
+    is judged by the IPv4 address inside, which Python's `is_global` of the IPv6 address
+    does not look at on every version: 2002:a9fe:a9fe:: reaches 169.254.169.254.
+    """
+    address = _embedded_ipv4(address) or address
     if address.is_loopback:
         return policy.allow_loopback
     return address.is_global and not address.is_multicast
+
+
+def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    packed = address.packed
+    if any(address in net for net in _NAT64) or (packed[:12] == bytes(12) and int(address) > 1):
+        return ipaddress.IPv4Address(packed[12:])  # NAT64, or IPv4-compatible (::a.b.c.d)
+    return None
 
 
 def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:

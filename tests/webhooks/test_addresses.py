@@ -17,6 +17,8 @@ LOOPBACK_OK = WebhookPolicy(allow_http=True, allow_loopback=True)
 @pytest.mark.parametrize("address", [
     "127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
     "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "fc00::1", "fd00:ec2::254", "::ffff:10.0.0.1",
+    # IPv4 inside IPv6: 6to4, NAT64 and IPv4-compatible forms of the metadata and loopback
+    "2002:a9fe:a9fe::1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::a00:1", "::127.0.0.1", "::10.0.0.1",
 ])
 def test_no_private_loopback_link_local_or_metadata_address_is_allowed(address):
     assert not allowed(ipaddress.ip_address(address), STRICT)
@@ -26,6 +28,8 @@ def test_loopback_is_allowed_only_when_the_operator_says_so_and_nothing_else_wit
     assert allowed(ipaddress.ip_address("127.0.0.1"), LOOPBACK_OK)
     assert not allowed(ipaddress.ip_address("10.0.0.1"), LOOPBACK_OK)
     assert allowed(ipaddress.ip_address("93.184.216.34"), STRICT)
+    assert allowed(ipaddress.ip_address("2002:5db8:d822::1"), STRICT)  # 6to4 of a public one
+    assert allowed(ipaddress.ip_address("2606:2800:220:1::1"), STRICT)
 
 
 def test_a_name_with_any_private_address_among_its_addresses_is_refused(monkeypatch):
