@@ -150,6 +150,10 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
     store = Store.open(config.database_url)
     try:
         if args.action == "create":
+            if not args.tenant.strip():  # "" owns the agents the code defines: never a tenant
+                print("agentq: --tenant names the tenant the key acts for; it may not be empty",
+                      file=sys.stderr)
+                return 2
             key_id, secret = store.create_api_key(args.tenant, utcnow())
             print(f"key {key_id} of tenant {args.tenant} (shown once, keep it):\n{secret}")
             return 0

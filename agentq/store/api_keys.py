@@ -76,6 +76,8 @@ class ApiKeys:
 
     def create_api_key(self, tenant: str, now: datetime) -> tuple[str, str]:
         """A new key for `tenant`: (id, secret). The secret is not stored and cannot be shown again."""
+        if not tenant.strip():
+            raise ValueError("an API key acts for a tenant; '' owns the code's agents")
         secret = new_secret()
         with begin_write(self.engine) as conn:
             key_id = insert_key_txn(conn, tenant=tenant, key_hash=hash_secret(secret), now=now)

@@ -161,3 +161,10 @@ def test_readiness_is_503_when_the_database_has_no_schema(sqlite_url_factory):
     assert response.status_code == 503
     assert response.json["checks"]["database"].startswith("failed")
     assert response.json["checks"]["broker"] == "ok"
+
+
+@pytest.mark.parametrize("tenant", ["", "  "])
+def test_no_key_is_made_for_an_empty_tenant_which_owns_the_code_agents(api, tenant):
+    with pytest.raises(ValueError, match="acts for a tenant"):
+        api.store.create_api_key(tenant, api.clock())
+    assert all(key.tenant.strip() for key in api.store.list_api_keys())  # nothing was stored
