@@ -62,11 +62,6 @@ def day_of(when: datetime) -> datetime:
     return hour_of(when).replace(hour=0)
 
 
-def bucket_of(when: datetime, group_by: str) -> datetime:
-    """The start of the hour or day (`group_by`) that `when` falls in."""
-    return day_of(when) if group_by == "day" else hour_of(when)
-
-
 def _count(value: Any) -> int:
     """A token count as an int: providers send ints; anything else (None, bool, junk) is 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -88,4 +88,4 @@ def _open(svc, streams, plan: sse.StreamPlan, tenant: str):
     except Exception:  # pub/sub down: say so now, not as a broken stream
         log.exception("could not subscribe to live updates of %s", plan.conversation_id)
         raise ApiError(503, "unavailable", "live updates are unavailable; retry shortly",
-                       headers={"Retry-After": "5"}) from None
+                       headers={"Retry-After": str(RETRY_AFTER_S)}) from None
