@@ -45,6 +45,11 @@ class Admission:
         self._starting = 0
         self._alone = 0  # steps running alone (0 or 1) or waiting to
 
+    def in_flight(self) -> int:
+        """Steps of this process between their claim and the start of their work."""
+        with self._changed:
+            return self._in_flight
+
     @contextmanager
     def among_others(self) -> Iterator[Place]:
         """Hold a place among the process's steps while the block runs."""
