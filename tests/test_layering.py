@@ -233,7 +233,8 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp",
+     "agentq.pubsub"},  # the old path of agentq.live.pubsub, kept for a release
     {"agentq.commands", "agentq.runtime"},
     {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )
