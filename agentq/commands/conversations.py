@@ -152,7 +152,7 @@ class Commands:
                     )
                 return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
             if conv.status == "ended":
-                raise Conflict("the conversation has ended")
+                raise _refused("the conversation has ended", conv)
             item = InboxItem(
                 id=str(uuid.uuid4()), conversation_id=conversation_id,
                 content=message, on_busy=on_busy, created_at=created,
@@ -162,7 +162,7 @@ class Commands:
             if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
                 action = "enqueue"  # earlier messages are still waiting: keep arrival order
             if action == "reject":
-                raise Conflict(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)")
+                raise _refused(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)", conv)
             turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
             if action == "enqueue":
                 tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
@@ -215,11 +215,11 @@ class Commands:
             if call.status != "pending":
                 if call.status == status and call.result == result:
                     return call, []  # inv. 5: a repeated resolution changes nothing
-                raise Conflict(f"tool call {tool_call_id} is already {call.status}")
+                raise _late(f"tool call {tool_call_id} is already {call.status}", call)
             if not tx.transition_call(
                 tool_call_id, from_statuses=["pending"], to_status=status, now=now, result=result
             ):
-                raise Conflict(f"tool call {tool_call_id} is no longer pending")
+                raise _late(f"tool call {tool_call_id} is no longer pending", tx.load_call(tool_call_id))
             by = _by(scope)
             _, fsm = tx.append_and_fold(
                 drafts.closed_call(call, status, result, by=by, created_at=now), now=now
@@ -235,11 +235,11 @@ class Commands:
         """A person's decision on a gated call: approved, it runs as that very call (same id,
         the arguments they saw); rejected, the model reads why and the tool never runs."""
         if not call.needs_approval:
-            raise Conflict(f"tool call {call.id} needs no approval: it takes a result "
-                           f"({' or '.join(RESOLUTION_STATUSES)})")
+            raise _late(f"tool call {call.id} needs no approval: it takes a result "
+                        f"({' or '.join(RESOLUTION_STATUSES)})", call)
         if status not in DECISION_STATUSES:
-            raise Conflict(f"tool call {call.id} waits for a decision: "
-                           f"{' or '.join(DECISION_STATUSES)}, not a result")
+            raise _late(f"tool call {call.id} waits for a decision: "
+                        f"{' or '.join(DECISION_STATUSES)}, not a result", call)
         if result is not None:
             raise InvalidInput("an approval carries no result: the call runs with the "
                                "arguments shown, or not at all")
@@ -248,7 +248,7 @@ class Commands:
         if call.status != "pending":
             if _decided_as(call) == (status, reason if status == "rejected" else None):
                 return call, []  # inv. 5: the same decision twice changes nothing
-            raise Conflict(f"tool call {call.id} is already {call.status}")
+            raise _late(f"tool call {call.id} is already {call.status}", call)
         by = _by(scope)
         if status == "approved":
             moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
@@ -261,7 +261,7 @@ class Commands:
             )
             drafted = drafts.rejection(call, by=by, reason=reason, created_at=now)
         if not moved:
-            raise Conflict(f"tool call {call.id} is no longer pending")
+            raise _late(f"tool call {call.id} is no longer pending", tx.load_call(call.id))
         _, fsm = tx.append_and_fold(drafted, now=now)
         decided = tx.load_call(call.id)
         if status == "approved":  # the tool step's key is the call's: it runs once (inv. 5)
@@ -353,6 +353,19 @@ def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
     if tx.conversation.tenant != scope.tenant:
         raise NotFound(f"no conversation {conversation_id}")
     return tx.conversation
+
+
+def _refused(message: str, conv: ConversationInfo) -> Conflict:
+    """A message the conversation's state refuses; the details say that state, as read under
+    the lock (`ended`, or its machine's state)."""
+    state = "ended" if conv.status == "ended" else conv.fsm.state
+    return Conflict(message, details={"state": state})
+
+
+def _late(message: str, call: ToolCallRecord | None) -> Conflict:
+    """An answer to a call that no longer takes it; the details say its status, as read
+    under the lock."""
+    return Conflict(message, details=None if call is None else {"status": call.status})
 
 
 def _by(scope: Scope) -> str:

@@ -13,10 +13,10 @@ weighs what its turns do.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from agentq.core.events import View
+from agentq.core.lru import WeightedLRU
 from agentq.core.render import render
 from agentq.core.request import Request, ToolSpec
 from agentq.core.transcript import Transcript, render_after
@@ -33,12 +33,11 @@ class Transcripts:
         self.size = conversations
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._kept: OrderedDict[str, tuple[Transcript, int]] = OrderedDict()  # and its weight
-        self._bytes = 0
+        self._kept: WeightedLRU[str, Transcript] = WeightedLRU(conversations, max_bytes)
 
     @property
     def bytes(self) -> int:
-        return self._bytes
+        return self._kept.weight
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -54,23 +53,11 @@ class Transcripts:
 
     def _get(self, conversation_id: str) -> tuple[Transcript, int] | None:
         with self._lock:
-            kept = self._kept.get(conversation_id)
-            if kept is not None:
-                self._kept.move_to_end(conversation_id)
-            return kept
+            return self._kept.get(conversation_id)
 
     def _put(self, conversation_id: str, transcript: Transcript, size: int) -> None:
         with self._lock:
-            old = self._kept.pop(conversation_id, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if size > self.max_bytes:
-                return
-            self._kept[conversation_id] = (transcript, size)
-            self._bytes += size
-            while len(self._kept) > self.size or self._bytes > self.max_bytes:
-                _, (_, evicted) = self._kept.popitem(last=False)
-                self._bytes -= evicted
+            self._kept.put(conversation_id, transcript, size)
 
 
 def _weight(transcript: Transcript, kept: tuple[Transcript, int] | None) -> int:

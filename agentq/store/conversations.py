@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,6 +10,7 @@ from sqlalchemy import Connection, Row, and_, or_, select, update
 
 from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
+from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
@@ -63,28 +63,18 @@ class _ParsedSettings:
     """
 
     def __init__(self, size: int, max_bytes: int) -> None:
-        self._size, self._max_bytes = size, max_bytes
         self._lock = threading.Lock()
-        self._by_id: OrderedDict[str, tuple[Any, Settings, int]] = OrderedDict()
-        self._bytes = 0
+        # the stored JSON, and what it parsed to
+        self._by_id: WeightedLRU[str, tuple[Any, Settings]] = WeightedLRU(size, max_bytes)
 
     def parse(self, conversation_id: str, data: dict[str, Any] | None) -> Settings:
         with self._lock:
             known = self._by_id.get(conversation_id)
-            if known is not None and known[0] == data:
-                self._by_id.move_to_end(conversation_id)
-                return known[1]
+            if known is not None and known[0][0] == data:
+                return known[0][1]
         settings = parse_settings(data)
-        size = 2 * weight(data)
         with self._lock:
-            old = self._by_id.pop(conversation_id, None)
-            if old is not None:
-                self._bytes -= old[2]
-            if size <= self._max_bytes:
-                self._by_id[conversation_id] = (data, settings, size)
-                self._bytes += size
-            while len(self._by_id) > self._size or self._bytes > self._max_bytes:
-                self._bytes -= self._by_id.popitem(last=False)[1][2]
+            self._by_id.put(conversation_id, (data, settings), 2 * weight(data))
         return settings
 
     def __len__(self) -> int:
@@ -92,7 +82,7 @@ class _ParsedSettings:
 
     @property
     def bytes(self) -> int:
-        return self._bytes
+        return self._by_id.weight
 
 
 _PARSED = _ParsedSettings(size=1024, max_bytes=16 * 2**20)

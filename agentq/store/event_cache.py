@@ -17,10 +17,10 @@ A run heavier than the whole bound is not kept (its reads go to the database).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from agentq.core.events import Event
+from agentq.core.lru import WeightedLRU
 from agentq.core.weight import total_weight
 
 # (after_seq, before_seq) -> the events between them, from the database
@@ -36,13 +36,12 @@ class EventCache:
         self.size = conversations
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._runs: OrderedDict[str, tuple[list[Event], int]] = OrderedDict()  # run, its weight
-        self._bytes = 0
+        self._runs: WeightedLRU[str, list[Event]] = WeightedLRU(conversations, max_bytes)
 
     @property
     def bytes(self) -> int:
         """The weight of the events held (core/weight.py)."""
-        return self._bytes
+        return self._runs.weight
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -72,34 +71,20 @@ class EventCache:
         if self.size <= 0:
             return None
         with self._lock:
-            kept = self._runs.get(conversation_id)
+            kept = self._runs.peek(conversation_id)
             return kept[0][-1].seq if kept and kept[0] else None
 
     def _get(self, conversation_id: str) -> tuple[list[Event], int] | None:
         with self._lock:
-            kept = self._runs.get(conversation_id)
-            if kept is not None:
-                self._runs.move_to_end(conversation_id)
-            return kept
+            return self._runs.get(conversation_id)
 
     def _put(self, conversation_id: str, run: list[Event], weight: int) -> None:
-        with self._lock:
-            old = self._runs.pop(conversation_id, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if weight > self.max_bytes:
-                return  # heavier than the whole cache: read from the log every time
-            self._runs[conversation_id] = (run, weight)
-            self._bytes += weight
-            while len(self._runs) > self.size or self._bytes > self.max_bytes:
-                _, (_, evicted) = self._runs.popitem(last=False)
-                self._bytes -= evicted
+        with self._lock:  # a run heavier than the whole cache is not kept: read from the log
+            self._runs.put(conversation_id, run, weight)
 
     def forget(self, conversation_id: str) -> None:
         with self._lock:
-            old = self._runs.pop(conversation_id, None)
-            if old is not None:
-                self._bytes -= old[1]
+            self._runs.pop(conversation_id)
 
 
 def _between(run: list[Event], after_seq: int, before_seq: int) -> list[Event]:

@@ -26,7 +26,7 @@ from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
-from agentq.tools.registry import QUEUE_NAME
+from agentq.tools.definition import QUEUE_NAME
 from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
 
 

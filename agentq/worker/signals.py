@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from typing import Protocol
 
 from celery import Celery, signals
 from celery.concurrency.prefork import TaskPool as PreforkPool
@@ -39,40 +40,18 @@ def connect_sweeper(app: Celery, runtime: Callable[[], Runtime],
     """Give a deployed worker of `app` its sweeper candidate, started and stopped with it.
 
     `runtime` builds this process's Runtime; `enqueue` sends what the sweeper finds due.
-    Connected by the composition root (agentq.worker.main), once per process.
+    Only a worker that takes the timers queue has one; the sweeper lock makes one
+    candidate of the deployment lead. Connected by the composition root
+    (agentq.worker.main), once per process.
     """
-    sweepers: list[Sweeper] = []
+    def sweeper(_slots: int) -> Sweeper | None:
+        if TIMERS not in app.amqp.queues.consume_from:
+            return None
+        started = runtime().sweeper(enqueue)
+        started.start()
+        return started
 
-    def start_sweeper() -> None:
-        """Start this process's sweeper candidate, if its worker takes the timers queue.
-
-        It runs where tasks run: in each child of a prefork worker (never in the parent,
-        which forks children later), in the worker's own process for the other pools. The
-        sweeper lock makes one candidate of the deployment lead.
-        """
-        if sweepers or TIMERS not in app.amqp.queues.consume_from:
-            return
-        sweeper = runtime().sweeper(enqueue)
-        sweeper.start()
-        sweepers.append(sweeper)
-
-    def sweeper_in_pool_process(**_: object) -> None:
-        start_sweeper()  # a prefork child, or the solo pool's process
-
-    def sweeper_in_worker(sender: object, **_: object) -> None:
-        if getattr(sender, "app", None) is app and not isinstance(getattr(sender, "pool", None),
-                                                                   PreforkPool):
-            start_sweeper()  # threads, gevent: tasks run in this process
-
-    def stop_sweeper(**_: object) -> None:
-        """A stopping worker gives the sweeper lock up at once: another candidate leads."""
-        while sweepers:
-            sweepers.pop().stop()
-
-    signals.worker_process_init.connect(sweeper_in_pool_process, weak=False)
-    signals.worker_ready.connect(sweeper_in_worker, weak=False)
-    signals.worker_process_shutdown.connect(stop_sweeper, weak=False)
-    signals.worker_shutdown.connect(stop_sweeper, weak=False)
+    _while_tasks_run(app, sweeper)
 
 
 def connect_slots(app: Celery, runtime: Callable[[], Runtime]) -> None:
@@ -81,32 +60,54 @@ def connect_slots(app: Celery, runtime: Callable[[], Runtime]) -> None:
     `agentq.runtime.shares`). A prefork child offers one slot; a threads, gevent or solo
     worker its concurrency. Connected by the composition root, once per process.
     """
-    offers: list[SlotOffer] = []
-
-    def offer(slots: int) -> None:
-        if offers:
-            return
+    def offer(slots: int) -> SlotOffer:
         rt = runtime()
         worker = f"{socket.gethostname()}:{os.getpid()}"
         queues = dict.fromkeys(app.amqp.queues.consume_from, slots)
-        offers.append(SlotOffer(rt.store, rt.clock, worker, queues).start())
+        return SlotOffer(rt.store, rt.clock, worker, queues).start()
 
-    def slots_of_pool_process(**_: object) -> None:
-        offer(1)  # a prefork child runs one task at a time (the solo pool: its only slot)
+    _while_tasks_run(app, offer)
 
-    def slots_of_worker(sender: object, **_: object) -> None:
+
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+def _while_tasks_run(app: Celery, start: Callable[[int], _Stoppable | None]) -> None:
+    """Run `start(slots)` once in each process where a worker of `app` runs tasks, and stop
+    what it started when that worker stops; `start` may return None to start nothing (it
+    is asked again at the next signal).
+
+    Where tasks run: in each child of a prefork worker, with one slot (never in the parent,
+    which forks children later), and in the worker's own process for the other pools
+    (threads, gevent), with its concurrency.
+    """
+    started: list[_Stoppable] = []
+
+    def begin(slots: int) -> None:
+        if started:
+            return
+        running = start(slots)
+        if running is not None:
+            started.append(running)
+
+    def in_pool_process(**_: object) -> None:
+        begin(1)  # a prefork child runs one task at a time (the solo pool: its only slot)
+
+    def in_worker(sender: object, **_: object) -> None:
         pool = getattr(sender, "pool", None)
         if getattr(sender, "app", None) is app and not isinstance(pool, PreforkPool):
-            offer(max(1, int(getattr(pool, "limit", None) or 1)))  # threads, gevent
+            begin(max(1, int(getattr(pool, "limit", None) or 1)))  # threads, gevent
 
-    def withdraw(**_: object) -> None:
-        while offers:
-            offers.pop().stop()
+    def stop(**_: object) -> None:
+        """A stopping worker gives up what it holds at once (the sweeper lock, its slots)."""
+        while started:
+            started.pop().stop()
 
-    signals.worker_process_init.connect(slots_of_pool_process, weak=False)
-    signals.worker_ready.connect(slots_of_worker, weak=False)
-    signals.worker_process_shutdown.connect(withdraw, weak=False)
-    signals.worker_shutdown.connect(withdraw, weak=False)
+    signals.worker_process_init.connect(in_pool_process, weak=False)
+    signals.worker_ready.connect(in_worker, weak=False)
+    signals.worker_process_shutdown.connect(stop, weak=False)
+    signals.worker_shutdown.connect(stop, weak=False)
 
 
 def refuse_a_blocking_driver(**_: object) -> None:

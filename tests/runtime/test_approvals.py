@@ -152,8 +152,9 @@ def test_a_person_cannot_send_arguments_or_a_result_with_a_decision(store, runti
     log = store.list_events(cid)
     with pytest.raises(InvalidInput):
         commands.resolve(cid, call.id, PERSON, status="approved", result={"amount": 12.99})
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict) as refused:
         commands.resolve(cid, call.id, PERSON, status="resolved", result="refunded")
+    assert refused.value.details == {"status": "pending"}
     assert store.list_events(cid) == log and store.load_tool_call(cid, call.id).status == "pending"
 
 

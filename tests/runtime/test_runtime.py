@@ -190,8 +190,9 @@ def test_the_same_resolution_twice_changes_nothing_and_a_different_one_conflicts
     log = store.list_events(cid)
     again, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
     assert again.status == "resolved" and follow == []
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict) as late:
         commands.resolve(cid, call_id, SCOPE, status="errored", result="no")
+    assert late.value.details == {"status": "resolved"}  # read under the lock that refused it
     with pytest.raises(NotFound):
         commands.resolve(cid, "call_unknown", SCOPE, status="resolved", result=None)
     assert store.list_events(cid) == log
@@ -402,8 +403,9 @@ def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflict
 def test_reject_refuses_a_message_while_a_turn_runs_and_changes_nothing(store, runtime, commands):
     cid, _ = start(commands, runtime, APPROVAL)
     log = store.list_events(cid)
-    with pytest.raises(Conflict, match="awaiting_input"):
+    with pytest.raises(Conflict, match="awaiting_input") as refused:
         commands.post_message(cid, "hello?", SCOPE, on_busy="reject")
+    assert refused.value.details == {"state": "awaiting_input"}
     with pytest.raises(InvalidInput):
         commands.post_message(cid, "hello?", SCOPE, on_busy="shout")
     assert store.list_events(cid) == log and store.list_inbox(cid) == []

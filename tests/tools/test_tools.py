@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from agentq.tools import demo as demo_tools
 from agentq.core.scope import SYSTEM_SCOPE, Scope
@@ -371,3 +371,29 @@ def test_get_weather_is_deterministic_and_answers_unknown_cities_with_a_sentence
 def test_the_sleep_tool_refuses_more_than_a_minute() -> None:
     with pytest.raises(ToolArgsError, match="less than or equal to 60"):
         demo_tools.sleep.validate({"seconds": 61})
+
+
+
+SEEN_WORDS: list[str] = []
+
+
+class Word(BaseModel):
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def counted(cls, value: str) -> str:
+        SEEN_WORDS.append(value)
+        return value
+
+
+@tool
+def shout(word: Word) -> str:
+    """Shout a word."""
+    return word.text.upper()
+
+
+def test_a_call_validates_its_arguments_once():
+    SEEN_WORDS.clear()
+    outcome = Registry([shout]).call("shout", {"word": {"text": "hi"}}, ctx(), timeout_s=5)
+    assert outcome == ToolOutcome("ok", "HI") and SEEN_WORDS == ["hi"]

@@ -17,6 +17,7 @@ from agentq.errors import InvalidInput, NotFound
 from agentq.web import models, present
 from agentq.web.errors import validation_details
 from agentq.web.operation import operation
+from agentq.web.pagination import page_of
 from agentq.web.services import services
 
 bp = Blueprint("agents", __name__, url_prefix="/v1/agents")
@@ -35,11 +36,10 @@ def create(body: models.CreateAgent):
 @operation("List the agents you may use: yours and the operator's, latest version each, by name",
            query=models.ListAgents, answers={200: models.AgentList})
 def listing(query: models.ListAgents):
-    found = _agents().agents(g.scope, after_name=query.cursor, limit=query.limit + 1)
-    page = found[: query.limit]
-    more = len(found) > query.limit
-    return {"agents": [present.agent(version) for version in page],
-            "next_cursor": page[-1].name if more else None}
+    page = page_of(lambda limit: _agents().agents(g.scope, after_name=query.cursor, limit=limit),
+                   query.limit, lambda version: version.name)
+    return {"agents": [present.agent(version) for version in page.rows],
+            "next_cursor": page.next_cursor}
 
 
 @bp.get("/<id:name>")
@@ -61,12 +61,12 @@ def publish(name: str, body: models.NewAgentVersion):
 @operation("List the versions of an agent, oldest first, a page at a time",
            query=models.ListAgentVersions, answers={200: models.AgentVersionPage})
 def versions(name: str, query: models.ListAgentVersions):
-    found = _agents().versions(g.scope, _name(name), after_version=query.cursor or 0,
-                               limit=query.limit + 1)
-    page = found[: query.limit]
-    more = len(found) > query.limit
-    return {"versions": [present.agent(version) for version in page],
-            "next_cursor": page[-1].version if more else None}
+    agents, name = _agents(), _name(name)
+    page = page_of(lambda limit: agents.versions(g.scope, name, after_version=query.cursor or 0,
+                                                 limit=limit),
+                   query.limit, lambda version: version.version)
+    return {"versions": [present.agent(version) for version in page.rows],
+            "next_cursor": page.next_cursor}
 
 
 @bp.get("/<id:name>/versions/<int(min=1, max=2147483647):version>")

@@ -5,6 +5,7 @@ from flask import Blueprint, g, url_for
 
 from agentq.web import models, present
 from agentq.web.operation import operation
+from agentq.web.pagination import page_of
 from agentq.web.services import services
 from agentq.webhooks import payloads
 
@@ -33,17 +34,15 @@ def create(body: models.CreateConversation):
            answers={200: models.ConversationPage})
 def listing(query: models.ListConversations):
     status, state = _FILTERS.get(query.status or "", (None, None))
-    found = services().store.list_conversations(
-        tenant=g.scope.tenant, status=status, state=state, after_id=query.cursor,
-        limit=query.limit + 1,
-    )
-    page = found[: query.limit]
-    more = len(found) > query.limit
-    titles = services().store.list_first_messages([info.id for info in page])
+    store = services().store
+    page = page_of(lambda limit: store.list_conversations(
+        tenant=g.scope.tenant, status=status, state=state, after_id=query.cursor, limit=limit,
+    ), query.limit, lambda info: info.id)
+    titles = store.list_first_messages([info.id for info in page.rows])
     return present.dump(models.ConversationPage(
         conversations=[present.conversation_item(info, payloads.title_of(titles.get(info.id)))
-                       for info in page],
-        next_cursor=page[-1].id if more else None,
+                       for info in page.rows],
+        next_cursor=page.next_cursor,
     ))
 
 

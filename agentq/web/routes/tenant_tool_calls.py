@@ -11,6 +11,7 @@ from agentq.core.events import ToolCallRecord
 from agentq.web import present
 from agentq.web.models import ListTenantToolCalls, TenantToolCall, TenantToolCallPage
 from agentq.web.operation import operation
+from agentq.web.pagination import page_of
 from agentq.web.services import services
 
 bp = Blueprint("tenant_tool_calls", __name__, url_prefix="/v1/tool-calls")
@@ -20,15 +21,13 @@ bp = Blueprint("tenant_tool_calls", __name__, url_prefix="/v1/tool-calls")
            query=ListTenantToolCalls, answers={200: TenantToolCallPage})
 def listing(query: ListTenantToolCalls):
     after = None if query.cursor is None else _call_of(query.cursor)
-    found = services().store.list_tenant_calls(
+    store = services().store
+    page = page_of(lambda limit: store.list_tenant_calls(
         tenant=g.scope.tenant, status=query.status, executor=query.executor,
-        after=after, limit=query.limit + 1,
-    )
-    page = found[: query.limit]
-    more = len(found) > query.limit
+        after=after, limit=limit,
+    ), query.limit, lambda record: f"{record.conversation_id}/{record.id}")
     return present.dump(TenantToolCallPage(
-        tool_calls=[_item(record) for record in page],
-        next_cursor=f"{page[-1].conversation_id}/{page[-1].id}" if more else None,
+        tool_calls=[_item(record) for record in page.rows], next_cursor=page.next_cursor,
     ))
 
 

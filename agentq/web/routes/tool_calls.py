@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
-from agentq.errors import Conflict, NotFound
+from agentq.errors import NotFound
 from agentq.web import models, present
-from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
 from agentq.webhooks import payloads
@@ -56,15 +55,10 @@ def resolve(conversation_id: str, call_id: str, body: models.Resolution):
     """Idempotent on the tool_call_id: a different late answer is 409 with the call's status."""
     svc = services()
     answer = body.root
-    try:
-        record, followups = svc.commands.resolve(
-            conversation_id, call_id, g.scope, status=answer.status,
-            result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
-        )
-    except Conflict as exc:
-        current = svc.store.load_tool_call(conversation_id, call_id)
-        details = None if current is None else {"status": current.status}
-        raise ApiError(409, exc.code, str(exc), details) from None
+    record, followups = svc.commands.resolve(  # a Conflict's details say the call's status
+        conversation_id, call_id, g.scope, status=answer.status,
+        result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
+    )
     svc.announce(conversation_id)
     svc.dispatch(followups)
     return present.dump(present.tool_call(record))
