@@ -4,20 +4,22 @@ A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction
 appends its assistant_msg, which commits once per step: a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
 nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
-over a bounded range. `Usage` is mixed into `Store`, like `ApiKeys`.
+over a bounded range; budget checks read the running totals beside them
+(agentq.store.budget_totals). `Usage` is mixed into `Store`, like `ApiKeys`.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, String, case, func, literal, select, type_coerce
+from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
+from agentq.store.budget_totals import Spent, spent_txn
 from agentq.store.engine import begin_read
 from agentq.store.schema import Timestamp, usage_rollups
 
@@ -71,20 +73,6 @@ def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
         .where(c.tenant == tenant, c.hour >= hour_of(since))
     ).one()
     return Tokens(*(int(v) for v in row))
-
-
-def spent_since_txn(conn: Connection, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
-    """The tokens (input + output) `tenant` spent from each start (named, hour-aligned) on,
-    in one read of its rollup rows from the earliest start."""
-    if not starts:
-        return {}
-    c = usage_rollups.c
-    tokens = c.input_tokens + c.output_tokens
-    sums = [func.coalesce(func.sum(case((c.hour >= hour_of(at), tokens), else_=0)), 0).label(name)
-            for name, at in starts.items()]
-    row = conn.execute(select(*sums).where(
-        c.tenant == tenant, c.hour >= hour_of(min(starts.values())))).one()
-    return {name: int(row._mapping[name]) for name in starts}
 
 
 def report_txn(
@@ -143,10 +131,10 @@ class Usage:
             return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
                               by=by, limit=limit)
 
-    def spent_since(self, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
-        """See `spent_since_txn`: what a budget check reads."""
+    def budget_spent(self, conversation_id: str) -> Spent | None:
+        """See `spent_txn`: what a budget check reads, by primary key."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return spent_since_txn(conn, tenant, starts)
+            return spent_txn(conn, conversation_id)
 
     def tokens_since(self, tenant: str, since: datetime) -> Tokens:
         with begin_read(self.engine, one_snapshot=False) as conn:

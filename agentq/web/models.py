@@ -588,7 +588,7 @@ class _WebhookBody(BaseModel):
 
 
 WebhookEventType = Literal["call.waiting", "call.resolved", "call.expired", "turn.completed",
-                    "turn.failed"]
+                    "turn.failed", "budget.exceeded"]
 assert set(get_args(WebhookEventType)) == set(EVENT_TYPES)  # one list of names, checked at import
 Url = Annotated[str, StringConstraints(min_length=10, max_length=2048,
                                        pattern=r"^https?://[^\s]+$")]
