@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, and_, case, literal, or_, select
@@ -36,12 +37,18 @@ def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], token
     """Add `tokens` to each meter's total (one statement), in the caller's transaction."""
     if tokens <= 0 or not meters:
         return
-    module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = module.insert(budget_totals).values([
+    conn.execute(_adding(conn.dialect.name), [
         {"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
          "period_start": m.start, "tokens": tokens} for m in meters])
+
+
+@cache
+def _adding(dialect_name: str) -> Any:
+    """The upsert of one total, built once per dialect (run for each meter of a call)."""
+    module: Any = postgresql if dialect_name == "postgresql" else sqlite
+    statement = module.insert(budget_totals)
     c, new = budget_totals.c, statement.excluded
-    conn.execute(statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.scope, c.name, c.period],
         set_={
             "tokens": case((c.period_start == new.period_start, c.tokens + new.tokens),
@@ -49,7 +56,7 @@ def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], token
             "period_start": case((c.period_start < new.period_start, new.period_start),
                                  else_=c.period_start),
         },
-    ))
+    )
 
 
 def spent_txn(conn: Connection, conversation_id: str) -> Spent | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
@@ -53,16 +54,22 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    counts = tokens.to_json()
-    statement = module.insert(usage_rollups).values(
-        tenant=key.tenant, hour=hour_of(at), agent=key.agent or "", profile=key.profile,
-        model=key.model or "", conversation_id=key.conversation_id, **counts)
+    conn.execute(_adding(conn.dialect.name), {
+        "tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
+        "profile": key.profile, "model": key.model or "", "conversation_id": key.conversation_id,
+        **tokens.to_json()})
+
+
+@cache
+def _adding(dialect_name: str) -> Any:
+    """The rollup upsert, built once per dialect: compiling it anew cost more than running it."""
+    module: Any = postgresql if dialect_name == "postgresql" else sqlite
+    statement = module.insert(usage_rollups)
     c = usage_rollups.c
-    conn.execute(statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
         set_={name: c[name] + statement.excluded[name] for name in COUNTS},
-    ))
+    )
 
 
 def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
