@@ -241,6 +241,9 @@ class Chat:
 
     def show_retry(self, retry: StreamRetry) -> None:
         self.end_line()
+        if retry.attempt is None:  # held: a breaker is open, or a budget is spent
+            self.say(f"  · waiting until {retry.until}: {retry.error}")
+            return
         self.say(f"  · the provider failed ({retry.error}); attempt {retry.attempt + 1} "
                  f"in {retry.next_delay_s:.1f} s")
 

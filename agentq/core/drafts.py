@@ -155,6 +155,10 @@ def error(
     turn_id: str | None,
     round_id: str | None,
     created_at: datetime,
+    details: dict[str, Any] | None = None,
 ) -> EventDraft:
-    content = {"code": code, "message": message, "step_key": step_key, "status": status}
+    content: dict[str, Any] = {"code": code, "message": message, "step_key": step_key,
+                               "status": status}
+    if details is not None:  # what a program needs to act on it (a spent budget's figures)
+        content["details"] = details
     return EventDraft("error", content, created_at, turn_id, round_id, step_key)

@@ -15,7 +15,9 @@ from agentq.core.fsm import FATAL_ERROR_STATUSES
 
 EVENT_TYPES: tuple[str, ...] = (
     "call.waiting", "call.resolved", "call.expired", "turn.completed", "turn.failed",
+    "budget.exceeded",
 )
+BUDGET_EXCEEDED = "budget_exceeded"  # the error code of a turn stopped by a token budget
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,10 @@ def _of(event: Event) -> list[Occurrence]:
         kind = "call.expired" if content.get("status") == "expired" else "call.resolved"
         return [Occurrence(kind, event.seq, {"tool_call_id": content["tool_call_id"]})]
     if event.type == "error" and content.get("status") in FATAL_ERROR_STATUSES:
-        return [Occurrence("turn.failed", event.seq, {})]
+        failed = [Occurrence("turn.failed", event.seq, {})]
+        if content.get("code") == BUDGET_EXCEEDED:  # a waiting turn's is written by its hold
+            failed.append(Occurrence("budget.exceeded", event.seq, content.get("details") or {}))
+        return failed
     return []
 
 

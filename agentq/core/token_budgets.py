@@ -1,23 +1,30 @@
-"""Token budgets: how many tokens a tenant may spend per hour, day or month (UTC periods).
+"""Token budgets: how many tokens a tenant, one of its agents, or one conversation may spend.
 
-The operator's policy sets them (agentq.tenancy.policy: `[budgets]`, `[tenants.X.budgets]`);
-the model step reads what the tenant spent in each period from the usage rollups and calls
-no model past a budget (agentq.runtime.model_step). Pure: periods and the comparison only.
+The operator's policy sets them (agentq.tenancy.policy: `[budgets]`, `[tenants.X.budgets]`,
+`… .agents.NAME`): a tenant's and an agent's per UTC hour, day or month, a conversation's
+over its whole life. Every committed model call adds its tokens to running totals, one per
+`Meter` (agentq.store.usage), and the model step reads those of its call before it goes out
+(agentq.runtime.budgets). Pure: meters, periods and the comparison only.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
+from agentq.core.timefmt import format_ts
 from agentq.core.usage import day_of, hour_of
 
 PERIODS = ("hour", "day", "month")
+WHOLE = "life"  # the period of a conversation's total: it never resets
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # the start of every WHOLE period
+OnExceeded = Literal["fail", "wait"]
 
 
 @dataclass(frozen=True)
-class TokenBudgets:
-    """Tokens (input + output) a tenant may spend per period; None is no budget."""
+class PeriodBudgets:
+    """Tokens (input + output) that may be spent per period; None is no budget."""
 
     tokens_per_hour: int | None = None
     tokens_per_day: int | None = None
@@ -31,17 +38,81 @@ class TokenBudgets:
 
 
 @dataclass(frozen=True)
-class Overspent:
-    """A period whose budget is used up: no model call starts before it ends."""
+class TokenBudgets(PeriodBudgets):
+    """Everything budgeted for one tenant: its own periods, each agent's, each conversation's
+    whole life, and what a turn past one does (`fail`, or `wait` for the period to reset)."""
 
+    tokens_per_conversation: int | None = None
+    agents: Mapping[str, PeriodBudgets] = field(default_factory=dict)
+    on_exceeded: OnExceeded = "fail"
+
+    def any(self) -> bool:
+        """Whether anything is budgeted (else no check reads anything)."""
+        return bool(self.limits() or self.tokens_per_conversation is not None
+                    or any(b.limits() for b in self.agents.values()))
+
+
+@dataclass(frozen=True)
+class Meter:
+    """One running total of a tenant's tokens: whose (`scope` tenant, agent or conversation,
+    `name` the agent's name or the conversation's id, "" for the tenant) over which period."""
+
+    scope: str
+    name: str
+    period: str
+    start: datetime  # the start of the period the total counts (EPOCH for WHOLE)
+
+
+def meters_of(agent: str | None, conversation_id: str, at: datetime) -> list[Meter]:
+    """The totals a call committed at `at` adds to: the tenant's and its agent's per period,
+    and its conversation's."""
+    found = [Meter("tenant", "", p, period_start(p, at)) for p in PERIODS]
+    if agent:
+        found += [Meter("agent", agent, p, period_start(p, at)) for p in PERIODS]
+    return found + [Meter("conversation", conversation_id, WHOLE, EPOCH)]
+
+
+def checks(budgets: TokenBudgets, agent: str | None, conversation_id: str, now: datetime
+           ) -> list[tuple[Meter, int]]:
+    """The totals a call about to start must be under, each with its budget, tenant first."""
+    found = [(Meter("tenant", "", p, period_start(p, now)), limit)
+             for p, limit in budgets.limits().items()]
+    own = budgets.agents.get(agent) if agent else None
+    if own is not None and agent:
+        found += [(Meter("agent", agent, p, period_start(p, now)), limit)
+                  for p, limit in own.limits().items()]
+    if budgets.tokens_per_conversation is not None:
+        found.append((Meter("conversation", conversation_id, WHOLE, EPOCH),
+                      budgets.tokens_per_conversation))
+    return found
+
+
+@dataclass(frozen=True)
+class Overspent:
+    """A budget that is used up: no model call starts before `until` (None: never again)."""
+
+    scope: str
+    name: str
     period: str
     limit: int
     spent: int
-    until: datetime  # when the period ends and its budget is fresh
+    until: datetime | None
 
     def message(self) -> str:
-        return (f"the token budget of this {self.period} is spent ({self.spent} of "
-                f"{self.limit} tokens); it resets at {self.until.isoformat()}")
+        whose = {"tenant": "", "agent": f" of agent {self.name!r}",
+                 "conversation": " of this conversation"}[self.scope]
+        span = "" if self.period == WHOLE else f" this {self.period}"
+        resets = ("; it does not reset" if self.until is None
+                  else f"; it resets at {format_ts(self.until)}")
+        return (f"the token budget{whose}{span} is spent ({self.spent} of {self.limit} "
+                f"tokens){resets}")
+
+    def details(self, tenant: str, agent: str | None, conversation_id: str) -> dict[str, Any]:
+        """What the error event, the retry notice and the `budget.exceeded` webhook say."""
+        return {"tenant": tenant, "scope": self.scope, "period": self.period,
+                "limit": self.limit, "spent": self.spent,
+                "resets_at": None if self.until is None else format_ts(self.until),
+                "agent": agent, "conversation_id": conversation_id}
 
 
 def period_start(period: str, now: datetime) -> datetime:
@@ -59,10 +130,18 @@ def period_end(period: str, now: datetime) -> datetime:
     return start + (timedelta(hours=1) if period == "hour" else timedelta(days=1))
 
 
-def overspent(budgets: TokenBudgets, spent: Mapping[str, int], now: datetime) -> Overspent | None:
-    """The first period (hour, day, month) whose spending reached its budget, if any."""
-    for period, limit in budgets.limits().items():
-        used = spent.get(period, 0)
-        if used >= limit:
-            return Overspent(period, limit, used, period_end(period, now))
-    return None
+def overspent(budgeted: Sequence[tuple[Meter, int]], spent: Mapping[Meter, int], now: datetime
+              ) -> Overspent | None:
+    """The first budget whose total reached it, if any; a period that cannot reset (a
+    conversation's) comes before those that can, so a waiting turn never waits for nothing."""
+    over = [Overspent(meter.scope, meter.name, meter.period, limit, spent.get(meter, 0),
+                      None if meter.period == WHOLE else period_end(meter.period, now))
+            for meter, limit in budgeted if spent.get(meter, 0) >= limit]
+    if not over:
+        return None
+    return next((o for o in over if o.until is None), None) or max(over, key=_latest)
+
+
+def _latest(over: Overspent) -> datetime:
+    """Of several spent budgets a turn waits for the one that resets last."""
+    return over.until or EPOCH

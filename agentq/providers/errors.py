@@ -6,6 +6,8 @@ cross Celery).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from agentq.errors import AgentqError
 
 
@@ -20,6 +22,7 @@ class ProviderError(AgentqError):
         status: int | None = None,
         code: str = "provider_error",
         retry_after_s: float | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -27,6 +30,7 @@ class ProviderError(AgentqError):
         self.status = status
         self.code = code
         self.retry_after_s = retry_after_s
+        self.details = details  # plain values the turn's `error` event carries, if it fails
 
 
 class ContextTooLong(ProviderError):
@@ -50,20 +54,39 @@ class ProviderUnavailable(ProviderError):
         super().__init__(message, transient=False, code=code)
 
 
-class CircuitOpen(ProviderError):
-    """The endpoint's circuit breaker is open: no call goes to it before `until` (a datetime)."""
+class CallWaits(ProviderError):
+    """No model call may go out before `until` (a datetime): the step is held until then,
+    occupying no worker (agentq.runtime.held), and a `retry` notice says why."""
+
+    def __init__(self, message: str, *, until=None, code: str = "call_waits",
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, transient=False, code=code, details=details)
+        self.until = until
+
+
+class CircuitOpen(CallWaits):
+    """The endpoint's circuit breaker is open: no call goes to it before `until`."""
 
     def __init__(
         self, message: str, *, until=None, endpoint: str = "", code: str = "circuit_open"
     ) -> None:
-        super().__init__(message, transient=False, code=code)
-        self.until = until
+        super().__init__(message, until=until, code=code)
         self.endpoint = endpoint
 
 
 class BudgetExceeded(ProviderError):
-    """The tenant's token budget of a period is spent: the call does not go out, and the
-    turn fails (POST …/retry after the period resets runs it again)."""
+    """A token budget is spent: the call does not go out, and the turn fails (POST …/retry
+    after the period resets runs it again). `details` say which budget (Overspent.details)."""
 
-    def __init__(self, message: str, *, code: str = "budget_exceeded") -> None:
-        super().__init__(message, transient=False, code=code)
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None,
+                 code: str = "budget_exceeded") -> None:
+        super().__init__(message, transient=False, code=code, details=details)
+
+
+class BudgetWaits(CallWaits):
+    """A token budget is spent and the operator chose to wait: the step is held until the
+    period resets (`until`), then the call is checked again."""
+
+    def __init__(self, message: str, *, until=None, details: dict[str, Any] | None = None,
+                 code: str = "budget_exceeded") -> None:
+        super().__init__(message, until=until, code=code, details=details)

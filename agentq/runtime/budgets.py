@@ -1,22 +1,37 @@
-"""The token-budget check every model call of a step makes before it goes out."""
+"""The token-budget check every model call of a step makes before it goes out.
+
+It runs under the step's claim and reads the running totals that every worker's commits
+add to (agentq.store.budget_totals), so a budget holds across all workers. It reserves
+nothing: calls that were already running when a budget ran out still commit, so a budget
+may be overspent by at most the tokens of the calls in flight at that moment (each up to
+its request plus its `max_tokens`), and no call starts after their commits reach it.
+"""
 from __future__ import annotations
 
-from agentq.core.token_budgets import overspent, period_start
-from agentq.providers.errors import BudgetExceeded
+from agentq.core.events import View
+from agentq.core.token_budgets import checks, overspent
+from agentq.providers.errors import BudgetExceeded, BudgetWaits
 from agentq.runtime.context import StepContext
 
 
-def within_budget(ctx: StepContext, tenant: str) -> None:
-    """BudgetExceeded (the turn fails, its `error` event saying which budget and when it
-    resets) if `tenant` spent a period's token budget, read from the usage rollups that every
-    worker's commits add to. Calls already running when the budget ran out still commit:
-    each may overspend by its own tokens."""
-    budgets = ctx.budgets(tenant)
-    limits = budgets.limits()
-    if not limits:
+def within_budget(ctx: StepContext, view: View) -> None:
+    """Nothing if the conversation's tenant, agent and own budgets have room; else
+    BudgetWaits (the operator's `on_exceeded = "wait"`, for a budget that resets) or
+    BudgetExceeded (the turn fails, its `error` event saying which budget and when it
+    resets)."""
+    budgets = ctx.budgets(view.tenant)
+    if not budgets.any():
         return
+    spent = ctx.store.budget_spent(view.conversation_id)
+    if spent is None:
+        return  # the conversation is gone: the step's commit finds out
     now = ctx.clock()
-    spent = ctx.store.spent_since(tenant, {period: period_start(period, now) for period in limits})
-    over = overspent(budgets, spent, now)
-    if over is not None:
-        raise BudgetExceeded(over.message())
+    over = overspent(checks(budgets, spent.agent, view.conversation_id, now), spent.totals, now)
+    if over is None:
+        return
+    waits = budgets.on_exceeded == "wait" and over.until is not None
+    details = {**over.details(view.tenant, spent.agent, view.conversation_id),
+               "on_exceeded": "wait" if waits else "fail"}
+    if waits:
+        raise BudgetWaits(over.message(), until=over.until, details=details)
+    raise BudgetExceeded(over.message(), details=details)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 
-from agentq.core.breaker import Wait
 from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import View
@@ -19,10 +18,10 @@ from agentq.core.summaries import summary_request, transcript
 from agentq.core.usage import Tokens
 from agentq.followups import Advance, Compact, FollowUp
 from agentq.providers.base import CallContext
-from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.providers.errors import CallWaits, ContextTooLong
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.context import StepContext
-from agentq.runtime.held import hold_for_breaker
+from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 
@@ -74,7 +73,7 @@ class CompactStep(StepWork[Summary]):
             purpose="summary",
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, None, self.step.key)
-        within_budget(self.ctx, self.tenant)
+        within_budget(self.ctx, self.view)
         call = self.calls.start(view.settings, info, deltas=False)
         return self._summarize(call, ctx, info, lost)
 
@@ -104,10 +103,9 @@ class CompactStep(StepWork[Summary]):
             if start >= len(text):
                 return summary, usage, tokens
 
-    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
-        wait = Wait(opened.until, opened.message)
-        return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
-                                worker=claim.worker)
+    def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
+        return hold_waiting_call(self.ctx, self.calls.publish, self.view, self.step, opened,
+                                 worker=claim.worker)
 
     def commit(self, claim: Claim, result: Summary) -> list[FollowUp]:
         """Save the summary; a step no longer ours writes nothing, a later advance sorts it out."""

@@ -53,7 +53,8 @@ class StepContext:
     budgets: Callable[[str], TokenBudgets] = no_budgets
 
     def record_error(
-        self, conversation_id: str, step: Step, status: str, code: str, message: str
+        self, conversation_id: str, step: Step, status: str, code: str, message: str,
+        details: dict | None = None,
     ) -> list[FollowUp]:
         """Append the `error` event of a step that failed its turn (a failed turn asks for nothing)."""
         now = self.clock()
@@ -61,6 +62,7 @@ class StepContext:
             events, _ = tx.append_and_fold([drafts.error(
                 code, message, status=status, step_key=step.key,
                 turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
+                details=details,
             )], now=now)
         self.notify(conversation_id, events)
         return []

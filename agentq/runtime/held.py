@@ -1,4 +1,5 @@
-"""Steps held by their endpoint's circuit breaker: kept in the ledger, re-driven when it may call.
+"""Steps held by their endpoint's circuit breaker or a spent token budget: kept in the ledger,
+re-driven when they may call.
 
 A held step occupies no worker thread and sends no call: the ledger holds it until the
 breaker's time (the sweeper leaves it be), a `retry` notice tells the stream why, and an
@@ -14,8 +15,10 @@ from agentq.core.breaker import Wait
 from agentq.core.decide import Step
 from agentq.core.events import View
 from agentq.core.keys import task_id
+from agentq.core.occurrences import Occurrence
 from agentq.core.timefmt import format_ts
 from agentq.followups import Advance, FollowUp
+from agentq.providers.errors import BudgetWaits, CallWaits
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
 from agentq.store import NewStep
@@ -36,18 +39,41 @@ def hold_for_breaker(
 
     A step held again for the same time (a sweeper's re-drive) sends nothing more.
     """
+    return _hold(ctx, publish, view, step, wait, worker=worker, notice={"circuit": "open"})
+
+
+def hold_waiting_call(
+    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    waits: CallWaits, *, worker: str,
+) -> list[FollowUp]:
+    """Hold our running `step`, whose call may not go out before `waits.until`: its
+    endpoint's breaker is open, or a token budget is spent until its period resets (then a
+    `budget.exceeded` webhook is sent, once per wait: its key is the log's last seq)."""
+    wait = Wait(waits.until, waits.message)
+    if not isinstance(waits, BudgetWaits):
+        return hold_for_breaker(ctx, publish, view, step, wait, worker=worker)
+    details = waits.details or {}
+    return _hold(ctx, publish, view, step, wait, worker=worker, notice={"budget": details},
+                 occurrence=Occurrence("budget.exceeded", view.last_seq, details))
+
+
+def _hold(
+    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    wait: Wait, *, worker: str | None, notice: dict, occurrence: Occurrence | None = None,
+) -> list[FollowUp]:
     now = ctx.clock()
     wait_s = max((wait.until - now).total_seconds(), 0.0)
     share = int(step.key[:8], 16) / 0xFFFFFFFF
     until = wait.until + timedelta(seconds=min(wait_s * SPREAD, MAX_SPREAD_S) * share)
     new = NewStep.of(step, view.conversation_id, task_id(step.key), tenant=view.tenant)
-    if not ctx.store.hold_step(new, until=until, reason=wait.reason, now=now, worker=worker):
+    if not ctx.store.hold_step(new, until=until, reason=wait.reason, now=now, worker=worker,
+                               occurrence=occurrence):
         return []
     log.warning("step held until %s: %s", format_ts(until), wait.reason,
                 extra={"status": "scheduled"})
     publish(view.conversation_id, "retry", {
         "round_id": step.round_id, "turn_id": view.fsm.turn_id, "attempt": None,
         "error": wait.reason, "next_delay_s": round((until - now).total_seconds(), 3),
-        "transient": True, "circuit": "open",
+        "until": format_ts(until), "transient": True, **notice,
     })
     return [Advance(view.conversation_id, eta=eta(until, now, ctx.config.eta_horizon_s))]

@@ -4,10 +4,11 @@ A step kind that runs under a claim (model, compact, tool) is a `StepWork`: what
 while its lease is kept, and what it commits. The lifecycle owns the rest: the claim (or
 giving up a step whose attempts are used up), the heartbeat, the ladder that turns an
 exception into a ledger status (and an `error` event when the turn fails with it), and
-the release of a commit that lost its race, and the hold of a step whose endpoint's
-circuit breaker opened while it ran. A tenant's share of the workers is kept here too
-(inv. 9): a step past its tenant's cap is left waiting and its task ends at once, and a
-step that stops running wakes the one of its tenant that has waited longest.
+the release of a commit that lost its race, and the hold of a step whose call may not go
+out yet (its endpoint's circuit breaker opened while it ran, or a token budget is
+spent). A tenant's share of the workers is kept here too (inv. 9): a step past its
+tenant's cap is left waiting and its task ends at once, and a step that stops running
+wakes the one of its tenant that has waited longest.
 
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
 a step that raised, or one whose worker died while it ran alone. Each step runs within
@@ -29,7 +30,7 @@ from agentq.core.keys import task_id as step_task_id
 from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.process.logs import bind as bind_log_context
-from agentq.providers.errors import CircuitOpen, ProviderError
+from agentq.providers.errors import CallWaits, ProviderError
 from agentq.runtime.admission import Admission, Place
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
@@ -97,9 +98,10 @@ class StepWork(ABC, Generic[Result]):
     def commit(self, claim: Claim, result: Result) -> list[FollowUp]:
         """Write the result in one transaction; raise Stale to give the step back instead."""
 
-    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
-        """The endpoint's breaker opened during the step's retries: a model step is held
-        until it may call again (`runtime.held`); anything else is retried later."""
+    def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
+        """The step's call may not go out before `opened.until` (its endpoint's breaker
+        opened, or a budget is spent): a model step is held until then (`runtime.held`);
+        anything else is retried later."""
         self.ctx.store.release_step(self.step.key, worker=claim.worker,
                                     status="failed_recoverable", now=self.ctx.clock(),
                                     error=opened.message)
@@ -172,13 +174,14 @@ class Lifecycle:
             except Deferred as exc:
                 self.release(claim, "failed_recoverable", str(exc))
                 return exc.followups
-            except CircuitOpen as exc:
+            except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
                 return work.hold(claim, exc)
             except ProviderError as exc:
                 if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
                     self.release(claim, "failed_recoverable", str(exc), fault=True)
                     return []
-                return self.fail(claim, "failed_permanent", exc.code, str(exc))
+                return self.fail(claim, "failed_permanent", exc.code, str(exc),
+                                 details=exc.details)
             except Cancelled:
                 self.release(claim, "cancelled", None)
                 return []
@@ -226,12 +229,14 @@ class Lifecycle:
         self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
                                     now=self.ctx.clock(), error=error, fault=fault)
 
-    def fail(self, claim: Claim, status: str, code: str, message: str) -> list[FollowUp]:
+    def fail(self, claim: Claim, status: str, code: str, message: str,
+             details: dict | None = None) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
         log.warning("step failed as %s (%s): %s", status, code, message, extra={"status": status})
         self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
                                     now=self.ctx.clock(), error=message)
-        return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message)
+        return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message,
+                                     details=details)
 
     def _woken(self, tenant: str, kinds: tuple[str, ...] | None) -> list[FollowUp]:
         """A slot of `tenant` (on the queue of `kinds`, or on any) is free again: the step of

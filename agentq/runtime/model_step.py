@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentq.core import drafts
-from agentq.core.breaker import Wait
 from agentq.core.budget import Context, fit, plan_context
 from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
@@ -28,12 +27,12 @@ from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import CircuitOpen, ContextTooLong
+from agentq.providers.errors import CallWaits, ContextTooLong
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
-from agentq.runtime.held import hold_for_breaker
+from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ConversationTxn, ModelCallRecord, NewStep
@@ -86,7 +85,7 @@ class LlmStep(StepWork[ModelResponse]):
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
-        within_budget(self.ctx, self.tenant)
+        within_budget(self.ctx, self.view)
         call = self.calls.start(settings, info)
         try:
             return self._answer(call, ctx, info, lost)
@@ -124,10 +123,9 @@ class LlmStep(StepWork[ModelResponse]):
             return None
         return replace(context, request=request, evictions=evictions)
 
-    def hold(self, claim: Claim, opened: CircuitOpen) -> list[FollowUp]:
-        wait = Wait(opened.until, opened.message)
-        return hold_for_breaker(self.ctx, self.calls.publish, self.view, self.step, wait,
-                                worker=claim.worker)
+    def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
+        return hold_waiting_call(self.ctx, self.calls.publish, self.view, self.step, opened,
+                                 worker=claim.worker)
 
     def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
         self._audit(result)

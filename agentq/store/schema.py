@@ -244,6 +244,23 @@ usage_rollups = Table(
     Index(None, "hour"),  # the operator's reads across tenants
 )
 
+# Running token totals that budgets read (agentq.store.budget_totals): per tenant, agent
+# and conversation, one row each per period kind, holding the current period only (a commit
+# in a later period starts it afresh), so a check reads a few rows by primary key and the
+# table grows with tenants, agents and conversations, not with time. Added to in the
+# transaction that commits each model call, like usage_rollups.
+budget_totals = Table(
+    "budget_totals",
+    metadata,
+    Column("tenant", String(ID), nullable=False),
+    Column("scope", String(16), nullable=False),  # tenant, agent or conversation
+    Column("name", String(ID), nullable=False),  # "", the agent's name, the conversation's id
+    Column("period", String(8), nullable=False),  # hour, day, month, or life
+    Column("period_start", Timestamp, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant", "scope", "name", "period"),
+)
+
 # Every published version of every agent, immutable: a tenant's (`tenant` is its name) or
 # one defined in the code the processes load (`tenant` is CODE_OWNER, "").
 agent_versions = Table(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, ToolCallRecord, View
+from agentq.core.occurrences import Occurrence
 from agentq.core.settings import Settings
 from agentq.errors import LogMoved, NotFound
 from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
@@ -28,6 +29,7 @@ from agentq.store.event_cache import EventCache
 from agentq.store.ledger import NewStep, StepRecord
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
+from agentq.store.outbox import record_outbox_txn
 from agentq.store.overview import Overviews
 from agentq.store.slots import Slots
 from agentq.store.sweeper_lock import Sweeps
@@ -353,18 +355,22 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
 
     def hold_step(
         self, step: NewStep, *, until: datetime, reason: str, now: datetime,
-        worker: str | None = None,
+        worker: str | None = None, occurrence: Occurrence | None = None,
     ) -> bool:
         """Hold the step until `until`, scheduling it if new; True if the hold moved later.
 
         With `worker`, the step is ours and running: it is given back first, its attempt
-        uncounted.
+        uncounted. With `occurrence`, the hold's webhook deliveries commit with it.
         """
         with begin_write(self.engine) as conn:
             if worker is None:
                 ledger.schedule_step_txn(conn, step, now=now)
-            return ledger.hold_step_txn(conn, step.step_key, until=until, reason=reason,
+            held = ledger.hold_step_txn(conn, step.step_key, until=until, reason=reason,
                                         worker=worker)
+            if held and occurrence is not None:
+                record_outbox_txn(conn, tenant=step.tenant, conversation_id=step.conversation_id,
+                                  occurrences=[occurrence], now=now)
+            return held
 
     def add_step_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""

@@ -10,8 +10,10 @@ from sqlalchemy import Connection
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
 from agentq.store import step_commit
+from agentq.store.budget_totals import add_totals_txn
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
 from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
@@ -74,11 +76,13 @@ class ConversationTxn:
         return view
 
     def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> None:
-        """Count one model call's tokens in the rollups, with this transaction's writes."""
+        """Count one model call's tokens in the rollups and the budgets' running totals, with
+        this transaction's writes."""
         c = self.conversation
         key = UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
                        profile=c.settings.profile, model=model, conversation_id=c.id)
         add_usage_txn(self._conn, key, tokens, at=now)
+        add_totals_txn(self._conn, c.tenant, meters_of(key.agent, c.id, now), tokens.total)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)

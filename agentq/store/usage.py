@@ -4,20 +4,23 @@ A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction
 appends its assistant_msg, which commits once per step: a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
 nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
-over a bounded range. `Usage` is mixed into `Store`, like `ApiKeys`.
+over a bounded range; budget checks read the running totals beside them
+(agentq.store.budget_totals). `Usage` is mixed into `Store`, like `ApiKeys`.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Engine, String, case, func, literal, select, type_coerce
+from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
+from agentq.store.budget_totals import Spent, spent_txn
 from agentq.store.engine import begin_read
 from agentq.store.schema import Timestamp, usage_rollups
 
@@ -51,16 +54,22 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    counts = tokens.to_json()
-    statement = module.insert(usage_rollups).values(
-        tenant=key.tenant, hour=hour_of(at), agent=key.agent or "", profile=key.profile,
-        model=key.model or "", conversation_id=key.conversation_id, **counts)
+    conn.execute(_adding(conn.dialect.name), {
+        "tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
+        "profile": key.profile, "model": key.model or "", "conversation_id": key.conversation_id,
+        **tokens.to_json()})
+
+
+@cache
+def _adding(dialect_name: str) -> Any:
+    """The rollup upsert, built once per dialect: compiling it anew cost more than running it."""
+    module: Any = postgresql if dialect_name == "postgresql" else sqlite
+    statement = module.insert(usage_rollups)
     c = usage_rollups.c
-    conn.execute(statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
         set_={name: c[name] + statement.excluded[name] for name in COUNTS},
-    ))
+    )
 
 
 def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
@@ -71,20 +80,6 @@ def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
         .where(c.tenant == tenant, c.hour >= hour_of(since))
     ).one()
     return Tokens(*(int(v) for v in row))
-
-
-def spent_since_txn(conn: Connection, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
-    """The tokens (input + output) `tenant` spent from each start (named, hour-aligned) on,
-    in one read of its rollup rows from the earliest start."""
-    if not starts:
-        return {}
-    c = usage_rollups.c
-    tokens = c.input_tokens + c.output_tokens
-    sums = [func.coalesce(func.sum(case((c.hour >= hour_of(at), tokens), else_=0)), 0).label(name)
-            for name, at in starts.items()]
-    row = conn.execute(select(*sums).where(
-        c.tenant == tenant, c.hour >= hour_of(min(starts.values())))).one()
-    return {name: int(row._mapping[name]) for name in starts}
 
 
 def report_txn(
@@ -143,10 +138,10 @@ class Usage:
             return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
                               by=by, limit=limit)
 
-    def spent_since(self, tenant: str, starts: Mapping[str, datetime]) -> dict[str, int]:
-        """See `spent_since_txn`: what a budget check reads."""
+    def budget_spent(self, conversation_id: str) -> Spent | None:
+        """See `spent_txn`: what a budget check reads, by primary key."""
         with begin_read(self.engine, one_snapshot=False) as conn:
-            return spent_since_txn(conn, tenant, starts)
+            return spent_txn(conn, conversation_id)
 
     def tokens_since(self, tenant: str, since: datetime) -> Tokens:
         with begin_read(self.engine, one_snapshot=False) as conn:

@@ -4,7 +4,8 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period.
+unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period, per agent
+(`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
 `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
 settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). A file that does not parse stops
@@ -16,14 +17,14 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
 from agentq.core.settings import Settings
-from agentq.core.token_budgets import TokenBudgets
+from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
 from agentq.tools.definition import QUEUE_NAME
@@ -34,9 +35,9 @@ class PolicyError(ValueError):
     """The operator's policy file cannot be used: it says where and why."""
 
 
-class Budgets(BaseModel):
-    """`[budgets]` (every tenant's) or `[tenants.NAME.budgets]` (one's, over those): tokens,
-    input + output, a tenant may spend per UTC hour, day or month; unset is no budget."""
+class AgentBudgets(BaseModel):
+    """`[budgets.agents.NAME]` (or under `[tenants.X.budgets]`): tokens, input + output, the
+    tenant's conversations of the agent NAME may spend together per UTC hour, day or month."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,12 +45,37 @@ class Budgets(BaseModel):
     tokens_per_day: int | None = Field(default=None, ge=0)
     tokens_per_month: int | None = Field(default=None, ge=0)
 
-    def under(self, own: Budgets | None) -> TokenBudgets:
-        """These budgets with what `own` sets over them."""
-        merged = self.model_dump()
-        if own is not None:
-            merged.update(own.model_dump(include=own.model_fields_set))
-        return TokenBudgets(**merged)
+    def under(self, own: AgentBudgets | None) -> PeriodBudgets:
+        return PeriodBudgets(**_overlaid(self, own))
+
+
+class Budgets(AgentBudgets):
+    """`[budgets]` (every tenant's) or `[tenants.NAME.budgets]` (one's, over those): tokens,
+    input + output, a tenant may spend per UTC hour, day or month, one conversation over its
+    life, and each agent (`agents.NAME`); unset is no budget. `on_exceeded`: a turn past a
+    budget fails (`fail`) or waits, holding no worker, until the period resets (`wait`)."""
+
+    tokens_per_conversation: int | None = Field(default=None, ge=0)
+    on_exceeded: Literal["fail", "wait"] = "fail"
+    agents: dict[str, AgentBudgets] = Field(default_factory=dict)
+
+    def under(self, own: AgentBudgets | None) -> TokenBudgets:
+        """These budgets with what `own` sets over them (an agent's, field by field)."""
+        mine = own if isinstance(own, Budgets) else None
+        merged = _overlaid(self, mine, exclude={"agents"})
+        names = {*self.agents, *(mine.agents if mine else {})}
+        agents = {name: self.agents.get(name, AgentBudgets()).under(
+            mine.agents.get(name) if mine else None) for name in names}
+        return TokenBudgets(**merged, agents=agents)
+
+
+def _overlaid(base: BaseModel, own: BaseModel | None, exclude: set[str] | None = None
+              ) -> dict[str, Any]:
+    """`base`'s fields with those `own` sets over them."""
+    merged = base.model_dump(exclude=exclude)
+    if own is not None:
+        merged.update(own.model_dump(include=own.model_fields_set - (exclude or set())))
+    return merged
 
 
 class TenantPolicy(BaseModel):

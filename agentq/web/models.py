@@ -431,15 +431,35 @@ class StreamDelta(_Answer):
     text: str
 
 
-class StreamRetry(_Answer):
-    """`event: retry`: a transient provider error; the round is tried again."""
+class BudgetSpent(_Answer):
+    """A token budget that stopped a model call (`details` of a `budget_exceeded` error,
+    `budget` of a held step's retry notice, `data.budget` of the `budget.exceeded` webhook)."""
 
-    round_id: str
+    tenant: str
+    scope: Literal["tenant", "agent", "conversation"]
+    period: Literal["hour", "day", "month", "life"]
+    limit: int
+    spent: int
+    resets_at: str | None = Field(description="when the period resets; null: never (life)")
+    agent: str | None
+    conversation_id: str
+    on_exceeded: Literal["fail", "wait"]
+
+
+class StreamRetry(_Answer):
+    """`event: retry`: a transient provider error, and the round is tried again; or a step
+    held (`attempt` null) until `until`, holding no worker: its endpoint's circuit is open
+    (`circuit`), or a token budget is spent until its period resets (`budget`)."""
+
+    round_id: str | None = Field(description="null for a summary's call")
     turn_id: str | None
-    attempt: int
+    attempt: int | None = Field(description="null when the step is held")
     error: str
     next_delay_s: float
     transient: bool
+    until: str | None = Field(None, description="when a held step is tried again")
+    circuit: Literal["open"] | None = None
+    budget: BudgetSpent | None = Field(None, description="the spent budget it waits for")
 
 
 class StreamEnd(_Answer):
@@ -588,7 +608,7 @@ class _WebhookBody(BaseModel):
 
 
 WebhookEventType = Literal["call.waiting", "call.resolved", "call.expired", "turn.completed",
-                    "turn.failed"]
+                    "turn.failed", "budget.exceeded"]
 assert set(get_args(WebhookEventType)) == set(EVENT_TYPES)  # one list of names, checked at import
 Url = Annotated[str, StringConstraints(min_length=10, max_length=2048,
                                        pattern=r"^https?://[^\s]+$")]

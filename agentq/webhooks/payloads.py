@@ -14,6 +14,11 @@ from typing import Any
 from agentq.core.events import Event
 from agentq.core.timefmt import format_ts
 
+# What a `budget.exceeded` payload says of the budget (`Overspent.details`): whose it is
+# (the tenant's, an agent's or the conversation's), its period and limit, what was spent,
+# when it resets (null: never), and whether the turn waits for that or failed.
+BUDGET_FIELDS = ("tenant", "scope", "period", "limit", "spent", "resets_at", "agent",
+                 "conversation_id", "on_exceeded")
 OUTPUT_CLIP = 2000  # characters of an earlier result a payload carries
 TITLE_CLIP = 120
 
@@ -52,6 +57,8 @@ def payload(
         data["answer"] = {"text": cause.content.get("text", "")}
     elif event_type == "turn.failed":
         data["error"] = {"code": cause.content.get("code"), "message": cause.content.get("message")}
+    elif event_type == "budget.exceeded":
+        data["budget"] = {k: ref.get(k) for k in BUDGET_FIELDS}
     return {"type": event_type, "timestamp": format_ts(cause.created_at), "data": data}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from agentq.client import StreamRetry
 from agentq.client.streams import TurnCursor
 
 T = "turn-1"
@@ -45,3 +46,17 @@ def test_an_unknown_frame_kind_is_skipped():
     cursor = TurnCursor(T)
     cursor.connected()
     assert cursor.accept("something-new", "{}") is None
+
+
+def test_a_held_steps_retry_notice_with_its_spent_budget_is_read():
+    budget = {"tenant": "acme", "scope": "agent", "period": "day", "limit": 100, "spent": 130,
+              "resets_at": "2026-11-22T00:00:00.000000Z", "agent": "support",
+              "conversation_id": "c1", "on_exceeded": "wait"}
+    notice = {"round_id": "r1", "turn_id": "t1", "attempt": None, "error": "spent",
+              "next_delay_s": 3600.0, "until": "2026-11-22T00:00:03.000000Z", "transient": True,
+              "budget": budget}
+    retry = TurnCursor("t1").accept("retry", json.dumps(notice))
+    assert isinstance(retry, StreamRetry) and retry.attempt is None
+    assert retry.budget is not None and retry.budget.resets_at == budget["resets_at"]
+    breaker = {**notice, "round_id": None, "budget": None, "circuit": "open"}
+    assert TurnCursor("t1").accept("retry", json.dumps(breaker)).circuit == "open"

@@ -11,6 +11,7 @@ from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 
 from agentq.core.settings import parse_settings
+from agentq.core.token_budgets import EPOCH, WHOLE, Meter, period_start
 from agentq.store import Store
 from agentq.store.engine import begin_write, create_engine
 from agentq.store.migrations import SCRIPT_LOCATION
@@ -106,3 +107,32 @@ def test_the_agents_revision_goes_down_and_up_again_keeping_the_conversations(up
     assert upgraded.load_conversation("scripted").agent is None
     # rows that refer to a conversation stay: nothing recreated the table under them
     assert [item.id for item in upgraded.list_inbox("scripted")] == ["early", "late"]
+
+
+def test_the_budget_totals_start_from_the_rollups_of_the_running_periods(at_0001):
+    _insert_old_rows(at_0001)
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    engine = create_engine(at_0001)
+    with begin_write(engine) as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0009")
+    now = datetime.now(timezone.utc)
+    rollups = sa.Table("usage_rollups", sa.MetaData(), *(sa.Column(n, sa.String) for n in (
+        "tenant", "agent", "profile", "model", "conversation_id")), sa.Column("hour", Timestamp),
+        *(sa.Column(n, sa.BigInteger) for n in (
+            "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "calls")))
+    counts = {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, "reasoning_tokens": 0,
+              "calls": 1}
+    with begin_write(engine) as conn:
+        for hour in (period_start("hour", now), datetime(2020, 1, 1, tzinfo=timezone.utc)):
+            conn.execute(rollups.insert().values(
+                tenant="acme", agent="", profile="scripted", model="", conversation_id="scripted",
+                hour=hour, **counts))
+    engine.dispose()
+    store = Store.open(at_0001)
+    store.migrate()
+    spent = store.budget_spent("scripted")
+    store.dispose()
+    assert spent.of(Meter("tenant", "", "hour", period_start("hour", now))) == 15  # this hour's
+    assert spent.of(Meter("conversation", "scripted", WHOLE, EPOCH)) == 30  # its whole life

@@ -1,15 +1,17 @@
 """Usage rollups: every committed model call counted once, in its tenant's hour."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.scope import Scope
+from agentq.core.token_budgets import EPOCH, WHOLE, Meter, meters_of, period_start
 from agentq.core.usage import Tokens
 from agentq.runtime import Runtime
+from agentq.store.budget_totals import add_totals_txn
 from agentq.store.usage import UsageKey, add_usage_txn
 from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
@@ -26,7 +28,7 @@ WEATHER = [
 
 @pytest.fixture
 def clock():
-    return Clock(datetime(2026, 11, 21, 22, 59, 30, tzinfo=timezone.utc))
+    return Clock(datetime(2026, 11, 21, 22, 59, 30, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def turn(commands, runtime, scope, script, text="hello"):
 
 
 def whole(store, tenant):
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     rows = store.usage_report(tenant=tenant, start=start, end=start + timedelta(days=365),
                               group_by="day", by=[], limit=100)
     return sum((r.tokens for r in rows), Tokens())
@@ -92,7 +94,7 @@ def test_a_tenants_usage_counts_only_its_own_calls(store, runtime, commands):
 
 
 def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(store):
-    at = datetime(2026, 11, 21, 22, 10, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 21, 22, 10, tzinfo=UTC)
     cid = turn_free_conversation(store)
     key = UsageKey(tenant="acme", agent=None, profile="scripted", model=None, conversation_id=cid)
     one = Tokens(input_tokens=10, output_tokens=3, cached_tokens=4, reasoning_tokens=1, calls=1)
@@ -112,7 +114,7 @@ def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(st
     days = store.usage_report(tenant="acme", start=at, end=at + timedelta(hours=2),
                               group_by="day", by=[], limit=10)
     assert [(d.start, d.tokens.calls) for d in days] == [
-        (datetime(2026, 11, 21, tzinfo=timezone.utc), 4)]
+        (datetime(2026, 11, 21, tzinfo=UTC), 4)]
     assert store.tokens_since("acme", at.replace(hour=23)).calls == 1
 
 
@@ -154,3 +156,48 @@ def test_summary_calls_count_too(store, clock):
     assert (counted.input_tokens, counted.output_tokens) == (
         answers.input_tokens + summarized.input_tokens,
         answers.output_tokens + summarized.output_tokens)
+
+
+def test_the_budget_totals_match_the_rollups_of_the_running_periods(store, runtime, commands,
+                                                                     clock):
+    first = turn(commands, runtime, ACME, WEATHER)  # 22:59
+    clock.tick(60)  # 23:00: a new hour, the same day and month
+    second = turn(commands, runtime, ACME, WEATHER, text="and again")
+    turn(commands, runtime, EVIL, WEATHER[1:])
+    now = clock()
+
+    def total(tokens: Tokens) -> int:
+        return tokens.input_tokens + tokens.output_tokens
+
+    def meter(period: str) -> Meter:
+        return Meter("tenant", "", period, period_start(period, now))
+
+    spent = store.budget_spent(second)
+    this_hour = store.usage_report(tenant="acme", start=now, end=now + timedelta(hours=1),
+                                   group_by="hour", by=[], limit=10)
+    assert spent.of(meter("hour")) == total(this_hour[0].tokens) == total(audited(store, second))
+    assert spent.of(meter("day")) == spent.of(meter("month")) == total(whole(store, "acme"))
+    assert spent.of(Meter("conversation", second, WHOLE, EPOCH)) == total(audited(store, second))
+    assert store.budget_spent(first).of(Meter("conversation", first, WHOLE, EPOCH)) == \
+        total(audited(store, first))
+    assert spent.agent is None and store.budget_spent("no-such-conversation") is None
+
+
+def test_a_total_starts_afresh_in_a_later_period_and_a_late_commit_leaves_it_be(store):
+    cid = turn_free_conversation(store)
+    at = datetime(2026, 11, 21, 22, 10, tzinfo=UTC)
+
+    def add(when: datetime, tokens: int) -> None:
+        with store.engine.begin() as conn:
+            add_totals_txn(conn, "acme", meters_of("support", cid, when), tokens)
+
+    add(at, 5)
+    add(at + timedelta(hours=1), 7)  # 23:10: the hour starts afresh, the day adds
+    add(at, 100)  # a worker whose clock lags: not this hour's, not counted in it
+    spent = store.budget_spent(cid)
+    later = at + timedelta(hours=1)
+    assert spent.of(Meter("tenant", "", "hour", period_start("hour", later))) == 7
+    # the conversation is of no agent: the agent's totals are not its to read
+    assert spent.agent is None and not any(m.scope == "agent" for m in spent.totals)
+    assert spent.of(Meter("tenant", "", "day", period_start("day", later))) == 112
+    assert spent.of(Meter("conversation", cid, WHOLE, EPOCH)) == 112

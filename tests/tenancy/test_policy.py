@@ -9,12 +9,12 @@ import pytest
 
 from agentq.config import Config
 from agentq.core.settings import parse_settings
+from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
-from agentq.core.token_budgets import TokenBudgets
+from agentq.providers.errors import ProviderError
+from agentq.tenancy.access import Owner, resolve_endpoint
 from agentq.tenancy.policy import Policy, PolicyError, load_policy
 from agentq.tenancy.profiles import Profile
-from agentq.tenancy.access import Owner, resolve_endpoint
-from agentq.providers.errors import ProviderError
 
 POLICY = """
 [ceilings]
@@ -345,9 +345,29 @@ def test_a_tenants_token_budgets_are_its_own_over_every_tenants(tmp_path: Path):
     assert load_policy(None).budgets_for("anyone").limits() == {}
 
 
+def test_agent_and_conversation_budgets_and_waiting_merge_field_by_field(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[budgets]\ntokens_per_conversation = 500\n"
+                    "[budgets.agents.support]\ntokens_per_day = 100\ntokens_per_hour = 10\n"
+                    "[tenants.big.budgets]\non_exceeded = 'wait'\n"
+                    "[tenants.big.budgets.agents.support]\ntokens_per_day = 1000\n"
+                    "[tenants.big.budgets.agents.sales]\ntokens_per_month = 7\n")
+    policy = load_policy(str(path))
+    big, anyone = policy.budgets_for("big"), policy.budgets_for("anyone")
+    assert big.on_exceeded == "wait" and anyone.on_exceeded == "fail"
+    assert big.tokens_per_conversation == anyone.tokens_per_conversation == 500
+    assert big.agents["support"] == PeriodBudgets(tokens_per_hour=10, tokens_per_day=1000)
+    assert big.agents["sales"].limits() == {"month": 7}
+    assert set(anyone.agents) == {"support"} and anyone.agents["support"].limits() == {
+        "hour": 10, "day": 100}
+    assert big.any() and not load_policy(None).budgets_for("x").any()
+
+
 @pytest.mark.parametrize("text", ["[budgets]\ntokens_per_day = -1\n",
                                   "[budgets]\ntokens_per_week = 10\n",
-                                  "[tenants.x.budgets]\ntokens_per_hour = 'lots'\n"])
+                                  "[tenants.x.budgets]\ntokens_per_hour = 'lots'\n",
+                                  "[budgets]\non_exceeded = 'queue'\n",
+                                  "[budgets.agents.a]\ntokens_per_conversation = 1\n"])
 def test_a_budget_that_is_not_a_count_of_tokens_per_hour_day_or_month_stops_the_start(
         tmp_path: Path, text: str):
     path = tmp_path / "p.toml"

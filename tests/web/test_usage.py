@@ -117,3 +117,22 @@ def test_a_range_that_ends_before_any_call_is_empty(api, alice):
     body = usage(api, alice, **{"from": format_ts(long_ago),
                                 "to": format_ts(long_ago + timedelta(days=2))}).json
     assert body["rows"] == []
+
+
+def test_grouping_by_agent_and_day_keeps_an_agents_conversations_apart(api, alice):
+    made = api.client.post("/v1/agents", headers=alice,
+                           json={"name": "support", "settings": {"script": WEATHER[1:]}})
+    assert made.status_code == 201, made.json
+    created = api.client.post("/v1/conversations", headers=alice, json={"agent": "support"})
+    assert created.status_code == 201, created.json
+    theirs = created.json["id"]
+    assert api.say(theirs, "hi", alice).status_code == 202
+    api.run()
+    plain = talk(api, alice)
+    body = usage(api, alice, by="agent", group_by="day").json
+    per = {r["group"]["agent"]: r for r in body["rows"]}
+    assert set(per) == {"support", None}
+    assert totals([per["support"]]) == from_messages(api, theirs)
+    assert totals([per[None]]) == from_messages(api, plain)
+    day = api.clock().replace(hour=0, minute=0, second=0, microsecond=0)
+    assert {r["start"] for r in body["rows"]} == {format_ts(day)}

@@ -1,0 +1,78 @@
+"""Running token totals for budgets: the tokens of a tenant, an agent and a conversation in
+the current hour, day, month (or the conversation's whole life).
+
+`add_totals_txn` adds a call's tokens in the transaction that commits it (with its usage
+rollup), so every worker's commits count and a call counts once. A row holds one period: a
+commit in a later period starts it afresh, one from an earlier period (a worker whose clock
+lags) leaves it be. A budget check (`spent_txn`) reads at most seven rows by primary key,
+whatever the period's length: the rollups are for reports, these are for checks.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, and_, case, literal, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from agentq.core.token_budgets import Meter
+from agentq.store.schema import budget_totals, conversations
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a conversation's budget check reads: its agent, and the totals of its tenant,
+    agent and itself as they stand (a total of an earlier period is absent)."""
+
+    agent: str | None
+    totals: dict[Meter, int]
+
+    def of(self, meter: Meter) -> int:
+        return self.totals.get(meter, 0)
+
+
+def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], tokens: int) -> None:
+    """Add `tokens` to each meter's total (one statement), in the caller's transaction."""
+    if tokens <= 0 or not meters:
+        return
+    conn.execute(_adding(conn.dialect.name), [
+        {"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
+         "period_start": m.start, "tokens": tokens} for m in meters])
+
+
+@cache
+def _adding(dialect_name: str) -> Any:
+    """The upsert of one total, built once per dialect (run for each meter of a call)."""
+    module: Any = postgresql if dialect_name == "postgresql" else sqlite
+    statement = module.insert(budget_totals)
+    c, new = budget_totals.c, statement.excluded
+    return statement.on_conflict_do_update(
+        index_elements=[c.tenant, c.scope, c.name, c.period],
+        set_={
+            "tokens": case((c.period_start == new.period_start, c.tokens + new.tokens),
+                           (c.period_start < new.period_start, new.tokens), else_=c.tokens),
+            "period_start": case((c.period_start < new.period_start, new.period_start),
+                                 else_=c.period_start),
+        },
+    )
+
+
+def spent_txn(conn: Connection, conversation_id: str) -> Spent | None:
+    """The totals a model call of the conversation is checked against (None: no such
+    conversation), in one read: the conversation's row joined to at most seven totals."""
+    c, t = conversations.c, budget_totals.c
+    whose = or_(and_(t.scope == literal("tenant"), t.name == literal("")),
+                and_(t.scope == literal("agent"), t.name == c.agent_name),
+                and_(t.scope == literal("conversation"), t.name == c.id))
+    query = (select(c.agent_name, t.scope, t.name, t.period, t.period_start, t.tokens)
+             .select_from(conversations.outerjoin(budget_totals,
+                                                  and_(t.tenant == c.tenant, whose)))
+             .where(c.id == conversation_id))
+    rows = conn.execute(query).all()
+    if not rows:
+        return None
+    totals = {Meter(row.scope, row.name, row.period, row.period_start): int(row.tokens)
+              for row in rows if row.scope is not None}
+    return Spent(agent=rows[0].agent_name, totals=totals)
