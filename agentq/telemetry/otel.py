@@ -79,7 +79,7 @@ class _Span(NoSpan):
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if exc is not None:
-            self.failed(type(exc).__qualname__)
+            self.failed(_error_type(exc))
         if self._use is not None:
             self._use.__exit__(kind, exc, tb)
         else:
@@ -237,6 +237,15 @@ class OtelTracing(Tracing):
             self._propagator.extract({"traceparent": traceparent}, context=otel_context.Context())
         ).get_span_context()
         return found if found.is_valid else None
+
+
+def _error_type(exc: BaseException) -> str:
+    """`error.type`: a provider error's code (`rate_limited`, …), else the exception's class;
+    a stream closed before its end is `cancelled`."""
+    if isinstance(exc, GeneratorExit):
+        return "cancelled"
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) and code else type(exc).__qualname__
 
 
 def _default_service(env: Mapping[str, str]) -> dict[str, str]:

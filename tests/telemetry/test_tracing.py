@@ -132,3 +132,22 @@ def test_without_otel_settings_no_process_builds_a_tracer_or_loads_the_exporters
     out = subprocess.run([sys.executable, "-c", program], env=env, cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_failed_model_call_names_the_providers_error_code():
+    from agentq.providers.errors import ProviderError
+
+    tracing, exporter, reader = traced()
+    try:
+        with tracing.chat(a.chat_attributes(kind="openai", model="m1", base_url=None,
+                                            conversation_id="c1"), REQUEST):
+            raise ProviderError("slow down", code="rate_limited", transient=True)
+    except ProviderError:
+        pass
+    (done,) = exporter.get_finished_spans()
+    assert done.attributes[a.ERROR_TYPE] == "rate_limited"
+    assert done.status.status_code is StatusCode.ERROR
+    metrics = {m.name: m for rm in reader.get_metrics_data().resource_metrics
+               for sm in rm.scope_metrics for m in sm.metrics}
+    (duration,) = metrics[a.DURATION_METRIC].data.data_points
+    assert duration.attributes[a.ERROR_TYPE] == "rate_limited"
