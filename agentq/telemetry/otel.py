@@ -38,6 +38,9 @@ DURATION_BUCKETS_S = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
                  16777216, 67108864)
 
+# Probes and scrapes make no span unless OTEL_PYTHON_FLASK_EXCLUDED_URLS says otherwise.
+UNTRACED_URLS = "/healthz,/readyz,/metrics"
+
 # The ids the next span started in this context takes (a step's, reserved at its claim).
 _CHOSEN: ContextVar[tuple[int, int] | None] = ContextVar("agentq_chosen_span_ids", default=None)
 
@@ -135,8 +138,10 @@ class OtelTracing(Tracing):
     enabled = True
 
     def __init__(self, provider: TracerProvider, meters: MeterProvider | None,
-                 *, capture_content: bool = False) -> None:
+                 *, capture_content: bool = False, excluded_urls: str | None = None) -> None:
+        """`excluded_urls`: requests that make no span (None: OTEL_PYTHON_FLASK_EXCLUDED_URLS)."""
         self.provider = provider
+        self._excluded_urls = excluded_urls
         self.meters = meters
         self.capture_content = capture_content
         self._tracer = provider.get_tracer("agentq")
@@ -164,7 +169,9 @@ class OtelTracing(Tracing):
                        for exporter in _exporters("metrics", env)]
             meters = MeterProvider(resource=resource, metric_readers=readers)
         log.info("tracing on: spans exported as OTEL_* says%s", ", GenAI metrics too" if meters else "")
-        return cls(provider, meters, capture_content=a.captures_content(env))
+        excluded = None if env.get("OTEL_PYTHON_FLASK_EXCLUDED_URLS") else UNTRACED_URLS
+        return cls(provider, meters, capture_content=a.captures_content(env),
+                   excluded_urls=excluded)
 
     def reserve(self, traceparent: str | None) -> str | None:
         parent = self._parent_span(traceparent)
@@ -211,7 +218,8 @@ class OtelTracing(Tracing):
         from opentelemetry.instrumentation.flask import FlaskInstrumentor
 
         FlaskInstrumentor.instrument_app(app, tracer_provider=self.provider,
-                                         meter_provider=self.meters)
+                                         meter_provider=self.meters,
+                                         excluded_urls=self._excluded_urls)
 
     def flush(self) -> None:
         self.provider.force_flush()

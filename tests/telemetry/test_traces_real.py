@@ -87,6 +87,7 @@ def test_a_turn_with_a_tool_is_one_trace_from_the_api_request_through_each_step(
     assert tool.name == "execute_tool lookup"
     assert tool.attributes["gen_ai.tool.call.id"] == call_id
     assert tool.attributes["gen_ai.tool.name"] == "lookup"
+    assert not [s for s in receiver.snapshot() if s.kind == "server" and "readyz" in s.name]
     usage = receiver.metrics["gen_ai.client.token.usage"]
     assert {p["attributes"]["gen_ai.token.type"] for p in usage} == {"input", "output"}
     assert wait_for(lambda: receiver.metrics.get("gen_ai.client.operation.duration"),
