@@ -101,6 +101,11 @@ def test_only_the_metrics_endpoint_imports_prometheus_client():
     assert importers_of("prometheus_client") <= {"agentq/web/routes/metrics.py"}
 
 
+def test_only_the_telemetry_package_imports_opentelemetry():
+    offenders = {p for p in importers_of("opentelemetry") if not p.startswith("agentq/telemetry/")}
+    assert not offenders, f"opentelemetry imported outside agentq/telemetry: {sorted(offenders)}"
+
+
 def test_only_web_imports_flask():
     offenders = {p for p in importers_of("flask") if not p.startswith("agentq/web/")}
     assert not offenders, offenders
@@ -231,7 +236,7 @@ def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wir
 # run one way: core <- shared vocabulary <- adapters <- commands, runtime <- the processes.
 LAYERS = (
     {"agentq.core"},
-    {"agentq.errors", "agentq.config", "agentq.followups"},
+    {"agentq.errors", "agentq.config", "agentq.followups", "agentq.telemetry"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
      "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp",
      "agentq.pubsub"},  # the old path of agentq.live.pubsub, kept for a release

@@ -30,6 +30,7 @@ from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp, RunTool
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
+from agentq.telemetry import tracing
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
 
@@ -153,6 +154,8 @@ class Commands:
                 return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
             if conv.status == "ended":
                 raise _refused("the conversation has ended", conv)
+            if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
+                message = {**message, "traceparent": traceparent}
             item = InboxItem(
                 id=str(uuid.uuid4()), conversation_id=conversation_id,
                 content=message, on_busy=on_busy, created_at=created,
@@ -174,6 +177,7 @@ class Commands:
             tx.append_and_fold([drafts.user_msg(
                 message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
                 created_at=created, parts=message.get("parts") or (),
+                traceparent=traceparent,
             )], now=now)
         return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id)]
 

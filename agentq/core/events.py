@@ -160,7 +160,9 @@ class FsmState:
     {executor, name, expires_at} (plus `needs_approval`); `running` lists open server calls
     (an approved call among them); `rounds` counts committed model responses;
     `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts;
-    `scope` is who the turn's tools act for: the asker, or the system after an expiry.
+    `scope` is who the turn's tools act for: the asker, or the system after an expiry;
+    `trace` is the W3C traceparent of the request that started the turn, where its steps'
+    spans join it (agentq.telemetry; None while tracing is off).
     """
 
     state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
@@ -171,9 +173,10 @@ class FsmState:
     turn_id: str | None = None
     turn_seq: int = 0
     scope: dict[str, Any] | None = None
+    trace: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "state": self.state,
             "pending": self.pending,
             "running": list(self.running),
@@ -183,6 +186,9 @@ class FsmState:
             "turn_seq": self.turn_seq,
             "scope": self.scope,
         }
+        if self.trace is not None:  # written only when tracing is on: the shape stays
+            found["trace"] = self.trace
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> FsmState:
@@ -197,6 +203,7 @@ class FsmState:
             turn_id=data.get("turn_id"),
             turn_seq=int(data.get("turn_seq", 0)),
             scope=data.get("scope"),
+            trace=data.get("trace"),
         )
 
 

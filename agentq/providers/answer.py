@@ -52,6 +52,7 @@ class Answer:
         self._reasoning: dict[int, dict[str, Any]] = {}  # position -> the item as it grows
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
+        self.model: str | None = None  # the model that answered, as the API names it
 
     def add_text(self, text: str) -> str:
         self._texts.append(text)
@@ -122,4 +123,5 @@ class Answer:
                             for position, item in sorted(self._reasoning.items())),
             sent=sent,
             latency_ms=latency_ms,
+            model=self.model,
         )

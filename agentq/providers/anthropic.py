@@ -109,6 +109,7 @@ class EventReader:
         kind = getattr(event, "type", None)
         if kind == "message_start":
             answer.usage = _usage(getattr(event.message, "usage", None), {})
+            answer.model = getattr(event.message, "model", None) or None
         elif kind == "content_block_start":
             return _block_start(event, answer)
         elif kind == "content_block_delta":

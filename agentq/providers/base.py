@@ -39,6 +39,7 @@ class ModelResponse:
     # for the model_calls audit; None where nothing was sent (the scripted provider).
     sent: dict[str, Any] | None = None
     latency_ms: int | None = None
+    model: str | None = None  # the model that answered, as the API named it
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,7 @@ class _ChunkReader:
     def read(self, chunk: Any, answer: Answer) -> str | None:
         if getattr(chunk, "usage", None) is not None:
             answer.usage = _usage(chunk.usage)
+        answer.model = getattr(chunk, "model", None) or answer.model
         pieces = []
         for choice in getattr(chunk, "choices", None) or ():
             if getattr(choice, "index", 0) != 0:

@@ -161,6 +161,7 @@ class EventReader:
 
     def _finish(self, response: Any, answer: Answer) -> None:
         answer.usage = usage_of(getattr(response, "usage", None))
+        answer.model = getattr(response, "model", None) or None
         details = getattr(response, "incomplete_details", None)
         reason = getattr(details, "reason", None)
         if response.status == "incomplete":

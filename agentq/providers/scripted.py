@@ -91,6 +91,7 @@ def _response(request: Request, answer: ScriptedResponse, ctx: CallContext) -> M
         usage={"input_tokens": math.ceil(_request_chars(request) / 4),
                "output_tokens": estimate_tokens(answer_text)},
         finish_reason="tool_calls" if calls else "stop",
+        model=request.model or None,
     )
 
 

@@ -65,6 +65,9 @@ class CompactStep(StepWork[Summary]):
         self.view = view
         self.to_seq = to_seq
 
+    def turn(self) -> tuple[str | None, str | None]:
+        return self.view.fsm.turn_id, self.view.fsm.trace
+
     def run(self, claim: Claim, lost: threading.Event) -> Summary:
         view = self.view
         ctx = CallContext(

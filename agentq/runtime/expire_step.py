@@ -12,11 +12,14 @@ from datetime import datetime, timedelta
 
 from agentq.core import drafts
 from agentq.core.decide import Step
-from agentq.core.events import View
+from agentq.core.events import ToolCallRecord, View
 from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Expire, FollowUp
 from agentq.runtime.context import StepContext, after_result
+from agentq.store import ConversationInfo
+from agentq.telemetry import NO_SPAN, NoSpan, tracing
+from agentq.telemetry.attributes import step_attributes
 
 
 def eta(expires_at: datetime | None, now: datetime, horizon_s: float) -> datetime:
@@ -46,6 +49,17 @@ def _expired_text(needs_approval: bool, expires_at: datetime) -> str:
     return f"no answer before {format_ts(expires_at)}"
 
 
+def _span(conversation: ConversationInfo, call: ToolCallRecord, key: str) -> NoSpan:
+    """The span of an expiry, in its turn's trace; one attempt, as it claims nothing."""
+    tracer = tracing()
+    if not tracer.enabled:
+        return NO_SPAN
+    return tracer.step("expire", step_attributes(
+        conversation_id=conversation.id, tenant=conversation.tenant, kind="expire", step_key=key,
+        attempt=1, turn_id=call.turn_id, round_id=call.round_id,
+    ), traceparent=conversation.fsm.trace)
+
+
 def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
     """Expire a pending call if it is due; re-arm if not."""
     call = ctx.store.load_tool_call(conversation_id, tool_call_id)
@@ -57,17 +71,19 @@ def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[Fo
         when = eta(call.expires_at, now, ctx.config.eta_horizon_s)
         return [Expire(conversation_id, tool_call_id, key, when)]
     try:
-        with ctx.store.locked(conversation_id) as tx:
+        with ctx.store.locked(conversation_id) as tx, _span(tx.conversation, call, key) as span:
             # conditional: a resolution that won the race leaves nothing to expire
             if not tx.transition_call(
                 tool_call_id, from_statuses=["pending"], to_status="expired", now=now,
                 result={"status": "expired", "output": None},
             ):
+                span.outcome("lost")
                 raise Stale("the call is no longer pending")
             events, fsm = tx.append_and_fold(drafts.closed_call(
                 call, "expired", _expired_text(call.needs_approval, call.expires_at),
                 by="system", created_at=now,
             ), now=now)
+            span.outcome("succeeded")
     except Stale:
         return []
     ctx.notify(conversation_id, events)

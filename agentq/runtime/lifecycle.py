@@ -10,6 +10,10 @@ spent). A tenant's share of the workers is kept here too (inv. 9): a step past i
 tenant's cap is left waiting and its task ends at once, and a step that stops running
 wakes the one of its tenant that has waited longest.
 
+Each attempt is one span (agentq.telemetry), in its turn's trace: a takeover's span links
+to the attempt it replaced, whose ids that attempt's claim recorded with its worker, and a
+commit that lost its race ends its span as `lost`, never as a second success (inv. 11).
+
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
 a step that raised, or one whose worker died while it ran alone. Each step runs within
 the process's `Admission`: a task waits unclaimed while the process has no room, and a
@@ -39,10 +43,16 @@ from agentq.runtime.repair import redrive
 from agentq.runtime.shares import Shares
 from agentq.store import NewStep
 from agentq.store.ledger import WAITING, runs_alone
+from agentq.telemetry import NoSpan, tracing
+from agentq.telemetry.attributes import step_attributes
 
 log = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
+
+
+# Between a claimant and the ids of its span in the ledger's worker column.
+SPAN_MARK = " span="
 
 
 def worker_id() -> str:
@@ -59,6 +69,8 @@ class Claim:
     worker: str
     attempts: int  # claims of the step so far, this one included
     retries: int  # model-call retries counted on the step so far
+    span: str | None = None  # the ids this attempt's span takes (tracing on)
+    replaces: str | None = None  # the ids of the attempt's span it took over from
 
 
 class Waits:
@@ -106,6 +118,10 @@ class StepWork(ABC, Generic[Result]):
                                     status="failed_recoverable", now=self.ctx.clock(),
                                     error=opened.message)
         return []
+
+    def turn(self) -> tuple[str | None, str | None]:
+        """(turn id, traceparent) of the turn the step works for: its span joins that trace."""
+        return None, None
 
     def give_up(self, message: str) -> list[FollowUp]:
         """The step used up its attempts (a poison step): its turn fails."""
@@ -165,33 +181,55 @@ class Lifecycle:
         a pooled connection; a lease let go before it would run out meanwhile, the step be
         claimed again and its model called again, and this commit be refused as stale.
         """
-        with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat:
+        with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat, \
+                self._span(work, claim) as span:
             try:
                 place.started()  # the claim moves forward: this process may claim another
                 result = work.run(claim, beat.lost)
             except StepTimedOut as exc:
+                span.outcome("timeout")
                 return self.fail(claim, "timeout", "step_timeout", str(exc))
             except Deferred as exc:
+                span.outcome("deferred")
                 self.release(claim, "failed_recoverable", str(exc))
                 return exc.followups
             except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
+                span.outcome("held")
                 return work.hold(claim, exc)
             except ProviderError as exc:
                 if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
+                    span.outcome("released")
                     self.release(claim, "failed_recoverable", str(exc), fault=True)
                     return []
+                span.outcome("failed")
                 return self.fail(claim, "failed_permanent", exc.code, str(exc),
                                  details=exc.details)
             except Cancelled:
+                span.outcome("cancelled")
                 self.release(claim, "cancelled", None)
                 return []
             try:
-                return work.commit(claim, result)
+                followups = work.commit(claim, result)
             except Stale:  # the conversation moved on (an interrupt, say): nothing was written
+                span.outcome("lost")  # inv. 11: never a second successful span of the step
                 self.ctx.store.release_step(
                     work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
                 )
                 return []
+            span.outcome("succeeded")
+            return followups
+
+    def _span(self, work: StepWork[Result], claim: Claim) -> NoSpan:
+        """The span of this attempt of the step, in its turn's trace."""
+        tracer = tracing()
+        if not tracer.enabled:
+            return tracer.step(work.step.kind, {}, traceparent=None)
+        turn_id, traceparent = work.turn()
+        step = work.step
+        return tracer.step(step.kind, step_attributes(
+            conversation_id=work.conversation_id, tenant=work.tenant, kind=step.kind,
+            step_key=step.key, attempt=claim.attempts, turn_id=turn_id, round_id=step.round_id,
+        ), traceparent=traceparent, reserved=claim.span, replaces=claim.replaces)
 
     def claim(
         self, work: StepWork[Result], task_id: str | None, *, cap: int | None,
@@ -203,6 +241,9 @@ class Lifecycle:
         (`Admission.alone`)."""
         config, step, cid = self.ctx.config, work.step, work.conversation_id
         worker = worker_id()
+        span, replaces = self._span_ids(work)
+        if span is not None:
+            worker = f"{worker}{SPAN_MARK}{span}"
         record = self.ctx.store.schedule_and_claim_step(
             NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
             worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
@@ -218,7 +259,21 @@ class Lifecycle:
             return WAITS
         log.info("step claimed%s", " to run alone" if alone else "",
                  extra={"attempt": record.attempts})
-        return Claim(cid, step, worker, record.attempts, record.retries)
+        return Claim(cid, step, worker, record.attempts, record.retries, span,
+                     replaces if record.attempts > 1 else None)
+
+    def _span_ids(self, work: StepWork[Result]) -> tuple[str | None, str | None]:
+        """With tracing on: the ids the attempt's span will take, recorded with its claim,
+        and those of the attempt it may take over from (read before the claim overwrites
+        them). Off: nothing, and no read."""
+        tracer = tracing()
+        if not tracer.enabled:
+            return None, None
+        prior = self.ctx.store.load_step(work.step.key)
+        replaces = None
+        if prior is not None and prior.worker and SPAN_MARK in prior.worker:
+            replaces = prior.worker.rpartition(SPAN_MARK)[2]
+        return tracer.reserve(work.turn()[1]), replaces
 
     def release(self, claim: Claim, status: str, error: str | None, *, fault: bool = False
                 ) -> None:

@@ -77,6 +77,9 @@ class LlmStep(StepWork[ModelResponse]):
         self.view = view
         self.context = context
 
+    def turn(self) -> tuple[str | None, str | None]:
+        return self.view.fsm.turn_id, self.view.fsm.trace
+
     def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
         view, step = self.view, self.step
         settings = view.settings

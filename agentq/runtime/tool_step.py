@@ -20,6 +20,8 @@ from agentq.followups import FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
+from agentq.telemetry import tracing
+from agentq.telemetry.attributes import tool_attributes
 from agentq.tools import Registry, ToolContext, ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -64,8 +66,20 @@ class ToolStep(StepWork[ToolOutcome]):
         self.call = call
         self.tool = call.name
 
+    def turn(self) -> tuple[str | None, str | None]:
+        return self.call.turn_id, self.conversation.fsm.trace
+
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""
+        call = self.call
+        with tracing().tool(tool_attributes(name=call.name, call_id=call.id,
+                                            conversation_id=self.conversation_id)) as span:
+            outcome = self._call()
+            if outcome.status != "ok":
+                span.failed("tool_error")
+            return outcome
+
+    def _call(self) -> ToolOutcome:
         call, conversation = self.call, self.conversation
         tool = self.registry.get(call.name)
         timeout_s = (tool.timeout if tool and tool.timeout else None) or (

@@ -31,6 +31,7 @@ def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
                 scope=item.scope,
                 created_at=item.created_at,
                 parts=item.content.get("parts") or (),
+                traceparent=item.content.get("traceparent"),
             )
             events, _ = tx.append_and_fold([draft], now=now)
     except Stale:

@@ -18,6 +18,8 @@ from agentq.core.request import Request
 from agentq.core.settings import Settings
 from agentq.providers.base import CallContext, Delta, Endpoint, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
+from agentq.telemetry import tracing
+from agentq.telemetry.attributes import chat_attributes
 from agentq.tenancy.policy import Policy
 from agentq.tenancy.profiles import Profile
 
@@ -95,7 +97,10 @@ class ModelAccess:
 
 
 class ProfiledProvider:
-    """The `Provider` of one conversation: resolves its endpoint, then lets the kind's adapter call it."""
+    """The `Provider` of one conversation: resolves its endpoint, then lets the kind's adapter call it.
+
+    Each call is a `chat {model}` span (GenAI conventions) while tracing is on: here is the
+    one place that knows the provider, the model and the endpoint of a call."""
 
     def __init__(self, access: ModelAccess) -> None:
         self._access = access
@@ -109,11 +114,18 @@ class ProfiledProvider:
             raise ProviderError(f"profile {profile.name!r} does not offer model {model!r}",
                                 code="model_not_offered")
         adapter = profile.kind_of.adapter()
-        yield from adapter.stream(
-            dataclasses.replace(request, model=model),
-            dataclasses.replace(ctx, endpoint=endpoint),
-            cancel,
-        )
+        request = dataclasses.replace(request, model=model)
+        tracer = tracing()
+        if not tracer.enabled:
+            yield from adapter.stream(request, dataclasses.replace(ctx, endpoint=endpoint), cancel)
+            return
+        with tracer.chat(chat_attributes(kind=profile.kind, model=model, base_url=endpoint.base_url,
+                                         conversation_id=ctx.conversation_id), request) as span:
+            for item in adapter.stream(request, dataclasses.replace(ctx, endpoint=endpoint), cancel):
+                if isinstance(item, ModelResponse):
+                    span.answered(model=item.model, finish_reason=item.finish_reason,
+                                  usage=item.usage, text=item.text, calls=item.tool_calls)
+                yield item
 
 
 def provider_for(settings: Settings, env: Mapping[str, str] | None = None) -> Provider:

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.routing import BaseConverter
 
+from agentq.telemetry import tracing
 from agentq.web.errors import register_error_handlers
 from agentq.web.routes import (
     agents,
@@ -58,4 +59,5 @@ def create_app(config: Mapping[str, Any] | None = None, services: Services | Non
                    metrics, profiles, agents, webhooks, usage):
         app.register_blueprint(module.bp)
     register_error_handlers(app)
+    tracing().instrument_flask(app)  # request spans, when OTEL_* turns tracing on
     return app

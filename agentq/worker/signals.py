@@ -1,6 +1,6 @@
 """What a worker process does as Celery starts and stops it: the sweeper candidate, the
 announcement of its slots, the refusal of a blocking database driver under gevent, the log
-format, and shutdown callbacks."""
+format, tracing, and shutdown callbacks."""
 from __future__ import annotations
 
 import logging
@@ -17,6 +17,7 @@ from agentq.process.logs import use_format
 from agentq.runtime import Runtime
 from agentq.runtime.shares import SlotOffer
 from agentq.runtime.sweeper import Sweeper
+from agentq.telemetry import tracing
 from agentq.worker.queues import TIMERS
 
 
@@ -29,10 +30,26 @@ def connect_process(log_format: str) -> None:
 
     signals.worker_init.connect(refuse_a_blocking_driver,
                                 dispatch_uid="agentq.refuse_a_blocking_driver")
+    connect_tracing()
     signals.after_setup_logger.connect(format_worker_logs, weak=False,
                                        dispatch_uid="agentq.format_worker_logs")
     signals.after_setup_task_logger.connect(format_worker_logs, weak=False,
                                             dispatch_uid="agentq.format_task_logs")
+
+
+def connect_tracing() -> None:
+    """Set tracing up where tasks run, once forked (a prefork child, or the worker's own
+    process for the other pools; beat too), and export what is left as each one stops."""
+    def set_up(**_: object) -> None:
+        tracing()
+
+    def flush(**_: object) -> None:
+        tracing().flush()
+
+    for signal in (signals.worker_process_init, signals.worker_ready, signals.beat_init):
+        signal.connect(set_up, weak=False, dispatch_uid=f"agentq.tracing.{signal.name}")
+    for signal in (signals.worker_process_shutdown, signals.worker_shutdown):
+        signal.connect(flush, weak=False, dispatch_uid=f"agentq.tracing_flush.{signal.name}")
 
 
 def connect_sweeper(app: Celery, runtime: Callable[[], Runtime],
