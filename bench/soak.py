@@ -115,9 +115,14 @@ def growth(series: str, minutes: Sequence[float], values: Sequence[float], *, wa
 
 
 # Absolute allowance per kind of series (see `growth`).
-SLACK = {"rss_mb": 2.0, "anon_mb": 2.0, "fds": 5.0, "connections": 3.0, "clients": 3.0,
-         "queue": 50.0, "used_mb": 2.0}
-RECORDED_ONLY = ("pg.database_mb", "redis.keys", "turns", "errors", "deltas", "summaries")
+SLACK = {"rss_mb": 2.0, "anon_mb": 2.0, "backend_anon_mb": 0.5, "fds": 5.0, "connections": 3.0,
+         "clients": 3.0, "queue": 50.0, "used_mb": 2.0}
+# `pg.anon_mb` is the sum over the run's backends: it steps up by a backend's few MB whenever
+# a pool opens one more connection within its bound (a burst, the machine busy), which
+# `pg.connections` judges on its own. What would leak is a backend's own memory:
+# `pg.backend_anon_mb`, judged.
+RECORDED_ONLY = ("pg.database_mb", "pg.anon_mb", "redis.keys", "turns", "errors", "deltas",
+                 "summaries")
 
 
 def judged(series: str, judge_shared: bool) -> bool:
@@ -368,7 +373,9 @@ class Sampler:
         backends = [pid for (pid,) in self.pg.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.database,))]
         row["pg.connections"] = len(backends)
-        row["pg.anon_mb"] = round(sum(status_kib(pid, "RssAnon") or 0 for pid in backends) / 1024, 1)
+        anon_mb = sum(status_kib(pid, "RssAnon") or 0 for pid in backends) / 1024
+        row["pg.anon_mb"] = round(anon_mb, 1)
+        row["pg.backend_anon_mb"] = round(anon_mb / len(backends), 2) if backends else None
         (size,) = self.pg.execute("SELECT pg_database_size(%s)", (self.database,)).fetchone()
         row["pg.database_mb"] = round(size / 2**20, 1)
         (row["summaries"],) = self.run_db.execute("SELECT count(*) FROM summaries").fetchone()

@@ -41,3 +41,15 @@ def test_the_judge_skips_series_that_grow_by_design_and_the_shared_redis_unless_
     assert judge(samples, warmup_min=15, tolerance=0.1, judge_shared=False) == []
     grown = judge(samples, warmup_min=15, tolerance=0.1, judge_shared=True)
     assert [g.series for g in grown] == ["redis.used_mb"]
+
+
+def test_postgres_memory_is_judged_per_backend_not_summed_over_the_pools_connections():
+    """A pool opening two more connections within its bound adds their memory to the sum; a
+    backend whose own memory keeps rising is what leaks."""
+    more_connections = [{"minute": m, "pg.connections": 16 if m < 45 else 18,
+                         "pg.anon_mb": 5.2 * (16 if m < 45 else 18), "pg.backend_anon_mb": 5.2}
+                        for m in MINUTES]
+    assert judge(more_connections, warmup_min=20, tolerance=0.10, judge_shared=False) == []
+    leaking = [{**row, "pg.backend_anon_mb": 5.2 + 0.1 * row["minute"]} for row in more_connections]
+    assert [g.series for g in judge(leaking, warmup_min=20, tolerance=0.10, judge_shared=False)] == [
+        "pg.backend_anon_mb"]
