@@ -19,25 +19,31 @@ import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, cast
 
 import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import RequestParamsMeta
+from mcp.types import InputRequiredResult, RequestParamsMeta
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.core.request import ToolSpec
+from agentq.mcp import questions
 from agentq.mcp.results import outcome
 from agentq.tenancy.policy import McpServer
-from agentq.tools.remote import RemoteUnavailable
+from agentq.tools.remote import Asked, RemoteUnavailable
 
 log = logging.getLogger(__name__)
 
 CALL_ID_META = "agentq/tool_call_id"
 RETRY_DELAYS_S = (0.2, 1.0)  # after the first and second failed tries
 LIST_RETRY_AFTER_S = 10.0
+# A server that answers input_required with only state to send back is called again at
+# once, this many times at most, this far apart.
+STATE_ONLY_ROUNDS = 5
+STATE_ONLY_PAUSE_S = 0.05
 
 
 class McpTools:
@@ -87,10 +93,14 @@ class McpTools:
             self._listing, self._listed_at, self._failed_at = listing, time.monotonic(), None
         return listing
 
-    def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:
-        """One `tools/call` with the call id in `_meta`; the server's timeout wins over `timeout_s`."""
+    def call(
+        self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float,
+        elicitation: dict[str, Any] | None = None,
+    ) -> tuple[str, Any] | Asked:
+        """One `tools/call` with the call id in `_meta`, and a person's answer to the
+        server's last question if it asked one; the server's timeout wins over `timeout_s`."""
         del timeout_s  # the operator's timeout for this server is the one that holds
-        return self._retried(lambda: self._call(tool, args, call_id))
+        return self._retried(lambda: self._call(tool, args, call_id, elicitation))
 
     def _retried(self, attempt: Any) -> Any:
         deadline = time.monotonic() + self.config.timeout_s
@@ -120,16 +130,32 @@ class McpTools:
                         return specs
         return self._run(run)
 
-    def _call(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[str, Any]:
-        async def run() -> tuple[str, Any]:
+    def _call(
+        self, tool: str, args: dict[str, Any], call_id: str, elicitation: dict[str, Any] | None,
+    ) -> tuple[str, Any] | Asked:
+        async def run() -> tuple[str, Any] | Asked:
             async with self._connected() as client:
                 self._remember(client)
-                try:
-                    meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
-                    result = await client.call_tool(tool, args, meta=meta)
-                except MCPError as exc:  # unknown tool, bad arguments: the model reads why
-                    return "error", f"MCP error {exc.error.code}: {exc.error.message}"
-                return outcome(result)
+                meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
+                answers, state = questions.responses(elicitation)
+                for _ in range(STATE_ONLY_ROUNDS):
+                    try:  # the session's call: it hands back an input_required, not callbacks
+                        result = await client.session.call_tool(
+                            tool, args, meta=meta, input_responses=answers,
+                            request_state=state, allow_input_required=True)
+                    except MCPError as exc:  # unknown tool, bad arguments: the model reads why
+                        return "error", f"MCP error {exc.error.code}: {exc.error.message}"
+                    if not isinstance(result, InputRequiredResult):
+                        return outcome(result)
+                    found = questions.asked(result)
+                    if isinstance(found, str):
+                        return "error", found
+                    if found.question:
+                        return replace(found, expires_in_s=self.config.answer_within_s)
+                    # only state (or roots) to send back: the spec's "call again" at once
+                    answers, state = questions.responses({"resume": found.resume})
+                    await anyio.sleep(STATE_ONLY_PAUSE_S)
+                return "error", "the tool server kept asking to be called again"
         return self._run(run)
 
     def _run(self, work: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agentq.core import drafts
 from agentq.core.decide import Step
@@ -16,11 +16,13 @@ from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import LogMoved, Stale
-from agentq.followups import FollowUp, RunTool
+from agentq.followups import Expire, FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
+from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
 from agentq.tools import Registry, ToolContext, ToolOutcome
+from agentq.tools.remote import Asked
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ class ToolStep(StepWork[ToolOutcome]):
         self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
         call: ToolCallRecord,
     ) -> None:
-        step = Step.tool(conversation.id, call.id)
+        step = Step.tool(conversation.id, call.id, call.answers)
         super().__init__(ctx, conversation.id, conversation.tenant, step)
         self.registry = registry
         self.conversation = conversation
@@ -76,12 +78,15 @@ class ToolStep(StepWork[ToolOutcome]):
         ctx = ToolContext(call.id, conversation.id, scope)
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
                                   allowed=conversation.settings.tools,
-                                  max_result_chars=self.ctx.config.tool_result_max_chars)
+                                  max_result_chars=self.ctx.config.tool_result_max_chars,
+                                  elicitation=call.elicitation)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes
         the lock; if the log moved since (another call of the round came back first), under
         the lock as it is now."""
+        if result.asked is not None:
+            return self._ask(claim, result.asked)
         call, conversation = self.call, self.conversation
         now = self.ctx.clock()
         draft = drafts.tool_result(
@@ -104,6 +109,29 @@ class ToolStep(StepWork[ToolOutcome]):
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})
         return after_result(self.conversation_id, fsm)
+
+    def _ask(self, claim: Claim, asked: Asked) -> list[FollowUp]:
+        """The server asked a person something: the step ends and the call waits for their
+        answer as a pending call, with an expiry like any (agentq.core.elicitation)."""
+        call = self.call
+        now = self.ctx.clock()
+        expires_at = now + timedelta(seconds=asked.expires_in_s)
+        before = call.elicitation or {}
+        record = {"asked": int(before.get("asked", 0)) + 1, "answered": call.answers,
+                  "question": asked.question, "resume": asked.resume}
+        draft = drafts.question(call, asked.question, expires_at=expires_at,
+                                step_key=self.step.key, created_at=now)
+        with self.ctx.store.locked(self.conversation_id) as tx:
+            if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
+                raise Stale("the step is no longer ours")
+            if not tx.ask(call.id, elicitation=record, expires_at=expires_at):
+                raise Stale("the call was closed meanwhile")
+            events, _ = tx.append_and_fold([draft], now=now)
+        self.ctx.notify(self.conversation_id, events)
+        log.info("step committed: %s asked a person", call.name, extra={"status": "succeeded"})
+        when = eta(expires_at, now, self.ctx.config.eta_horizon_s)
+        return [Expire(self.conversation_id, call.id, Step.expire(self.conversation_id,
+                                                                    call.id).key, when)]
 
     def _close(self, tx: ConversationTxn, claim: Claim, result: ToolOutcome, now: datetime) -> None:
         """Finish our step and close its call with the result; Stale if either moved on."""

@@ -33,7 +33,7 @@ from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
 from agentq.tools import remote
 from agentq.tools.calls import Coroutines, awaited, capped
-from agentq.tools.remote import RemoteTools, RemoteUnavailable
+from agentq.tools.remote import Asked, RemoteTools, RemoteUnavailable
 
 log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
 
@@ -70,6 +70,8 @@ class ToolOutcome:
 
     status: Literal["ok", "error"]
     output: Any
+    # a tool server asked a person something instead (MCP elicitation): no result yet
+    asked: Asked | None = None
 
 
 @dataclass(frozen=True)
@@ -435,18 +437,24 @@ class Registry:
     def call(
         self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float,
         allowed: list[str] | None = None, max_result_chars: int | None = None,
+        elicitation: dict[str, Any] | None = None,
     ) -> ToolOutcome:
         """Check, then run a server tool in a worker thread; every failure is an error outcome.
 
         `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
         An output longer than `max_result_chars` (None: no cap) is cut, and says so.
+        `elicitation` is the call's record of its server's last question and the answer
+        (a remote tool's call made again with it).
         """
         refused = self.check(name, args, allowed)
         if refused is not None:
             return refused
         split = remote.split_model_name(name)
         if split is not None and split[0] in self._remote:
-            outcome = _call_remote(self._remote[split[0]], split[1], args, ctx, timeout_s)
+            outcome = _call_remote(self._remote[split[0]], split[1], args, ctx, timeout_s,
+                                   elicitation)
+            if outcome.asked is not None:
+                return outcome
             return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
         item = self._tools[name]
         if item.executor != "server":
@@ -494,12 +502,16 @@ def _remote_allowed(split: tuple[str, str], allowed: list[str] | None) -> bool:
 
 
 def _call_remote(
-    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float
+    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float,
+    elicitation: dict[str, Any] | None,
 ) -> ToolOutcome:
     try:
-        status, output = source.call(tool_name, args, ctx.tool_call_id, timeout_s)
+        answered = source.call(tool_name, args, ctx.tool_call_id, timeout_s, elicitation)
     except RemoteUnavailable as exc:
         return ToolOutcome("error", f"tool server '{source.server}' did not answer: {exc}")
+    if isinstance(answered, Asked):
+        return ToolOutcome("ok", None, asked=answered)
+    status, output = answered
     return ToolOutcome("ok" if status == "ok" else "error", output)
 
 

@@ -8,6 +8,7 @@ this module keeps the registry free of the SDK.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentq.core.request import ToolSpec
@@ -43,6 +44,20 @@ def split_model_name(name: str) -> tuple[str, str] | None:
     return (server, tool) if sep and server and tool else None
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The server asked a person something instead of answering (MCP `input_required`).
+
+    `question` is what they are shown (the server's message, and the schema of the answer
+    it wants or the address it sends them to); `resume` is what the server needs back when
+    the call is made again, opaque to agentq.
+    """
+
+    question: dict[str, Any]
+    resume: dict[str, Any]
+    expires_in_s: float = 86_400.0  # how long the person has to answer
+
+
 class RemoteUnavailable(Exception):
     """The server could not be reached or answered with a failure, not a tool result."""
 
@@ -60,6 +75,12 @@ class RemoteTools(Protocol):
         """The server's tools under their own names and schemas; RemoteUnavailable if down."""
         ...
 
-    def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:
-        """("ok" | "error", output) of one call; RemoteUnavailable when no result came back."""
+    def call(
+        self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float,
+        elicitation: dict[str, Any] | None = None,
+    ) -> tuple[str, Any] | Asked:
+        """("ok" | "error", output) of one call, or the server's question for a person;
+        RemoteUnavailable when no result came back. `elicitation` is the call's record of
+        the last question and the person's answer (`ToolCallRecord.elicitation`), for a
+        call made again with it."""
         ...

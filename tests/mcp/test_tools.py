@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,60 +15,15 @@ from agentq.tools import Registry, ToolContext
 from agentq.worker.queues import all_queues
 from agentq.worker.tasks import enqueue
 from tests.support.api import Api
-from tests.support.processes import ROOT, stop, wait_for
+from tests.support.mcp_servers import SERVER
+from tests.support.mcp_servers import free_port as _free_port
+from tests.support.mcp_servers import policy_text as _policy_text
+from tests.support.processes import wait_for
 
 # Most tests here talk to a real MCP server process the module starts.
 pytestmark = pytest.mark.slow
 
-SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 ACME = Scope(tenant="acme", user="alice")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.fixture(scope="module")
-def call_log(tmp_path_factory) -> Path:
-    """Where the module's MCP server writes `key call_id` for each call of its `slow` tool."""
-    path = tmp_path_factory.mktemp("mcp-calls") / "calls.log"
-    path.touch()
-    return path
-
-
-@pytest.fixture(scope="module")
-def mcp_url(tmp_path_factory, call_log) -> str:
-    """A Streamable HTTP MCP server on 127.0.0.1, stopped by pid when the module ends."""
-    port = _free_port()
-    env = {**os.environ, "MCP_CALL_LOG": str(call_log)}
-    with open(tmp_path_factory.mktemp("mcp") / "server.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], cwd=ROOT,
-                                env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            wait_for(lambda: _accepts(port), timeout_s=30, what="the MCP server to listen")
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            stop(proc)
-
-
-def _policy_text(url: str, tenants: str = '["acme"]') -> str:
-    return (f'[mcp.crm]\nurl = "{url}"\ntenants = {tenants}\ntimeout_s = 10\n'
-            'headers = {Authorization = "env:CRM_TOKEN"}\n')
-
-
-@pytest.fixture
-def policy(mcp_url, tmp_path) -> Policy:
-    path = tmp_path / "policy.toml"
-    path.write_text(_policy_text(mcp_url))
-    return load_policy(str(path))
 
 
 def _ctx(call_id: str = "call_1") -> ToolContext:

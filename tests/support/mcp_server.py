@@ -12,6 +12,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from pydantic import BaseModel
 
 server = MCPServer("crm", log_level="WARNING")
@@ -62,6 +63,39 @@ def refund(order: str, amount: int) -> str:
     if amount > 100:
         raise ToolError(f"refund of {amount} for {order} is above the limit of 100")
     return f"refunded {amount} for {order}"
+
+
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}, "note": {"type": "string", "maxLength": 40}},
+    "required": ["confirm"],
+}
+
+
+@server.tool()
+def confirm_refund(order: str, amount: int, ctx: Context) -> str | InputRequiredResult:
+    """Refund an order once a person confirms it (MCP elicitation, 2026-07-28 style).
+
+    Appends `order call_id round` to MCP_CALL_LOG (if set) on each call, round 1 being
+    the one that asks and round 2 the one that carries the answer.
+    """
+    answer = (ctx.input_responses or {}).get("confirm")
+    if os.environ.get("MCP_CALL_LOG"):
+        with open(os.environ["MCP_CALL_LOG"], "a") as log:
+            log.write(f"{order} {_call_id(ctx)} {1 if answer is None else 2}\n")
+    if answer is None:
+        ask = ElicitRequestFormParams(message=f"Refund {amount} for {order}?",
+                                      requested_schema=CONFIRM_SCHEMA)
+        return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=ask)},
+                                   request_state=f"refund:{order}:{amount}")
+    if ctx.request_state != f"refund:{order}:{amount}":
+        raise ToolError(f"request state {ctx.request_state!r} is not this call's")
+    if not isinstance(answer, ElicitResult) or answer.action != "accept":
+        return f"not refunded: the person chose {getattr(answer, 'action', '?')}"
+    content = answer.content or {}
+    if not content.get("confirm"):
+        return f"not refunded: {content.get('note') or 'not confirmed'}"
+    return f"refunded {amount} for {order} ({content.get('note') or 'no note'})"
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ def resolve(conversation_id: str, call_id: str, body: models.Resolution):
         record, followups = svc.commands.resolve(
             conversation_id, call_id, g.scope, status=answer.status,
             result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
+            action=getattr(answer, "action", None), content=getattr(answer, "content", None),
         )
     except Conflict as exc:
         current = svc.store.load_tool_call(conversation_id, call_id)
