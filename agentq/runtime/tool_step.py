@@ -22,7 +22,7 @@ from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
 from agentq.tools import Registry, ToolContext, ToolOutcome
-from agentq.tools.remote import Asked
+from agentq.tools.remote import Asked, ServerBreakers
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,15 @@ def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
 
 
 def run_tool(
-    lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str
+    lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str,
+    breakers: ServerBreakers | None = None,
 ) -> list[FollowUp]:
     """Run one server tool call once, if it is still scheduled, and commit its result."""
     found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
     if found is None or found[1].status != "scheduled":
         return []
     conversation, call = found
-    return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call))
+    return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call, breakers))
 
 
 class ToolStep(StepWork[ToolOutcome]):
@@ -57,7 +58,7 @@ class ToolStep(StepWork[ToolOutcome]):
 
     def __init__(
         self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
-        call: ToolCallRecord,
+        call: ToolCallRecord, breakers: ServerBreakers | None = None,
     ) -> None:
         step = Step.tool(conversation.id, call.id, call.answers)
         super().__init__(ctx, conversation.id, conversation.tenant, step)
@@ -65,6 +66,7 @@ class ToolStep(StepWork[ToolOutcome]):
         self.conversation = conversation
         self.call = call
         self.tool = call.name
+        self.breakers = breakers
 
     def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""
@@ -79,7 +81,7 @@ class ToolStep(StepWork[ToolOutcome]):
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
                                   allowed=conversation.settings.tools,
                                   max_result_chars=self.ctx.config.tool_result_max_chars,
-                                  elicitation=call.elicitation)
+                                  elicitation=call.elicitation, breakers=self.breakers)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes

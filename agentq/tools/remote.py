@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentq.core.breaker import Wait
 from agentq.core.request import ToolSpec
 
 REF_PREFIX = "mcp:"
 MODEL_PREFIX = "mcp__"
+BREAKER_PREFIX = "mcp:"  # a server's circuit breaker is the endpoint "mcp:NAME"
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _REF = re.compile(rf"{REF_PREFIX}({SERVER_NAME.pattern})(?:/([A-Za-z0-9_.-]{{1,64}}))?")
@@ -83,4 +85,17 @@ class RemoteTools(Protocol):
         RemoteUnavailable when no result came back. `elicitation` is the call's record of
         the last question and the person's answer (`ToolCallRecord.elicitation`), for a
         call made again with it."""
+        ...
+
+
+class ServerBreakers(Protocol):
+    """The circuit breakers the calls to a server go through (agentq.providers.breakers):
+    shared by every worker, so a server that keeps failing is called by none for a while."""
+
+    def before_call(self, endpoint: str | None) -> Wait | None:
+        """None: call now; else until when not to."""
+        ...
+
+    def record_server(self, endpoint: str, failure: str | None) -> None:
+        """The call got an answer (None) or none at all (why)."""
         ...
