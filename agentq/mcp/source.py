@@ -33,6 +33,7 @@ from agentq.core.request import ToolSpec
 from agentq.mcp import questions
 from agentq.mcp.results import outcome
 from agentq.tenancy.policy import McpServer
+from agentq.tools.calls import Coroutines
 from agentq.tools.remote import Asked, RemoteUnavailable
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class McpTools:
         # The protocol version the server first agreed to, if a stateless (2026-07-28+) one:
         # later connections adopt it instead of probing with server/discover each time.
         self._version: str | None = None
+        self._coroutines = Coroutines()
 
     @property
     def queue(self) -> str | None:
@@ -100,13 +102,16 @@ class McpTools:
         """One `tools/call` with the call id in `_meta`, and a person's answer to the
         server's last question if it asked one; the server's timeout wins over `timeout_s`."""
         del timeout_s  # the operator's timeout for this server is the one that holds
-        return self._retried(lambda: self._call(tool, args, call_id, elicitation))
+        return self._retried(
+            lambda limit_s: self._call(tool, args, call_id, elicitation, limit_s))
 
     def _retried(self, attempt: Any) -> Any:
+        """`attempt(limit_s)` tried again after a transient failure; each try gets only the
+        time left, so all of them together stay within the server's `timeout_s`."""
         deadline = time.monotonic() + self.config.timeout_s
         for delay in (*RETRY_DELAYS_S, None):
             try:
-                return attempt()
+                return attempt(max(deadline - time.monotonic(), 0.001))
             except _Transient as exc:
                 left = deadline - time.monotonic()
                 if delay is None or left <= delay:
@@ -115,7 +120,7 @@ class McpTools:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _list(self) -> list[ToolSpec]:
+    def _list(self, limit_s: float) -> list[ToolSpec]:
         async def run() -> list[ToolSpec]:
             async with self._connected() as client:
                 self._remember(client)
@@ -128,10 +133,11 @@ class McpTools:
                     cursor = page.next_cursor
                     if cursor is None:
                         return specs
-        return self._run(run)
+        return self._run(run, limit_s)
 
     def _call(
         self, tool: str, args: dict[str, Any], call_id: str, elicitation: dict[str, Any] | None,
+        limit_s: float,
     ) -> tuple[str, Any] | Asked:
         async def run() -> tuple[str, Any] | Asked:
             async with self._connected() as client:
@@ -156,15 +162,16 @@ class McpTools:
                     answers, state = questions.responses({"resume": found.resume})
                     await anyio.sleep(STATE_ONLY_PAUSE_S)
                 return "error", "the tool server kept asking to be called again"
-        return self._run(run)
+        return self._run(run, limit_s)
 
-    def _run(self, work: Any) -> Any:
-        """Run `work` on an event loop of its own, within the server's time limit."""
+    def _run(self, work: Any, limit_s: float) -> Any:
+        """Run `work` within `limit_s` on an event loop of its own, through the tools'
+        coroutine runner: under gevent that is a native thread, never the hub's."""
         async def bounded() -> Any:
-            with anyio.fail_after(self.config.timeout_s):
+            with anyio.fail_after(limit_s):
                 return await work()
         try:
-            return anyio.run(bounded)
+            return self._coroutines.run(bounded(), limit_s)
         except RemoteUnavailable:
             raise
         except TimeoutError:

@@ -258,9 +258,9 @@ class _CountedListings(McpTools):
         super().__init__(*args, **kwargs)
         self.listings = 0
 
-    def _list(self):
+    def _list(self, limit_s):
         self.listings += 1
-        return super()._list()
+        return super()._list(limit_s)
 
 
 def test_a_servers_listing_is_read_once_per_worker_until_it_expires(policy):
@@ -290,3 +290,29 @@ def test_a_failure_the_model_reads_names_no_url_or_token_of_the_operator():
     assert "crm.internal" in str(error)  # what httpx says, and what the model used to read
     assert _for_tenant(error) == "the server answered HTTP 502"
     assert "s3cret" not in _for_tenant(httpx2.ConnectError("to https://crm.internal?token=s3cret"))
+
+
+class _NeverAnswers(McpTools):
+    """A source whose every try fails as a server that does not answer would."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits: list[float] = []
+
+    def _call(self, tool, args, call_id, elicitation, limit_s):
+        from agentq.mcp.source import _Transient
+
+        self.limits.append(limit_s)
+        raise _Transient("no answer")
+
+
+def test_the_tries_of_a_call_share_the_servers_timeout_instead_of_each_having_it():
+    source = _NeverAnswers("crm", McpServer(url="http://127.0.0.1:1/mcp", timeout_s=5))
+    outcome = Registry([], [source]).call("mcp__crm__greet", {"name": "x"}, _ctx(), timeout_s=5,
+                                          allowed=["mcp:crm"])
+    assert outcome.status == "error"
+    assert len(source.limits) == len(RETRY_DELAYS_S) + 1
+    # each try is given what is left of the 5 s after the tries and pauses before it
+    assert source.limits[0] <= 5
+    assert source.limits[1] <= 5 - RETRY_DELAYS_S[0]
+    assert source.limits[2] <= 5 - RETRY_DELAYS_S[0] - RETRY_DELAYS_S[1]
