@@ -82,8 +82,12 @@ def tool_result(
     round_id: str | None,
     step_key: str | None,
     created_at: datetime,
+    parts: Sequence[dict[str, Any]] = (),
 ) -> EventDraft:
-    content = {"tool_call_id": call_id, "status": status, "output": output}
+    """A call's result; `parts` are images it held (a tool server's), beside the output."""
+    content: dict[str, Any] = {"tool_call_id": call_id, "status": status, "output": output}
+    if parts:
+        content["parts"] = list(parts)
     return EventDraft("tool_result", content, created_at, turn_id, round_id, step_key)
 
 

@@ -34,7 +34,7 @@ from agentq.mcp import questions
 from agentq.mcp.results import outcome
 from agentq.tenancy.policy import McpServer
 from agentq.tools.calls import Coroutines
-from agentq.tools.remote import Asked, RemoteUnavailable
+from agentq.tools.remote import Asked, RemoteResult, RemoteUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class McpTools:
     def call(
         self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float,
         elicitation: dict[str, Any] | None = None,
-    ) -> tuple[str, Any] | Asked:
+    ) -> RemoteResult | Asked:
         """One `tools/call` with the call id in `_meta`, and a person's answer to the
         server's last question if it asked one; the server's timeout wins over `timeout_s`."""
         del timeout_s  # the operator's timeout for this server is the one that holds
@@ -138,8 +138,8 @@ class McpTools:
     def _call(
         self, tool: str, args: dict[str, Any], call_id: str, elicitation: dict[str, Any] | None,
         limit_s: float,
-    ) -> tuple[str, Any] | Asked:
-        async def run() -> tuple[str, Any] | Asked:
+    ) -> RemoteResult | Asked:
+        async def run() -> RemoteResult | Asked:
             async with self._connected() as client:
                 self._remember(client)
                 meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
@@ -150,18 +150,19 @@ class McpTools:
                             tool, args, meta=meta, input_responses=answers,
                             request_state=state, allow_input_required=True)
                     except MCPError as exc:  # unknown tool, bad arguments: the model reads why
-                        return "error", f"MCP error {exc.error.code}: {exc.error.message}"
+                        return RemoteResult("error",
+                                            f"MCP error {exc.error.code}: {exc.error.message}")
                     if not isinstance(result, InputRequiredResult):
                         return outcome(result)
                     found = questions.asked(result)
                     if isinstance(found, str):
-                        return "error", found
+                        return RemoteResult("error", found)
                     if found.question:
                         return replace(found, expires_in_s=self.config.answer_within_s)
                     # only state (or roots) to send back: the spec's "call again" at once
                     answers, state = questions.responses({"resume": found.resume})
                     await anyio.sleep(STATE_ONLY_PAUSE_S)
-                return "error", "the tool server kept asking to be called again"
+                return RemoteResult("error", "the tool server kept asking to be called again")
         return self._run(run, limit_s)
 
     def _run(self, work: Any, limit_s: float) -> Any:

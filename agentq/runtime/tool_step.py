@@ -93,7 +93,7 @@ class ToolStep(StepWork[ToolOutcome]):
         now = self.ctx.clock()
         draft = drafts.tool_result(
             call.id, result.status, result.output, turn_id=call.turn_id,
-            round_id=call.round_id, step_key=self.step.key, created_at=now,
+            round_id=call.round_id, step_key=self.step.key, created_at=now, parts=result.parts,
         )
         store = self.ctx.store
         try:

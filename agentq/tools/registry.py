@@ -33,7 +33,7 @@ from agentq.core.timefmt import format_ts
 from agentq.errors import AgentqError
 from agentq.process.threads import DaemonThreads
 from agentq.tools import remote
-from agentq.tools.calls import Coroutines, awaited, capped
+from agentq.tools.calls import Coroutines, awaited, capped, capped_parts
 from agentq.tools.remote import Asked, RemoteTools, RemoteUnavailable, ServerBreakers
 
 log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
@@ -73,6 +73,8 @@ class ToolOutcome:
     output: Any
     # a tool server asked a person something instead (MCP elicitation): no result yet
     asked: Asked | None = None
+    # images a tool server's result held (core/parts.py), shown to the model beside `output`
+    parts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -457,7 +459,9 @@ class Registry:
                                    elicitation, breakers)
             if outcome.asked is not None:
                 return outcome
-            return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
+            output = capped(outcome.output, max_result_chars)
+            return ToolOutcome(outcome.status, output,
+                               parts=capped_parts(output, outcome.parts, max_result_chars))
         item = self._tools[name]
         if item.executor != "server":
             return ToolOutcome(
@@ -522,8 +526,8 @@ def _call_remote(
         breakers.record_server(endpoint, None)
     if isinstance(answered, Asked):
         return ToolOutcome("ok", None, asked=answered)
-    status, output = answered
-    return ToolOutcome("ok" if status == "ok" else "error", output)
+    return ToolOutcome("ok" if answered.status == "ok" else "error", answered.output,
+                       parts=answered.parts)
 
 
 class ToolQueues(Mapping[str, str]):

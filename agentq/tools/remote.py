@@ -47,6 +47,16 @@ def split_model_name(name: str) -> tuple[str, str] | None:
 
 
 @dataclass(frozen=True)
+class RemoteResult:
+    """A server's result: ("ok" | "error", output), and the images it held as content parts
+    (core/parts.py's `{"type": "image", "media_type", "data"}`), in order."""
+
+    status: str
+    output: Any
+    parts: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class Asked:
     """The server asked a person something instead of answering (MCP `input_required`).
 
@@ -80,8 +90,8 @@ class RemoteTools(Protocol):
     def call(
         self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float,
         elicitation: dict[str, Any] | None = None,
-    ) -> tuple[str, Any] | Asked:
-        """("ok" | "error", output) of one call, or the server's question for a person;
+    ) -> RemoteResult | Asked:
+        """The result of one call, or the server's question for a person;
         RemoteUnavailable when no result came back. `elicitation` is the call's record of
         the last question and the person's answer (`ToolCallRecord.elicitation`), for a
         call made again with it."""

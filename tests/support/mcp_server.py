@@ -6,13 +6,21 @@ call id they saw in `_meta`, so a test can check it arrived.
 """
 from __future__ import annotations
 
+import base64
 import os
 import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    ImageContent,
+    InputRequiredResult,
+    TextContent,
+)
 from pydantic import BaseModel
 
 server = MCPServer("crm", log_level="WARNING")
@@ -63,6 +71,18 @@ def refund(order: str, amount: int) -> str:
     if amount > 100:
         raise ToolError(f"refund of {amount} for {order} is above the limit of 100")
     return f"refunded {amount} for {order}"
+
+
+# the first bytes of a PNG, enough for a model API (and agentq) to know it for one
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(24)).decode()
+
+
+@server.tool()
+def chart(kind: str) -> list[TextContent | ImageContent]:
+    """A chart as an image, after a line of text; `kind` "broken" sends bytes that are no PNG."""
+    data = base64.b64encode(b"not a png").decode() if kind == "broken" else PNG
+    return [TextContent(type="text", text=f"the {kind} chart"),
+            ImageContent(type="image", data=data, mime_type="image/png")]
 
 
 CONFIRM_SCHEMA = {
