@@ -62,6 +62,10 @@ class McpTools:
         # later connections adopt it instead of probing with server/discover each time.
         self._version: str | None = None
         self._coroutines = Coroutines()
+        # The tools' output schemas as a session last read them, and when: a new session is
+        # given them, so it does not list the tools again before it checks a call's result.
+        self._output_schemas: dict[str, Any] = {}
+        self._schemas_at = 0.0
 
     @property
     def queue(self) -> str | None:
@@ -142,6 +146,7 @@ class McpTools:
         async def run() -> RemoteResult | Asked:
             async with self._connected() as client:
                 self._remember(client)
+                lent = self._lend_schemas(client)
                 meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
                 answers, state = questions.responses(elicitation)
                 for _ in range(STATE_ONLY_ROUNDS):
@@ -153,6 +158,7 @@ class McpTools:
                         return RemoteResult("error",
                                             f"MCP error {exc.error.code}: {exc.error.message}")
                     if not isinstance(result, InputRequiredResult):
+                        self._keep_schemas(client, lent)
                         return outcome(result)
                     found = questions.asked(result)
                     if isinstance(found, str):
@@ -212,6 +218,27 @@ class McpTools:
                                        env=self._resolved(config.env) or None)
         return Client(params, read_timeout_seconds=config.timeout_s, cache=None,
                       mode=self._version or "auto")
+
+    def _lend_schemas(self, client: Client) -> bool:
+        """Give the session the output schemas an earlier one read (within `list_ttl_s`).
+
+        Why: a session checks a result against its tool's output schema and, not knowing
+        it, lists the server's tools first: a second request per call. Careful: this fills
+        the SDK session's own map (`_tool_output_schemas`, what its `list_tools` fills);
+        `test_a_call_after_the_first_lists_no_tools` notices if that changes.
+        """
+        fresh = time.monotonic() - self._schemas_at < self.config.list_ttl_s
+        known = getattr(client.session, "_tool_output_schemas", None)
+        if fresh and isinstance(known, dict) and not known and self._output_schemas:
+            known.update(self._output_schemas)
+            return True
+        return False
+
+    def _keep_schemas(self, client: Client, lent: bool) -> None:
+        """Keep what a session that was lent nothing read, if it listed the tools."""
+        known = getattr(client.session, "_tool_output_schemas", None)
+        if not lent and isinstance(known, dict) and known:
+            self._output_schemas, self._schemas_at = dict(known), time.monotonic()
 
     def _remember(self, client: Client) -> None:
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:

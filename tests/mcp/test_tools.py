@@ -316,3 +316,41 @@ def test_the_tries_of_a_call_share_the_servers_timeout_instead_of_each_having_it
     assert source.limits[0] <= 5
     assert source.limits[1] <= 5 - RETRY_DELAYS_S[0]
     assert source.limits[2] <= 5 - RETRY_DELAYS_S[0] - RETRY_DELAYS_S[1]
+
+
+class _CountedRequests(McpTools):
+    """A source that counts the JSON-RPC methods its sessions send."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.methods: list[str] = []
+
+    def _client(self, http):
+        client = super()._client(http)
+        sent = self.methods
+
+        class Counting(type(client)):  # the SDK's Client, counting what its session sends
+            async def __aenter__(self):
+                entered = await super().__aenter__()
+                send = entered.session.send_request
+
+                async def counted(request, *args, **kwargs):
+                    sent.append(request.method)
+                    return await send(request, *args, **kwargs)
+
+                entered.session.send_request = counted
+                return entered
+
+        client.__class__ = Counting
+        return client
+
+
+def test_a_call_after_the_first_lists_no_tools(policy):
+    source = _CountedRequests("crm", policy.mcp["crm"], environ={"CRM_TOKEN": "t"})
+    registry = Registry([], [source])
+    for n in range(3):
+        outcome = registry.call("mcp__crm__lookup", {"customer": "Ada"}, _ctx(f"call_{n}"),
+                                timeout_s=10, allowed=["mcp:crm"])
+        assert outcome.status == "ok"
+    assert source.methods.count("tools/call") == 3
+    assert source.methods.count("tools/list") == 1  # the first session's, to check results
