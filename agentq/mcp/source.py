@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 import anyio
+import httpcore2._synchronization  # noqa: F401  (imports trio now: see the note above _tls)
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -256,6 +257,11 @@ class McpTools:
                 value = self._environ[name]
             out[key] = value
         return out
+
+
+# httpcore imports trio on a client's first request, and importing trio runs a subprocess
+# (ctypes' find_library). Under gevent a call runs on a native thread whose hub cannot watch
+# a child process (agentq.tools.calls), so this module imports it first, in the main thread.
 
 
 @functools.cache

@@ -166,14 +166,15 @@ def test_a_malformed_server_reference_is_refused_with_a_422(store, policy):
 @pytest.mark.worker
 @pytest.mark.postgres
 @pytest.mark.redis
+@pytest.mark.parametrize("pool", ["threads", "gevent"])
 def test_a_real_worker_runs_the_mcp_call_as_a_tool_step(pg_store_clean, broker, workers, mcp_url,
-                                                         tmp_path):
+                                                         tmp_path, pool):
     path = tmp_path / "worker-policy.toml"
     path.write_text(_policy_text(mcp_url))
     policy = load_policy(str(path))
     commands = Commands(pg_store_clean, Registry.from_modules([]), policy=policy)
     conv = commands.create_conversation(ACME, {"tools": ["mcp:crm/lookup"], "script": LOOKUP})
-    worker = workers("w1", AGENTQ_POLICY=str(path), CRM_TOKEN="Bearer s3cret")
+    worker = workers("w1", pool=pool, AGENTQ_POLICY=str(path), CRM_TOKEN="Bearer s3cret")
     _, follow = commands.post_message(conv.id, "Ada's tier?", ACME)
     enqueue(broker, follow)
     store = pg_store_clean
