@@ -187,6 +187,17 @@ def decide(cid: str, call_id: str, status: str, reason: str | None,
                 models.ToolCall, json=body, headers=_user(user), idempotent=True)
 
 
+def reply(cid: str, call_id: str, action: str, content: Mapping[str, Any] | None,
+          user: str | None) -> Call[models.ToolCall]:
+    """A person's answer to a tool server's question (the call's `elicitation`); the same
+    answer twice is 200 both times."""
+    body: dict[str, Any] = {"status": "answered", "action": action}
+    if content is not None:
+        body["content"] = dict(content)
+    return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
+                models.ToolCall, json=body, headers=_user(user), idempotent=True)
+
+
 # -- agents -------------------------------------------------------------------------------
 
 

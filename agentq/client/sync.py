@@ -151,6 +151,12 @@ class Client:
         {"approved": false, "reason": …}."""
         return self._run(calls.decide(conversation_id, call_id, "rejected", reason, self._who(user)))
 
+    def reply(self, conversation_id: str, call_id: str, content: Mapping[str, Any] | None = None,
+              *, action: str = "accept", user: str | None = None) -> models.ToolCall:
+        """Answer the question a call's tool server asked (`call.elicitation`): `content`
+        fits its `requested_schema`; `action` "decline" or "cancel" says no, with none."""
+        return self._run(calls.reply(conversation_id, call_id, action, content, self._who(user)))
+
     def answer(self, conversation_id: str, call_id: str, result: Any, *, error: bool = False,
                user: str | None = None) -> models.ToolCall:
         """Resolve a pending call with `result` (or as failed, with `error=True`)."""

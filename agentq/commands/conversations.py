@@ -15,10 +15,12 @@ from typing import Any, TypeGuard
 from pydantic import ValidationError
 
 from agentq.agents.catalog import Catalog
+from agentq.commands.answers import FROM_DECISION, answer_call
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
 from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
 from agentq.core.decide import Step, ends_a_turn, message_action
+from agentq.core.elicitation import ANSWERED
 from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
 from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.keys import canonical_json
@@ -190,21 +192,38 @@ class Commands:
         status: str,
         result: Any,
         reason: str | None = None,
+        action: str | None = None,
+        content: Any = None,
     ) -> tuple[ToolCallRecord, list[FollowUp]]:
         """Close a pending call; the same answer twice is fine, anything else late is 409.
 
         A call that needs approval takes `approved` or `rejected` (with an optional
-        `reason`) and no result: the person decides on the arguments the model gave.
+        `reason`) and no result: the person decides on the arguments the model gave. A
+        call whose tool server asked a question takes `answered` with MCP's `action`
+        and, to accept, the `content` its schema asks for (approve and reject stand for
+        accept and decline).
         """
-        if status not in RESOLUTION_STATUSES + DECISION_STATUSES:
-            raise InvalidInput(
-                f"status must be one of {', '.join(RESOLUTION_STATUSES + DECISION_STATUSES)}")
+        if status not in RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,):
+            raise InvalidInput(f"status must be one of "
+                               f"{', '.join(RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,))}")
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.elicitation is not None and status in DECISION_STATUSES + (ANSWERED,):
+                if result is not None:
+                    raise InvalidInput("an answer to a tool server's question carries "
+                                       "`content`, not a result")
+                return answer_call(tx, call, by=_by(scope), now=now, content=content,
+                                   action=action or FROM_DECISION.get(status, "accept"))
+            if call.elicitation is not None:  # a person answers the question, the server results
+                raise Conflict(f"tool call {tool_call_id} is run by its tool server: answer its "
+                               f"question (status {ANSWERED}), it gives the result")
+            if status == ANSWERED:
+                raise Conflict(f"tool call {tool_call_id} was asked no question: it takes "
+                               f"{' or '.join(RESOLUTION_STATUSES + DECISION_STATUSES)}")
             if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
                 # a yes or no to a person's call: its result says so, as the model reads it
                 if result is not None:

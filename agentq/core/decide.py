@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentq.core import keys
+from agentq.core import elicitation, keys
 from agentq.core.events import Event, InboxItem, View
 from agentq.core.fsm import FATAL_ERROR_STATUSES
 from agentq.core.keys import StepKind
@@ -34,8 +34,13 @@ class Step:
         return cls._make(cid, keys.MODEL_STEP, {"after_seq": after_seq})
 
     @classmethod
-    def tool(cls, cid: str, tool_call_id: str) -> Step:
-        return cls._make(cid, "tool", {"tool_call_id": tool_call_id})
+    def tool(cls, cid: str, tool_call_id: str, answers: int = 0) -> Step:
+        """The call's step; a call run again with a person's `answers` (MCP elicitation)
+        is a step of its own for each."""
+        ref: dict[str, Any] = {"tool_call_id": tool_call_id}
+        if answers:
+            ref["answers"] = answers
+        return cls._make(cid, "tool", ref)
 
     @classmethod
     def expire(cls, cid: str, tool_call_id: str) -> Step:
@@ -148,24 +153,34 @@ def _approved(turn: Sequence[Event]) -> set[str]:
             if e.type == "resolution" and e.content.get("status") == "approved"}
 
 
-def _runs_now(call: Event, approved: set[str]) -> bool:
-    """A server call runs now, unless it waits for a person's approval."""
+def _runs_now(call: Event, approved: set[str], turn: Sequence[Event]) -> bool:
+    """A server call runs now, unless it waits for a person's approval or for their answer
+    to its server's question."""
     if call.content.get("executor", "server") != "server":
         return False
-    return not call.content.get("needs_approval") or call.content["tool_call_id"] in approved
+    call_id = call.content["tool_call_id"]
+    if call.content.get("needs_approval") and call_id not in approved:
+        return False
+    return elicitation.asked(turn, call_id) == elicitation.answered(turn, call_id)
 
 
 def _run_open_server_calls(
-    cid: str, open_calls: Sequence[Event], approved: set[str]
+    cid: str, open_calls: Sequence[Event], approved: set[str], turn: Sequence[Event]
 ) -> RunTools | None:
-    server = [e for e in open_calls if _runs_now(e, approved)]
+    server = [e for e in open_calls if _runs_now(e, approved, turn)]
     if not server:
         return None
-    return RunTools(tuple(Step.tool(cid, e.content["tool_call_id"]) for e in server))
+    return RunTools(tuple(
+        Step.tool(cid, e.content["tool_call_id"],
+                  elicitation.answered(turn, e.content["tool_call_id"]))
+        for e in server))
 
 
-def _await_pending_calls(cid: str, open_calls: Sequence[Event]) -> AwaitInput | None:
-    """What is left open once the server calls run: human, client and unapproved calls."""
+def _await_pending_calls(
+    cid: str, open_calls: Sequence[Event], turn: Sequence[Event]
+) -> AwaitInput | None:
+    """What is left open once the server calls run: human, client and unapproved calls,
+    and server calls whose question waits for an answer."""
     if not open_calls:
         return None
     ids = tuple(e.content["tool_call_id"] for e in open_calls)
@@ -173,6 +188,7 @@ def _await_pending_calls(cid: str, open_calls: Sequence[Event]) -> AwaitInput | 
         Step.expire(cid, e.content["tool_call_id"])
         for e in open_calls
         if e.content.get("expires_at") is not None
+        or elicitation.asked(turn, e.content["tool_call_id"])
     )
     return AwaitInput(expiries, ids)
 
@@ -197,10 +213,10 @@ def decide(view: View) -> Decision:
         return StartTurn(view.inbox[0]) if view.inbox else Idle()
     open_calls = _open_calls(turn)
     # inv. 4: open calls are dispatched or awaited, never re-rolled by a new model call.
-    tools = _run_open_server_calls(view.conversation_id, open_calls, _approved(turn))
+    tools = _run_open_server_calls(view.conversation_id, open_calls, _approved(turn), turn)
     if tools is not None:
         return tools
-    awaiting = _await_pending_calls(view.conversation_id, open_calls)
+    awaiting = _await_pending_calls(view.conversation_id, open_calls, turn)
     if awaiting is not None:
         return awaiting
     failure = _round_limit(view, turn)

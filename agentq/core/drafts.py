@@ -85,8 +85,12 @@ def tool_result(
     round_id: str | None,
     step_key: str | None,
     created_at: datetime,
+    parts: Sequence[dict[str, Any]] = (),
 ) -> EventDraft:
-    content = {"tool_call_id": call_id, "status": status, "output": output}
+    """A call's result; `parts` are images it held (a tool server's), beside the output."""
+    content: dict[str, Any] = {"tool_call_id": call_id, "status": status, "output": output}
+    if parts:
+        content["parts"] = list(parts)
     return EventDraft("tool_result", content, created_at, turn_id, round_id, step_key)
 
 
@@ -94,6 +98,29 @@ def suspension(
     pending: list[str], *, turn_id: str, round_id: str, step_key: str, created_at: datetime
 ) -> EventDraft:
     return EventDraft("suspension", {"pending": pending}, created_at, turn_id, round_id, step_key)
+
+
+def question(
+    call: ToolCallRecord, asked: dict[str, Any], *, expires_at: datetime, step_key: str,
+    created_at: datetime,
+) -> EventDraft:
+    """The call's server asked a person something (MCP elicitation): the call waits for
+    them. `asked` is what they are shown: the server's message and requested schema."""
+    content = {"pending": [call.id], "elicitation": {
+        **asked, "tool_call_id": call.id, "name": call.name, "expires_at": format_ts(expires_at)}}
+    return EventDraft("suspension", content, created_at, call.turn_id, call.round_id, step_key)
+
+
+def answer(
+    call: ToolCallRecord, action: str, content: dict[str, Any] | None, *, by: str,
+    created_at: datetime,
+) -> EventDraft:
+    """A person's answer to the call's server's question: the call runs again with it."""
+    body: dict[str, Any] = {"tool_call_id": call.id, "status": "answered", "by": by,
+                            "action": action}
+    if content is not None:
+        body["content"] = content
+    return EventDraft("resolution", body, created_at, call.turn_id, call.round_id)
 
 
 def resolution(

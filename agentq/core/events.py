@@ -106,6 +106,14 @@ class ToolCallRecord:
     resolved_at: datetime | None = None
     # a server call that runs only once a person approves it (`@tool(needs_approval=...)`)
     needs_approval: bool = False
+    # what its server asked a person and their answers (MCP elicitation), None if it never
+    # asked: {"asked": n, "answered": m, "question": {...}, "resume": {...}, "answer": {...}}
+    elicitation: dict[str, Any] | None = None
+
+    @property
+    def answers(self) -> int:
+        """How many of its server's questions a person answered: the attempt it is at."""
+        return int((self.elicitation or {}).get("answered", 0))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +129,7 @@ class ToolCallRecord:
             "expires_at": _opt_ts(self.expires_at),
             "resolved_at": _opt_ts(self.resolved_at),
             "needs_approval": self.needs_approval,
+            "elicitation": None if self.elicitation is None else self.elicitation.get("question"),
         }
 
 

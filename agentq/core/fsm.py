@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Literal
 
+from agentq.core.elicitation import ANSWERED
 from agentq.core.events import Event, FsmState
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
@@ -60,9 +61,25 @@ def _tool_result(state: FsmState, event: Event) -> FsmState:
 
 
 def _suspension(state: FsmState, event: Event) -> FsmState:
+    asked = event.content.get("elicitation")
+    if isinstance(asked, dict):
+        return _asked(state, asked)
     if state.running:
         return state
     return replace(state, state="awaiting_input")
+
+
+def _asked(state: FsmState, asked: dict) -> FsmState:
+    """A running server call whose server asked a person something: it waits for them."""
+    call_id = asked.get("tool_call_id")
+    if call_id not in state.running:
+        return state
+    running = tuple(i for i in state.running if i != call_id)
+    pending = dict(state.pending)
+    pending[call_id] = {"executor": "server", "name": asked.get("name"),
+                        "expires_at": asked.get("expires_at"), "elicitation": True}
+    return replace(state, state="running" if running else "awaiting_input", running=running,
+                   pending=pending)
 
 
 def _error(state: FsmState, event: Event) -> FsmState:
@@ -82,14 +99,15 @@ def _resolution(state: FsmState, event: Event) -> FsmState:
     # (docs/design.md §16.3).
     if event.content.get("by") == "system":
         return replace(state, scope=SYSTEM_SCOPE_JSON)
-    if event.content.get("status") == APPROVED:
+    if event.content.get("status") in (APPROVED, ANSWERED):
         return _approved(state, event.content["tool_call_id"])
     return state
 
 
 
 def _approved(state: FsmState, call_id: str) -> FsmState:
-    """An approved call stops waiting on a person and runs like any server call."""
+    """An approved call (or one whose server's question was answered) stops waiting on a
+    person and runs like any server call."""
     if call_id not in state.pending:
         return state
     pending = {i: p for i, p in state.pending.items() if i != call_id}

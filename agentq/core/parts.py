@@ -117,6 +117,12 @@ def _image_data(where: str, media_type: Any, data: Any, max_image_bytes: int) ->
     return {"media_type": media_type, "data": data}
 
 
+def image_part(where: str, media_type: Any, data: Any, max_image_bytes: int) -> dict[str, str]:
+    """`{"type": "image", "media_type", "data"}` if the base64 image passes a user image's
+    rules (type, size, bytes that are what the type says); BadContent saying why if not."""
+    return {"type": "image", **_image_data(where, media_type, data, max_image_bytes)}
+
+
 def images_of(parts: Any) -> int:
     """How many images a message's parts hold."""
     return sum(1 for p in parts or () if isinstance(p, dict) and p.get("type") == "image")

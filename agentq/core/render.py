@@ -41,11 +41,14 @@ def output_text(output: Any) -> str:
 def _result_message(result: Event) -> Message:
     status = result.content.get("status", "ok")
     output = result.content.get("output")
+    parts = tuple(p for p in result.content.get("parts") or () if isinstance(p, dict))
     if status == "ok":
-        return Message("tool", output_text(output), tool_call_id=result.content["tool_call_id"])
+        return Message("tool", output_text(output), tool_call_id=result.content["tool_call_id"],
+                       parts=parts)
     body = _CLOSED_WITHOUT_OUTPUT.get(status, status) if output is None else output_text(output)
     text = f"[{status}] {body}"
-    return Message("tool", text, tool_call_id=result.content["tool_call_id"], is_error=True)
+    return Message("tool", text, tool_call_id=result.content["tool_call_id"], is_error=True,
+                   parts=parts)
 
 
 def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> list[Message]:

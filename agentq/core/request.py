@@ -43,7 +43,8 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool = False
     reasoning: tuple[Reasoning, ...] = ()
-    # A user message's content parts (core/parts.py): text and images, in order.
+    # A user message's content parts (core/parts.py): text and images, in order; on a
+    # `tool` message, the images of a tool server's result.
     parts: tuple[dict[str, Any], ...] = ()
 
     def memo(self, make: Callable[[Message], T]) -> T:

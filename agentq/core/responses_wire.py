@@ -27,8 +27,11 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
 
 def _items(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
+        output: str | list[dict[str, Any]] = message.text
+        if message.parts:  # a tool server's images, after the text that names them
+            output = [_part({"type": "text", "text": message.text}), *map(_part, message.parts)]
         return [{"type": "function_call_output", "call_id": message.tool_call_id,
-                 "output": message.text}]
+                 "output": output}]
     if message.role == "user" and message.parts:
         return [{"role": "user", "content": [_part(p) for p in message.parts]}]
     if message.role == "user":

@@ -79,10 +79,14 @@ def to_openai(request: Request) -> dict[str, Any]:
 
 def _anthropic_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.role == "tool":
+        content: str | list[dict[str, Any]] = message.text
+        if message.parts:  # a tool server's images, after the text that names them
+            text = [{"type": "text", "text": message.text}] if _has_text(message.text) else []
+            content = text + [_anthropic_part(p) for p in message.parts]
         block = {
             "type": "tool_result",
             "tool_use_id": message.tool_call_id,
-            "content": message.text,
+            "content": content,
             "is_error": message.is_error,
         }
         return "user", [block]

@@ -1,11 +1,13 @@
 """A `tools/call` result as a tool_result's status and output, faithfully but as JSON.
 
 Text alone stays text (what a local tool returning a string gives); structured content,
-several blocks, images or resources become an object the model reads as JSON. An image's
-bytes are not put in the log (a tool result holds no parts a model would see as an
-image): the model reads its type and size. Structured content whose text blocks only
-repeat it as JSON is the output itself, like a local tool's returned dict. `isError` is
-an error result, as the specification asks, so the model can read why and correct itself.
+several blocks, images or resources become an object the model reads as JSON. An image
+that passes a user image's rules (core/parts.py) is kept as a content part of the
+tool_result, which the model sees as an image where its API takes images in tool results;
+the output names it (`"part": n`). Audio and binary resources are described, not kept.
+Structured content whose text blocks only repeat it as JSON is the output itself, like a
+local tool's returned dict. `isError` is an error result, as the specification asks, so
+the model can read why and correct itself.
 """
 from __future__ import annotations
 
@@ -24,11 +26,36 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from agentq.core.parts import BadContent, image_part
+from agentq.tools.remote import RemoteResult
 
-def outcome(result: CallToolResult) -> tuple[str, Any]:
-    """("ok" | "error", output) of a result."""
+MAX_IMAGE_BYTES = 5_000_000  # an image a model API takes at most (a user's, by default)
+
+
+def outcome(result: CallToolResult, *, max_image_bytes: int = MAX_IMAGE_BYTES) -> RemoteResult:
+    """The result's status, output and image parts."""
+    parts: list[dict[str, Any]] = []
+    blocks = [_image(block, parts, max_image_bytes) if isinstance(block, ImageContent)
+              else _block(block) for block in result.content]
+    status, output = _output(result, blocks)
+    return RemoteResult(status, output, tuple(parts))
+
+
+def _image(block: ImageContent, parts: list[dict[str, Any]], max_image_bytes: int
+           ) -> dict[str, Any]:
+    """The image's block in the output; the image itself added to `parts` if it may be one."""
+    described = _block(block)
+    try:
+        part = image_part("image", block.mime_type, block.data, max_image_bytes)
+    except BadContent as exc:
+        return {**described, "note": f"image not shown: {exc}"}
+    parts.append(part)
+    del described["note"]
+    return {**described, "part": len(parts) - 1}
+
+
+def _output(result: CallToolResult, blocks: list[dict[str, Any]]) -> tuple[str, Any]:
     status = "error" if result.is_error else "ok"
-    blocks = [_block(block) for block in result.content]
     structured = result.structured_content
     if structured is not None and all(b.get("type") == "text" for b in blocks):
         text = "\n".join(b["text"] for b in blocks)

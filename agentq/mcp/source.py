@@ -19,25 +19,33 @@ import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, cast
 
 import anyio
+import httpcore2._synchronization  # noqa: F401  (imports trio now: see the note above _tls)
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import RequestParamsMeta
+from mcp.types import InputRequiredResult, RequestParamsMeta
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.core.request import ToolSpec
+from agentq.mcp import questions
 from agentq.mcp.results import outcome
 from agentq.tenancy.policy import McpServer
-from agentq.tools.remote import RemoteUnavailable
+from agentq.tools.calls import Coroutines
+from agentq.tools.remote import Asked, RemoteResult, RemoteUnavailable
 
 log = logging.getLogger(__name__)
 
 CALL_ID_META = "agentq/tool_call_id"
 RETRY_DELAYS_S = (0.2, 1.0)  # after the first and second failed tries
 LIST_RETRY_AFTER_S = 10.0
+# A server that answers input_required with only state to send back is called again at
+# once, this many times at most, this far apart.
+STATE_ONLY_ROUNDS = 5
+STATE_ONLY_PAUSE_S = 0.05
 
 
 class McpTools:
@@ -54,6 +62,11 @@ class McpTools:
         # The protocol version the server first agreed to, if a stateless (2026-07-28+) one:
         # later connections adopt it instead of probing with server/discover each time.
         self._version: str | None = None
+        self._coroutines = Coroutines()
+        # The tools' output schemas as a session last read them, and when: a new session is
+        # given them, so it does not list the tools again before it checks a call's result.
+        self._output_schemas: dict[str, Any] = {}
+        self._schemas_at = 0.0
 
     @property
     def queue(self) -> str | None:
@@ -87,16 +100,23 @@ class McpTools:
             self._listing, self._listed_at, self._failed_at = listing, time.monotonic(), None
         return listing
 
-    def call(self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float) -> tuple[str, Any]:
-        """One `tools/call` with the call id in `_meta`; the server's timeout wins over `timeout_s`."""
+    def call(
+        self, tool: str, args: dict[str, Any], call_id: str, timeout_s: float,
+        elicitation: dict[str, Any] | None = None,
+    ) -> RemoteResult | Asked:
+        """One `tools/call` with the call id in `_meta`, and a person's answer to the
+        server's last question if it asked one; the server's timeout wins over `timeout_s`."""
         del timeout_s  # the operator's timeout for this server is the one that holds
-        return self._retried(lambda: self._call(tool, args, call_id))
+        return self._retried(
+            lambda limit_s: self._call(tool, args, call_id, elicitation, limit_s))
 
     def _retried(self, attempt: Any) -> Any:
+        """`attempt(limit_s)` tried again after a transient failure; each try gets only the
+        time left, so all of them together stay within the server's `timeout_s`."""
         deadline = time.monotonic() + self.config.timeout_s
         for delay in (*RETRY_DELAYS_S, None):
             try:
-                return attempt()
+                return attempt(max(deadline - time.monotonic(), 0.001))
             except _Transient as exc:
                 left = deadline - time.monotonic()
                 if delay is None or left <= delay:
@@ -105,7 +125,7 @@ class McpTools:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _list(self) -> list[ToolSpec]:
+    def _list(self, limit_s: float) -> list[ToolSpec]:
         async def run() -> list[ToolSpec]:
             async with self._connected() as client:
                 self._remember(client)
@@ -118,27 +138,48 @@ class McpTools:
                     cursor = page.next_cursor
                     if cursor is None:
                         return specs
-        return self._run(run)
+        return self._run(run, limit_s)
 
-    def _call(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[str, Any]:
-        async def run() -> tuple[str, Any]:
+    def _call(
+        self, tool: str, args: dict[str, Any], call_id: str, elicitation: dict[str, Any] | None,
+        limit_s: float,
+    ) -> RemoteResult | Asked:
+        async def run() -> RemoteResult | Asked:
             async with self._connected() as client:
                 self._remember(client)
-                try:
-                    meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
-                    result = await client.call_tool(tool, args, meta=meta)
-                except MCPError as exc:  # unknown tool, bad arguments: the model reads why
-                    return "error", f"MCP error {exc.error.code}: {exc.error.message}"
-                return outcome(result)
-        return self._run(run)
+                lent = self._lend_schemas(client)
+                meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
+                answers, state = questions.responses(elicitation)
+                for _ in range(STATE_ONLY_ROUNDS):
+                    try:  # the session's call: it hands back an input_required, not callbacks
+                        result = await client.session.call_tool(
+                            tool, args, meta=meta, input_responses=answers,
+                            request_state=state, allow_input_required=True)
+                    except MCPError as exc:  # unknown tool, bad arguments: the model reads why
+                        return RemoteResult("error",
+                                            f"MCP error {exc.error.code}: {exc.error.message}")
+                    if not isinstance(result, InputRequiredResult):
+                        self._keep_schemas(client, lent)
+                        return outcome(result)
+                    found = questions.asked(result)
+                    if isinstance(found, str):
+                        return RemoteResult("error", found)
+                    if found.question:
+                        return replace(found, expires_in_s=self.config.answer_within_s)
+                    # only state (or roots) to send back: the spec's "call again" at once
+                    answers, state = questions.responses({"resume": found.resume})
+                    await anyio.sleep(STATE_ONLY_PAUSE_S)
+                return RemoteResult("error", "the tool server kept asking to be called again")
+        return self._run(run, limit_s)
 
-    def _run(self, work: Any) -> Any:
-        """Run `work` on an event loop of its own, within the server's time limit."""
+    def _run(self, work: Any, limit_s: float) -> Any:
+        """Run `work` within `limit_s` on an event loop of its own, through the tools'
+        coroutine runner: under gevent that is a native thread, never the hub's."""
         async def bounded() -> Any:
-            with anyio.fail_after(self.config.timeout_s):
+            with anyio.fail_after(limit_s):
                 return await work()
         try:
-            return anyio.run(bounded)
+            return self._coroutines.run(bounded(), limit_s)
         except RemoteUnavailable:
             raise
         except TimeoutError:
@@ -179,6 +220,27 @@ class McpTools:
         return Client(params, read_timeout_seconds=config.timeout_s, cache=None,
                       mode=self._version or "auto")
 
+    def _lend_schemas(self, client: Client) -> bool:
+        """Give the session the output schemas an earlier one read (within `list_ttl_s`).
+
+        Why: a session checks a result against its tool's output schema and, not knowing
+        it, lists the server's tools first: a second request per call. Careful: this fills
+        the SDK session's own map (`_tool_output_schemas`, what its `list_tools` fills);
+        `test_a_call_after_the_first_lists_no_tools` notices if that changes.
+        """
+        fresh = time.monotonic() - self._schemas_at < self.config.list_ttl_s
+        known = getattr(client.session, "_tool_output_schemas", None)
+        if fresh and isinstance(known, dict) and not known and self._output_schemas:
+            known.update(self._output_schemas)
+            return True
+        return False
+
+    def _keep_schemas(self, client: Client, lent: bool) -> None:
+        """Keep what a session that was lent nothing read, if it listed the tools."""
+        known = getattr(client.session, "_tool_output_schemas", None)
+        if not lent and isinstance(known, dict) and known:
+            self._output_schemas, self._schemas_at = dict(known), time.monotonic()
+
     def _remember(self, client: Client) -> None:
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             self._version = client.protocol_version
@@ -195,6 +257,11 @@ class McpTools:
                 value = self._environ[name]
             out[key] = value
         return out
+
+
+# httpcore imports trio on a client's first request, and importing trio runs a subprocess
+# (ctypes' find_library). Under gevent a call runs on a native thread whose hub cannot watch
+# a child process (agentq.tools.calls), so this module imports it first, in the main thread.
 
 
 @functools.cache

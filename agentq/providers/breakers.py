@@ -178,6 +178,15 @@ class CircuitBreakers:
             self._change(endpoint, lambda b, now: (None, after_failure(b, now, error.message[:500],
                                                                        self.policy)))
 
+    def record_server(self, endpoint: str, failure: str | None) -> None:
+        """A call to a tool server got an answer (`failure` None: a result, even an error
+        result), or none at all (`failure` says why)."""
+        if failure is None:
+            self._change(endpoint, lambda b, now: (None, after_success(b)))
+        else:
+            self._change(endpoint, lambda b, now: (None, after_failure(b, now, failure[:500],
+                                                                       self.policy)))
+
     def list(self) -> list[Breaker]:
         return self.board.list_breakers()
 

@@ -116,7 +116,8 @@ class Runtime:
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""
-        return tool_step.run_tool(self._lifecycle, self.registry, conversation_id, tool_call_id)
+        return tool_step.run_tool(self._lifecycle, self.registry, conversation_id, tool_call_id,
+                                  self.breakers)
 
     def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
         """Summarize the log through `to_seq` (the model call waits for it), then advance."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agentq.core import drafts
 from agentq.core.decide import Step
@@ -16,13 +16,15 @@ from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import LogMoved, Stale
-from agentq.followups import FollowUp, RunTool
+from agentq.followups import Expire, FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
+from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
 from agentq.telemetry import tracing
 from agentq.telemetry.attributes import tool_attributes
 from agentq.tools import Registry, ToolContext, ToolOutcome
+from agentq.tools.remote import Asked, ServerBreakers
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +44,15 @@ def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
 
 
 def run_tool(
-    lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str
+    lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str,
+    breakers: ServerBreakers | None = None,
 ) -> list[FollowUp]:
     """Run one server tool call once, if it is still scheduled, and commit its result."""
     found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
     if found is None or found[1].status != "scheduled":
         return []
     conversation, call = found
-    return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call))
+    return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call, breakers))
 
 
 class ToolStep(StepWork[ToolOutcome]):
@@ -57,14 +60,15 @@ class ToolStep(StepWork[ToolOutcome]):
 
     def __init__(
         self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
-        call: ToolCallRecord,
+        call: ToolCallRecord, breakers: ServerBreakers | None = None,
     ) -> None:
-        step = Step.tool(conversation.id, call.id)
+        step = Step.tool(conversation.id, call.id, call.answers)
         super().__init__(ctx, conversation.id, conversation.tenant, step)
         self.registry = registry
         self.conversation = conversation
         self.call = call
         self.tool = call.name
+        self.breakers = breakers
 
     def turn(self) -> tuple[str | None, str | None]:
         return self.call.turn_id, self.conversation.fsm.trace
@@ -90,17 +94,20 @@ class ToolStep(StepWork[ToolOutcome]):
         ctx = ToolContext(call.id, conversation.id, scope)
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
                                   allowed=conversation.settings.tools,
-                                  max_result_chars=self.ctx.config.tool_result_max_chars)
+                                  max_result_chars=self.ctx.config.tool_result_max_chars,
+                                  elicitation=call.elicitation, breakers=self.breakers)
 
     def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes
         the lock; if the log moved since (another call of the round came back first), under
         the lock as it is now."""
+        if result.asked is not None:
+            return self._ask(claim, result.asked)
         call, conversation = self.call, self.conversation
         now = self.ctx.clock()
         draft = drafts.tool_result(
             call.id, result.status, result.output, turn_id=call.turn_id,
-            round_id=call.round_id, step_key=self.step.key, created_at=now,
+            round_id=call.round_id, step_key=self.step.key, created_at=now, parts=result.parts,
         )
         store = self.ctx.store
         try:
@@ -118,6 +125,29 @@ class ToolStep(StepWork[ToolOutcome]):
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})
         return after_result(self.conversation_id, fsm)
+
+    def _ask(self, claim: Claim, asked: Asked) -> list[FollowUp]:
+        """The server asked a person something: the step ends and the call waits for their
+        answer as a pending call, with an expiry like any (agentq.core.elicitation)."""
+        call = self.call
+        now = self.ctx.clock()
+        expires_at = now + timedelta(seconds=asked.expires_in_s)
+        before = call.elicitation or {}
+        record = {"asked": int(before.get("asked", 0)) + 1, "answered": call.answers,
+                  "question": asked.question, "resume": asked.resume}
+        draft = drafts.question(call, asked.question, expires_at=expires_at,
+                                step_key=self.step.key, created_at=now)
+        with self.ctx.store.locked(self.conversation_id) as tx:
+            if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
+                raise Stale("the step is no longer ours")
+            if not tx.ask(call.id, elicitation=record, expires_at=expires_at):
+                raise Stale("the call was closed meanwhile")
+            events, _ = tx.append_and_fold([draft], now=now)
+        self.ctx.notify(self.conversation_id, events)
+        log.info("step committed: %s asked a person", call.name, extra={"status": "succeeded"})
+        when = eta(expires_at, now, self.ctx.config.eta_horizon_s)
+        return [Expire(self.conversation_id, call.id, Step.expire(self.conversation_id,
+                                                                    call.id).key, when)]
 
     def _close(self, tx: ConversationTxn, claim: Claim, result: ToolOutcome, now: datetime) -> None:
         """Finish our step and close its call with the result; Stale if either moved on."""

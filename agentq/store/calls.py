@@ -29,7 +29,8 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
 
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
-                "round_id", "turn_id", "expires_at", "created_at", "resolved_at", "needs_approval")
+                "round_id", "turn_id", "expires_at", "created_at", "resolved_at", "needs_approval",
+                "elicitation")
 
 
 def call_values(record: ToolCallRecord) -> dict[str, Any]:
@@ -148,3 +149,30 @@ def list_overdue_calls_txn(conn: Connection, *, now: datetime, limit: int) -> li
         .limit(limit)
     )
     return [call_from_row(row) for row in conn.execute(query)]
+
+
+def ask_txn(
+    conn: Connection, conversation_id: str, call_id: str, *, elicitation: dict[str, Any],
+    expires_at: datetime,
+) -> bool:
+    """A scheduled call whose server asked a person something waits for them (`pending`)
+    until `expires_at`; False if it was no longer scheduled."""
+    c = tool_calls.c
+    moved = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
+        .values(status="pending", elicitation=elicitation, expires_at=expires_at))
+    return moved.rowcount == 1
+
+
+def answer_txn(
+    conn: Connection, conversation_id: str, call_id: str, *, elicitation: dict[str, Any]
+) -> bool:
+    """A pending call its person answered runs again (`scheduled`) with `elicitation`
+    holding the answer; False if it was no longer pending."""
+    c = tool_calls.c
+    moved = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
+        .values(status="scheduled", elicitation=elicitation))
+    return moved.rowcount == 1

@@ -87,10 +87,11 @@ def latency_by_kind_txn(conn: Connection, bounds_s: Sequence[float]) -> dict[str
 
 
 def pending_calls_txn(conn: Connection) -> tuple[dict[str, int], datetime | None]:
-    """Pending calls by who they wait on: `human`, `client`, or `approval` (a server call
-    that waits for a person's decision)."""
+    """Pending calls by who they wait on: `human`, `client`, `approval` (a server call
+    that waits for a person's decision) or `question` (one whose tool server asked them)."""
     c = tool_calls.c
-    waits_on = case((c.needs_approval.is_(True), "approval"), else_=c.executor)
+    waits_on = case((c.needs_approval.is_(True), "approval"),
+                    (c.elicitation.is_not(None), "question"), else_=c.executor)
     rows = conn.execute(
         select(waits_on, func.count(), func.min(c.created_at))
         .where(c.status == "pending").group_by(waits_on)

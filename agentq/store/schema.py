@@ -150,6 +150,8 @@ tool_calls = Table(
     Column("resolved_at", Timestamp),
     # a server call that waits for a person's approval before it runs (migration 0006)
     Column("needs_approval", Boolean, nullable=False, server_default=text("false")),
+    # what its tool server asked a person, and their answer (MCP elicitation, migration 0011)
+    Column("elicitation", Json),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )

@@ -14,7 +14,13 @@ from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
 from agentq.store import step_commit
 from agentq.store.budget_totals import add_totals_txn
-from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
+from agentq.store.calls import (
+    answer_txn,
+    ask_txn,
+    load_call_txn,
+    put_calls_txn,
+    transition_call_txn,
+)
 from agentq.store.conversations import ConversationInfo, set_status_txn
 from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
 from agentq.store.inbox import (
@@ -109,6 +115,17 @@ class ConversationTxn:
             now=now,
             result=result,
         )
+
+    def ask(self, call_id: str, *, elicitation: dict[str, Any], expires_at: datetime) -> bool:
+        """A scheduled call waits for a person's answer to its server's question; False if
+        it was no longer scheduled."""
+        return ask_txn(self._conn, self._id, call_id, elicitation=elicitation,
+                       expires_at=expires_at)
+
+    def answer(self, call_id: str, *, elicitation: dict[str, Any]) -> bool:
+        """A pending call a person answered is scheduled again; False if it was no longer
+        pending."""
+        return answer_txn(self._conn, self._id, call_id, elicitation=elicitation)
 
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)

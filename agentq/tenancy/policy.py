@@ -116,6 +116,8 @@ class McpServer(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)  # one call, retries included
     list_ttl_s: float = Field(default=300.0, ge=0.0, le=86_400.0)  # how long a listing is kept
     queue: str | None = None  # the Celery queue of its calls (None: agentq.tools)
+    # how long a person has to answer a question the server asks mid-call (elicitation)
+    answer_within_s: float = Field(default=86_400.0, gt=0.0, le=30 * 86_400.0)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:

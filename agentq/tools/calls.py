@@ -82,3 +82,21 @@ def capped(output: Any, max_chars: int | None) -> Any:
         return output
     note = f"\n[result cut: {len(text):,} characters, the first {max_chars:,} shown]"
     return text[:max_chars] + note
+
+
+def capped_parts(output: Any, parts: tuple[dict[str, Any], ...], max_chars: int | None
+                 ) -> tuple[dict[str, Any], ...]:
+    """The image parts that fit, with the output, in `max_chars` (an image counted by its
+    base64 characters): a result's images are capped like its text. None: all of them."""
+    if max_chars is None:
+        return parts
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    left = max_chars - len(text)
+    kept = []
+    for part in parts:
+        size = len(part.get("data", ""))
+        if size > left:
+            break  # in order: a later image is not shown without an earlier one
+        kept.append(part)
+        left -= size
+    return tuple(kept)

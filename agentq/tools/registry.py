@@ -16,12 +16,13 @@ from typing import Any, Literal
 from pydantic_core import to_jsonable_python
 
 from agentq.core.request import ToolSpec
+from agentq.core.timefmt import format_ts
 from agentq.process.threads import DaemonThreads
 from agentq.tools import remote
-from agentq.tools.calls import Coroutines, awaited, capped
+from agentq.tools.calls import Coroutines, awaited, capped, capped_parts
 from agentq.tools.context import ToolContext
 from agentq.tools.definition import Tool, ToolArgsError
-from agentq.tools.remote import RemoteTools, RemoteUnavailable
+from agentq.tools.remote import Asked, RemoteTools, RemoteUnavailable, ServerBreakers
 
 log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
 
@@ -32,6 +33,10 @@ class ToolOutcome:
 
     status: Literal["ok", "error"]
     output: Any
+    # a tool server asked a person something instead (MCP elicitation): no result yet
+    asked: Asked | None = None
+    # images a tool server's result held (core/parts.py), shown to the model beside `output`
+    parts: tuple[dict[str, Any], ...] = ()
 
 
 class Registry:
@@ -157,19 +162,28 @@ class Registry:
     def call(
         self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float,
         allowed: list[str] | None = None, max_result_chars: int | None = None,
+        elicitation: dict[str, Any] | None = None, breakers: ServerBreakers | None = None,
     ) -> ToolOutcome:
         """Check, then run a server tool in a worker thread; every failure is an error outcome.
 
         `timeout_s` is the conversation's limit; a tool's own `timeout` wins over it.
         An output longer than `max_result_chars` (None: no cap) is cut, and says so.
+        `elicitation` is the call's record of its server's last question and the answer
+        (a remote tool's call made again with it). `breakers` guard the calls to remote
+        servers: one whose breaker is open is not called, and the model reads when to try again.
         """
         kwargs = self._checked(name, args, allowed)
         if isinstance(kwargs, ToolOutcome):
             return kwargs
         split = remote.split_model_name(name)
         if split is not None and split[0] in self._remote:
-            outcome = _call_remote(self._remote[split[0]], split[1], kwargs, ctx, timeout_s)
-            return ToolOutcome(outcome.status, capped(outcome.output, max_result_chars))
+            outcome = _call_remote(self._remote[split[0]], split[1], kwargs, ctx, timeout_s,
+                                   elicitation, breakers)
+            if outcome.asked is not None:
+                return outcome
+            output = capped(outcome.output, max_result_chars)
+            return ToolOutcome(outcome.status, output,
+                               parts=capped_parts(output, outcome.parts, max_result_chars))
         item = self._tools[name]
         if item.executor != "server":
             return ToolOutcome(
@@ -215,13 +229,26 @@ def _remote_allowed(split: tuple[str, str], allowed: list[str] | None) -> bool:
 
 
 def _call_remote(
-    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float
+    source: RemoteTools, tool_name: str, args: dict[str, Any], ctx: ToolContext, timeout_s: float,
+    elicitation: dict[str, Any] | None, breakers: ServerBreakers | None,
 ) -> ToolOutcome:
+    endpoint = f"{remote.BREAKER_PREFIX}{source.server}"
+    wait = breakers.before_call(endpoint) if breakers is not None else None
+    if wait is not None:  # failing fast: only this server's calls, and the model may retry
+        return ToolOutcome("error", f"tool server '{source.server}' is failing and was not "
+                                    f"called; try again after {format_ts(wait.until)}")
     try:
-        status, output = source.call(tool_name, args, ctx.tool_call_id, timeout_s)
+        answered = source.call(tool_name, args, ctx.tool_call_id, timeout_s, elicitation)
     except RemoteUnavailable as exc:
+        if breakers is not None:
+            breakers.record_server(endpoint, str(exc))
         return ToolOutcome("error", f"tool server '{source.server}' did not answer: {exc}")
-    return ToolOutcome("ok" if status == "ok" else "error", output)
+    if breakers is not None:
+        breakers.record_server(endpoint, None)
+    if isinstance(answered, Asked):
+        return ToolOutcome("ok", None, asked=answered)
+    return ToolOutcome("ok" if answered.status == "ok" else "error", answered.output,
+                       parts=answered.parts)
 
 
 class ToolQueues(Mapping[str, str]):

@@ -206,8 +206,20 @@ class Decision(_Body):
         None, description="why a call was rejected; the model reads it")
 
 
-class Resolution(RootModel[Annotated[CallResult | Decision, Field(discriminator="status")]]):
-    """The answer to a pending call: a result, or a decision on a call that needs approval."""
+class Answer(_Body):
+    """A person's answer to what a tool server asked mid-call (`elicitation` on the call):
+    MCP's action, and for `accept` the content its `requested_schema` describes."""
+
+    status: Literal["answered"]
+    action: Literal["accept", "decline", "cancel"] = "accept"
+    content: dict[str, Any] | None = Field(
+        None, description="the answer, checked against the question's requested_schema")
+
+
+class Resolution(RootModel[Annotated[CallResult | Decision | Answer,
+                                     Field(discriminator="status")]]):
+    """The answer to a pending call: a result, a decision on a call that needs approval, or
+    an answer to its tool server's question."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -341,6 +353,16 @@ class ErrorAnswer(_Answer):
     error: ErrorBody
 
 
+class Question(_Answer):
+    """What a tool server asked a person mid-call (MCP elicitation): a form to fill in
+    (`requested_schema`, a JSON Schema) or an address to visit (`url`)."""
+
+    mode: Literal["form", "url"]
+    message: str
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
+
+
 class PendingCall(_Answer):
     tool_call_id: str
     name: str
@@ -348,6 +370,7 @@ class PendingCall(_Answer):
     executor: Executor
     expires_at: str | None
     needs_approval: bool = False
+    elicitation: Question | None = None
 
 
 class SummarySpan(_Answer):
@@ -490,6 +513,7 @@ class ToolCall(_Answer):
     expires_at: str | None
     resolved_at: str | None
     needs_approval: bool = False
+    elicitation: Question | None = None
 
 
 class CallContext(_Answer):

@@ -30,6 +30,7 @@ def conversation(overview: Overview) -> models.Conversation:
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
                 needs_approval=call.needs_approval,
+                elicitation=(call.elicitation or {}).get("question"),
             )
             for call in overview.pending
         ],

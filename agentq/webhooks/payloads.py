@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentq.core import elicitation
 from agentq.core.events import Event
 from agentq.core.timefmt import format_ts
 
@@ -68,12 +69,18 @@ def call_info(turn: Sequence[Event], call_id: str, describe: Callable[[str], str
                  and e.content.get("tool_call_id") == call_id), None)
     content = made.content if made is not None else {"tool_call_id": call_id}
     name = content.get("name")
-    return {
+    info = {
         "tool_call_id": call_id, "name": name, "args": content.get("args"),
         "executor": content.get("executor"), "needs_approval": bool(content.get("needs_approval")),
         "expires_at": content.get("expires_at"),
         "description": describe(name) if name else None,
     }
+    asked = elicitation.latest_question(turn, call_id)
+    if asked is not None:  # what its tool server asks the person, and by when
+        info["expires_at"] = asked.get("expires_at")
+        info["elicitation"] = {k: v for k, v in asked.items()
+                               if k in ("mode", "message", "requested_schema", "url")}
+    return info
 
 
 def call_context(turn: Sequence[Event], call_id: str | None) -> dict[str, Any]:

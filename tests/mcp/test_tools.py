@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,60 +15,15 @@ from agentq.tools import Registry, ToolContext
 from agentq.worker.queues import all_queues
 from agentq.worker.tasks import enqueue
 from tests.support.api import Api
-from tests.support.processes import ROOT, stop, wait_for
+from tests.support.mcp_servers import SERVER
+from tests.support.mcp_servers import free_port as _free_port
+from tests.support.mcp_servers import policy_text as _policy_text
+from tests.support.processes import wait_for
 
 # Most tests here talk to a real MCP server process the module starts.
 pytestmark = pytest.mark.slow
 
-SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 ACME = Scope(tenant="acme", user="alice")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.fixture(scope="module")
-def call_log(tmp_path_factory) -> Path:
-    """Where the module's MCP server writes `key call_id` for each call of its `slow` tool."""
-    path = tmp_path_factory.mktemp("mcp-calls") / "calls.log"
-    path.touch()
-    return path
-
-
-@pytest.fixture(scope="module")
-def mcp_url(tmp_path_factory, call_log) -> str:
-    """A Streamable HTTP MCP server on 127.0.0.1, stopped by pid when the module ends."""
-    port = _free_port()
-    env = {**os.environ, "MCP_CALL_LOG": str(call_log)}
-    with open(tmp_path_factory.mktemp("mcp") / "server.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], cwd=ROOT,
-                                env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            wait_for(lambda: _accepts(port), timeout_s=30, what="the MCP server to listen")
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            stop(proc)
-
-
-def _policy_text(url: str, tenants: str = '["acme"]') -> str:
-    return (f'[mcp.crm]\nurl = "{url}"\ntenants = {tenants}\ntimeout_s = 10\n'
-            'headers = {Authorization = "env:CRM_TOKEN"}\n')
-
-
-@pytest.fixture
-def policy(mcp_url, tmp_path) -> Policy:
-    path = tmp_path / "policy.toml"
-    path.write_text(_policy_text(mcp_url))
-    return load_policy(str(path))
 
 
 def _ctx(call_id: str = "call_1") -> ToolContext:
@@ -214,14 +166,15 @@ def test_a_malformed_server_reference_is_refused_with_a_422(store, policy):
 @pytest.mark.worker
 @pytest.mark.postgres
 @pytest.mark.redis
+@pytest.mark.parametrize("pool", ["threads", "gevent"])
 def test_a_real_worker_runs_the_mcp_call_as_a_tool_step(pg_store_clean, broker, workers, mcp_url,
-                                                         tmp_path):
+                                                         tmp_path, pool):
     path = tmp_path / "worker-policy.toml"
     path.write_text(_policy_text(mcp_url))
     policy = load_policy(str(path))
     commands = Commands(pg_store_clean, Registry.from_modules([]), policy=policy)
     conv = commands.create_conversation(ACME, {"tools": ["mcp:crm/lookup"], "script": LOOKUP})
-    worker = workers("w1", AGENTQ_POLICY=str(path), CRM_TOKEN="Bearer s3cret")
+    worker = workers("w1", pool=pool, AGENTQ_POLICY=str(path), CRM_TOKEN="Bearer s3cret")
     _, follow = commands.post_message(conv.id, "Ada's tier?", ACME)
     enqueue(broker, follow)
     store = pg_store_clean
@@ -306,9 +259,9 @@ class _CountedListings(McpTools):
         super().__init__(*args, **kwargs)
         self.listings = 0
 
-    def _list(self):
+    def _list(self, limit_s):
         self.listings += 1
-        return super()._list()
+        return super()._list(limit_s)
 
 
 def test_a_servers_listing_is_read_once_per_worker_until_it_expires(policy):
@@ -338,3 +291,67 @@ def test_a_failure_the_model_reads_names_no_url_or_token_of_the_operator():
     assert "crm.internal" in str(error)  # what httpx says, and what the model used to read
     assert _for_tenant(error) == "the server answered HTTP 502"
     assert "s3cret" not in _for_tenant(httpx2.ConnectError("to https://crm.internal?token=s3cret"))
+
+
+class _NeverAnswers(McpTools):
+    """A source whose every try fails as a server that does not answer would."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits: list[float] = []
+
+    def _call(self, tool, args, call_id, elicitation, limit_s):
+        from agentq.mcp.source import _Transient
+
+        self.limits.append(limit_s)
+        raise _Transient("no answer")
+
+
+def test_the_tries_of_a_call_share_the_servers_timeout_instead_of_each_having_it():
+    source = _NeverAnswers("crm", McpServer(url="http://127.0.0.1:1/mcp", timeout_s=5))
+    outcome = Registry([], [source]).call("mcp__crm__greet", {"name": "x"}, _ctx(), timeout_s=5,
+                                          allowed=["mcp:crm"])
+    assert outcome.status == "error"
+    assert len(source.limits) == len(RETRY_DELAYS_S) + 1
+    # each try is given what is left of the 5 s after the tries and pauses before it
+    assert source.limits[0] <= 5
+    assert source.limits[1] <= 5 - RETRY_DELAYS_S[0]
+    assert source.limits[2] <= 5 - RETRY_DELAYS_S[0] - RETRY_DELAYS_S[1]
+
+
+class _CountedRequests(McpTools):
+    """A source that counts the JSON-RPC methods its sessions send."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.methods: list[str] = []
+
+    def _client(self, http):
+        client = super()._client(http)
+        sent = self.methods
+
+        class Counting(type(client)):  # the SDK's Client, counting what its session sends
+            async def __aenter__(self):
+                entered = await super().__aenter__()
+                send = entered.session.send_request
+
+                async def counted(request, *args, **kwargs):
+                    sent.append(request.method)
+                    return await send(request, *args, **kwargs)
+
+                entered.session.send_request = counted
+                return entered
+
+        client.__class__ = Counting
+        return client
+
+
+def test_a_call_after_the_first_lists_no_tools(policy):
+    source = _CountedRequests("crm", policy.mcp["crm"], environ={"CRM_TOKEN": "t"})
+    registry = Registry([], [source])
+    for n in range(3):
+        outcome = registry.call("mcp__crm__lookup", {"customer": "Ada"}, _ctx(f"call_{n}"),
+                                timeout_s=10, allowed=["mcp:crm"])
+        assert outcome.status == "ok"
+    assert source.methods.count("tools/call") == 3
+    assert source.methods.count("tools/list") == 1  # the first session's, to check results

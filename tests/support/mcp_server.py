@@ -6,12 +6,21 @@ call id they saw in `_meta`, so a test can check it arrived.
 """
 from __future__ import annotations
 
+import base64
 import os
 import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    ImageContent,
+    InputRequiredResult,
+    TextContent,
+)
 from pydantic import BaseModel
 
 server = MCPServer("crm", log_level="WARNING")
@@ -62,6 +71,51 @@ def refund(order: str, amount: int) -> str:
     if amount > 100:
         raise ToolError(f"refund of {amount} for {order} is above the limit of 100")
     return f"refunded {amount} for {order}"
+
+
+# the first bytes of a PNG, enough for a model API (and agentq) to know it for one
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(24)).decode()
+
+
+@server.tool()
+def chart(kind: str) -> list[TextContent | ImageContent]:
+    """A chart as an image, after a line of text; `kind` "broken" sends bytes that are no PNG."""
+    data = base64.b64encode(b"not a png").decode() if kind == "broken" else PNG
+    return [TextContent(type="text", text=f"the {kind} chart"),
+            ImageContent(type="image", data=data, mime_type="image/png")]
+
+
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}, "note": {"type": "string", "maxLength": 40}},
+    "required": ["confirm"],
+}
+
+
+@server.tool()
+def confirm_refund(order: str, amount: int, ctx: Context) -> str | InputRequiredResult:
+    """Refund an order once a person confirms it (MCP elicitation, 2026-07-28 style).
+
+    Appends `order call_id round` to MCP_CALL_LOG (if set) on each call, round 1 being
+    the one that asks and round 2 the one that carries the answer.
+    """
+    answer = (ctx.input_responses or {}).get("confirm")
+    if os.environ.get("MCP_CALL_LOG"):
+        with open(os.environ["MCP_CALL_LOG"], "a") as log:
+            log.write(f"{order} {_call_id(ctx)} {1 if answer is None else 2}\n")
+    if answer is None:
+        ask = ElicitRequestFormParams(message=f"Refund {amount} for {order}?",
+                                      requested_schema=CONFIRM_SCHEMA)
+        return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=ask)},
+                                   request_state=f"refund:{order}:{amount}")
+    if ctx.request_state != f"refund:{order}:{amount}":
+        raise ToolError(f"request state {ctx.request_state!r} is not this call's")
+    if not isinstance(answer, ElicitResult) or answer.action != "accept":
+        return f"not refunded: the person chose {getattr(answer, 'action', '?')}"
+    content = answer.content or {}
+    if not content.get("confirm"):
+        return f"not refunded: {content.get('note') or 'not confirmed'}"
+    return f"refunded {amount} for {order} ({content.get('note') or 'no note'})"
 
 
 if __name__ == "__main__":

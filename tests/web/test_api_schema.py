@@ -65,11 +65,11 @@ def test_every_operation_declares_the_errors_it_can_answer(spec):
 
 def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
     schemas = spec["components"]["schemas"]
-    for name in ("PostMessage", "CallResult", "Decision", "CreateConversation", "CreateAgent",
-                 "NewAgentVersion"):
+    for name in ("PostMessage", "CallResult", "Decision", "Answer", "CreateConversation",
+                 "CreateAgent", "NewAgentVersion"):
         assert schemas[name]["additionalProperties"] is False
     variants = {ref["$ref"].rsplit("/", 1)[-1] for ref in schemas["Resolution"]["oneOf"]}
-    assert variants == {"CallResult", "Decision"}
+    assert variants == {"CallResult", "Decision", "Answer"}
     assert schemas["PostMessage"]["required"] == ["content"]
     assert schemas["ErrorAnswer"]["required"] == ["error"]
 

@@ -35,7 +35,7 @@ bp = Blueprint("metrics", __name__)
 STEP_KINDS = (MODEL_STEP, "tool", "compact")  # label values: the stored kinds
 STEP_STATUSES = ("scheduled", "waiting", "running", "succeeded", "failed_recoverable",
                  "failed_permanent", "timeout", "cancelled")
-EXECUTORS = ("human", "client", "approval")  # what a pending call waits on
+EXECUTORS = ("human", "client", "approval", "question")  # what a pending call waits on
 
 
 class StoreCollector(Collector):
@@ -62,7 +62,9 @@ class StoreCollector(Collector):
         yield retries
         yield self._latency(kinds)
         pending = GaugeMetricFamily(
-            "agentq_pending_calls", "Tool calls waiting for a person, the client app, or an approval",
+            "agentq_pending_calls",
+            "Tool calls waiting for a person, the client app, an approval, or an answer to a "
+            "tool server's question",
             labels=["executor"])
         for executor in _known(EXECUTORS, m.pending):
             pending.add_metric([executor], m.pending.get(executor, 0))

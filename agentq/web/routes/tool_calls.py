@@ -58,6 +58,7 @@ def resolve(conversation_id: str, call_id: str, body: models.Resolution):
     record, followups = svc.commands.resolve(  # a Conflict's details say the call's status
         conversation_id, call_id, g.scope, status=answer.status,
         result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
+        action=getattr(answer, "action", None), content=getattr(answer, "content", None),
     )
     svc.announce(conversation_id)
     svc.dispatch(followups)

@@ -246,7 +246,7 @@ async function approvalsView(main, view) {
 }
 
 /** Calls a person answers: human calls, and server calls that wait for approval. */
-const waitsOnAPerson = (call) => call.executor !== "server" || call.needs_approval;
+const waitsOnAPerson = (call) => call.executor !== "server" || call.needs_approval || call.elicitation;
 
 /** An approval card: everything a person needs to decide, without a click (the context is
  * read once: the log it comes from never changes). */
@@ -307,6 +307,7 @@ function helpText() {
  * Every answer asks for a confirmation first; a gated call is approved or rejected as it
  * stands (its arguments cannot be changed), a human call is resolved with the answer. */
 function pendingCall(cid, call, done) {
+  if (call.elicitation) return questionCall(cid, call, done);
   const gated = Boolean(call.needs_approval);
   const note = h("input", { class: "reply", placeholder: gated ? "reason (reject)" : "reason (reject) or answer",
     "aria-label": gated ? "reason" : "reason or answer" });
@@ -364,6 +365,49 @@ function pendingCall(cid, call, done) {
     h("pre", { class: "args raw", text: json(call.args) }),
     buttons, confirm, outcome);
   return box;
+}
+
+/** A call whose tool server asked a person something: its message, the schema of the answer
+ * it wants (or the address it sends them to), and accept / decline / cancel. */
+function questionCall(cid, call, done) {
+  const q = call.elicitation;
+  const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
+  const reply = h("textarea", { class: "reply", rows: 3, placeholder: "answer as JSON, e.g. {\"confirm\": true}",
+    "aria-label": "answer" });
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const send = async (body, label) => {
+    try {
+      const after = await api("POST", path, body);
+      outcome.textContent = `${label}: the call is ${after.status}.`;
+      done();
+    } catch (error) {
+      outcome.textContent = error.message; // a 422 says which field does not fit the schema
+    }
+  };
+  const accept = () => {
+    let content = {};
+    if (reply.value.trim()) {
+      try { content = JSON.parse(reply.value); } catch { outcome.textContent = "The answer is not JSON."; return; }
+    }
+    send(q.mode === "url" ? { status: "answered", action: "accept" }
+      : { status: "answered", action: "accept", content }, "Accepted");
+  };
+  return h("div", { class: "pending-call question", data: { callId: call.tool_call_id } },
+    h("p", {}, h("strong", { class: "call-name", text: call.name }),
+      h("span", { class: "tag gate", text: "asks you" }),
+      h("code", { class: "muted", text: call.tool_call_id }),
+      call.expires_at ? h("span", { class: "muted", text: ` · expires ${when(call.expires_at)}` }) : null),
+    h("p", { class: "question-message", text: q.message }),
+    q.mode === "url" ? h("p", {}, h("code", { text: q.url }))
+      : h("pre", { class: "args raw", text: json(q.requested_schema) }),
+    q.mode === "url" ? null : reply,
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "approve", text: "Accept", onclick: accept }),
+      h("button", { type: "button", class: "reject", text: "Decline",
+        onclick: () => send({ status: "answered", action: "decline" }, "Declined") }),
+      h("button", { type: "button", class: "cancel-confirm", text: "Cancel",
+        onclick: () => send({ status: "answered", action: "cancel" }, "Cancelled") })),
+    outcome);
 }
 
 // (d) failed conversations, with what failed and a retry
