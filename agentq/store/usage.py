@@ -1,7 +1,8 @@
 """Usage rollups: tokens and calls per tenant, hour, agent, profile, model and conversation.
 
 A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction that
-appends its assistant_msg, which commits once per step: a step that runs again after a
+appends its assistant_msg, which commits once per step (on PostgreSQL the upsert is a part
+of the statement that finishes the step, `agentq.store.step_commit`): a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
 nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
 over a bounded range. `Usage` is mixed into `Store`, like `ApiKeys`.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, String, case, func, literal, select, type_coerce
@@ -18,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
-from agentq.store.engine import begin_read
+from agentq.store.engine import begin_read, param
 from agentq.store.schema import Timestamp, usage_rollups
 
 # The dimensions a report may group by, and the column each reads.
@@ -51,16 +53,31 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    module: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    counts = tokens.to_json()
-    statement = module.insert(usage_rollups).values(
-        tenant=key.tenant, hour=hour_of(at), agent=key.agent or "", profile=key.profile,
-        model=key.model or "", conversation_id=key.conversation_id, **counts)
+    conn.execute(upsert_usage(conn.dialect.name), usage_values(key, tokens, at=at))
+
+
+def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = ""
+                 ) -> dict[str, Any]:
+    """The parameters of `upsert_usage(…, prefix)` that add `tokens` to `key`'s hour of `at`."""
+    values = {"tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
+              "profile": key.profile, "model": key.model or "",
+              "conversation_id": key.conversation_id, **tokens.to_json()}
+    return {prefix + name: value for name, value in values.items()}
+
+
+@cache
+def upsert_usage(dialect_name: str, prefix: str = "") -> Any:
+    """The upsert that adds counts to one rollup row, its parameters named `<prefix><column>`:
+    built once per dialect, and a part of a larger statement with a `prefix`."""
+    module: Any = postgresql if dialect_name == "postgresql" else sqlite
     c = usage_rollups.c
-    conn.execute(statement.on_conflict_do_update(
+    names = ("tenant", "hour", "agent", "profile", "model", "conversation_id", *COUNTS)
+    statement = module.insert(usage_rollups).values(
+        {name: param(c[name], prefix + name) for name in names})
+    return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
         set_={name: c[name] + statement.excluded[name] for name in COUNTS},
-    ))
+    )
 
 
 def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
