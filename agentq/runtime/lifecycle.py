@@ -241,11 +241,7 @@ class Lifecycle:
         Careful: a step that went waiting while this one was finishing may be missed here;
         the sweeper wakes it (`repair.sweep`).
         """
-        store = self.ctx.store
-        waiting = [store.next_waiting_step(tenant, kinds)]
-        if kinds is not None:
-            waiting.append(store.next_waiting_step(tenant, kinds, others=True))
-        return [redrive(*found) for found in waiting if found is not None]
+        return [redrive(*found) for found in self.ctx.store.next_waiting_steps(tenant, kinds)]
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""

@@ -342,6 +342,23 @@ def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_
     assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
 
 
+def test_a_freed_slot_reads_the_tenants_next_waiting_step_and_another_tenants_in_one_go(store):
+    acme, globex = conversation(store, "acme"), conversation(store, "globex")
+    assert claim(store, acme, "a1", cap=1, kind="tool").status == "running"
+    assert claim(store, acme, "a2", cap=1, kind="tool", seconds=1).status == "waiting"
+    assert claim(store, acme, "a3", cap=1, kind="tool", seconds=2).status == "waiting"
+    assert claim(store, globex, "g1", cap=0, tenant="globex", kind="tool", seconds=3
+                 ).status == "waiting"
+    assert claim(store, globex, "g2", cap=0, tenant="globex", kind="llm", seconds=4
+                 ).status == "waiting"
+    woken = store.next_waiting_steps("globex", ("tool",))
+    assert [(step.step_key, tool) for step, tool in woken] == [("g1", None), ("a2", None)]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("tool",))] == ["a2", "g1"]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("llm",))] == ["g2"]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", None)] == ["a2"]
+    assert store.next_waiting_steps("initech", None) == []
+
+
 def test_a_steps_queue_is_its_kinds_unless_its_tool_names_one_of_its_own():
     own = {"crawl": "agentq.crawl"}
     assert [queue_of("llm", None, own), queue_of("compact", None, own)] == [MODEL, MODEL]
