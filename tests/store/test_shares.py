@@ -253,6 +253,37 @@ def test_a_step_past_its_tenants_cap_waits_holding_no_worker_and_starts_when_the
     assert providers.calls == [first, second]
 
 
+def test_a_task_holding_its_wake_ups_wakes_the_waiting_step_after_its_own_follow_ups(
+    store, runtime, commands, providers
+):
+    first, first_follow = posted(commands)
+    providers.held.add(first)
+    freed: list = []
+
+    def run_first() -> None:
+        with runtime.wakes_held() as held:
+            drain(runtime, first_follow)
+        freed.extend(held)
+
+    worker = threading.Thread(target=run_first)
+    worker.start()
+    try:
+        assert _eventually(lambda: providers.calls == [first]), "the first call never started"
+        second, second_follow = posted(commands)
+        assert drain(runtime, second_follow) == []
+        assert llm_step(store, second).status == "waiting"
+    finally:
+        providers.go.set()
+        worker.join(30)
+    # the first turn ran to its end; what its freed slot wakes was left to the caller
+    assert idle_with_answer(store, first) and llm_step(store, second).status == "waiting"
+    assert freed and {tenant for tenant, _ in freed} == {"acme"}
+    woken = runtime.wake(freed)
+    assert woken == [Advance(second)]
+    drain(runtime, woken)
+    assert idle_with_answer(store, second)
+
+
 def test_the_sweeper_wakes_a_waiting_step_once_a_dead_workers_lease_runs_out(store, runtime, commands):
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
