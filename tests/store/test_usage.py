@@ -9,7 +9,9 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.scope import Scope
 from agentq.core.usage import Tokens
+from agentq.errors import Stale
 from agentq.runtime import Runtime
+from agentq.store import NewStep
 from agentq.store.usage import UsageKey, add_usage_txn
 from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
@@ -154,3 +156,20 @@ def test_summary_calls_count_too(store, clock):
     assert (counted.input_tokens, counted.output_tokens) == (
         answers.input_tokens + summarized.input_tokens,
         answers.output_tokens + summarized.output_tokens)
+
+
+def test_tokens_counted_with_a_finish_that_lost_its_step_are_rolled_back_with_it(store, clock):
+    cid = turn_free_conversation(store)
+    step = NewStep("llm-1", cid, "llm", {"after_seq": 0}, None, "task-llm-1", "acme")
+    store.schedule_and_claim_step(step, worker="w2", lease_s=30, now=clock(), max_attempts=5)
+    spent = Tokens(input_tokens=10, output_tokens=3, calls=1)
+    with pytest.raises(Stale), store.locked(cid) as tx:  # w1 lost the step to w2
+        finished, _ = tx.finish_seeing_inbox("llm-1", worker="w1", now=clock(),
+                                             usage=tx.usage(None, spent, now=clock()))
+        if not finished:
+            raise Stale("the step is no longer ours")
+    assert whole(store, "acme") == Tokens()
+    with store.locked(cid) as tx:  # the step's own worker counts them, with its finish
+        assert tx.finish_scheduling("llm-1", worker="w2", calls=[], scheduled=[], now=clock(),
+                                    usage=tx.usage(None, spent, now=clock()))
+    assert whole(store, "acme") == spent
