@@ -8,7 +8,8 @@ the release of a commit that lost its race, and the hold of a step whose call ma
 out yet (its endpoint's circuit breaker opened while it ran, or a token budget is
 spent). A tenant's share of the workers is kept here too (inv. 9): a step past its
 tenant's cap is left waiting and its task ends at once, and a step that stops running
-wakes the one of its tenant that has waited longest.
+wakes the one of its tenant that has waited longest (after its task has sent its own
+follow-ups, when the task holds the wake-ups: `wakes_held`).
 
 Each attempt is one span (agentq.telemetry), in its turn's trace: a takeover's span links
 to the attempt it replaced, whose ids that attempt's claim recorded with its worker, and a
@@ -21,11 +22,14 @@ step that died with others runs alone.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -49,6 +53,28 @@ from agentq.telemetry.attributes import step_attributes
 log = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
+
+# The slots freed by the running task, (tenant, kinds) each, held until it has sent its
+# follow-ups (`wakes_held`).
+_FREED_SLOTS: contextvars.ContextVar[list[tuple[str, tuple[str, ...] | None]] | None] = (
+    contextvars.ContextVar("agentq_freed_slots", default=None))
+
+
+@contextmanager
+def wakes_held() -> Iterator[list[tuple[str, tuple[str, ...] | None]]]:
+    """Collect the slots the block's steps free instead of reading at once what they wake;
+    the caller wakes them (`Lifecycle.wake`) once the block has sent its follow-ups.
+
+    The next step of the conversation then goes out without waiting for that read (a
+    round trip at each step's end under a fair share). A wake-up lost with a task that
+    dies in between is the sweeper's, as one that went waiting while this step finished.
+    """
+    freed: list[tuple[str, tuple[str, ...] | None]] = []
+    token = _FREED_SLOTS.set(freed)
+    try:
+        yield freed
+    finally:
+        _FREED_SLOTS.reset(token)
 
 
 # Between a claimant and the ids of its span in the ledger's worker column.
@@ -294,18 +320,24 @@ class Lifecycle:
                                      details=details)
 
     def _woken(self, tenant: str, kinds: tuple[str, ...] | None) -> list[FollowUp]:
-        """A slot of `tenant` (on the queue of `kinds`, or on any) is free again: the step of
-        its that has waited longest for one takes it. On a queue shared by default (`kinds`),
-        so may another tenant's: the slot is the queue's, and the shares moved.
+        """A slot of `tenant` (on the queue of `kinds`, or on any) is free again: what it
+        wakes now, or nothing yet when the task holds its wake-ups (`wakes_held`)."""
+        held = _FREED_SLOTS.get()
+        if held is None:
+            return self.wake([(tenant, kinds)])
+        held.append((tenant, kinds))
+        return []
+
+    def wake(self, freed: list[tuple[str, tuple[str, ...] | None]]) -> list[FollowUp]:
+        """For each freed slot, the step of its tenant that has waited longest for one
+        takes it. On a queue shared by default (`kinds`), so may another tenant's: the slot
+        is the queue's, and the shares moved.
 
         Careful: a step that went waiting while this one was finishing may be missed here;
         the sweeper wakes it (`repair.sweep`).
         """
-        store = self.ctx.store
-        waiting = [store.next_waiting_step(tenant, kinds)]
-        if kinds is not None:
-            waiting.append(store.next_waiting_step(tenant, kinds, others=True))
-        return [redrive(*found) for found in waiting if found is not None]
+        return [redrive(*found) for tenant, kinds in dict.fromkeys(freed)
+                for found in self.ctx.store.next_waiting_steps(tenant, kinds)]
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""

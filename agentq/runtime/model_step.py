@@ -36,6 +36,7 @@ from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ConversationTxn, ModelCallRecord, NewStep
+from agentq.store.step_commit import Usage
 from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,8 @@ class LlmStep(StepWork[ModelResponse]):
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), now=now,
         ) as (tx, events):
-            tx.add_usage(view.settings.model, Tokens.of_call(result.usage), now=now)
-            follow = self._finish(tx, claim, records, now)
+            usage = tx.usage(view.settings.model, Tokens.of_call(result.usage), now=now)
+            follow = self._finish(tx, claim, records, now, usage)
         self.ctx.notify(cid, events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
         return follow
@@ -163,13 +164,15 @@ class LlmStep(StepWork[ModelResponse]):
         ))
 
     def _finish(
-        self, tx: ConversationTxn, claim: Claim, records: Sequence[ToolCallRecord], now: datetime
+        self, tx: ConversationTxn, claim: Claim, records: Sequence[ToolCallRecord], now: datetime,
+        usage: Usage,
     ) -> list[FollowUp]:
         """Finish the step with the round's calls and their tool steps, so no crash can lose
-        one; Stale if the step is no longer ours."""
+        one, counting the call's `usage` with it; Stale if the step is no longer ours."""
         cid, key = tx.conversation.id, self.step.key
         if not records:  # the turn is over: only a waiting message gives it more to do
-            finished, waiting = tx.finish_seeing_inbox(key, worker=claim.worker, now=now)
+            finished, waiting = tx.finish_seeing_inbox(key, worker=claim.worker, now=now,
+                                                       usage=usage)
             if not finished:
                 raise Stale("the step is no longer ours")
             return [Advance(cid)] if waiting else []
@@ -186,7 +189,7 @@ class LlmStep(StepWork[ModelResponse]):
                 when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
                 follow.append(Expire(cid, record.id, expire, when, tool=record.name))
         if not tx.finish_scheduling(key, worker=claim.worker, calls=records, scheduled=scheduled,
-                                    now=now):
+                                    now=now, usage=usage):
             raise Stale("the step is no longer ours")
         return follow or [Advance(cid)]  # every call refused: the model reads why, speaks again
 

@@ -8,6 +8,7 @@ whole runtime runs in tests on SQLite with no broker.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from agentq.providers.breakers import CircuitBreakers, board_for
 from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
 from agentq.runtime.context import StepContext, no_budgets, no_cap, no_queue
 from agentq.runtime.leases import Leases
-from agentq.runtime.lifecycle import Lifecycle
+from agentq.runtime.lifecycle import Lifecycle, wakes_held
 from agentq.runtime.model_call import ModelCalls
 from agentq.runtime.notices import Notices
 from agentq.runtime.sweeper import Sweeper
@@ -113,6 +114,14 @@ class Runtime:
             case FailTurn(code=code, message=message):
                 return turns.fail_turn(self._ctx, view, code, message)
         raise AssertionError(f"unhandled decision {decision!r}")
+
+    def wakes_held(self) -> AbstractContextManager[list[tuple[str, tuple[str, ...] | None]]]:
+        """Hold the wake-ups of the slots freed in the block (`lifecycle.wakes_held`)."""
+        return wakes_held()
+
+    def wake(self, freed: list[tuple[str, tuple[str, ...] | None]]) -> list[FollowUp]:
+        """What the slots freed under `lifecycle.wakes_held` wake (`Lifecycle.wake`)."""
+        return self._lifecycle.wake(freed) if freed else []
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""

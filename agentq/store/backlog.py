@@ -43,6 +43,25 @@ def next_waiting_step_txn(
     return found[0] if found else None
 
 
+def next_waiting_steps_txn(
+    conn: Connection, tenant: str, kinds: tuple[str, ...] | None
+) -> list[tuple[StepRecord, str | None]]:
+    """`next_waiting_step_txn` of the tenant and, with `kinds`, that of any other tenant
+    too, in one statement: what a freed slot wakes. The tenant's comes first."""
+    c = steps.c
+
+    def first(*where: Any) -> Any:
+        kind = () if kinds is None else (c.kind.in_(kinds),)
+        return (select(c.step_key).where(c.status == WAITING, *where, *kind)
+                .order_by(c.created_at, c.step_key).limit(1))
+
+    found: Any = c.step_key.in_(first(c.tenant == tenant))
+    if kinds is not None:
+        found = or_(found, c.step_key.in_(first(c.tenant != tenant)))
+    query = with_tool(select(steps).where(found).order_by((c.tenant == tenant).desc()))
+    return steps_with_tools(conn.execute(query))
+
+
 def list_waiting_steps_txn(
     conn: Connection, *, now: datetime, per_tenant: int
 ) -> tuple[dict[str, int], list[tuple[StepRecord, str | None]]]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, or_, select, update
+from sqlalchemy import Connection, Row, and_, literal_column, or_, select, text, union, update
 
 from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
@@ -15,7 +15,7 @@ from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
 from agentq.store.engine import param
-from agentq.store.schema import conversations, inbox, steps
+from agentq.store.schema import RUNNING_STATE, conversations, inbox, steps
 
 STATUSES = ("active", "ended")
 
@@ -174,23 +174,27 @@ def list_stalled_conversations_txn(
     the lease runs out and the step is stale (`backlog.list_stale_steps_txn`).
     """
     c = conversations.c
-    waiting = (
-        select(inbox.c.id)
-        .where(inbox.c.conversation_id == c.id, inbox.c.taken_at.is_(None))
-        .exists()
+    # Each half reads an index of only the conversations it can find (ix_conversations_running,
+    # ix_inbox_untaken), so idle conversations cost it nothing, however many.
+    in_turn = select(c.id, c.updated_at).where(
+        c.status == literal_column("'active'"), text(RUNNING_STATE[conn.dialect.name]),
+        c.updated_at < updated_before)
+    with_inbox = (
+        select(c.id, c.updated_at)
+        .join(inbox, and_(inbox.c.conversation_id == c.id, inbox.c.taken_at.is_(None)))
+        .where(c.status == "active", c.updated_at < updated_before)
     )
+    found = union(in_turn, with_inbox).subquery("found")
     running = (
         select(steps.c.step_key)
-        .where(steps.c.conversation_id == c.id, steps.c.status == "running",
+        .where(steps.c.conversation_id == found.c.id, steps.c.status == "running",
                steps.c.lease_until >= now)
         .exists()
     )
     query = (
-        select(c.id)
-        .where(c.status == "active", c.updated_at < updated_before)
-        .where(or_(c.fsm_state["state"].as_string() == "running", waiting))
+        select(found.c.id)
         .where(~running)
-        .order_by(c.updated_at, c.id)
+        .order_by(found.c.updated_at, found.c.id)
         .limit(limit)
     )
     return list(conn.execute(query).scalars())

@@ -38,7 +38,7 @@ from agentq.store.conversations import (
 from agentq.store.engine import insert_ignoring, param, parameter_rows, row_parameters
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
-from agentq.store.outbox import record_outbox_txn
+from agentq.store.outbox import endpoints_of, record_outbox_txn
 from agentq.store.schema import conversations, events, record_from_row, summaries
 
 
@@ -88,9 +88,11 @@ def append_at_txn(
 
     The row's UPDATE comes first and takes the lock (inv. 8), so the append needs no
     `SELECT … FOR NO KEY UPDATE` before it: one statement fewer than `append_txn`. On
-    PostgreSQL the events' INSERT is part of that statement and runs only if the row moved.
+    PostgreSQL the events' INSERT is part of that statement and runs only if the row moved,
+    and the same statement reads the tenant's webhook endpoints for the outbox.
     """
     appended = _as_events(conversation_id, next_seq, drafts)
+    endpoints = None  # the tenant's webhook endpoints, when read with the move
     move: dict[str, Any] = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
     if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
@@ -100,6 +102,7 @@ def append_at_txn(
         if row is None:
             return None
         moved = conversation_from_row(row)
+        endpoints = row.webhook_endpoints or []
     else:
         after = move_next_seq_txn(conn, conversation_id, **move)
         if after is None:
@@ -109,7 +112,8 @@ def append_at_txn(
             conn.execute(events.insert(), [_event_values(event) for event in appended])
     if outbox:  # the news of these events commits with them, or not at all (the outbox)
         record_outbox_txn(conn, tenant=moved.tenant, conversation_id=conversation_id,
-                          occurrences=occurrences(appended, move["fsm"]), now=now)
+                          occurrences=occurrences(appended, move["fsm"]), now=now,
+                          endpoints=endpoints)
     return appended, moved
 
 
@@ -122,11 +126,13 @@ MERGED_EVENTS = 16
 @cache
 def _move_and_insert(count: int) -> Select[Any]:
     """Move the row on and insert `count` events, only if it moved: the events' INSERT reads
-    the UPDATE's RETURNING, the one way one part of a statement sees another's write."""
+    the UPDATE's RETURNING, the one way one part of a statement sees another's write. The
+    row comes back with its tenant's webhook endpoints (`outbox.endpoints_of`)."""
     moved = MOVE_NEXT_SEQ.cte("moved")
     names = [column.name for column in events.c]
     source = parameter_rows(events, names, "e", count, where=select(moved.c.id).exists())
-    return select(moved).add_cte(insert(events).from_select(names, source).cte("appended"))
+    hooks = endpoints_of(moved.c.tenant).label("webhook_endpoints")
+    return select(moved, hooks).add_cte(insert(events).from_select(names, source).cte("appended"))
 
 
 def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:

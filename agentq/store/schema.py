@@ -86,6 +86,13 @@ def _conversation_fk() -> Column[str]:
     )
 
 
+# A conversation in a running turn, per dialect, as literal SQL: a partial index's
+# predicate and the query it serves must read the same (no bound parameters).
+RUNNING_STATE = {
+    "postgresql": "(fsm_state ->> 'state') = 'running'",
+    "sqlite": "json_extract(fsm_state, '$.state') = 'running'",
+}
+
 conversations = Table(
     "conversations",
     metadata,
@@ -103,6 +110,11 @@ conversations = Table(
     Column("agent_version", Integer),
     Index(None, "tenant", "created_at", "id"),
     Index(None, "status"),
+    # The active conversations in a running turn, by when they last moved: what the sweeper
+    # looks through for stalled ones (`list_stalled_conversations_txn`), however many idle.
+    Index("ix_conversations_running", "updated_at", "id",
+          postgresql_where=text(f"status = 'active' AND {RUNNING_STATE['postgresql']}"),
+          sqlite_where=text(f"status = 'active' AND {RUNNING_STATE['sqlite']}")),
 )
 
 events = Table(
@@ -206,6 +218,9 @@ inbox = Table(
     Column("request_hash", String(64)),  # sha256 of the request, for Idempotency-Key reuse
     UniqueConstraint("conversation_id", "idempotency_key"),
     Index(None, "conversation_id", "arrival", unique=True),
+    # The messages not yet taken: the other half of what the sweeper looks through.
+    Index("ix_inbox_untaken", "conversation_id", postgresql_where=text("taken_at IS NULL"),
+          sqlite_where=text("taken_at IS NULL")),
 )
 
 model_calls = Table(

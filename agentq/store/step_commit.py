@@ -3,14 +3,15 @@
 A commit appends first, and the append takes the conversation's lock (inv. 8). What
 follows under that lock are plain conditional writes with no decision between them:
 finish the step, then close its call, or insert the round's calls and schedule their
-steps, or look whether a message waits. PostgreSQL runs them as data-modifying CTEs of
+steps, or look whether a message waits, and count a model call's tokens in the usage
+rollups. PostgreSQL runs them as data-modifying CTEs of
 one statement, one round trip, and says how each went; SQLite, in process, runs them one
 by one. Either way the caller learns whether the step was still ours, and rolls the
 whole commit back if it was not, so a write made beside a lost finish never lands.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from functools import cache
@@ -39,6 +40,10 @@ from agentq.store.ledger import (
     schedule_values,
 )
 from agentq.store.schema import steps, tool_calls
+from agentq.store.usage import upsert_usage
+
+# The tokens a model step spent, as `usage.usage_values` gives them (None: none to count).
+Usage = Mapping[str, Any] | None
 
 # At most this many calls (and as many tool steps) are written in the statement that
 # finishes the step: one such statement is built and kept per shape, and a round with more
@@ -65,27 +70,32 @@ def finish_closing_call_txn(
 def finish_scheduling_txn(
     conn: Connection, conversation_id: str, step_key: str, *, worker: str,
     calls: Sequence[ToolCallRecord], scheduled: Sequence[NewStep], now: datetime,
+    usage: Usage = None,
 ) -> bool:
     """Finish our step, insert the round's calls and schedule their steps (each insert a
-    no-op if the row exists, inv. 5); whether the step was ours."""
+    no-op if the row exists, inv. 5), and count `usage`; whether the step was ours."""
     if conn.dialect.name != "postgresql" or max(len(calls), len(scheduled)) > MERGED_ROWS:
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False
         put_calls_txn(conn, calls)
         for step in scheduled:
             schedule_step_txn(conn, step, now=now)
+        _count_usage(conn, usage)
         return True
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **row_parameters("call", map(call_values, calls)),
-              **row_parameters("step", (schedule_values(step, now=now) for step in scheduled))}
-    statement = _finish_scheduling(len(calls), len(scheduled))
+              **row_parameters("step", (schedule_values(step, now=now) for step in scheduled)),
+              **_usage_params(usage)}
+    statement = _finish_scheduling(len(calls), len(scheduled), usage is not None)
     return conn.execute(statement, params).one().finished == 1
 
 
 def finish_seeing_inbox_txn(
-    conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime
+    conn: Connection, conversation_id: str, step_key: str, *, worker: str, now: datetime,
+    usage: Usage = None,
 ) -> tuple[bool, bool]:
-    """Finish our step and look whether a message waits: (the step was ours, one waits).
+    """Finish our step, count `usage` and look whether a message waits: (the step was ours,
+    one waits).
 
     Under the lock no message comes in (posting one takes it), and this statement starts
     after the lock was taken, so it sees every message posted before.
@@ -93,10 +103,33 @@ def finish_seeing_inbox_txn(
     if conn.dialect.name != "postgresql":
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False, False
+        _count_usage(conn, usage)
         return True, inbox_waiting_txn(conn, conversation_id)
-    params = finish_params(conversation_id, step_key, worker=worker, now=now)
-    row = conn.execute(_finish_seeing_inbox(), params).one()
+    params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
+              **_usage_params(usage)}
+    row = conn.execute(_finish_seeing_inbox(usage is not None), params).one()
     return row.finished == 1, bool(row.waiting)
+
+
+def _count_usage(conn: Connection, usage: Usage) -> None:
+    if usage is not None:
+        conn.execute(upsert_usage(conn.dialect.name), dict(usage))
+
+
+def _usage_params(usage: Usage) -> dict[str, Any]:
+    return {} if usage is None else {USAGE_PREFIX + name: v for name, v in usage.items()}
+
+
+USAGE_PREFIX = "usage_"
+
+
+def _with_usage(statement: Select[Any], usage: bool) -> Select[Any]:
+    """`statement`, adding the usage upsert when there is usage to count: a data-modifying
+    CTE runs whether or not the rest reads it, and a lost finish rolls it back with the
+    whole commit."""
+    if not usage:
+        return statement
+    return statement.add_cte(upsert_usage("postgresql", USAGE_PREFIX).cte("usage"))
 
 
 def _finished() -> Any:
@@ -115,8 +148,8 @@ def _finish_closing_call() -> Select[Any]:
 
 
 @cache
-def _finish_scheduling(calls: int, scheduled: int) -> Select[Any]:
-    """One statement per shape (how many calls, how many steps), built once."""
+def _finish_scheduling(calls: int, scheduled: int, usage: bool) -> Select[Any]:
+    """One statement per shape (how many calls, how many steps, usage or not), built once."""
     finished = _finished()
     statement = select(_count(finished).label("finished"))
     if calls:
@@ -126,7 +159,7 @@ def _finish_scheduling(calls: int, scheduled: int) -> Select[Any]:
         names = (*(field.name for field in fields(NewStep)), "status", "created_at")
         statement = statement.add_cte(_insert_ignoring(steps, names, "step", scheduled)
                                       .cte("scheduled"))
-    return statement
+    return _with_usage(statement, usage)
 
 
 def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int) -> Any:
@@ -136,5 +169,6 @@ def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int
 
 
 @cache
-def _finish_seeing_inbox() -> Select[Any]:
-    return select(_count(_finished()).label("finished"), MESSAGE_WAITS.label("waiting"))
+def _finish_seeing_inbox(usage: bool) -> Select[Any]:
+    return _with_usage(
+        select(_count(_finished()).label("finished"), MESSAGE_WAITS.label("waiting")), usage)

@@ -404,6 +404,14 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
         with begin_read(self.engine, one_snapshot=False) as conn:
             return backlog.next_waiting_step_txn(conn, tenant, kinds, others=others)
 
+    def next_waiting_steps(
+        self, tenant: str, kinds: tuple[str, ...] | None
+    ) -> list[tuple[StepRecord, str | None]]:
+        """What a freed slot of `tenant` wakes, in one read: its step that has waited
+        longest (of `kinds`, else of any) and, with `kinds`, that of any other tenant."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return backlog.next_waiting_steps_txn(conn, tenant, kinds)
+
     def list_waiting_steps(
         self, *, now: datetime, per_tenant: int = 100
     ) -> tuple[dict[str, int], list[tuple[StepRecord, str | None]]]:

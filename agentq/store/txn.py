@@ -36,7 +36,7 @@ from agentq.store.ledger import (
     cancel_waiting_steps_txn,
     finish_step_txn,
 )
-from agentq.store.usage import UsageKey, add_usage_txn
+from agentq.store.usage import UsageKey, add_usage_txn, usage_values
 
 
 class ConversationTxn:
@@ -84,11 +84,25 @@ class ConversationTxn:
     def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> None:
         """Count one model call's tokens in the rollups and the budgets' running totals, with
         this transaction's writes."""
-        c = self.conversation
-        key = UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
-                       profile=c.settings.profile, model=model, conversation_id=c.id)
+        key = self._usage_key(model)
         add_usage_txn(self._conn, key, tokens, at=now)
-        add_totals_txn(self._conn, c.tenant, meters_of(key.agent, c.id, now), tokens.total)
+        self._add_totals(key, tokens, now)
+
+    def usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> step_commit.Usage:
+        """One model call's tokens, for a finish below to count in the rollups with it; the
+        budgets' running totals count them now, in this transaction (rolled back with it)."""
+        key = self._usage_key(model)
+        self._add_totals(key, tokens, now)
+        return usage_values(key, tokens, at=now)
+
+    def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime) -> None:
+        add_totals_txn(self._conn, key.tenant, meters_of(key.agent, key.conversation_id, now),
+                       tokens.total)
+
+    def _usage_key(self, model: str | None) -> UsageKey:
+        c = self.conversation
+        return UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
+                        profile=c.settings.profile, model=model, conversation_id=c.id)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)
@@ -176,19 +190,21 @@ class ConversationTxn:
 
     def finish_scheduling(
         self, step_key: str, *, worker: str, calls: Sequence[ToolCallRecord],
-        scheduled: Sequence[NewStep], now: datetime,
+        scheduled: Sequence[NewStep], now: datetime, usage: step_commit.Usage = None,
     ) -> bool:
-        """Finish our step, insert the round's calls and schedule their steps; False means
-        we lost the step and must roll back."""
+        """Finish our step, insert the round's calls and schedule their steps, and count
+        `usage` (`usage()`); False means we lost the step and must roll back."""
         return step_commit.finish_scheduling_txn(
             self._conn, self._id, step_key, worker=worker, calls=calls, scheduled=scheduled,
-            now=now,
+            now=now, usage=usage,
         )
 
-    def finish_seeing_inbox(self, step_key: str, *, worker: str, now: datetime) -> tuple[bool, bool]:
-        """Finish our step and look whether a message waits: (the step was ours, one waits)."""
+    def finish_seeing_inbox(self, step_key: str, *, worker: str, now: datetime,
+                            usage: step_commit.Usage = None) -> tuple[bool, bool]:
+        """Finish our step, count `usage` (`usage()`) and look whether a message waits:
+        (the step was ours, one waits)."""
         return step_commit.finish_seeing_inbox_txn(self._conn, self._id, step_key, worker=worker,
-                                                   now=now)
+                                                   now=now, usage=usage)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""

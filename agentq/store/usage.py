@@ -1,7 +1,8 @@
 """Usage rollups: tokens and calls per tenant, hour, agent, profile, model and conversation.
 
 A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction that
-appends its assistant_msg, which commits once per step: a step that runs again after a
+appends its assistant_msg, which commits once per step (on PostgreSQL the upsert is a part
+of the statement that finishes the step, `agentq.store.step_commit`): a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
 nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
 over a bounded range; budget checks read the running totals beside them
@@ -21,7 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
 from agentq.store.budget_totals import Spent, spent_txn
-from agentq.store.engine import begin_read
+from agentq.store.engine import begin_read, param
 from agentq.store.schema import Timestamp, usage_rollups
 
 # The dimensions a report may group by, and the column each reads.
@@ -54,32 +55,31 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    conn.execute(_adding(conn.dialect.name), {
-        "tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
-        "profile": key.profile, "model": key.model or "", "conversation_id": key.conversation_id,
-        **tokens.to_json()})
+    conn.execute(upsert_usage(conn.dialect.name), usage_values(key, tokens, at=at))
+
+
+def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = ""
+                 ) -> dict[str, Any]:
+    """The parameters of `upsert_usage(…, prefix)` that add `tokens` to `key`'s hour of `at`."""
+    values = {"tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
+              "profile": key.profile, "model": key.model or "",
+              "conversation_id": key.conversation_id, **tokens.to_json()}
+    return {prefix + name: value for name, value in values.items()}
 
 
 @cache
-def _adding(dialect_name: str) -> Any:
-    """The rollup upsert, built once per dialect: compiling it anew cost more than running it."""
+def upsert_usage(dialect_name: str, prefix: str = "") -> Any:
+    """The upsert that adds counts to one rollup row, its parameters named `<prefix><column>`:
+    built once per dialect, and a part of a larger statement with a `prefix`."""
     module: Any = postgresql if dialect_name == "postgresql" else sqlite
-    statement = module.insert(usage_rollups)
     c = usage_rollups.c
+    names = ("tenant", "hour", "agent", "profile", "model", "conversation_id", *COUNTS)
+    statement = module.insert(usage_rollups).values(
+        {name: param(c[name], prefix + name) for name in names})
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
         set_={name: c[name] + statement.excluded[name] for name in COUNTS},
     )
-
-
-def tokens_since_txn(conn: Connection, tenant: str, since: datetime) -> Tokens:
-    """A tenant's tokens and calls in the hours from `since`'s on."""
-    c = usage_rollups.c
-    row = conn.execute(
-        select(*(func.coalesce(func.sum(c[n]), 0) for n in COUNTS))
-        .where(c.tenant == tenant, c.hour >= hour_of(since))
-    ).one()
-    return Tokens(*(int(v) for v in row))
 
 
 def report_txn(
@@ -142,10 +142,6 @@ class Usage:
         """See `spent_txn`: what a budget check reads, by primary key."""
         with begin_read(self.engine, one_snapshot=False) as conn:
             return spent_txn(conn, conversation_id)
-
-    def tokens_since(self, tenant: str, since: datetime) -> Tokens:
-        with begin_read(self.engine, one_snapshot=False) as conn:
-            return tokens_since_txn(conn, tenant, since)
 
     def token_totals(self) -> dict[tuple[str, str], Tokens]:
         """Every token counted, per (profile, model): the /metrics counters."""

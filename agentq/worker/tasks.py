@@ -20,10 +20,14 @@ def register_tasks(
     app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str]
 ) -> None:
     def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
-        """Run a step and send its follow-ups, then publish its notices (Notices.held)."""
+        """Run a step and send its follow-ups, then wake what its freed slot lets run
+        (`wakes_held`: the conversation's next step waits for no read), then publish its
+        notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            enqueue(app, work(rt), tool_queues=tool_queues)
+            with rt.wakes_held() as freed:
+                enqueue(app, work(rt), tool_queues=tool_queues)
+            enqueue(app, rt.wake(freed), tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:

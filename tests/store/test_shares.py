@@ -253,6 +253,37 @@ def test_a_step_past_its_tenants_cap_waits_holding_no_worker_and_starts_when_the
     assert providers.calls == [first, second]
 
 
+def test_a_task_holding_its_wake_ups_wakes_the_waiting_step_after_its_own_follow_ups(
+    store, runtime, commands, providers
+):
+    first, first_follow = posted(commands)
+    providers.held.add(first)
+    freed: list = []
+
+    def run_first() -> None:
+        with runtime.wakes_held() as held:
+            drain(runtime, first_follow)
+        freed.extend(held)
+
+    worker = threading.Thread(target=run_first)
+    worker.start()
+    try:
+        assert _eventually(lambda: providers.calls == [first]), "the first call never started"
+        second, second_follow = posted(commands)
+        assert drain(runtime, second_follow) == []
+        assert llm_step(store, second).status == "waiting"
+    finally:
+        providers.go.set()
+        worker.join(30)
+    # the first turn ran to its end; what its freed slot wakes was left to the caller
+    assert idle_with_answer(store, first) and llm_step(store, second).status == "waiting"
+    assert freed and {tenant for tenant, _ in freed} == {"acme"}
+    woken = runtime.wake(freed)
+    assert woken == [Advance(second)]
+    drain(runtime, woken)
+    assert idle_with_answer(store, second)
+
+
 def test_the_sweeper_wakes_a_waiting_step_once_a_dead_workers_lease_runs_out(store, runtime, commands):
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
@@ -340,6 +371,23 @@ def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_
     assert store.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
     assert store.next_waiting_step("acme", ("tool",), others=True) is None
     assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
+
+
+def test_a_freed_slot_reads_the_tenants_next_waiting_step_and_another_tenants_in_one_go(store):
+    acme, globex = conversation(store, "acme"), conversation(store, "globex")
+    assert claim(store, acme, "a1", cap=1, kind="tool").status == "running"
+    assert claim(store, acme, "a2", cap=1, kind="tool", seconds=1).status == "waiting"
+    assert claim(store, acme, "a3", cap=1, kind="tool", seconds=2).status == "waiting"
+    assert claim(store, globex, "g1", cap=0, tenant="globex", kind="tool", seconds=3
+                 ).status == "waiting"
+    assert claim(store, globex, "g2", cap=0, tenant="globex", kind="llm", seconds=4
+                 ).status == "waiting"
+    woken = store.next_waiting_steps("globex", ("tool",))
+    assert [(step.step_key, tool) for step, tool in woken] == [("g1", None), ("a2", None)]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("tool",))] == ["a2", "g1"]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("llm",))] == ["g2"]
+    assert [s.step_key for s, _ in store.next_waiting_steps("acme", None)] == ["a2"]
+    assert store.next_waiting_steps("initech", None) == []
 
 
 def test_a_steps_queue_is_its_kinds_unless_its_tool_names_one_of_its_own():

@@ -10,7 +10,9 @@ from agentq.config import Config
 from agentq.core.scope import Scope
 from agentq.core.token_budgets import EPOCH, WHOLE, Meter, meters_of, period_start
 from agentq.core.usage import Tokens
+from agentq.errors import Stale
 from agentq.runtime import Runtime
+from agentq.store import NewStep
 from agentq.store.budget_totals import add_totals_txn
 from agentq.store.usage import UsageKey, add_usage_txn
 from agentq.tenancy.access import provider_for
@@ -201,3 +203,21 @@ def test_a_total_starts_afresh_in_a_later_period_and_a_late_commit_leaves_it_be(
     assert spent.agent is None and not any(m.scope == "agent" for m in spent.totals)
     assert spent.of(Meter("tenant", "", "day", period_start("day", later))) == 112
     assert spent.of(Meter("conversation", cid, WHOLE, EPOCH)) == 112
+
+
+def test_tokens_counted_with_a_finish_that_lost_its_step_are_rolled_back_with_it(store, clock):
+    cid = turn_free_conversation(store)
+    step = NewStep("llm-1", cid, "llm", {"after_seq": 0}, None, "task-llm-1", "acme")
+    store.schedule_and_claim_step(step, worker="w2", lease_s=30, now=clock(), max_attempts=5)
+    spent = Tokens(input_tokens=10, output_tokens=3, calls=1)
+    with pytest.raises(Stale), store.locked(cid) as tx:  # w1 lost the step to w2
+        finished, _ = tx.finish_seeing_inbox("llm-1", worker="w1", now=clock(),
+                                             usage=tx.usage(None, spent, now=clock()))
+        if not finished:
+            raise Stale("the step is no longer ours")
+    assert whole(store, "acme") == Tokens()
+    assert store.budget_spent(cid).of(Meter("conversation", cid, WHOLE, EPOCH)) == 0
+    with store.locked(cid) as tx:  # the step's own worker counts them, with its finish
+        assert tx.finish_scheduling("llm-1", worker="w2", calls=[], scheduled=[], now=clock(),
+                                    usage=tx.usage(None, spent, now=clock()))
+    assert whole(store, "acme") == spent
