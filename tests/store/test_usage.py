@@ -117,7 +117,9 @@ def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(st
                               group_by="day", by=[], limit=10)
     assert [(d.start, d.tokens.calls) for d in days] == [
         (datetime(2026, 11, 21, tzinfo=UTC), 4)]
-    assert store.tokens_since("acme", at.replace(hour=23)).calls == 1
+    later = store.usage_report(tenant="acme", start=at.replace(hour=23), end=at + timedelta(hours=2),
+                               group_by="hour", by=[], limit=10)
+    assert [(r.start.hour, r.tokens.calls) for r in later] == [(23, 1)]
 
 
 def turn_free_conversation(store):
