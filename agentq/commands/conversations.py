@@ -25,6 +25,7 @@ from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
+from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp, RunTool
@@ -201,6 +202,9 @@ class Commands:
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.executor == AGENT_EXECUTOR:
+                raise Conflict(f"tool call {tool_call_id} is answered by its sub-agent's "
+                               f"conversation {child_conversation_id(conversation_id, call.id)}")
             if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
                 # a yes or no to a person's call: its result says so, as the model reads it
                 if result is not None:

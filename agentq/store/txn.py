@@ -8,13 +8,20 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.settings import Settings
+from agentq.core.subagents import Parent
 from agentq.core.usage import Tokens
 from agentq.store import step_commit
 from agentq.store.calls import load_call_txn, put_calls_txn, transition_call_txn
-from agentq.store.conversations import ConversationInfo, set_status_txn
-from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
+from agentq.store.conversations import (
+    ConversationInfo,
+    load_conversation_txn,
+    set_status_txn,
+)
+from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn, start_child_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -168,6 +175,22 @@ class ConversationTxn:
         """Finish our step and look whether a message waits: (the step was ours, one waits)."""
         return step_commit.finish_seeing_inbox_txn(self._conn, self._id, step_key, worker=worker,
                                                    now=now)
+
+    def start_child(self, child_id: str, *, settings: Settings, agent: AgentRef, parent: Parent,
+                    first: EventDraft, now: datetime) -> bool:
+        """Insert a sub-agent's child conversation with its first message, in this
+        transaction, unless it exists (inv. 5: a conflict means it was started); whether it
+        was inserted now."""
+        return start_child_txn(self._conn, ConversationInfo(
+            id=child_id, tenant=self.conversation.tenant, settings=settings, fsm=FsmState(),
+            status="active", next_seq=1, created_at=now, updated_at=now, agent=agent,
+            parent=parent), first, now=now)
+
+    def child(self, child_id: str) -> ConversationTxn | None:
+        """The child conversation `child_id`, locked in this transaction (a parent locks its
+        children, never the other way round); None if it was never started."""
+        info = load_conversation_txn(self._conn, child_id, lock=True)
+        return None if info is None else ConversationTxn(self._conn, info)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""
