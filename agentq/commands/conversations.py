@@ -110,13 +110,23 @@ class Commands:
                                code="unknown_agent")
         return found
 
-    def settings_for(self, settings: Settings, scope: Scope) -> Settings:
+    def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None
+                     ) -> Settings:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
-        the tools exist and the operator's policy allows them (an agent's versions too)."""
+        the tools exist, the agents it offers as tools are the tenant's to use, and the
+        operator's policy allows them (an agent's versions too; `defining` names the agent
+        whose version these are, which may list itself: a cycle ends at max_agent_depth)."""
         try:
             self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
+        unknown = [a.name for a in settings.agents or ()
+                   if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
+        if unknown:
+            details = [{"loc": ["settings", "agents"], "msg": f"no agent {name}",
+                        "type": "unknown_agent"} for name in unknown]
+            raise InvalidInput(f"settings.agents names no agent of yours: {', '.join(unknown)}; "
+                               "GET /v1/agents lists them", code="unknown_agent", details=details)
         return self.policy.settings_for(settings, scope.tenant)
 
     def post_message(

@@ -54,6 +54,13 @@ def integer(**bounds: Any) -> Any:
 Integer = integer()
 
 
+def _agent_tools(value: Any) -> Any:
+    """An agent tool named by its name alone is one with the default description and schema."""
+    if isinstance(value, list):
+        return [{"name": item} if isinstance(item, str) else item for item in value]
+    return value
+
+
 def _normal(name: str) -> str:
     return name.strip().lower().replace(" ", "_")
 
@@ -180,7 +187,8 @@ class Settings(_Strict):
     system: str = ""
     tools: list[str] | None = None
     # other agents offered to the model as tools: each call runs as a child conversation
-    agents: list[AgentTool] | None = None
+    # ("researcher" is short for {"name": "researcher"})
+    agents: Annotated[list[AgentTool] | None, BeforeValidator(_agent_tools)] = None
     script: list[ScriptedResponse] | None = None
     script_repeat: bool = False  # cycle through the script instead of echoing past its end
     limits: Limits = Field(default_factory=Limits)

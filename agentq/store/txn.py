@@ -84,7 +84,8 @@ class ConversationTxn:
         """Count one model call's tokens in the rollups, with this transaction's writes."""
         c = self.conversation
         key = UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
-                       profile=c.settings.profile, model=model, conversation_id=c.id)
+                       profile=c.settings.profile, model=model, conversation_id=c.id,
+                       root_conversation_id=None if c.parent is None else c.root_id)
         add_usage_txn(self._conn, key, tokens, at=now)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:

@@ -25,6 +25,8 @@ from agentq.store.schema import Timestamp, usage_rollups
 DIMENSIONS = {
     "tenant": "tenant", "agent": "agent", "profile": "profile", "model": "model",
     "conversation": "conversation_id",
+    # the top of a tree of sub-agents: a parent's usage with its children's (NULL: a root)
+    "root_conversation": "root_conversation_id",
 }
 
 
@@ -38,6 +40,7 @@ class UsageKey:
     profile: str
     model: str | None
     conversation_id: str
+    root_conversation_id: str | None = None  # a child's root: its tokens count in the tree's
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: dateti
     counts = tokens.to_json()
     statement = module.insert(usage_rollups).values(
         tenant=key.tenant, hour=hour_of(at), agent=key.agent or "", profile=key.profile,
-        model=key.model or "", conversation_id=key.conversation_id, **counts)
+        model=key.model or "", conversation_id=key.conversation_id,
+        root_conversation_id=key.root_conversation_id, **counts)
     c = usage_rollups.c
     conn.execute(statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
@@ -95,7 +99,7 @@ def report_txn(
     or day) and per dimension in `by`; at most `limit` rows, in period then key order."""
     c = usage_rollups.c
     bucket = _bucket(conn.dialect.name, group_by).label("start")
-    dims = [c[DIMENSIONS[name]].label(name) for name in by]
+    dims = [_dimension(name).label(name) for name in by]
     query = (
         select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
         .where(c.hour >= hour_of(start), c.hour < to_utc(end))
@@ -115,6 +119,13 @@ def report_txn(
             tokens=Tokens(*(int(values[n]) for n in COUNTS)),
         ))
     return rows
+
+
+def _dimension(name: str) -> Any:
+    c = usage_rollups.c
+    if name == "root_conversation":  # a root's own rows name no root: they are its own
+        return func.coalesce(c.root_conversation_id, c.conversation_id)
+    return c[DIMENSIONS[name]]
 
 
 def _bucket(dialect_name: str, group_by: str) -> Any:

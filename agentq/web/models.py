@@ -261,7 +261,8 @@ class ListToolCalls(_Request):
     status: CallStatus | None = None
 
 
-USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation")
+USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation",
+                                     "root_conversation")
 # The longest range one usage read covers, per grain: a month of hours, a year of days.
 USAGE_MAX_HOURS = {"hour": 31 * 24, "day": 366 * 24}
 

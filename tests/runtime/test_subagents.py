@@ -2,6 +2,8 @@
 call starts one child conversation, waits for it, and reads its answer."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from agentq.cli.check import check_conversation
@@ -184,3 +186,16 @@ def test_interrupting_the_parent_cancels_the_childs_turn(store, runtime, command
     assert child[-1].type == "assistant_msg" and child[-1].content["interrupted"]
     assert store.load_tool_call(conv.id, call.id).status == "cancelled"
     assert check_conversation(store, child_id) == [] and check_conversation(store, conv.id) == []
+
+
+def test_a_childs_model_calls_count_in_its_roots_usage(store, runtime, commands, clock):
+    define(store, clock, "researcher", script=[{"text": "Oslo is rainy."}])
+    conv = parent(commands, [{"tool_calls": [ask("researcher", "weather?")]}, {"text": "Rain."}])
+    drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
+    start, end = clock() - timedelta(days=1), clock() + timedelta(days=1)
+    (tree,) = store.usage_report(tenant="t1", start=start, end=end, group_by="day",
+                                 by=["root_conversation"], limit=10)
+    assert tree.keys == {"root_conversation": conv.id} and tree.tokens.calls == 3
+    own = store.usage_report(tenant="t1", start=start, end=end, group_by="day",
+                             by=["conversation"], limit=10)
+    assert sorted(row.tokens.calls for row in own) == [1, 2]
