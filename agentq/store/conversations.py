@@ -199,6 +199,14 @@ def list_conversations_txn(
     return [conversation_from_row(row) for row in conn.execute(query)]
 
 
+def list_children_txn(conn: Connection, parent_ids: list[str]) -> list[ConversationInfo]:
+    """The child conversations sub-agent calls of `parent_ids` started, by creation."""
+    c = conversations.c
+    query = (select(conversations).where(c.parent_conversation_id.in_(parent_ids))
+             .order_by(c.created_at, c.id))
+    return [conversation_from_row(row) for row in conn.execute(query)]
+
+
 def list_stalled_conversations_txn(
     conn: Connection, *, updated_before: datetime, now: datetime, limit: int
 ) -> list[str]:

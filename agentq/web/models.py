@@ -471,6 +471,11 @@ class ToolCall(_Answer):
     expires_at: str | None
     resolved_at: str | None
     needs_approval: bool = False
+    # a sub-agent's call: the conversation that answers it (a link from the parent's call)
+    child_conversation_id: str | None = None
+    # a call of a sub-agent's conversation listed with its parent's: where it is, and its agent
+    conversation_id: str | None = None
+    agent: str | None = None
 
 
 class CallContext(_Answer):

@@ -68,8 +68,10 @@ def event(item: Event) -> models.EventOut:
     )
 
 
-def tool_call(record: ToolCallRecord) -> models.ToolCall:
-    return models.ToolCall.model_validate(record.to_json())
+def tool_call(record: ToolCallRecord, **where: str | None) -> models.ToolCall:
+    """A call as the API shows it; `where` (conversation_id, agent) for a sub-agent's call
+    listed with its parent's."""
+    return models.ToolCall.model_validate({**record.to_json(), **where})
 
 
 def agent_ref(info: ConversationInfo) -> models.AgentRefOut | None:
