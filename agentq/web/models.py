@@ -349,6 +349,7 @@ class PendingCall(_Answer):
     executor: Executor
     expires_at: str | None
     needs_approval: bool = False
+    child_conversation_id: str | None = None  # a sub-agent's call: the conversation answering it
 
 
 class SummarySpan(_Answer):
