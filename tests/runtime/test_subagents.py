@@ -157,8 +157,11 @@ def test_children_past_the_per_turn_ceiling_get_error_results(store, clock):
     assert second.result["status"] == "error" and "max_children_per_turn" in second.result["output"]
 
 
-def test_an_unknown_agent_is_an_error_result_the_model_reads(store, runtime, commands):
-    conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "hm"}])
+def test_an_agent_gone_since_the_settings_were_admitted_is_an_error_result(
+        store, runtime, commands, clock):
+    # admitted settings name only agents the tenant has; a store written some other way may not
+    conv = store.create_conversation(tenant="t1", now=clock(), settings=Settings(
+        agents=["researcher"], script=[{"tool_calls": [ask("researcher", "x")]}, {"text": "hm"}]))
     drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
     (call,) = store.list_tool_calls(conv.id)
     assert call.result == {"status": "error", "output": "no agent named 'researcher'"}
