@@ -276,7 +276,7 @@ class UsageQuery(_Request):
     start: Timestamp = Field(alias="from", description="the first hour counted (RFC 3339)")
     end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339)")
     group_by: Literal["hour", "day"] = Field("day", description="one row per UTC hour or day")
-    by: str = Field("", max_length=100, pattern=r"^[a-z,]*$",
+    by: str = Field("", max_length=100, pattern=r"^[a-z_,]*$",
                     description="comma-separated: agent, model, profile, conversation "
                                 "(and tenant, for the operator)")
     tenant: Token | None = Field(None, description="the operator only: this tenant's usage")
@@ -369,6 +369,15 @@ class AgentRefOut(_Answer):
     version: int
 
 
+class ParentOut(_Answer):
+    """Where a sub-agent's conversation belongs: the call it answers, its depth, its root."""
+
+    conversation_id: str
+    tool_call_id: str
+    depth: int
+    root_conversation_id: str
+
+
 class Conversation(_Answer):
     id: str
     state: States
@@ -378,6 +387,7 @@ class Conversation(_Answer):
     inbox: int
     summary: SummarySpan | None
     agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
+    parent: ParentOut | None = Field(None, description="a sub-agent's conversation: the call it answers")
     settings: Settings
     created_at: str
     updated_at: str

@@ -30,12 +30,14 @@ def conversation(overview: Overview) -> models.Conversation:
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
                 needs_approval=call.needs_approval,
+                child_conversation_id=call.to_json().get("child_conversation_id"),
             )
             for call in overview.pending
         ],
         inbox=overview.inbox,
         summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
         agent=agent_ref(info),
+        parent=None if info.parent is None else models.ParentOut(**info.parent.to_json()),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),

@@ -1,6 +1,8 @@
 """Sub-agents through the API: an agent offers others as tools, checked when it is defined."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tests.support.api import Api
 
 
@@ -41,3 +43,24 @@ def test_an_agent_tool_with_a_bad_name_or_schema_is_422(api, alice):
         response = api.client.post("/v1/conversations", json={"settings": {"agents": [bad]}},
                                    headers=alice)
         assert response.status_code == 422, bad
+
+
+def test_a_parents_call_links_to_its_child_and_the_child_names_its_parent(api, alice):
+    assert create(api, alice, "researcher", script=[{"text": "Oslo is rainy."}]).status_code == 201
+    cid = api.create(alice, agents=["researcher"], script=[
+        {"tool_calls": [{"name": "researcher", "args": {"input": "Oslo?"}}]}, {"text": "Rain."}])
+    assert api.say(cid, "weather?", alice).status_code in (200, 201, 202)
+    api.run()
+    (call,) = api.get(f"/v1/conversations/{cid}/tool-calls", alice).json["tool_calls"]
+    assert call["executor"] == "agent" and call["result"]["output"] == "Oslo is rainy."
+    child = api.get(f"/v1/conversations/{call['child_conversation_id']}", alice).json
+    assert child["parent"] == {"conversation_id": cid, "tool_call_id": call["tool_call_id"],
+                               "depth": 1, "root_conversation_id": cid}
+    assert child["agent"]["name"] == "researcher"
+    assert api.get(f"/v1/conversations/{cid}", alice).json["parent"] is None
+    day = api.clock().date()
+    used = api.get(f"/v1/usage?from={day - timedelta(days=1)}T00:00:00Z"
+                   f"&to={day + timedelta(days=2)}T00:00:00Z&by=root_conversation", alice)
+    assert used.status_code == 200, used.json
+    (tree,) = used.json["rows"]
+    assert tree["group"] == {"root_conversation": cid} and tree["calls"] == 3
