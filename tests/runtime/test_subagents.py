@@ -202,3 +202,19 @@ def test_a_childs_model_calls_count_in_its_roots_usage(store, runtime, commands,
     own = store.usage_report(tenant="t1", start=start, end=end, group_by="day",
                              by=["conversation"], limit=10)
     assert sorted(row.tokens.calls for row in own) == [1, 2]
+
+
+def test_agentq_check_flags_a_child_whose_parent_made_no_such_call(store, commands, clock):
+    from agentq.core import drafts
+    from agentq.core.agents import AgentRef
+    from agentq.core.subagents import Parent
+
+    conv = parent(commands, [{"text": "hi"}], agents=())
+    stray = child_conversation_id(conv.id, "call_never_made")
+    with store.locked(conv.id) as tx:
+        tx.start_child(stray, settings=Settings(), agent=AgentRef("researcher", 1),
+                       parent=Parent(conv.id, "call_never_made", 1, conv.id),
+                       first=drafts.user_msg("x", turn_id="t", message_id="m", scope={},
+                                             created_at=clock()), now=clock())
+    (found,) = check_conversation(store, stray)
+    assert found.invariant == "10 one child per call"
