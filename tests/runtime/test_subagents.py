@@ -218,3 +218,21 @@ def test_agentq_check_flags_a_child_whose_parent_made_no_such_call(store, comman
                                              created_at=clock()), now=clock())
     (found,) = check_conversation(store, stray)
     assert found.invariant == "10 one child per call"
+
+
+def test_a_handover_whose_task_was_lost_is_re_driven_by_the_sweeper(store, runtime, commands, clock):
+    define(store, clock, "researcher", script=[{"text": "found"}])
+    conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "ok"}])
+    queue = list(commands.post_message(conv.id, "go", ALICE)[1])
+    lost = []
+    while queue:  # run everything, but lose the task that hands the child's answer over
+        task = queue.pop(0)
+        if isinstance(task, RunTool) and store.load_tool_call(conv.id, task.tool_call_id).status == "pending":
+            lost.append(task)
+            continue
+        queue.extend(run_one(runtime, task))
+    assert lost and store.load_conversation(conv.id).fsm.state == "awaiting_input"
+    clock.tick(runtime.config.sweep_s + 1)
+    drain(runtime, runtime.sweep())
+    assert store.list_tool_calls(conv.id)[0].result == {"status": "ok", "output": "found"}
+    assert texts(store, conv.id)[-1] == ("assistant_msg", "ok")
