@@ -64,3 +64,11 @@ def test_a_parents_call_links_to_its_child_and_the_child_names_its_parent(api, a
     assert used.status_code == 200, used.json
     (tree,) = used.json["rows"]
     assert tree["group"] == {"root_conversation": cid} and tree["calls"] == 3
+
+
+def test_the_next_request_offers_the_agents_as_tools_with_the_default_schema(api, alice):
+    assert create(api, alice, "researcher").status_code == 201
+    cid = api.create(alice, agents=[{"name": "researcher", "description": "Finds facts."}])
+    shown = api.get(f"/v1/conversations/{cid}/context", alice)
+    assert shown.status_code == 200, shown.json
+    assert "Finds facts." in str(shown.json) and "'input'" in str(shown.json)
