@@ -25,7 +25,7 @@ BUSY_READ_S = 1.0
 ANNOUNCE_S = 10.0  # a worker renews its announcement this often
 ANNOUNCE_TTL_S = 3 * ANNOUNCE_S  # and a dead worker's slots count this long at most
 MODEL_KINDS = ("llm", "compact")
-TOOL_KINDS = ("tool", "child")  # a sub-agent call's handover runs as a tool task
+TOOL_KINDS = ("tool",)
 
 
 def kinds_beside(kind: str) -> tuple[str, ...]:

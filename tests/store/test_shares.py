@@ -317,13 +317,13 @@ def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(stor
 def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_shares_it(store):
     shares = Shares(store, lambda: at(5), lambda tenant: None)
     store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
-    assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool", "child"))
+    assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool",))
     assert shares.cap("acme", "llm", "agentq.model") == (None, None)  # no slots announced there
     globex = conversation(store, "globex")
     step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
     store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
     fresh = Shares(store, lambda: at(5), lambda tenant: None)
-    assert fresh.cap("acme", "tool", "agentq.tools") == (2, ("tool", "child"))
+    assert fresh.cap("acme", "tool", "agentq.tools") == (2, ("tool",))
 
 
 def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
