@@ -162,6 +162,11 @@ def test_the_settings_offer_tenants_strings_in_these_places_only():
         "response_format.name", "response_format.schema.base_url", "response_format.schema.url",
         "response_format.schema.api_base", "response_format.schema.headers",
         "reasoning.effort", "reasoning.summary",
+        # sub-agents: a name admitted only if it is one of the tenant's agents, and what the
+        # model reads of it (its description and input schema, sent as data)
+        "agents.0.name", "agents.0.description", "agents.0.input_schema.base_url",
+        "agents.0.input_schema.url", "agents.0.input_schema.api_base",
+        "agents.0.input_schema.headers",
     }
 
 

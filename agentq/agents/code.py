@@ -51,6 +51,8 @@ def agent(
     """
     if tools is not None:
         settings["tools"] = [_tool_name(name, item) for item in tools]
+    if settings.get("agents") is not None:  # other agents as tools: Agent values or names
+        settings["agents"] = [_agent_tool(item) for item in settings["agents"]]
     try:
         definition = AgentDefinition.model_validate({
             "name": name, "description": description, "settings": settings,
@@ -61,6 +63,13 @@ def agent(
     except ValueError as exc:
         raise ValueError(f"agent {name!r}: {exc}") from None
     return Agent(definition)
+
+
+def _agent_tool(item: Any) -> Any:
+    """An `Agent` offered as a tool: by its name, described as the agent describes itself."""
+    if isinstance(item, Agent):
+        return {"name": item.name, "description": item.definition.description}
+    return item
 
 
 def _tool_name(agent_name: str, item: Any) -> str:
@@ -108,12 +117,18 @@ class CodeAgents:
         return iter(self._agents.values())
 
     def check_tools(self, registry: Registry) -> None:
-        """ValueError naming the agent if it names a tool the registry lacks."""
+        """ValueError naming the agent if it names a tool the registry lacks, or offers as a
+        tool an agent the code does not define."""
         for item in self._agents.values():
             try:
                 registry.require(item.definition.settings.tools)
             except ValueError as exc:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
+            unknown = [a.name for a in item.definition.settings.agents or ()
+                       if a.name not in self._agents]
+            if unknown:
+                raise ValueError(f"agent {item.name!r} offers as tools agents no module defines: "
+                                 f"{', '.join(unknown)}")
 
     def publish(self, store, *, now: datetime) -> list[AgentVersion]:
         """Publish each agent whose definition changed; the latest version of each."""

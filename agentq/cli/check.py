@@ -13,6 +13,7 @@ from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
 from agentq.core.render import render, validate
+from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.store import ConversationInfo, Store
 
 
@@ -46,6 +47,19 @@ def _all_checks(store, info, events, calls) -> Iterator[tuple[str, str]]:
     yield from _tool_pairs_whole(events, calls)
     yield from _one_response_per_round(events)
     yield from _context_is_valid(store, info)
+    yield from _child_of_its_call(store, info)
+
+
+def _child_of_its_call(store: Store, info: ConversationInfo) -> Iterator[tuple[str, str]]:
+    """inv. 10: a sub-agent's conversation is the one its parent's agent call derives."""
+    parent = info.parent
+    if parent is None:
+        return
+    call = store.load_tool_call(parent.conversation_id, parent.tool_call_id)
+    if call is None or call.executor != AGENT_EXECUTOR:
+        yield "10 one child per call", f"its parent has no agent call {parent.tool_call_id}"
+    elif child_conversation_id(parent.conversation_id, call.id) != info.id:
+        yield "10 one child per call", f"the call {call.id} derives another child's id"
 
 
 def _gap_free_seq(info: ConversationInfo, events: Sequence[Event]) -> Iterator[tuple[str, str]]:

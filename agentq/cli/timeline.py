@@ -75,8 +75,10 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
     if kind == "tool_call":
         executor = content.get("executor", "server")
         gate = " · needs approval" if content.get("needs_approval") else ""
+        child = content.get("child_conversation_id")
+        link = f" → conversation {child}" if child else ""  # a sub-agent: its own timeline
         return (f"{call_text(content.get('name', '?'), content.get('args') or {})} · "
-                f"{executor}{gate} · {call_id}")
+                f"{executor}{gate} · {call_id}{link}")
     if kind == "tool_result":
         return f"{name} {result_status(content)}: {compact(content.get('output'), CLIP - len(name))}"
     if kind == "suspension":

@@ -81,7 +81,7 @@ class AgentCommands:
 
     def _check_settings(self, definition: AgentDefinition, scope: Scope) -> Settings:
         try:
-            return self.commands.settings_for(definition.settings, scope)
+            return self.commands.settings_for(definition.settings, scope, defining=definition.name)
         except InvalidInput as exc:
             raise InvalidInput(f"the agent's settings are refused: {exc}", code=exc.code,
                                details=exc.details) from None

@@ -27,6 +27,7 @@ from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings, parse_settings
+from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp, RunTool
@@ -112,13 +113,23 @@ class Commands:
                                code="unknown_agent")
         return found
 
-    def settings_for(self, settings: Settings, scope: Scope) -> Settings:
+    def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None
+                     ) -> Settings:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
-        the tools exist and the operator's policy allows them (an agent's versions too)."""
+        the tools exist, the agents it offers as tools are the tenant's to use, and the
+        operator's policy allows them (an agent's versions too; `defining` names the agent
+        whose version these are, which may list itself: a cycle ends at max_agent_depth)."""
         try:
             self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
+        unknown = [a.name for a in settings.agents or ()
+                   if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
+        if unknown:
+            details = [{"loc": ["settings", "agents"], "msg": f"no agent {name}",
+                        "type": "unknown_agent"} for name in unknown]
+            raise InvalidInput(f"settings.agents names no agent of yours: {', '.join(unknown)}; "
+                               "GET /v1/agents lists them", code="unknown_agent", details=details)
         return self.policy.settings_for(settings, scope.tenant)
 
     def post_message(
@@ -212,6 +223,9 @@ class Commands:
             call = tx.load_call(tool_call_id)
             if call is None:
                 raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
+            if call.executor == AGENT_EXECUTOR:
+                raise Conflict(f"tool call {tool_call_id} is answered by its sub-agent's "
+                               f"conversation {child_conversation_id(conversation_id, call.id)}")
             if call.elicitation is not None and status in DECISION_STATUSES + (ANSWERED,):
                 if result is not None:
                     raise InvalidInput("an answer to a tool server's question carries "

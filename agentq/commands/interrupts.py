@@ -14,6 +14,7 @@ from datetime import datetime
 from agentq.core import drafts
 from agentq.core.events import EventDraft, FsmState, ToolCallRecord
 from agentq.core.keys import MODEL_STEP
+from agentq.core.subagents import AGENT_EXECUTOR, CHILD_STEP, child_conversation_id
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 
@@ -24,7 +25,7 @@ CloseRound = Callable[[str], str]
 
 def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmState:
     """Close the current turn of the locked conversation; returns the state after it."""
-    cancelled = tx.cancel_open_steps(kinds=(MODEL_STEP, "tool"), now=now)
+    cancelled = tx.cancel_open_steps(kinds=(MODEL_STEP, "tool", CHILD_STEP), now=now)
     streaming = next((s for s in cancelled if s.kind == MODEL_STEP and s.status == "running"), None)
     turn_id = tx.conversation.fsm.turn_id
     if streaming is not None:  # inv. 6: the kept text carries the round id of its own step
@@ -38,10 +39,23 @@ def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmSta
             interrupted=True,
         )
     closing: list[EventDraft] = [marker]
-    for call in tx.view().open_calls:
+    open_calls = tx.view().open_calls
+    for call in open_calls:
         closing.extend(_cancel_call(tx, call, by=by, now=now))
     _, fsm = tx.append_and_fold(closing, now=now)
+    for call in open_calls:
+        if call.executor == AGENT_EXECUTOR:
+            _cancel_child(tx, call, by=by, now=now, close_round=close_round)
     return fsm
+
+
+def _cancel_child(tx, call: ToolCallRecord, *, by: str, now: datetime,
+                  close_round: CloseRound) -> None:
+    """A sub-agent call was cancelled: its child's turn ends too, in this transaction (and
+    its own children's, down the tree)."""
+    child = tx.child(child_conversation_id(tx.conversation.id, call.id))
+    if child is not None and child.conversation.fsm.state in ("running", "awaiting_input"):
+        close_turn(child, by=by, now=now, close_round=close_round)
 
 
 def _cancel_call(tx, call: ToolCallRecord, *, by: str, now: datetime) -> list[EventDraft]:

@@ -29,6 +29,10 @@ class Ceilings(BaseModel):
     script_responses: int = Field(default=1000, ge=0)
     max_tokens: int = Field(default=128_000, ge=1)
     max_context_tokens: int = Field(default=1_000_000, ge=64)  # and max_result_tokens
+    # Sub-agents: how deep child conversations nest (a root is 0), and how many children one
+    # turn may start; a call past either gets an error result its model reads.
+    max_agent_depth: int = Field(default=3, ge=0)
+    max_children_per_turn: int = Field(default=8, ge=0)
     # Steps of one tenant running at once on all workers; the others wait for a slot (None: no cap).
     running_steps: int | None = Field(default=None, ge=1)
 

@@ -47,6 +47,11 @@ class Step:
         return cls._make(cid, "expire", {"tool_call_id": tool_call_id})
 
     @classmethod
+    def child(cls, cid: str, tool_call_id: str) -> Step:
+        """Hand the answer of a sub-agent call's child conversation to the call."""
+        return cls._make(cid, "child", {"tool_call_id": tool_call_id})
+
+    @classmethod
     def compact(cls, cid: str, to_seq: int) -> Step:
         return cls._make(cid, "compact", {"to_seq": to_seq})
 

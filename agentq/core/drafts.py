@@ -61,9 +61,11 @@ def tool_call(
     step_key: str,
     created_at: datetime,
     needs_approval: bool = False,
+    child_conversation_id: str | None = None,
 ) -> EventDraft:
     """A call of the round; `needs_approval` marks a server call that waits for a person's
-    decision on these exact arguments before it runs."""
+    decision on these exact arguments before it runs; `child_conversation_id` names the
+    conversation that answers a sub-agent's call."""
     content: dict[str, Any] = {
         "tool_call_id": call_id,
         "name": name,
@@ -73,6 +75,8 @@ def tool_call(
     }
     if needs_approval:
         content["needs_approval"] = True
+    if child_conversation_id is not None:
+        content["child_conversation_id"] = child_conversation_id
     return EventDraft("tool_call", content, created_at, turn_id, round_id, step_key)
 
 

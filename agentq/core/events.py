@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from agentq.core.agent_tools import child_conversation_id
 from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts, parse_ts, to_utc
 
@@ -17,7 +18,8 @@ EventType = Literal[
 EVENT_TYPES: tuple[str, ...] = (
     "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
 )
-Executor = Literal["server", "human", "client"]
+# "agent": a sub-agent's call, answered by its child conversation (agentq.core.subagents)
+Executor = Literal["server", "human", "client", "agent"]
 CallStatus = Literal[
     "scheduled", "pending", "resolved", "errored", "expired", "cancelled", "done", "rejected"
 ]
@@ -130,7 +132,14 @@ class ToolCallRecord:
             "resolved_at": _opt_ts(self.resolved_at),
             "needs_approval": self.needs_approval,
             "elicitation": None if self.elicitation is None else self.elicitation.get("question"),
+            **self._child(),
         }
+
+    def _child(self) -> dict[str, Any]:
+        """A sub-agent call names the child conversation that answers it (derived, inv. 10)."""
+        if self.executor != "agent":
+            return {}
+        return {"child_conversation_id": child_conversation_id(self.conversation_id, self.id)}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from agentq.core.agent_tools import AgentTool
+
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
     "api_key", "apikey", "api-key", "x-api-key", "key", "secret", "token", "auth_token",
@@ -50,6 +52,13 @@ def integer(**bounds: Any) -> Any:
 
 
 Integer = integer()
+
+
+def _agent_tools(value: Any) -> Any:
+    """An agent tool named by its name alone is one with the default description and schema."""
+    if isinstance(value, list):
+        return [{"name": item} if isinstance(item, str) else item for item in value]
+    return value
 
 
 def _normal(name: str) -> str:
@@ -177,6 +186,9 @@ class Settings(_Strict):
     model: str | None = Field(default=None, pattern=NAME_PATTERN)
     system: str = ""
     tools: list[str] | None = None
+    # other agents offered to the model as tools: each call runs as a child conversation
+    # ("researcher" is short for {"name": "researcher"})
+    agents: Annotated[list[AgentTool] | None, BeforeValidator(_agent_tools)] = None
     script: list[ScriptedResponse] | None = None
     script_repeat: bool = False  # cycle through the script instead of echoing past its end
     limits: Limits = Field(default_factory=Limits)
@@ -226,9 +238,18 @@ class Settings(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _agent_tools_are_named_once(self) -> Settings:
+        names = [a.name for a in self.agents or ()]
+        twice = sorted({n for n in names if names.count(n) > 1} | set(names) & set(self.tools or ()))
+        if twice:
+            raise ValueError(f"agents and tools name {', '.join(twice)} more than once")
+        return self
+
+    @model_validator(mode="after")
     def _the_chosen_tool_is_offered(self) -> Settings:
+        offered = [*(self.tools or ()), *(a.name for a in self.agents or ())]
         if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
-                self.tool_choice.name not in self.tools):
+                self.tool_choice.name not in offered):
             raise ValueError(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
         return self
 

@@ -15,8 +15,8 @@ from agentq.core.events import Event, FsmState
 from agentq.core.fsm import round_closed
 from agentq.core.render import render
 from agentq.core.token_budgets import TokenBudgets
-from agentq.followups import Advance, FollowUp
-from agentq.store import Store
+from agentq.followups import Advance, FollowUp, RunTool
+from agentq.store import ConversationInfo, Store
 
 
 def no_cap(tenant: str) -> int | None:
@@ -65,7 +65,20 @@ class StepContext:
                 details=details,
             )], now=now)
         self.notify(conversation_id, events)
+        return to_parent(tx.conversation)
+
+
+def to_parent(info: ConversationInfo) -> list[FollowUp]:
+    """The task that hands a child's ended turn to its parent's call (none for a root).
+
+    The append that ended the turn scheduled that step (agentq.store.eventlog); this only
+    sends it now instead of at the sweeper's next pass.
+    """
+    parent = info.parent
+    if parent is None:
         return []
+    step = Step.child(parent.conversation_id, parent.tool_call_id)
+    return [RunTool(parent.conversation_id, parent.tool_call_id, step.key)]
 
 
 def after_result(conversation_id: str, fsm: FsmState) -> list[FollowUp]:

@@ -22,7 +22,11 @@ from agentq.core.decide import Step
 from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
+from agentq.core.request import ToolSpec
 from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.core.settings import Settings
+from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
+from agentq.core.subagents import find as find_agent_tool
 from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
@@ -30,7 +34,7 @@ from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import CallWaits, ContextTooLong
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
-from agentq.runtime.context import StepContext
+from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.expire_step import eta
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
@@ -54,13 +58,18 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
-    context = plan_context(view, registry.specs(view.settings.tools), lifecycle.ctx.render)
+    context = plan_context(view, offered_specs(registry, view.settings), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
     work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
     return lifecycle.run(work, task_id=task_id)
+
+
+def offered_specs(registry: Registry, settings: Settings) -> list[ToolSpec]:
+    """The tools the model is offered: the registry's the settings name, then the agents."""
+    return registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
 
 
 class LlmStep(StepWork[ModelResponse]):
@@ -175,7 +184,7 @@ class LlmStep(StepWork[ModelResponse]):
                                                        usage=usage)
             if not finished:
                 raise Stale("the step is no longer ours")
-            return [Advance(cid)] if waiting else []
+            return ([Advance(cid)] if waiting else []) + to_parent(tx.conversation)
         scheduled: list[NewStep] = []
         follow: list[FollowUp] = []
         for record in records:
@@ -210,6 +219,17 @@ class LlmStep(StepWork[ModelResponse]):
         pending: list[str] = []
         scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
         for call in response.tool_calls:
+            if find_agent_tool(settings.agents, call.name) is not None:
+                # a sub-agent: its tool step starts the child, whose answer resolves the call
+                out.append(drafts.tool_call(
+                    call.id, call.name, call.args, executor=AGENT_EXECUTOR, expires_at=None,
+                    child_conversation_id=child_conversation_id(view.conversation_id, call.id),
+                    **common))
+                records.append(ToolCallRecord(
+                    conversation_id=view.conversation_id, id=call.id, name=call.name,
+                    executor=AGENT_EXECUTOR, status="scheduled", args=call.args,
+                    round_id=step.round_id, turn_id=turn_id, created_at=now))
+                continue
             problem = self.registry.check(call.name, call.args, settings.tools)
             tool = self.registry.get(call.name)
             executor = tool.executor if (tool and problem is None) else "server"

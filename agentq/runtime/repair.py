@@ -58,7 +58,7 @@ def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: floa
 
 def redrive(step: StepRecord, tool: str | None) -> FollowUp:
     """The task that takes the step up again: its tool call, or its conversation's advance."""
-    if step.kind == "tool":
+    if step.kind in ("tool", "child"):  # a sub-agent call's steps run as its tool task
         return RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key, tool=tool)
     return Advance(step.conversation_id)
 

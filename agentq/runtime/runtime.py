@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
+from agentq.core.ceilings import Ceilings
 from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
@@ -22,7 +23,8 @@ from agentq.live.pubsub import PubSub
 from agentq.process.clock import utcnow
 from agentq.providers.base import Provider
 from agentq.providers.breakers import CircuitBreakers, board_for
-from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
+from agentq.runtime import children, compact_step, expire_step, model_step, repair, tool_step, turns
+from agentq.runtime.children import FindAgent
 from agentq.runtime.context import StepContext, no_budgets, no_cap, no_queue
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle, wakes_held
@@ -57,6 +59,8 @@ class Runtime:
         webhooks: Deliveries | None = None,
         queue_of: Callable[[str, str | None], str | None] = no_queue,
         budgets: Callable[[str], TokenBudgets] = no_budgets,
+        agents: FindAgent | None = None,
+        ceilings: Callable[[str], Ceilings] = lambda tenant: Ceilings(),
     ) -> None:
         """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
         circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
@@ -64,7 +68,9 @@ class Runtime:
         workers, `Policy.running_steps`); without it, a fair share of the slots the workers of
         the step's queue announce, which `queue_of` (kind, tool) names; without both, no cap.
         `webhooks` sends the outbox's deliveries (None: this deployment seals no secrets, so
-        has no webhooks)."""
+        has no webhooks). `agents` finds the agent a sub-agent call's child runs, admitted
+        for its tenant (None: the store's, unadmitted); `ceilings` cap how deep children nest
+        and how many a turn starts."""
         self.webhooks = webhooks
         self.store = store
         self.registry = registry
@@ -85,6 +91,8 @@ class Runtime:
                                open_s=config.breaker_open_s)
         self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
         self._endpoints = endpoints
+        self._agents = agents or children.agents_in_store(store)
+        self._ceilings = ceilings
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (docs/design.md §2).
@@ -125,8 +133,10 @@ class Runtime:
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""
-        return tool_step.run_tool(self._lifecycle, self.registry, conversation_id, tool_call_id,
-                                  self.breakers)
+        return tool_step.run_tool(
+            self._lifecycle, self.registry, conversation_id, tool_call_id, self.breakers,
+            agent_call=lambda conversation, call: children.run_agent_call(
+                self._lifecycle, self._agents, self._ceilings, conversation, call))
 
     def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
         """Summarize the log through `to_seq` (the model call waits for it), then advance."""

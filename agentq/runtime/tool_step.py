@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from agentq.core import drafts
@@ -15,6 +15,7 @@ from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.scope import SYSTEM_SCOPE, Scope
+from agentq.core.subagents import AGENT_EXECUTOR
 from agentq.errors import LogMoved, Stale
 from agentq.followups import Expire, FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
@@ -46,12 +47,18 @@ def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
 def run_tool(
     lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str,
     breakers: ServerBreakers | None = None,
+    *, agent_call: Callable[[ConversationInfo, ToolCallRecord], list[FollowUp]] | None = None,
 ) -> list[FollowUp]:
-    """Run one server tool call once, if it is still scheduled, and commit its result."""
+    """Run one server tool call once, if it is still scheduled, and commit its result;
+    a sub-agent's call goes to `agent_call` (agentq.runtime.children)."""
     found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
-    if found is None or found[1].status != "scheduled":
+    if found is None:
         return []
     conversation, call = found
+    if call.executor == AGENT_EXECUTOR:
+        return [] if agent_call is None else agent_call(conversation, call)
+    if call.status != "scheduled":
+        return []
     return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call, breakers))
 
 

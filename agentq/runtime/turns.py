@@ -11,7 +11,7 @@ from agentq.core import drafts
 from agentq.core.events import InboxItem, View
 from agentq.errors import Stale
 from agentq.followups import Advance, FollowUp
-from agentq.runtime.context import StepContext
+from agentq.runtime.context import StepContext, to_parent
 
 
 def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
@@ -55,4 +55,4 @@ def fail_turn(ctx: StepContext, view: View, code: str, message: str) -> list[Fol
     except Stale:
         return []
     ctx.notify(view.conversation_id, events)
-    return []
+    return to_parent(tx.conversation)

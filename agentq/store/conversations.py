@@ -12,6 +12,7 @@ from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
 from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
+from agentq.core.subagents import Parent
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
 from agentq.store.engine import param
@@ -33,6 +34,16 @@ class ConversationInfo:
     created_at: datetime
     updated_at: datetime
     agent: AgentRef | None = None  # the agent version it was started from
+    parent: Parent | None = None  # the call of another conversation it answers, if a child
+
+    @property
+    def depth(self) -> int:
+        return 0 if self.parent is None else self.parent.depth
+
+    @property
+    def root_id(self) -> str:
+        """The conversation at the top of its tree of sub-agents (itself, if none)."""
+        return self.id if self.parent is None else self.parent.root_id
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +51,7 @@ class ConversationInfo:
             "tenant": self.tenant,
             "status": self.status,
             "agent": None if self.agent is None else self.agent.to_json(),
+            "parent": None if self.parent is None else self.parent.to_json(),
             "settings": self.settings.model_dump(mode="json"),
             "fsm_state": self.fsm.to_json(),
             "last_seq": self.next_seq - 1,
@@ -99,6 +111,9 @@ def conversation_from_row(row: Row[Any]) -> ConversationInfo:
         created_at=row.created_at,
         updated_at=row.updated_at,
         agent=None if row.agent_name is None else AgentRef(row.agent_name, row.agent_version),
+        parent=None if row.parent_conversation_id is None else Parent(
+            row.parent_conversation_id, row.parent_call_id, row.depth,
+            row.root_conversation_id or row.parent_conversation_id),
     )
 
 
@@ -115,8 +130,19 @@ def insert_conversation_txn(conn: Connection, info: ConversationInfo) -> None:
             updated_at=info.updated_at,
             agent_name=None if info.agent is None else info.agent.name,
             agent_version=None if info.agent is None else info.agent.version,
+            **parent_values(info.parent),
         )
     )
+
+
+def parent_values(parent: Parent | None) -> dict[str, Any]:
+    """The columns that say where a child conversation belongs (all NULL, depth 0, for a root)."""
+    if parent is None:
+        return {"parent_conversation_id": None, "parent_call_id": None, "depth": 0,
+                "root_conversation_id": None}
+    return {"parent_conversation_id": parent.conversation_id,
+            "parent_call_id": parent.tool_call_id, "depth": parent.depth,
+            "root_conversation_id": parent.root_id}
 
 
 def load_conversation_txn(
@@ -160,6 +186,14 @@ def list_conversations_txn(
         cursor = select(c.created_at).where(c.id == after_id).scalar_subquery()
         later = or_(c.created_at > cursor, and_(c.created_at == cursor, c.id > after_id))
         query = query.where(later)
+    return [conversation_from_row(row) for row in conn.execute(query)]
+
+
+def list_children_txn(conn: Connection, parent_ids: list[str]) -> list[ConversationInfo]:
+    """The child conversations sub-agent calls of `parent_ids` started, by creation."""
+    c = conversations.c
+    query = (select(conversations).where(c.parent_conversation_id.in_(parent_ids))
+             .order_by(c.created_at, c.id))
     return [conversation_from_row(row) for row in conn.execute(query)]
 
 

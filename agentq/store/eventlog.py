@@ -24,7 +24,10 @@ from sqlalchemy import (
     union_all,
 )
 
+from agentq.core.decide import Step
 from agentq.core.events import Event, EventDraft, FsmState, Summary, View
+from agentq.core.fsm import fold
+from agentq.core.keys import task_id
 from agentq.core.occurrences import occurrences
 from agentq.errors import Conflict
 from agentq.store.calls import list_open_calls_txn
@@ -34,10 +37,12 @@ from agentq.store.conversations import (
     conversation_from_row,
     move_next_seq_txn,
     move_params,
+    parent_values,
 )
 from agentq.store.engine import insert_ignoring, param, parameter_rows, row_parameters
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import list_inbox_txn
+from agentq.store.ledger import NewStep, schedule_step_txn
 from agentq.store.outbox import endpoints_of, record_outbox_txn
 from agentq.store.schema import conversations, events, record_from_row, summaries
 
@@ -111,10 +116,25 @@ def append_at_txn(
         if appended:
             conn.execute(events.insert(), [_event_values(event) for event in appended])
     if outbox:  # the news of these events commits with them, or not at all (the outbox)
+        found = occurrences(appended, move["fsm"])
         record_outbox_txn(conn, tenant=moved.tenant, conversation_id=conversation_id,
-                          occurrences=occurrences(appended, move["fsm"]), now=now,
-                          endpoints=endpoints)
+                          occurrences=found, now=now, endpoints=endpoints)
+        if moved.parent is not None and any(o.type in TURN_ENDS for o in found):
+            _schedule_handover_txn(conn, moved, now=now)
     return appended, moved
+
+
+TURN_ENDS = ("turn.completed", "turn.failed")
+
+
+def _schedule_handover_txn(conn: Connection, child: ConversationInfo, *, now: datetime) -> None:
+    """A child's turn ended: schedule the step that hands its answer to the parent's call, in
+    the transaction that ends it, so no crash can lose the handover (agentq.runtime.children)."""
+    parent = child.parent
+    assert parent is not None
+    step = Step.child(parent.conversation_id, parent.tool_call_id)
+    schedule_step_txn(conn, NewStep.of(step, parent.conversation_id, task_id(step.key),
+                                       tenant=child.tenant), now=now)
 
 
 # At most this many events are appended in the statement that moves the row: one such
@@ -164,6 +184,22 @@ def _event_values(event: Event) -> dict[str, Any]:
         "content": event.content,
         "created_at": event.created_at,
     }
+
+
+def start_child_txn(conn: Connection, info: ConversationInfo, first: EventDraft, *,
+                    now: datetime) -> bool:
+    """Insert the child conversation `info` and its first event unless the row exists."""
+    values = {"id": info.id, "tenant": info.tenant,
+              "settings": info.settings.model_dump(mode="json"), "fsm_state": info.fsm.to_json(),
+              "status": info.status, "next_seq": 1, "created_at": now, "updated_at": now,
+              "agent_name": None if info.agent is None else info.agent.name,
+              "agent_version": None if info.agent is None else info.agent.version,
+              **parent_values(info.parent)}
+    if conn.execute(insert_ignoring(conn.dialect, conversations), values).rowcount != 1:
+        return False
+    append_at_txn(conn, info.id, [first], next_seq=1, now=now,
+                  state_after=lambda appended: fold(appended, FsmState()))
+    return True
 
 
 def list_events_txn(

@@ -108,6 +108,12 @@ conversations = Table(
     # were copied into `settings` then, so nothing reads the agent again.
     Column("agent_name", String(64)),
     Column("agent_version", Integer),
+    # A child conversation started by a sub-agent call (agentq.core.subagents): the call it
+    # answers, how deep it nests (a root is 0) and the root whose usage it counts in.
+    Column("parent_conversation_id", String(ID)),
+    Column("parent_call_id", String(ID)),
+    Column("depth", Integer, nullable=False, server_default="0"),
+    Column("root_conversation_id", String(ID)),
     Index(None, "tenant", "created_at", "id"),
     Index(None, "status"),
     # The active conversations in a running turn, by when they last moved: what the sweeper
@@ -257,8 +263,11 @@ usage_rollups = Table(
     Column("cached_tokens", BigInteger, nullable=False),
     Column("reasoning_tokens", BigInteger, nullable=False),
     Column("calls", BigInteger, nullable=False),
+    # the root of a tree of sub-agents the conversation belongs to (NULL: it is a root)
+    Column("root_conversation_id", String(ID)),
     PrimaryKeyConstraint("tenant", "hour", "agent", "profile", "model", "conversation_id"),
     Index(None, "hour"),  # the operator's reads across tenants
+    Index(None, "root_conversation_id"),
 )
 
 # Running token totals that budgets read (agentq.store.budget_totals): per tenant, agent

@@ -214,6 +214,18 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
             statuses = None if status is None else (status,)
             return calls.list_calls_txn(conn, conversation_id, statuses=statuses)
 
+    def list_descendants(self, conversation_id: str) -> list[ConversationInfo]:
+        """The sub-agents' conversations under this one, children before their own, each
+        generation in creation order."""
+        found: list[ConversationInfo] = []
+        generation = [conversation_id]
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            while generation:
+                children = conversations.list_children_txn(conn, generation)
+                found.extend(children)
+                generation = [child.id for child in children]
+        return found
+
     def load_tool_call(self, conversation_id: str, call_id: str) -> ToolCallRecord | None:
         with begin_read(self.engine, one_snapshot=False) as conn:
             return calls.load_call_txn(conn, conversation_id, call_id)

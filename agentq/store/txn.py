@@ -8,8 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.settings import Settings
+from agentq.core.subagents import Parent
 from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
 from agentq.store import step_commit
@@ -21,8 +24,12 @@ from agentq.store.calls import (
     put_calls_txn,
     transition_call_txn,
 )
-from agentq.store.conversations import ConversationInfo, set_status_txn
-from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn
+from agentq.store.conversations import (
+    ConversationInfo,
+    load_conversation_txn,
+    set_status_txn,
+)
+from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn, start_child_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -102,7 +109,8 @@ class ConversationTxn:
     def _usage_key(self, model: str | None) -> UsageKey:
         c = self.conversation
         return UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
-                        profile=c.settings.profile, model=model, conversation_id=c.id)
+                        profile=c.settings.profile, model=model, conversation_id=c.id,
+                        root_conversation_id=None if c.parent is None else c.root_id)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)
@@ -205,6 +213,22 @@ class ConversationTxn:
         (the step was ours, one waits)."""
         return step_commit.finish_seeing_inbox_txn(self._conn, self._id, step_key, worker=worker,
                                                    now=now, usage=usage)
+
+    def start_child(self, child_id: str, *, settings: Settings, agent: AgentRef, parent: Parent,
+                    first: EventDraft, now: datetime) -> bool:
+        """Insert a sub-agent's child conversation with its first message, in this
+        transaction, unless it exists (inv. 5: a conflict means it was started); whether it
+        was inserted now."""
+        return start_child_txn(self._conn, ConversationInfo(
+            id=child_id, tenant=self.conversation.tenant, settings=settings, fsm=FsmState(),
+            status="active", next_seq=1, created_at=now, updated_at=now, agent=agent,
+            parent=parent), first, now=now)
+
+    def child(self, child_id: str) -> ConversationTxn | None:
+        """The child conversation `child_id`, locked in this transaction (a parent locks its
+        children, never the other way round); None if it was never started."""
+        info = load_conversation_txn(self._conn, child_id, lock=True)
+        return None if info is None else ConversationTxn(self._conn, info)
 
     def cancel_open_steps(self, *, kinds: tuple[str, ...], now: datetime) -> list[StepRecord]:
         """Cancel this conversation's unfinished steps of `kinds`; returns them as they were."""

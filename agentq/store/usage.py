@@ -29,6 +29,8 @@ from agentq.store.schema import Timestamp, usage_rollups
 DIMENSIONS = {
     "tenant": "tenant", "agent": "agent", "profile": "profile", "model": "model",
     "conversation": "conversation_id",
+    # the top of a tree of sub-agents: a parent's usage with its children's (NULL: a root)
+    "root_conversation": "root_conversation_id",
 }
 
 
@@ -42,6 +44,7 @@ class UsageKey:
     profile: str
     model: str | None
     conversation_id: str
+    root_conversation_id: str | None = None  # a child's root: its tokens count in the tree's
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = "
     """The parameters of `upsert_usage(…, prefix)` that add `tokens` to `key`'s hour of `at`."""
     values = {"tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
               "profile": key.profile, "model": key.model or "",
-              "conversation_id": key.conversation_id, **tokens.to_json()}
+              "conversation_id": key.conversation_id,
+              "root_conversation_id": key.root_conversation_id, **tokens.to_json()}
     return {prefix + name: value for name, value in values.items()}
 
 
@@ -73,7 +77,8 @@ def upsert_usage(dialect_name: str, prefix: str = "") -> Any:
     built once per dialect, and a part of a larger statement with a `prefix`."""
     module: Any = postgresql if dialect_name == "postgresql" else sqlite
     c = usage_rollups.c
-    names = ("tenant", "hour", "agent", "profile", "model", "conversation_id", *COUNTS)
+    names = ("tenant", "hour", "agent", "profile", "model", "conversation_id",
+             "root_conversation_id", *COUNTS)
     statement = module.insert(usage_rollups).values(
         {name: param(c[name], prefix + name) for name in names})
     return statement.on_conflict_do_update(
@@ -90,7 +95,7 @@ def report_txn(
     or day) and per dimension in `by`; at most `limit` rows, in period then key order."""
     c = usage_rollups.c
     bucket = _bucket(conn.dialect.name, group_by).label("start")
-    dims = [c[DIMENSIONS[name]].label(name) for name in by]
+    dims = [_dimension(name).label(name) for name in by]
     query = (
         select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
         .where(c.hour >= hour_of(start), c.hour < to_utc(end))
@@ -110,6 +115,13 @@ def report_txn(
             tokens=Tokens(*(int(values[n]) for n in COUNTS)),
         ))
     return rows
+
+
+def _dimension(name: str) -> Any:
+    c = usage_rollups.c
+    if name == "root_conversation":  # a root's own rows name no root: they are its own
+        return func.coalesce(c.root_conversation_id, c.conversation_id)
+    return c[DIMENSIONS[name]]
 
 
 def _bucket(dialect_name: str, group_by: str) -> Any:

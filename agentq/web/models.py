@@ -273,7 +273,8 @@ class ListToolCalls(_Request):
     status: CallStatus | None = None
 
 
-USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation")
+USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation",
+                                     "root_conversation")
 # The longest range one usage read covers, per grain: a month of hours, a year of days.
 USAGE_MAX_HOURS = {"hour": 31 * 24, "day": 366 * 24}
 
@@ -287,7 +288,7 @@ class UsageQuery(_Request):
     start: Timestamp = Field(alias="from", description="the first hour counted (RFC 3339)")
     end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339)")
     group_by: Literal["hour", "day"] = Field("day", description="one row per UTC hour or day")
-    by: str = Field("", max_length=100, pattern=r"^[a-z,]*$",
+    by: str = Field("", max_length=100, pattern=r"^[a-z_,]*$",
                     description="comma-separated: agent, model, profile, conversation "
                                 "(and tenant, for the operator)")
     tenant: Token | None = Field(None, description="the operator only: this tenant's usage")
@@ -371,6 +372,7 @@ class PendingCall(_Answer):
     expires_at: str | None
     needs_approval: bool = False
     elicitation: Question | None = None
+    child_conversation_id: str | None = None  # a sub-agent's call: the conversation answering it
 
 
 class SummarySpan(_Answer):
@@ -390,6 +392,15 @@ class AgentRefOut(_Answer):
     version: int
 
 
+class ParentOut(_Answer):
+    """Where a sub-agent's conversation belongs: the call it answers, its depth, its root."""
+
+    conversation_id: str
+    tool_call_id: str
+    depth: int
+    root_conversation_id: str
+
+
 class Conversation(_Answer):
     id: str
     state: States
@@ -399,6 +410,7 @@ class Conversation(_Answer):
     inbox: int
     summary: SummarySpan | None
     agent: AgentRefOut | None = Field(description="the agent version it runs; null: from settings")
+    parent: ParentOut | None = Field(None, description="a sub-agent's conversation: the call it answers")
     settings: Settings
     created_at: str
     updated_at: str
@@ -514,6 +526,11 @@ class ToolCall(_Answer):
     resolved_at: str | None
     needs_approval: bool = False
     elicitation: Question | None = None
+    # a sub-agent's call: the conversation that answers it (a link from the parent's call)
+    child_conversation_id: str | None = None
+    # a call of a sub-agent's conversation listed with its parent's: where it is, and its agent
+    conversation_id: str | None = None
+    agent: str | None = None
 
 
 class CallContext(_Answer):

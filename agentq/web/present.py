@@ -31,12 +31,14 @@ def conversation(overview: Overview) -> models.Conversation:
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
                 needs_approval=call.needs_approval,
                 elicitation=(call.elicitation or {}).get("question"),
+                child_conversation_id=call.to_json().get("child_conversation_id"),
             )
             for call in overview.pending
         ],
         inbox=overview.inbox,
         summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
         agent=agent_ref(info),
+        parent=None if info.parent is None else models.ParentOut(**info.parent.to_json()),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
@@ -69,8 +71,10 @@ def event(item: Event) -> models.EventOut:
     )
 
 
-def tool_call(record: ToolCallRecord) -> models.ToolCall:
-    return models.ToolCall.model_validate(record.to_json())
+def tool_call(record: ToolCallRecord, **where: str | None) -> models.ToolCall:
+    """A call as the API shows it; `where` (conversation_id, agent) for a sub-agent's call
+    listed with its parent's."""
+    return models.ToolCall.model_validate({**record.to_json(), **where})
 
 
 def agent_ref(info: ConversationInfo) -> models.AgentRefOut | None:

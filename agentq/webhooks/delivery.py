@@ -21,7 +21,7 @@ from agentq.tenancy.keybox import KeyBoxError
 from agentq.tools import Registry
 from agentq.webhooks.addresses import check_url
 from agentq.webhooks.endpoints import WebhookEndpoints
-from agentq.webhooks.payloads import payload, title_of
+from agentq.webhooks.payloads import belongs_to, payload, title_of
 from agentq.webhooks.sender import Answer, send
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,10 @@ class Deliveries:
         first = self.store.list_events(delivery.conversation_id, after_seq=0, limit=1)
         title = title_of(first[0].content.get("text")) if first and first[0].type == "user_msg" \
             else None
+        info = self.store.load_conversation(delivery.conversation_id)
         return payload(delivery.event_type, conversation_id=delivery.conversation_id,
                        seq=delivery.seq, ref=delivery.ref, turn=turn, title=title,
-                       describe=self._describe)
+                       describe=self._describe, belongs=belongs_to(info))
 
     def _describe(self, name: str) -> str | None:
         tool = self.registry.get(name)

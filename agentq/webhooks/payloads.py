@@ -38,13 +38,15 @@ def title_of(first_user_text: str | None) -> str | None:
 def payload(
     event_type: str, *, conversation_id: str, seq: int, ref: dict[str, Any],
     turn: Sequence[Event], title: str | None, describe: Callable[[str], str | None],
+    belongs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The payload of an occurrence; `turn` holds its turn's events through `seq`."""
+    """The payload of an occurrence; `turn` holds its turn's events through `seq`;
+    `belongs` says which agent the conversation runs and, for a sub-agent's, its parent."""
     cause = next(e for e in turn if e.seq == seq)
     data: dict[str, Any] = {
         "conversation_id": conversation_id, "seq": seq, "turn_id": cause.turn_id,
         "occurred_at": format_ts(cause.created_at),
-        "conversation": {"id": conversation_id, "title": title},
+        "conversation": {"id": conversation_id, "title": title, **(belongs or {})},
     }
     call_id = ref.get("tool_call_id")
     if call_id is not None:
@@ -61,6 +63,19 @@ def payload(
     elif event_type == "budget.exceeded":
         data["budget"] = {k: ref.get(k) for k in BUDGET_FIELDS}
     return {"type": event_type, "timestamp": format_ts(cause.created_at), "data": data}
+
+
+def belongs_to(info: Any) -> dict[str, Any]:
+    """The agent a conversation runs, and for a sub-agent's conversation the parent's call
+    and the root it answers to: whose people a waiting call of it is for."""
+    if info is None:
+        return {}
+    out: dict[str, Any] = {}
+    if info.agent is not None:
+        out["agent"] = info.agent.name
+    if info.parent is not None:
+        out["parent"] = info.parent.to_json()
+    return out
 
 
 def call_info(turn: Sequence[Event], call_id: str, describe: Callable[[str], str | None]

@@ -45,6 +45,6 @@ def all_queues(tool_queues: Mapping[str, str]) -> tuple[str, ...]:
 def queue_of(kind: str, tool: str | None, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES) -> str:
     """The queue a step's task goes to: a tool call to its tool's own queue, if it names one
     (`tool_queues`: tool name -> queue), else to its kind's."""
-    if kind == "tool":
+    if kind in ("tool", "child"):  # a sub-agent's call and its handover are tool tasks
         return tool_queues.get(tool or "", TOOLS)
     return TIMERS if kind == "expire" else MODEL

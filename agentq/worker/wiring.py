@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from agentq.config import Config
 from agentq.runtime import Runtime
+from agentq.runtime.children import agents_in_store
 from agentq.tenancy.own_keys import OwnKeys
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
@@ -37,6 +38,8 @@ def build_runtime(
         running_steps=policy.running_steps,
         budgets=policy.budgets_for,
         queue_of=lambda kind, tool: queue_of(kind, tool, tool_queues),
+        agents=agents_in_store(store, policy),
+        ceilings=policy.ceilings_for,
     )
 
 

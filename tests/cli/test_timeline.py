@@ -165,3 +165,10 @@ def test_the_endpoint_comes_from_flags_then_the_environment():
     assert endpoint("http://other", "aq_k", env) == endpoint("http://other", "aq_k", {})
     assert endpoint(None, None, {}).url == "http://127.0.0.1:8000"
     assert endpoint(None, None, {}).key is None
+
+
+def test_a_sub_agents_call_links_to_its_childs_conversation_in_the_timeline():
+    call = {"type": "tool_call", "content": {
+        "tool_call_id": "call_1", "name": "researcher", "args": {"input": "Oslo?"},
+        "executor": "agent", "child_conversation_id": "c0ffee"}}
+    assert summarize(call).endswith("agent · call_1 → conversation c0ffee")

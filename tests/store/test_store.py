@@ -316,9 +316,9 @@ def test_conversation_to_json_has_the_api_shape(store):
     assert data["settings"] == Settings().model_dump(mode="json")
     assert data["fsm_state"] == FsmState().to_json()
     assert data["created_at"] == "2026-11-21T22:14:03.123456Z"
-    assert data["agent"] is None
-    assert set(data) == {"id", "tenant", "status", "agent", "settings", "fsm_state", "last_seq",
-                         "created_at", "updated_at"}
+    assert data["agent"] is None and data["parent"] is None
+    assert set(data) == {"id", "tenant", "status", "agent", "parent", "settings", "fsm_state",
+                         "last_seq", "created_at", "updated_at"}
 
 
 # the view

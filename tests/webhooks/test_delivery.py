@@ -245,3 +245,27 @@ def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
         assert receiver.connections == 0
     (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
     assert delivery.status == "failed" and delivery.attempt_log[-1]["outcome"] == "url_refused"
+
+
+def test_a_sub_agents_waiting_call_says_which_conversation_and_agent_it_belongs_to(
+    store, registry, clock, runtime, commands
+):
+    from agentq.core.agents import AgentDefinition
+    from agentq.core.settings import Settings
+
+    store.create_agent("t1", AgentDefinition(name="refunder", settings=Settings(
+        script=REFUND, tools=["issue_refund"])), now=clock())
+    endpoints, deliveries = hooks(store, registry, clock)
+    with Receiver() as receiver:
+        _, secret = endpoints.create("t1", url=receiver.url, event_types=["call.waiting"])
+        conv = commands.create_conversation(ALICE, {"agents": ["refunder"], "script": [
+            {"tool_calls": [{"name": "refunder", "args": {"input": "refund A-17"}}]}]})
+        drain(runtime, commands.post_message(conv.id, "Please refund order A-17", ALICE)[1])
+        flush(deliveries)
+        (sent,) = verified(receiver, secret)
+    (parent_call,) = store.list_tool_calls(conv.id)
+    child_id = parent_call.to_json()["child_conversation_id"]
+    assert sent["data"]["conversation"] == {
+        "id": child_id, "title": "refund A-17", "agent": "refunder",
+        "parent": {"conversation_id": conv.id, "tool_call_id": parent_call.id, "depth": 1,
+                   "root_conversation_id": conv.id}}

@@ -17,6 +17,7 @@ from agentq.core.compaction import request_tokens
 from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
 from agentq.core.responses_wire import check_responses, to_responses
 from agentq.errors import NotFound
+from agentq.runtime.model_step import offered_specs
 from agentq.web import models, present
 from agentq.web.operation import operation
 from agentq.web.services import services
@@ -37,7 +38,7 @@ def context(conversation_id: str):
         raise NotFound(f"no conversation {conversation_id}")
     problems: list[str] = []
     try:
-        tools = svc.commands.registry.specs(view.settings.tools)
+        tools = offered_specs(svc.commands.registry, view.settings)  # sub-agents included
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
     planned = plan_context(view, tools)

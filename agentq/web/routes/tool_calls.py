@@ -17,10 +17,27 @@ bp = Blueprint("tool_calls", __name__, url_prefix="/v1/conversations")
 @operation("List the conversation's tool calls", query=models.ListToolCalls,
            answers={200: models.ToolCallList})
 def listing(conversation_id: str, query: models.ListToolCalls):
+    """Pending calls (`?status=pending`) include those of its sub-agents' conversations that
+    wait for a person, each naming its conversation and agent: the parent's people answer
+    them too."""
     svc = services()
     svc.conversation(conversation_id, g.scope)
-    calls = svc.store.list_tool_calls(conversation_id, status=query.status)
-    return present.dump(models.ToolCallList(tool_calls=[present.tool_call(c) for c in calls]))
+    calls = [present.tool_call(c) for c in svc.store.list_tool_calls(conversation_id,
+                                                                      status=query.status)]
+    if query.status == "pending":
+        calls.extend(_pending_below(conversation_id))
+    return present.dump(models.ToolCallList(tool_calls=calls))
+
+
+def _pending_below(conversation_id: str) -> list[models.ToolCall]:
+    store = services().store
+    found: list[models.ToolCall] = []
+    for child in store.list_descendants(conversation_id):
+        agent = child.agent.name if child.agent else None
+        found.extend(present.tool_call(call, conversation_id=child.id, agent=agent)
+                     for call in store.list_tool_calls(child.id, status="pending")
+                     if call.executor != "agent")
+    return found
 
 
 @bp.get("/<id:conversation_id>/tool-calls/<id:call_id>/context")

@@ -245,8 +245,10 @@ async function approvalsView(main, view) {
   view.every(REFRESH_MS, load);
 }
 
-/** Calls a person answers: human calls, and server calls that wait for approval. */
-const waitsOnAPerson = (call) => call.executor !== "server" || call.needs_approval || call.elicitation;
+/** Calls a person answers: human and client calls, server calls that wait for approval and
+ * tool servers' questions (not a sub-agent's call: its child conversation answers it). */
+const waitsOnAPerson = (call) =>
+  call.executor === "human" || call.executor === "client" || call.needs_approval || call.elicitation;
 
 /** An approval card: everything a person needs to decide, without a click (the context is
  * read once: the log it comes from never changes). */
@@ -476,8 +478,13 @@ async function conversationView(main, view, cid) {
     state.replaceChildren(badge(conv.state));
     actions.replaceChildren(...conversationActions(conv, show));
     const waiting = conv.pending.filter(waitsOnAPerson);
-    syncRows(calls, waiting, (c) => c.tool_call_id, (call) => h("div", { class: "card approval" },
-      pendingCall(cid, call, () => show().catch(report))));
+    if (conv.pending.some((c) => c.executor === "agent")) { // its sub-agents' people are its people
+      const listed = await api("GET", `${conversationPath(cid)}/tool-calls?status=pending`, undefined, view.signal);
+      waiting.push(...listed.tool_calls.filter((c) => c.conversation_id && waitsOnAPerson(c)));
+    }
+    syncRows(calls, waiting, (c) => `${c.conversation_id || cid}/${c.tool_call_id}`, (call) => h("div", { class: "card approval" },
+      call.conversation_id ? h("p", { class: "muted sub-agent" }, `Asked by the sub-agent ${call.agent || ""} in `, convLink(call.conversation_id)) : null,
+      pendingCall(call.conversation_id || cid, call, () => show().catch(report))));
     pending.hidden = waiting.length === 0;
   };
   await show();
@@ -649,6 +656,7 @@ class Log {
         const box = h("div", { class: "call", data: { callId: c.tool_call_id } }, seq,
           h("span", { class: "call-name", text: c.name }), h("span", { class: "muted", text: ` (${c.executor})` }),
           c.needs_approval ? h("span", { class: "tag gate", text: "needs approval" }) : null,
+          c.child_conversation_id ? h("span", { class: "muted child" }, " → ", convLink(c.child_conversation_id)) : null,
           h("pre", { class: "args", text: json(c.args) }), result);
         this.calls.set(c.tool_call_id, result);
         this.place(event).append(box);
