@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -57,7 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentq.client import Client  # noqa: E402
+from agentq.client import Client, Turn, TurnResult  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.soak import free_port, wait_ready  # noqa: E402
 from tests.support.brokers import RABBITMQ_SERVER, add_vhost, delete_vhost, flush_broker  # noqa: E402
@@ -180,6 +181,7 @@ class Conversation(threading.Thread):
         self.id: str | None = None
         self.outcome = "running"
         self.error = ""
+        self.seen: list[dict] = []  # what each turn's stream said, for a lost conversation's file
 
     def run(self) -> None:
         time.sleep(self.random.uniform(0, self.start_s))
@@ -198,15 +200,23 @@ class Conversation(threading.Thread):
         assert self.id is not None
         sent = client.send(self.id, f"Turn {turn}, please.", idempotency_key=f"turn-{turn}")
         result = sent.wait(stop_for_input=True)
+        self._saw(turn, sent, result)
         if turn == TURNS and result.state == "awaiting_input":
             time.sleep(self.random.uniform(1, 3))  # a person reads, then approves
             for call in result.pending:
                 client.approve(self.id, call.tool_call_id)
             result = sent.wait()
+            self._saw(turn, sent, result)
         if result.state != "idle":
             self.outcome = f"turn {turn} ended {result.state}"
             return False
         return True
+
+
+    def _saw(self, turn: int, sent: Turn, result: TurnResult) -> None:
+        self.seen.append({"turn": turn, "turn_id": sent.turn_id, "queued": sent.queued,
+                          "state": result.state, "text": result.text,
+                          "seqs": [e.seq for e in result.events], "at": time.strftime("%H:%M:%S")})
 
 
 # -- the chaos ------------------------------------------------------------------------------
@@ -282,6 +292,29 @@ def judge_conversation(client: Client, cid: str) -> dict[str, object]:
         "errors": [e.content.get("code") for e in events if e.type == "error"],
         "duplicate_results": sum(n - 1 for n in results.values() if n > 1),
     }
+
+
+def write_lost(out: Path, url: str, key: str, database_url: str, people: list[Conversation],
+               lost: dict) -> None:
+    """Each lost conversation's log, calls and steps, and what its client saw, into
+    `<out>/lost/<id>.json`: why it was lost is read there (and in the workers' logs)."""
+    from agentq.store import Store
+
+    folder = out / "lost"
+    folder.mkdir(exist_ok=True)
+    store = Store.open(database_url)
+    try:
+        with Client(url, key, timeout_s=60) as client:
+            for person in people:
+                if person.id is None or person.id not in lost:
+                    continue
+                record = {"client": {"outcome": person.outcome, "error": person.error, "seen": person.seen},
+                          "events": [e.model_dump() for e in client.iter_events(person.id)],
+                          "tool_calls": [c.model_dump() for c in client.tool_calls(person.id)],
+                          "steps": [dataclasses.asdict(step) for step in store.list_steps(person.id)]}
+                (folder / f"{person.id}.json").write_text(json.dumps(record, indent=1, default=str))
+    finally:
+        store.dispose()
 
 
 def violations(database_url: str) -> list[str]:
@@ -363,6 +396,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
             person.join(timeout=max(0.0, deadline - time.monotonic()))
         seconds = time.monotonic() - began
         result = verdict(args, url, key, database_url, people, deployment, killer, load, ledger, seconds)
+        write_lost(args.out, url, key, database_url, people, result["lost"])
     finally:
         load.done.set()
         deployment.stop()
