@@ -182,6 +182,7 @@ class Conversation(threading.Thread):
         self.outcome = "running"
         self.error = ""
         self.seen: list[dict] = []  # what each turn's stream said, for a lost conversation's file
+        self.ended_at: float | None = None  # time.monotonic() when its client was done
 
     def run(self) -> None:
         time.sleep(self.random.uniform(0, self.start_s))
@@ -189,12 +190,15 @@ class Conversation(threading.Thread):
             with Client(self.url, self.key, timeout_s=60) as client:
                 self.id = client.create_conversation({"script": script(self.random.uniform(2, 5))}).id
                 for turn in range(1, TURNS + 1):
+                    if turn > 1:
+                        time.sleep(self.random.uniform(0, self.pause_s))
                     if not self._turn(client, turn):
                         return
-                    time.sleep(self.random.uniform(0, self.pause_s))
                 self.outcome = "done"
         except Exception as exc:  # noqa: BLE001 - recorded in the verdict; the run goes on
             self.outcome, self.error = "error", f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            self.ended_at = time.monotonic()
 
     def _turn(self, client: Client, turn: int) -> bool:
         assert self.id is not None
@@ -329,15 +333,21 @@ def violations(database_url: str) -> list[str]:
 
 
 def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, people: list[Conversation],
-            deployment: Deployment, killer: Killer, load: Load, ledger: Path, seconds: float) -> dict:
+            deployment: Deployment, killer: Killer, load: Load, ledger: Path, began: float) -> dict:
+    """What the run left: read through the API once every client is done (or the deadline)."""
+    seconds = time.monotonic() - began
+    outcomes = {person.index: (person.outcome, person.error) for person in people}  # before reading
     judged: dict[str, dict] = {}
     with Client(url, key, timeout_s=60) as client:
         for person in people:
             if person.id is not None:
                 judged[person.id] = judge_conversation(client, person.id)
     finished = sum(1 for j in judged.values() if j["finished"])
-    lost = {p.id or f"#{p.index}": {"client": p.outcome, "error": p.error, **judged.get(p.id or "", {})}
+    lost = {p.id or f"#{p.index}": {"client": outcomes[p.index][0], "error": outcomes[p.index][1],
+                                    **judged.get(p.id or "", {})}
             for p in people if p.id is None or not judged[p.id]["finished"]}
+    clients = collections.Counter(outcome for outcome, _ in outcomes.values())
+    ended = [p.ended_at - began for p in people if p.ended_at is not None and p.outcome == "done"]
     return {
         "broker": args.broker, "conversations": args.conversations, "finished": finished,
         "given_up": sum(1 for j in judged.values() if j["given_up"]),
@@ -345,6 +355,8 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, peo
         "duplicate_results": sum(int(j["duplicate_results"]) for j in judged.values()),
         **executions(ledger, deployment.killed),
         "violations": violations(database_url),
+        "clients": dict(clients), "unsettled": clients["running"],
+        "last_done_s": round(max(ended), 1) if ended else None,
         "kills": len(killer.kills), "flushed_at_s": killer.flushed_at,
         "cpu_hogs": args.cpu_hog, "seconds": round(seconds, 1),
         "load_1min": {"start": load.samples[0] if load.samples else None,
@@ -394,8 +406,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
         deadline = time.monotonic() + args.settle_s
         for person in people:
             person.join(timeout=max(0.0, deadline - time.monotonic()))
-        seconds = time.monotonic() - began
-        result = verdict(args, url, key, database_url, people, deployment, killer, load, ledger, seconds)
+        result = verdict(args, url, key, database_url, people, deployment, killer, load, ledger, began)
         write_lost(args.out, url, key, database_url, people, result["lost"])
     finally:
         load.done.set()
@@ -411,8 +422,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gevent workers, every queue each")
     parser.add_argument("--kill-every-s", type=float, default=5.0)
     parser.add_argument("--kill-for-s", type=float, default=120.0)
-    parser.add_argument("--settle-s", type=float, default=150.0,
-                        help="how long conversations may take to end after the last kill")
+    parser.add_argument("--settle-s", type=float, default=300.0,
+                        help="how long conversations may take to end after the last kill "
+                             "(the run goes on as soon as every client is done)")
     parser.add_argument("--broker", choices=("redis", "rabbitmq"), default="redis")
     parser.add_argument("--cpu-hog", type=int, default=0, help="processes spinning beside the run")
     parser.add_argument("--seed", type=int, default=1)
