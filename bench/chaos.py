@@ -25,7 +25,9 @@ conversation through the API and judges:
 - duplicate executions: a call the tools (bench/chaos_tools.py) saw start again while the
   process of its earlier execution was alive (a re-run after that process was killed is the
   at-least-once docs/tools.md promises, counted as `reruns_after_kill`);
-- violations: `agentq check --all` on every log (the invariants of docs/design.md §3).
+- violations: `agentq check --all` on every log (the invariants of docs/design.md §3);
+- recorded, not judged: the steps that died with their worker, those that died twice and so
+  ran alone next, and those with a fault counted (five give a step up).
 
 It prints a JSON verdict (also `<out>/verdict.json`, with the machine's load average sampled
 through the run) and exits 1 on anything lost, failed, given up, duplicated or violated.
@@ -332,6 +334,22 @@ def violations(database_url: str) -> list[str]:
         store.dispose()
 
 
+def deaths(database_url: str) -> dict[str, int]:
+    """What the kills cost the steps: those that died with their worker (and how many of
+    them twice, so that they ran alone next), and those with a fault counted."""
+    from agentq.store import Store
+
+    store = Store.open(database_url)
+    try:
+        with store.engine.connect() as conn:
+            died, alone, faulted = conn.exec_driver_sql(
+                "SELECT count(*) FILTER (WHERE deaths > 0), count(*) FILTER (WHERE deaths >= 2),"
+                " count(*) FILTER (WHERE faults > 0) FROM steps").one()
+    finally:
+        store.dispose()
+    return {"steps_died": died, "steps_ran_alone": alone, "steps_with_faults": faulted}
+
+
 def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, people: list[Conversation],
             deployment: Deployment, killer: Killer, load: Load, ledger: Path, began: float) -> dict:
     """What the run left: read through the API once every client is done (or the deadline)."""
@@ -354,7 +372,7 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, peo
         "failed": sum(1 for j in judged.values() if j["state"] == "failed"),
         "duplicate_results": sum(int(j["duplicate_results"]) for j in judged.values()),
         **executions(ledger, deployment.killed),
-        "violations": violations(database_url),
+        "violations": violations(database_url), **deaths(database_url),
         "clients": dict(clients), "unsettled": clients["running"],
         "last_done_s": round(max(ended), 1) if ended else None,
         "kills": len(killer.kills), "flushed_at_s": killer.flushed_at,
