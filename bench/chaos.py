@@ -31,7 +31,8 @@ conversation through the API and judges:
 
 It prints a JSON verdict (also `<out>/verdict.json`, with the machine's load average sampled
 through the run) and exits 1 on anything lost, failed, given up, duplicated or violated.
-The processes' logs are in `<out>/`.
+The processes' logs are in `<out>/`, and each lost conversation's log, calls and steps, with
+what its client's streams said, in `<out>/lost/<id>.json`.
 
     nice -n 10 python bench/chaos.py [--conversations 200] [--kill-every-s 5] [--kill-for-s 120]
                                      [--broker redis|rabbitmq] [--cpu-hog 2] [--seed N]
