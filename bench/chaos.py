@@ -61,7 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentq.client import Client, Turn, TurnResult  # noqa: E402
+from agentq.client import Client, Turn, TurnResult, Unreachable  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.soak import free_port, wait_ready  # noqa: E402
 from tests.support.brokers import RABBITMQ_SERVER, add_vhost, delete_vhost, flush_broker  # noqa: E402
@@ -186,12 +186,13 @@ class Conversation(threading.Thread):
         self.error = ""
         self.seen: list[dict] = []  # what each turn's stream said, for a lost conversation's file
         self.ended_at: float | None = None  # time.monotonic() when its client was done
+        self.create_retries = 0
 
     def run(self) -> None:
         time.sleep(self.random.uniform(0, self.start_s))
         try:
             with Client(self.url, self.key, timeout_s=60) as client:
-                self.id = client.create_conversation({"script": script(self.random.uniform(2, 5))}).id
+                self.id = self._create(client, {"script": script(self.random.uniform(2, 5))})
                 for turn in range(1, TURNS + 1):
                     if turn > 1:
                         time.sleep(self.random.uniform(0, self.pause_s))
@@ -202,6 +203,17 @@ class Conversation(threading.Thread):
             self.outcome, self.error = "error", f"{type(exc).__name__}: {exc}"[:300]
         finally:
             self.ended_at = time.monotonic()
+
+    def _create(self, client: Client, settings: dict) -> str:
+        """A new conversation; asked again when the API closed the connection unanswered (a
+        creation has no idempotency key, so the SDK does not: at worst one is left unused)."""
+        for _ in range(2):
+            try:
+                return client.create_conversation(settings).id
+            except Unreachable:
+                self.create_retries += 1
+                time.sleep(1)
+        return client.create_conversation(settings).id
 
     def _turn(self, client: Client, turn: int) -> bool:
         assert self.id is not None
@@ -375,6 +387,7 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, peo
         **executions(ledger, deployment.killed),
         "violations": violations(database_url), **deaths(database_url),
         "clients": dict(clients), "unsettled": clients["running"],
+        "create_retries": sum(p.create_retries for p in people),
         "last_done_s": round(max(ended), 1) if ended else None,
         "kills": len(killer.kills), "flushed_at_s": killer.flushed_at,
         "cpu_hogs": args.cpu_hog, "seconds": round(seconds, 1),
