@@ -220,6 +220,24 @@ def test_a_stream_whose_pubsub_is_down_is_503_before_any_frame(api, alice, monke
     assert response.headers["Retry-After"] == "5"
 
 
+def test_a_stream_whose_database_cannot_be_reached_is_503_before_any_frame(api, alice, monkeypatch):
+    from agentq.errors import Unavailable
+
+    cid = _finished(api, alice)
+    turn_id = api.get(f"/v1/conversations/{cid}", alice).json["turn_id"]
+
+    def down(*args, **kwargs):
+        raise Unavailable("the database cannot be reached now (OperationalError); retry shortly")
+
+    monkeypatch.setattr(api.store, "list_events", down)  # the replay's read, after the lookups
+    response = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
+                              query_string={"turn_id": turn_id})
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "unavailable"
+    monkeypatch.undo()
+    assert _stream(api, cid, alice, turn_id=turn_id).frames()[-1].event == "end"
+
+
 def test_a_turn_stream_replays_only_its_turn_and_ends_with_it(api, alice):
     cid = api.create(alice, script=WEATHER + WEATHER)
     first = api.say(cid, "weather?", alice).json["turn_id"]

@@ -1,10 +1,14 @@
 """/v1/conversations/{id}/events and /stream: the log, paged by seq, or followed live (SSE)."""
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from typing import cast
 
 from flask import Blueprint, Response, current_app, g, request
+from werkzeug.wsgi import ClosingIterator
 
 from agentq.web import models, present
 from agentq.web.errors import ApiError
@@ -52,12 +56,38 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         if query.turn_id is not None:
             plan = _turn_plan(svc, plan, query.turn_id, info.next_seq - 1, headers.last_event_id)
         opened = _open(svc, streams, plan, g.scope.tenant)
+    body = streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
+                                             svc.pubsub.partial_of_turn))
     return Response(
-        streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
-                                          svc.pubsub.partial_of_turn)),
+        _replayed_first(body),
         mimetype=SSE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _replayed_first(body: Iterable[str]) -> Iterable[str]:
+    """The stream with its first write (the replay of the log) already read, so that a
+    database that cannot be reached is a 503 now (errors.py) and not a broken stream.
+
+    Careful: the server sends the status with the first write; a read that fails after it
+    would end the request as a 500 the client cannot retry.
+    """
+    frames: Iterator[str] = iter(body)
+    try:
+        first = next(frames)
+    except StopIteration:
+        first = ""
+    except BaseException:
+        _close(body)  # the stream's slot and subscription are given back
+        raise
+    rest = cast(Iterable[bytes], itertools.chain((first,), frames))  # Flask takes text frames too
+    return cast(Iterable[str], ClosingIterator(rest, [lambda: _close(body)]))
+
+
+def _close(body: Iterable[str]) -> None:
+    close = getattr(body, "close", None)
+    if close is not None:
+        close()
 
 
 def _turn_plan(svc, plan: sse.StreamPlan, turn_id: str, last_seq: int,
