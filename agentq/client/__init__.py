@@ -41,6 +41,7 @@ from agentq.web.models import (
     MessageAnswer,
     PendingCall,
     ProfileOut,
+    StreamChildDelta,
     StreamDelta,
     StreamEnd,
     StreamRetry,
@@ -53,7 +54,7 @@ __all__ = [
     "ApiError", "AsyncClient", "AsyncTurn", "Client", "ClientError", "Conflict", "Context",
     "Conversation", "ConversationItem", "ConversationPage", "EventOut", "EventPage", "Forbidden",
     "InvalidRequest", "MessageAnswer", "NO_RETRIES", "NotFound", "PendingCall", "ProfileOut",
-    "RateLimited", "Retries", "ServerError", "StreamBroken", "StreamDelta", "StreamEnd",
-    "StreamItem", "StreamRetry", "TenantToolCall", "TenantToolCallPage", "ToolCall", "Turn",
-    "TurnResult", "Unauthorized", "Unavailable", "Unreachable",
+    "RateLimited", "Retries", "ServerError", "StreamBroken", "StreamChildDelta", "StreamDelta",
+    "StreamEnd", "StreamItem", "StreamRetry", "TenantToolCall", "TenantToolCallPage", "ToolCall",
+    "Turn", "TurnResult", "Unauthorized", "Unavailable", "Unreachable",
 ]

@@ -146,12 +146,14 @@ def events(cid: str, after_seq: int, limit: int, user: str | None) -> Call[model
                 idempotent=True)
 
 
-def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None) -> Call[None]:
+def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None,
+           include_children: bool = False) -> Call[None]:
     """The turn's stream; `last_seq` (the last event received) resumes it."""
     headers = {"Accept": "text/event-stream", **_user(user)}
     if last_seq is not None:
         headers["Last-Event-ID"] = str(last_seq)
-    return Call("GET", f"/v1/conversations/{cid}/stream", None, params={"turn_id": turn_id},
+    params = {"turn_id": turn_id, **({"include_children": "1"} if include_children else {})}
+    return Call("GET", f"/v1/conversations/{cid}/stream", None, params=params,
                 headers=headers, idempotent=True)
 
 

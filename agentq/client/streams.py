@@ -4,7 +4,9 @@ The server sends a turn's events with their seq as the SSE id, and each round's 
 deltas from its first character on every connection (agentq/web turn streams). Across
 reconnections (with `Last-Event-ID`) this keeps what was already handed out, so the
 items a program sees are each event once, in seq order, and deltas whose texts, per
-round and attempt, concatenate to the text streamed: never a piece twice.
+round and attempt, concatenate to the text streamed: never a piece twice. A stream that
+asked for its sub-agents' text (`include_children`) also hands out their deltas as they
+come, each naming its child conversation (not replayed after a reconnection).
 """
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from agentq.web.models import (
     Conversation,
     EventOut,
     PendingCall,
+    StreamChildDelta,
     StreamDelta,
     StreamEnd,
     StreamRetry,
 )
 
-StreamItem = EventOut | StreamDelta | StreamRetry | StreamEnd
+StreamItem = EventOut | StreamDelta | StreamRetry | StreamEnd | StreamChildDelta
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # a tool result may be large; the operator caps it
 
 
@@ -58,6 +61,8 @@ class TurnCursor:
             return self._delta(StreamDelta.model_validate_json(data))
         if kind == "retry":
             return StreamRetry.model_validate_json(data)
+        if kind == "child_delta":  # live only: a reconnection never sends one again
+            return StreamChildDelta.model_validate_json(data)
         if kind == "end":
             self.end = StreamEnd.model_validate_json(data)
             return self.end

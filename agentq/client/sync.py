@@ -298,15 +298,19 @@ class Turn:
         """The message waits in the inbox behind a running turn."""
         return self.answer.queued
 
-    def stream(self) -> Iterator[StreamItem]:
+    def stream(self, *, include_children: bool = False) -> Iterator[StreamItem]:
         """The turn from its start to its end (the last item is its StreamEnd).
 
         A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
+        With `include_children`, the text of the sub-agents it starts comes too, as
+        StreamChildDelta items naming the child conversation (live only: pieces sent while
+        a connection was down are not sent again; the child's log has its answer).
         """
         cursor = TurnCursor(self.turn_id)
         failures = 0
         while cursor.end is None:
-            call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user)
+            call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user,
+                                include_children)
             try:
                 for item in self._connection(call, cursor):
                     failures = 0

@@ -38,6 +38,7 @@ class Notice:
     kind: str
     data: dict[str, Any]
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    channel: str = ""  # where it was published ("" for the fanout's own wake-ups)
 
 
 WAKE = Notice("events", {"last_seq": None})  # re-read the log: something may have been missed
@@ -62,6 +63,9 @@ class Feed:
     capacity: int
     timeout_s: float
     fanout: Fanout | None = field(default=None, repr=False)
+    # other channels whose deltas (only) this feed takes too: a parent's stream that follows
+    # its sub-agents' text (agentq/web/streaming/children.py)
+    joined: set[str] = field(default_factory=set)
     ended: str | None = None  # the reason, once ended
     received_at: float = 0.0  # time.monotonic() when the last notice `get` returned arrived
     _buffer: deque = field(default_factory=deque)
@@ -88,6 +92,8 @@ class Feed:
         """Add a notice (arrived at `arrived_at`, else now); False if the buffer is full
         (the caller ends the feed)."""
         arrived_at = time.monotonic() if arrived_at is None else arrived_at
+        if notice.channel and notice.channel != self.channel and notice.kind != "delta":
+            return True  # a joined channel's events and retries are not this stream's
         with self._lock:
             if self.ended:
                 return True
@@ -162,19 +168,40 @@ class Fanout:
     def open(self, name: str, *, capacity: int, timeout_s: float) -> Feed:
         """A feed of the channel's notices, subscribed when this returns (or raises)."""
         feed = Feed(name, capacity, timeout_s, self)
+        self._add(feed, name)
+        return feed
+
+    def join(self, feed: Feed, name: str) -> None:
+        """Add another channel's deltas to the feed, subscribed when this returns (or raises)."""
+        if name == feed.channel or name in feed.joined:
+            return
+        feed.joined.add(name)
+        self._add(feed, name)
+
+    def leave(self, feed: Feed, name: str) -> None:
+        """Stop taking a joined channel's deltas (unsubscribing if no feed wants it now)."""
+        if name in feed.joined:
+            feed.joined.discard(name)
+            self._remove(feed, name)
+
+    def close(self, feed: Feed) -> None:
+        """Forget the feed; the last one of a conversation unsubscribes (confirmed, or timed out)."""
+        for name in list(feed.joined):
+            self.leave(feed, name)
+        self._remove(feed, feed.channel)
+
+    def _add(self, feed: Feed, name: str) -> None:
         with self._lock:
             self._start()
             feeds = self._feeds.setdefault(name, set())
             feeds.add(feed)
             waiter = self._send("subscribe", name) if len(feeds) == 1 else self._pending(name)
         if waiter is not None and not waiter.done.wait(CONFIRM_S):
-            self.close(feed)
+            feed.joined.discard(name)
+            self._remove(feed, name)
             raise TimeoutError(f"Redis did not confirm the subscription to {name}")
-        return feed
 
-    def close(self, feed: Feed) -> None:
-        """Forget the feed; the last one of a conversation unsubscribes (confirmed, or timed out)."""
-        name = feed.channel
+    def _remove(self, feed: Feed, name: str) -> None:
         waiter = None
         with self._lock:
             feeds = self._feeds.get(name)
@@ -192,7 +219,7 @@ class Fanout:
 
     def feeds(self) -> list[Feed]:
         with self._lock:
-            return [f for feeds in self._feeds.values() for f in feeds]
+            return list({f for feeds in self._feeds.values() for f in feeds})
 
     def channels(self) -> int:
         with self._lock:
@@ -249,7 +276,7 @@ class Fanout:
             return
         try:
             body = json.loads(message["data"])
-            notice = Notice(body["kind"], body["data"])
+            notice = Notice(body["kind"], body["data"], channel=name)
         except (ValueError, KeyError, TypeError):
             log.warning("ignored a malformed notice on %s", name)
             return

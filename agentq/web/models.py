@@ -267,6 +267,9 @@ class StreamQuery(_Request):
     turn_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = Field(
         None, description="follow this turn only (the `turn_id` a message's answer names), "
                           "its text from the first delta, and end once it is over")
+    include_children: Literal["0", "1", "true", "false"] = Field(
+        "0", description="also send the text deltas of the conversation's sub-agents (its "
+                         "direct children) as `child_delta` frames naming the child")
 
 
 class ListToolCalls(_Request):
@@ -466,6 +469,19 @@ class StreamDelta(_Answer):
     text: str
 
 
+class StreamChildDelta(_Answer):
+    """`event: child_delta` (with ?include_children=1): a piece of a sub-agent's response,
+    on its parent's stream; `conversation_id` is the child's, the round and turn its own.
+    Not a StreamDelta: a loop that prints the parent's text prints none of the child's."""
+
+    conversation_id: str
+    round_id: str
+    turn_id: str | None
+    index: int
+    attempt: int
+    text: str
+
+
 class BudgetSpent(_Answer):
     """A token budget that stopped a model call (`details` of a `budget_exceeded` error,
     `budget` of a held step's retry notice, `data.budget` of the `budget.exceeded` webhook)."""
@@ -509,6 +525,7 @@ class StreamEnd(_Answer):
 # The JSON in `data:` of each stream event, by its `event:` name.
 STREAM_DATA: dict[str, type[BaseModel]] = {
     "event": EventOut, "delta": StreamDelta, "retry": StreamRetry, "end": StreamEnd,
+    "child_delta": StreamChildDelta,
 }
 
 

@@ -15,6 +15,7 @@ from agentq.web.errors import ApiError
 from agentq.web.operation import SSE, operation
 from agentq.web.services import services
 from agentq.web.streaming import sse
+from agentq.web.streaming.children import ChildDeltas
 from agentq.web.streaming.streams import TooManyStreams
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,11 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         if query.turn_id is not None:
             plan = _turn_plan(svc, plan, query.turn_id, info.next_seq - 1, headers.last_event_id)
         opened = _open(svc, streams, plan, g.scope.tenant)
+        children = None
+        if query.include_children in ("1", "true"):
+            children = _children(svc, opened.feed, plan, g.scope.tenant)
     body = streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
-                                             svc.pubsub.partial_of_turn))
+                                             svc.pubsub.partial_of_turn, children))
     return Response(
         _replayed_first(body),
         mimetype=SSE,
@@ -103,6 +107,24 @@ def _turn_plan(svc, plan: sse.StreamPlan, turn_id: str, last_seq: int,
     after = last_event_id if last_event_id is not None else max(plan.after_seq, first)
     return replace(plan, after_seq=after, turn_id=turn_id,
                    turn_started=start.seq is not None and after >= start.seq)
+
+
+def _children(svc, feed, plan: sse.StreamPlan, tenant: str) -> ChildDeltas:
+    """The sub-agents the stream follows: those running now (of its turn, on a turn stream),
+    then those its log starts; at most the operator's max_children_per_turn at once."""
+    fanout = svc.pubsub.fanout
+
+    def owned(child_id: str) -> bool:
+        info = svc.store.load_conversation(child_id)
+        return info is None or info.tenant == tenant  # not started yet: its parent starts it
+
+    children = ChildDeltas(
+        plan.conversation_id, limit=svc.policy.ceilings_for(tenant).max_children_per_turn,
+        join=lambda name: fanout.join(feed, name), leave=lambda name: fanout.leave(feed, name),
+        owned=owned)
+    pending = svc.store.list_tool_calls(plan.conversation_id, status="pending")
+    children.running([c for c in pending if plan.turn_id in (None, c.turn_id)])
+    return children
 
 
 def _open(svc, streams, plan: sse.StreamPlan, tenant: str):

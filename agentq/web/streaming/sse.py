@@ -12,6 +12,10 @@ read, a delta) is encoded once. A feed that ends
 (its client went away or fell behind, the server stops) ends the stream; a client that
 reconnects with Last-Event-ID replays what it missed.
 
+With `include_children`, the deltas of the conversation's sub-agents come too, as
+`event: child_delta` frames that name the child (web/streaming/children.py): a stream that
+did not ask sends exactly what it did before.
+
 A turn stream (`turn_id`) sends only that turn's events and deltas, its rounds' text
 from the first character (web/turn_text.py), and ends with `end` once the turn is over
 (idle or failed after it, a later turn started, or the conversation ended): a client
@@ -26,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.core.events import Event
-from agentq.live.pubsub import Feed, FeedEnded, Notice, Partial
+from agentq.live.pubsub import Feed, FeedEnded, Notice, Partial, channel
 from agentq.store import Store
 from agentq.web import present
 from agentq.web.models import StreamEnd
+from agentq.web.streaming.children import ChildDeltas, child_delta
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.turn_text import TurnText
 
@@ -59,6 +64,7 @@ class Cursor:
     interrupted_rounds: set[str | None] = field(default_factory=set)
     turn: TurnText | None = None
     started: bool = False
+    children: ChildDeltas | None = None  # with include_children: the sub-agents followed
 
     def passed(self, event: Event) -> None:
         self.last_seq = event.seq
@@ -92,22 +98,33 @@ def live_frame(notice: Notice) -> str:
     return text
 
 
+def child_frame(notice: Notice, child_id: str) -> str:
+    """A sub-agent's delta on its parent's stream, encoded once for the parent's streams."""
+    text = notice.memo.get("sse_child")
+    if text is None:
+        text = notice.memo["sse_child"] = frame("child_delta", child_delta(child_id, notice.data))
+    return text
+
+
 def frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
-           read_partial: Callable[[str], Partial | None] = lambda turn_id: None) -> Iterator[str]:
+           read_partial: Callable[[str], Partial | None] = lambda turn_id: None,
+           children: ChildDeltas | None = None) -> Iterator[str]:
     """Replay, then live, until the feed ends; the caller closes the feed.
 
-    `read_partial(turn_id)` is the text a turn's round streamed so far (turn streams only).
+    `read_partial(turn_id)` is the text a turn's round streamed so far (turn streams only);
+    `children`, the sub-agents whose deltas the stream forwards (`include_children`).
     """
     try:
-        yield from _frames(reads, feed, plan, read_partial)
+        yield from _frames(reads, feed, plan, read_partial, children)
     except FeedEnded:
         return
 
 
 def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
-            read_partial: Callable[[str], Partial | None]) -> Iterator[str]:
+            read_partial: Callable[[str], Partial | None],
+            children: ChildDeltas | None) -> Iterator[str]:
     cid, store = plan.conversation_id, reads.store
-    cursor = Cursor(plan.after_seq, started=plan.turn_started)
+    cursor = Cursor(plan.after_seq, started=plan.turn_started, children=children)
     partial = None
     if plan.turn_id is not None:  # read before the replay: a round the replay ends is not joined
         cursor.turn = TurnText(plan.turn_id, read_partial)
@@ -149,7 +166,13 @@ def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
         if cursor.last_seq != sent:
             return False  # ahead of the events' notice: deltas published before it may still come
         return _ended(store, plan, cursor, out)
+    own = channel(cid)
     for notice, arrived_at in batch:
+        if notice.channel and notice.channel != own:  # a sub-agent's delta (include_children)
+            child = cursor.children.child_of(notice) if cursor.children is not None else None
+            if child is not None:
+                out.append(child_frame(notice, child))
+            continue
         if cursor.turn is not None and notice.kind in ("delta", "retry"):
             out.extend(_turn_live(cursor.turn, notice))
             continue
@@ -193,8 +216,12 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
             if cursor.turn is not None and cursor.wants(event):
                 yield from (frame("delta", d) for d in cursor.turn.ended(event))
             if cursor.wants(event):
+                if cursor.children is not None:
+                    cursor.children.saw(event)
                 yield text
         if len(events) < PAGE:
+            if cursor.children is not None:
+                cursor.children.sync()
             return
 
 
