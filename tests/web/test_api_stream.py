@@ -264,3 +264,31 @@ def test_a_turn_stream_of_a_turn_the_conversation_does_not_have_is_404(api, alic
     other = api.client.get(f"/v1/conversations/{cid}/stream", headers=mallory,
                            query_string={"turn_id": turn_id})
     assert other.status_code == 404
+
+
+def test_include_children_takes_only_a_flag_and_another_tenants_parent_is_404(api, alice, mallory):
+    cid = api.create(alice)
+    bad = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
+                         query_string={"include_children": "yes"})
+    assert bad.status_code == 422
+    foreign = api.client.get(f"/v1/conversations/{cid}/stream", headers=mallory,
+                             query_string={"include_children": "1"})
+    assert foreign.status_code == 404
+    assert api.services.open_streams.open_count() == 0
+
+
+def test_a_stream_with_children_whose_calls_cannot_be_read_is_503_and_holds_no_slot(
+        api, alice, monkeypatch):
+    from agentq.errors import Unavailable
+
+    cid = api.create(alice)
+
+    def down(*args, **kwargs):
+        raise Unavailable("the database cannot be reached now (OperationalError); retry shortly")
+
+    monkeypatch.setattr(api.store, "list_tool_calls", down)  # the children running, read at open
+    response = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
+                              query_string={"include_children": "1"})
+    assert response.status_code == 503
+    assert api.services.open_streams.open_count() == 0
+    assert dict(api.pubsub.client.pubsub_numsub(channel(cid)))[channel(cid).encode()] == 0

@@ -59,7 +59,11 @@ def stream(conversation_id: str, query: models.StreamQuery, headers: models.Stre
         opened = _open(svc, streams, plan, g.scope.tenant)
         children = None
         if query.include_children in ("1", "true"):
-            children = _children(svc, opened.feed, plan, g.scope.tenant)
+            try:
+                children = _children(svc, opened.feed, plan, g.scope.tenant)
+            except BaseException:
+                streams.release(opened)  # its slot and subscription are given back
+                raise
     body = streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
                                              svc.pubsub.partial_of_turn, children))
     return Response(
