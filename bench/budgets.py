@@ -14,10 +14,8 @@ PostgreSQL (127.0.0.1:5432) and SQLite; every database it makes is dropped at th
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,20 +32,10 @@ from agentq.store.budget_totals import add_totals_txn  # noqa: E402
 from agentq.store.schema import usage_rollups  # noqa: E402
 from agentq.store.usage import UsageKey, add_usage_txn  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
+from bench.timing import timed  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 23, 30, tzinfo=UTC)  # the last hour of a 30-day month
 PERIODS = ("hour", "day", "month")
-
-
-def timed(fn, calls: int) -> tuple[float, float]:
-    """Median and p95 of `fn()` in microseconds."""
-    took = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        took.append((time.perf_counter() - started) * 1e6)
-    took.sort()
-    return statistics.median(took), took[int(len(took) * 0.95)]
 
 
 def seed(store: Store, conversations: int) -> str:

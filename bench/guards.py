@@ -13,12 +13,10 @@ dropped at the end.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,28 +24,18 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from agentq.providers.breakers import CircuitBreakers, RedisBoard  # noqa: E402
 from agentq.core.breaker import BreakerPolicy  # noqa: E402
 from agentq.live.pubsub import PubSub  # noqa: E402
+from agentq.providers.breakers import CircuitBreakers, RedisBoard  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
+from bench.timing import timed  # noqa: E402
 
 ENDPOINT = "https://api.example.test/v1"
 
 
-def timed(fn, calls: int) -> tuple[float, float]:
-    """Median and p95 of `fn()` in microseconds."""
-    took = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        took.append((time.perf_counter() - started) * 1e6)
-    took.sort()
-    return statistics.median(took), took[int(len(took) * 0.95)]
-
-
 def breaker_per_call(board, calls: int) -> tuple[float, float]:
-    breakers = CircuitBreakers(board, BreakerPolicy(), clock=lambda: datetime.now(timezone.utc))
+    breakers = CircuitBreakers(board, BreakerPolicy(), clock=lambda: datetime.now(UTC))
 
     def one_call() -> None:
         breakers.before_call(ENDPOINT)
