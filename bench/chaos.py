@@ -33,8 +33,9 @@ It prints a JSON verdict (also `<out>/verdict.json`, with the machine's load ave
 through the run) and exits 1 on anything lost, failed, given up, duplicated or violated.
 The processes' logs are in `<out>/` (`--worker-log-level INFO` logs each task a worker
 receives and each step it claims), each lost conversation's log, calls and steps, with what
-its client's streams said, in `<out>/lost/<id>.json`, and on Redis the tasks delivered and
-not yet acknowledged at the end in `<out>/unacked.json`.
+its client's streams said, in `<out>/lost/<id>.json`, on Redis the tasks delivered and not
+yet acknowledged at the end in `<out>/unacked.json`, and the model steps claimed latest
+after the event that called for them in `<out>/late_steps.json`.
 
     nice -n 10 python bench/chaos.py [--conversations 200] [--kill-every-s 5] [--kill-for-s 120]
                                      [--broker redis|rabbitmq] [--cpu-hog 2] [--seed N]
@@ -369,6 +370,33 @@ def unacked(broker_url: str) -> list[dict]:
     return sorted(found, key=lambda f: -(f["delivered_s_ago"] or 0))
 
 
+def late_steps(database_url: str, *, top: int = 40) -> dict:
+    """How long after the event that called for it each model step was first claimed (its
+    row is written by its claim, or when its tenant's share left it waiting): the `top`
+    latest, with their conversation, task and worker, to line up with the workers' logs."""
+    from agentq.store import Store
+
+    store = Store.open(database_url)
+    try:
+        with store.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT s.conversation_id, s.step_key, s.celery_task_id, s.worker, s.status,"
+                " s.deaths, s.created_at, s.started_at, e.type, e.created_at"
+                " FROM steps s JOIN events e ON e.conversation_id = s.conversation_id"
+                " AND e.seq = CAST(s.ref ->> 'after_seq' AS integer)"
+                " WHERE s.kind = 'llm'").all()
+    finally:
+        store.dispose()
+    found = sorted(({"conversation_id": r[0], "step_key": r[1], "task_id": r[2], "worker": r[3],
+                     "status": r[4], "deaths": r[5], "created_at": str(r[6]),
+                     "started_at": str(r[7]), "after": r[8], "after_at": str(r[9]),
+                     "late_s": round((r[6] - r[9]).total_seconds(), 2)} for r in rows),
+                   key=lambda f: -f["late_s"])
+    lates = [f["late_s"] for f in found]
+    return {"model_steps": len(found), "over_10_s": sum(1 for x in lates if x > 10),
+            "over_30_s": sum(1 for x in lates if x > 30), "latest": found[:top]}
+
+
 def violations(database_url: str) -> list[str]:
     from agentq.cli.check import check_all
     from agentq.store import Store
@@ -475,6 +503,9 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
         (args.out / "unacked.json").write_text(json.dumps(held, indent=1))
         result = verdict(args, url, key, database_url, people, deployment, killer, load, ledger, began)
         result["unacked"] = dict(collections.Counter(item["task"] for item in held))
+        late = late_steps(database_url)
+        (args.out / "late_steps.json").write_text(json.dumps(late, indent=1))
+        result["late_model_steps"] = {k: late[k] for k in ("model_steps", "over_10_s", "over_30_s")}
         write_lost(args.out, url, key, database_url, people, result["lost"])
     finally:
         load.done.set()
