@@ -31,8 +31,11 @@ conversation through the API and judges:
 
 It prints a JSON verdict (also `<out>/verdict.json`, with the machine's load average sampled
 through the run) and exits 1 on anything lost, failed, given up, duplicated or violated.
-The processes' logs are in `<out>/`, and each lost conversation's log, calls and steps, with
-what its client's streams said, in `<out>/lost/<id>.json`.
+The processes' logs are in `<out>/` (`--worker-log-level INFO` logs each task a worker
+receives and each step it claims), each lost conversation's log, calls and steps, with what
+its client's streams said, in `<out>/lost/<id>.json`, on Redis the tasks delivered and not
+yet acknowledged at the end in `<out>/unacked.json`, and the model steps claimed latest
+after the event that called for them in `<out>/late_steps.json`.
 
     nice -n 10 python bench/chaos.py [--conversations 200] [--kill-every-s 5] [--kill-for-s 120]
                                      [--broker redis|rabbitmq] [--cpu-hog 2] [--seed N]
@@ -93,8 +96,10 @@ def script(slow_s: float) -> list[dict]:
 class Deployment:
     """The API, the gevent workers and beat, each in a process group of its own."""
 
-    def __init__(self, env: dict[str, str], port: int, out: Path, workers: int) -> None:
+    def __init__(self, env: dict[str, str], port: int, out: Path, workers: int,
+                 worker_log_level: str = "WARNING") -> None:
         self.env, self.port, self.out = env, port, out
+        self.worker_log_level = worker_log_level
         self.others: dict[str, subprocess.Popen] = {}
         self.workers: list[subprocess.Popen | None] = [None] * workers
         self.killed: dict[int, float] = {}  # pid: when it was killed (unix time)
@@ -117,7 +122,8 @@ class Deployment:
 
     def start_worker(self, index: int) -> None:
         command = [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "worker",
-                   "-n", f"chaos{index}@%h", "--pool=gevent", "--concurrency=1000", "--loglevel=WARNING"]
+                   "-n", f"chaos{index}@%h", "--pool=gevent", "--concurrency=1000",
+                   f"--loglevel={self.worker_log_level}"]
         self.workers[index] = self._spawn(f"worker{index}", command)
 
     def kill_and_restart(self, index: int) -> int:
@@ -336,6 +342,61 @@ def write_lost(out: Path, url: str, key: str, database_url: str, people: list[Co
         store.dispose()
 
 
+def unacked(broker_url: str) -> list[dict]:
+    """The tasks Redis delivered and no worker acknowledged yet, oldest delivery first: which
+    task, for what (its argsrepr), its ETA, and how long ago it was delivered. kombu's Redis
+    transport keeps each in the `unacked` hash, by delivery tag, with its delivery time in
+    `unacked_index`; a task held in a live worker stays there until that worker acks it,
+    one held by a killed worker until the visibility timeout restores it."""
+    import redis
+
+    if not broker_url.startswith("redis"):
+        return []
+    client = redis.Redis.from_url(broker_url)
+    try:
+        delivered = dict(client.zrange("unacked_index", 0, -1, withscores=True))
+        held = client.hgetall("unacked")
+    finally:
+        client.close()
+    now, found = time.time(), []
+    for tag, raw in held.items():
+        message, _exchange, routing_key = json.loads(raw)
+        headers = message.get("headers", {})
+        at = delivered.get(tag)
+        found.append({"task": headers.get("task"), "id": headers.get("id"),
+                      "args": headers.get("argsrepr"), "eta": headers.get("eta"),
+                      "queue": routing_key,
+                      "delivered_s_ago": None if at is None else round(now - at, 1)})
+    return sorted(found, key=lambda f: -(f["delivered_s_ago"] or 0))
+
+
+def late_steps(database_url: str, *, top: int = 40) -> dict:
+    """How long after the event that called for it each model step was first claimed (its
+    row is written by its claim, or when its tenant's share left it waiting): the `top`
+    latest, with their conversation, task and worker, to line up with the workers' logs."""
+    from agentq.store import Store
+
+    store = Store.open(database_url)
+    try:
+        with store.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT s.conversation_id, s.step_key, s.celery_task_id, s.worker, s.status,"
+                " s.deaths, s.created_at, s.started_at, e.type, e.created_at"
+                " FROM steps s JOIN events e ON e.conversation_id = s.conversation_id"
+                " AND e.seq = CAST(s.ref ->> 'after_seq' AS integer)"
+                " WHERE s.kind = 'llm'").all()
+    finally:
+        store.dispose()
+    found = sorted(({"conversation_id": r[0], "step_key": r[1], "task_id": r[2], "worker": r[3],
+                     "status": r[4], "deaths": r[5], "created_at": str(r[6]),
+                     "started_at": str(r[7]), "after": r[8], "after_at": str(r[9]),
+                     "late_s": round((r[6] - r[9]).total_seconds(), 2)} for r in rows),
+                   key=lambda f: -f["late_s"])
+    lates = [f["late_s"] for f in found]
+    return {"model_steps": len(found), "over_10_s": sum(1 for x in lates if x > 10),
+            "over_30_s": sum(1 for x in lates if x > 30), "latest": found[:top]}
+
+
 def violations(database_url: str) -> list[str]:
     from agentq.cli.check import check_all
     from agentq.store import Store
@@ -420,7 +481,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
            "PYTHONUNBUFFERED": "1"}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    deployment = Deployment(env, port, args.out, args.workers)
+    deployment = Deployment(env, port, args.out, args.workers, args.worker_log_level)
     load = Load()
     load.start()
     try:
@@ -438,7 +499,13 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
         deadline = time.monotonic() + args.settle_s
         for person in people:
             person.join(timeout=max(0.0, deadline - time.monotonic()))
+        held = unacked(broker_url)  # before the workers stop
+        (args.out / "unacked.json").write_text(json.dumps(held, indent=1))
         result = verdict(args, url, key, database_url, people, deployment, killer, load, ledger, began)
+        result["unacked"] = dict(collections.Counter(item["task"] for item in held))
+        late = late_steps(database_url)
+        (args.out / "late_steps.json").write_text(json.dumps(late, indent=1))
+        result["late_model_steps"] = {k: late[k] for k in ("model_steps", "over_10_s", "over_30_s")}
         write_lost(args.out, url, key, database_url, people, result["lost"])
     finally:
         load.done.set()
@@ -460,6 +527,9 @@ def main() -> int:
     parser.add_argument("--broker", choices=("redis", "rabbitmq"), default="redis")
     parser.add_argument("--cpu-hog", type=int, default=0, help="processes spinning beside the run")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--worker-log-level", default="WARNING",
+                        help="INFO logs each task a worker receives and each step it claims "
+                             "(with its conversation), to line a late step up with its task")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,12 @@ threading before agentq is imported) and an OS lock under threads.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
 
 
 class Place:
@@ -54,6 +57,8 @@ class Admission:
     def among_others(self) -> Iterator[Place]:
         """Hold a place among the process's steps while the block runs."""
         with self._changed:
+            if self._alone:  # said, so a task held back by a step running alone shows in the log
+                log.info("task waits: a step runs alone in this process or waits to")
             self._changed.wait_for(lambda: not self._alone and self._in_flight < self.limit
                                    and self._starting < self.starting)
             self._enter()
@@ -69,6 +74,8 @@ class Admission:
         and with newcomers held back meanwhile (one alone step at a time)."""
         with self._changed:
             self._alone += 1
+            log.info("step waits to run alone: %d steps in flight, %d waiting to run alone",
+                     self._in_flight, self._alone)
             try:
                 self._changed.wait_for(lambda: self._in_flight == 0)
             except BaseException:

@@ -7,6 +7,7 @@ whole runtime runs in tests on SQLite with no broker.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -39,6 +40,8 @@ from agentq.tools import Registry
 
 if TYPE_CHECKING:
     from agentq.webhooks.delivery import Deliveries
+
+log = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -105,6 +108,8 @@ class Runtime:
             if view is None:
                 return []
             decision = decide(view)
+            # what each advance found to do: an advance that claims nothing leaves no other trace
+            log.info("advance: %s", type(decision).__name__, extra={"next_seq": view.last_seq + 1})
             if isinstance(decision, CallModel):  # only a model call pays for reading history
                 view = reader.with_history(view)
         match decision:
