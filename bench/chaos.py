@@ -32,7 +32,7 @@ conversation through the API and judges:
 It prints a JSON verdict (also `<out>/verdict.json`, with the machine's load average sampled
 through the run) and exits 1 on anything lost, failed, given up, duplicated or violated.
 The processes' logs are in `<out>/` (`--worker-log-level INFO` logs each task a worker
-receives and each step it claims), each lost conversation's log, calls and steps, with what
+receives and each step it claims; DEBUG also what each advance found to do), each lost conversation's log, calls and steps, with what
 its client's streams said, in `<out>/lost/<id>.json`, on Redis the tasks delivered and not
 yet acknowledged at the end in `<out>/unacked.json`, and the model steps claimed latest
 after the event that called for them in `<out>/late_steps.json`.

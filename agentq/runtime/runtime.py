@@ -108,8 +108,9 @@ class Runtime:
             if view is None:
                 return []
             decision = decide(view)
-            # what each advance found to do: an advance that claims nothing leaves no other trace
-            log.info("advance: %s", type(decision).__name__, extra={"next_seq": view.last_seq + 1})
+            # what each advance found to do: an advance that claims nothing leaves no other
+            # trace (DEBUG: at the Procfile's INFO it would be a line more per step)
+            log.debug("advance: %s", type(decision).__name__, extra={"next_seq": view.last_seq + 1})
             if isinstance(decision, CallModel):  # only a model call pays for reading history
                 view = reader.with_history(view)
         match decision:
