@@ -25,9 +25,12 @@ def register_tasks(
         notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
-            with rt.wakes_held() as freed:
-                enqueue(app, work(rt), tool_queues=tool_queues)
-            enqueue(app, rt.wake(freed), tool_queues=tool_queues)
+            freed: list = []
+            try:
+                with rt.wakes_held() as freed:
+                    enqueue(app, work(rt), tool_queues=tool_queues)
+            finally:  # a step that raised freed its slot too: what waits for it is woken
+                enqueue(app, rt.wake(freed), tool_queues=tool_queues)
 
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
