@@ -2,13 +2,19 @@
 step that must run alone only when nothing else of the process is in flight.
 
 A claim starts a lease and, if the process dies, costs every step it holds a death. So a
-task waits here, its step still unclaimed (the broker keeps its message unacknowledged,
-the sweeper re-drives it if the process dies), until the process has room: fewer than
+task waits here, its step still unclaimed, until the process has room: fewer than
 `starting` steps between their claim and the start of their work (each of those needs a
 pooled database connection and the CPU now; a step whose model call is under way only
-waits on the network), fewer than `limit` steps in flight, and no step running alone or
-waiting to. A suspect step (one that died with others, `ledger.runs_alone`) waits until
-every step in flight has ended, then runs while newcomers wait, so its death is its own.
+waits on the network) and fewer than `limit` steps in flight.
+
+A suspect step (one that died with others, `ledger.runs_alone`) waits until every step in
+flight has ended, then runs with nothing beside it, so its death is its own. Meanwhile the
+process is gated: a newcomer does not wait in it (its message would stay delivered and
+unacknowledged, and come back only after the broker's visibility timeout if the process
+died, 300 s on Redis). It is turned away (`Gated`) with its step unclaimed, and what takes
+that step up again (its re-drive) is kept here and handed out once the gate opens
+(`released`), to be sent over the broker to whichever process is free. If the process
+dies first, the step is the sweeper's, as any step whose task was lost.
 
 Careful: the waits are on a Condition, which is green under gevent (Celery patches
 threading before agentq is imported) and an OS lock under threads.
@@ -17,10 +23,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
+
+Redrive = TypeVar("Redrive", bound=Hashable)  # what takes a step up again (a follow-up)
+
+
+class Gated(Exception):
+    """The process runs a step alone or waits to: the newcomer's step stays unclaimed, and
+    its re-drive is sent once the gate opens (`Admission.released`)."""
 
 
 class Place:
@@ -37,7 +51,7 @@ class Place:
             self._admission._started()
 
 
-class Admission:
+class Admission(Generic[Redrive]):
     """The steps one process runs at once: shared room for most, the whole process for one."""
 
     def __init__(self, *, limit: int, starting: int) -> None:
@@ -47,6 +61,7 @@ class Admission:
         self._in_flight = 0
         self._starting = 0
         self._alone = 0  # steps running alone (0 or 1) or waiting to
+        self._held: dict[Redrive, None] = {}  # re-drives of the steps turned away, in order
 
     def in_flight(self) -> int:
         """Steps of this process between their claim and the start of their work."""
@@ -54,13 +69,17 @@ class Admission:
             return self._in_flight
 
     @contextmanager
-    def among_others(self) -> Iterator[Place]:
-        """Hold a place among the process's steps while the block runs."""
+    def among_others(self, redrive: Redrive) -> Iterator[Place]:
+        """Hold a place among the process's steps while the block runs; raise Gated, keeping
+        `redrive` for when the gate opens, if a step runs alone here or waits to."""
         with self._changed:
-            if self._alone:  # said, so a task held back by a step running alone shows in the log
-                log.info("task waits: a step runs alone in this process or waits to")
-            self._changed.wait_for(lambda: not self._alone and self._in_flight < self.limit
-                                   and self._starting < self.starting)
+            self._changed.wait_for(lambda: self._alone or (self._in_flight < self.limit
+                                                           and self._starting < self.starting))
+            if self._alone:
+                self._held[redrive] = None
+                log.info("task turned away: a step runs alone in this process or waits to;"
+                         " its step is taken up again when that ends")
+                raise Gated()
             self._enter()
         place = Place(self)
         try:
@@ -71,11 +90,12 @@ class Admission:
     @contextmanager
     def alone(self) -> Iterator[Place]:
         """Hold the whole process while the block runs: once every step in flight has ended,
-        and with newcomers held back meanwhile (one alone step at a time)."""
+        and with newcomers turned away meanwhile (one alone step at a time)."""
         with self._changed:
             self._alone += 1
             log.info("step waits to run alone: %d steps in flight, %d waiting to run alone",
                      self._in_flight, self._alone)
+            self._changed.notify_all()  # steps waiting for room are turned away now
             try:
                 self._changed.wait_for(lambda: self._in_flight == 0)
             except BaseException:
@@ -90,6 +110,15 @@ class Admission:
             with self._changed:
                 self._alone -= 1
             self._leave(place)
+
+    def released(self) -> list[Redrive]:
+        """The re-drives of the steps turned away, once no step runs alone or waits to: each
+        once, for the caller to send."""
+        with self._changed:
+            if self._alone or not self._held:
+                return []
+            held, self._held = list(self._held), {}
+            return held
 
     def _enter(self) -> None:
         self._in_flight += 1

@@ -17,8 +17,9 @@ commit that lost its race ends its span as `lost`, never as a second success (in
 
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
 a step that raised, or one whose worker died while it ran alone. Each step runs within
-the process's `Admission`: a task waits unclaimed while the process has no room, and a
-step that died with others runs alone.
+the process's `Admission`: a task waits unclaimed while the process has no room, a step
+that died with others runs alone, and a task that comes meanwhile ends with its step
+unclaimed, its re-drive sent once the step alone has ended (`Lifecycle.wake`).
 """
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ from agentq.errors import Stale
 from agentq.followups import FollowUp
 from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CallWaits, ProviderError
-from agentq.runtime.admission import Admission, Place
+from agentq.runtime.admission import Admission, Gated, Place
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
-from agentq.runtime.repair import redrive
+from agentq.runtime.repair import redrive, take_up
 from agentq.runtime.shares import Shares
 from agentq.store import NewStep
 from agentq.store.ledger import WAITING, runs_alone
@@ -136,6 +137,11 @@ class StepWork(ABC, Generic[Result]):
     def commit(self, claim: Claim, result: Result) -> list[FollowUp]:
         """Write the result in one transaction; raise Stale to give the step back instead."""
 
+    def redrive(self) -> FollowUp:
+        """The task that takes the step up again when its task was turned away unclaimed."""
+        return take_up(self.conversation_id, self.step.kind, self.step.ref, self.step.key,
+                       self.tool)
+
     def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
         """The step's call may not go out before `opened.until` (its endpoint's breaker
         opened, or a budget is spent): a model step is held until then (`runtime.held`);
@@ -163,8 +169,8 @@ class Lifecycle:
                  ) -> None:
         self.ctx = ctx
         self.leases = leases
-        self.admission = admission or Admission(limit=ctx.config.steps_in_flight,
-                                                starting=ctx.store.pool_size())
+        self.admission: Admission[FollowUp] = admission or Admission(
+            limit=ctx.config.steps_in_flight, starting=ctx.store.pool_size())
         self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
@@ -175,10 +181,13 @@ class Lifecycle:
         """
         kind = work.step.kind
         cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
-        with self.admission.among_others() as place:
-            claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
-            if claim is not None:
-                return self._claimed(work, claim, place, cap, kinds)
+        try:
+            with self.admission.among_others(work.redrive()) as place:
+                claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
+                if claim is not None:
+                    return self._claimed(work, claim, place, cap, kinds)
+        except Gated:  # a step runs alone here: this one is sent again when that ends
+            return []
         if not self._must_run_alone(work):
             return self._not_claimed(work)
         with self.admission.alone() as place:  # it died with others: its death is its own now
@@ -335,9 +344,13 @@ class Lifecycle:
 
         Careful: a step that went waiting while this one was finishing may be missed here;
         the sweeper wakes it (`repair.sweep`).
+
+        With them, the re-drives of the tasks this process turned away while a step ran
+        alone, once none does (`Admission.released`).
         """
-        return [redrive(*found) for tenant, kinds in dict.fromkeys(freed)
-                for found in self.ctx.store.next_waiting_steps(tenant, kinds)]
+        woken = [redrive(*found) for tenant, kinds in dict.fromkeys(freed)
+                 for found in self.ctx.store.next_waiting_steps(tenant, kinds)]
+        return woken + self.admission.released()
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""

@@ -6,7 +6,9 @@ whose steps are idempotent, and gc only deletes finished rows.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentq.core.decide import Step
 from agentq.followups import Advance, Expire, FollowUp, RunTool
@@ -58,9 +60,15 @@ def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: floa
 
 def redrive(step: StepRecord, tool: str | None) -> FollowUp:
     """The task that takes the step up again: its tool call, or its conversation's advance."""
-    if step.kind in ("tool", "child"):  # a sub-agent call's steps run as its tool task
-        return RunTool(step.conversation_id, step.ref["tool_call_id"], step.step_key, tool=tool)
-    return Advance(step.conversation_id)
+    return take_up(step.conversation_id, step.kind, step.ref, step.step_key, tool)
+
+
+def take_up(conversation_id: str, kind: str, ref: Mapping[str, Any], step_key: str,
+            tool: str | None) -> FollowUp:
+    """The task that runs a step of `kind` again (`redrive`, `StepWork.redrive`)."""
+    if kind in ("tool", "child"):  # a sub-agent call's steps run as its tool task
+        return RunTool(conversation_id, ref["tool_call_id"], step_key, tool=tool)
+    return Advance(conversation_id)
 
 
 def _waiting_with_a_free_slot(ctx: StepContext) -> list[FollowUp]:

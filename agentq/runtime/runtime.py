@@ -134,8 +134,9 @@ class Runtime:
         return wakes_held()
 
     def wake(self, freed: list[tuple[str, tuple[str, ...] | None]]) -> list[FollowUp]:
-        """What the slots freed under `lifecycle.wakes_held` wake (`Lifecycle.wake`)."""
-        return self._lifecycle.wake(freed) if freed else []
+        """What the slots freed under `lifecycle.wakes_held` wake, and the steps this process
+        turned away while one ran alone, once it has ended (`Lifecycle.wake`)."""
+        return self._lifecycle.wake(freed)
 
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""

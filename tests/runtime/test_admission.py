@@ -4,7 +4,9 @@ from __future__ import annotations
 import threading
 import time
 
-from agentq.runtime.admission import Admission
+import pytest
+
+from agentq.runtime.admission import Admission, Gated
 
 
 def eventually(condition, timeout_s: float = 5.0) -> bool:
@@ -17,11 +19,16 @@ def eventually(condition, timeout_s: float = 5.0) -> bool:
 
 
 def enter_in_thread(admission: Admission, entered: list, *, alone: bool = False,
-                    release: threading.Event) -> threading.Thread:
+                    release: threading.Event, redrive: str = "advance",
+                    turned_away: list | None = None) -> threading.Thread:
     def run() -> None:
-        with (admission.alone() if alone else admission.among_others()) as place:
-            entered.append(place)
-            release.wait(10)
+        try:
+            with (admission.alone() if alone else admission.among_others(redrive)) as place:
+                entered.append(place)
+                release.wait(10)
+        except Gated:
+            if turned_away is not None:
+                turned_away.append(redrive)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -41,17 +48,52 @@ def test_a_step_waits_unclaimed_while_as_many_as_the_pool_are_between_claim_and_
     assert admission.in_flight() == 0
 
 
-def test_a_step_alone_waits_for_the_steps_in_flight_and_holds_newcomers_back():
+def test_a_step_alone_waits_for_the_steps_in_flight_and_turns_newcomers_away_until_it_ends():
     admission, go_first, go_alone = Admission(limit=100, starting=10), threading.Event(), threading.Event()
-    first, alone, later = [], [], []
+    first, alone, later, turned_away = [], [], [], []
     threads = [enter_in_thread(admission, first, release=go_first)]
     assert eventually(lambda: first)
     threads.append(enter_in_thread(admission, alone, alone=True, release=go_alone))
-    threads.append(enter_in_thread(admission, later, release=go_alone))
-    assert not eventually(lambda: alone or later, timeout_s=0.2)
-    go_first.set()  # the step in flight ends: the alone one runs, the newcomer still waits
-    assert eventually(lambda: alone) and not eventually(lambda: later, timeout_s=0.2)
+    assert eventually(lambda: admission._alone == 1)
+    for name in ("advance:a", "tool:b", "advance:a"):  # a task that comes meanwhile ends at once
+        threads.append(enter_in_thread(admission, later, release=go_alone, redrive=name,
+                                       turned_away=turned_away))
+    assert eventually(lambda: len(turned_away) == 3) and not later and not alone
+    assert admission.released() == []  # the gate is closed: nothing to send yet
+    go_first.set()  # the step in flight ends: the alone one runs with nothing beside it
+    assert eventually(lambda: alone)
+    assert admission.released() == []
     go_alone.set()
-    assert eventually(lambda: later)
     for thread in threads:
         thread.join(5)
+    assert admission.released() == ["advance:a", "tool:b"]  # each once, in arrival order
+    assert admission.released() == []
+    with admission.among_others("advance:c") as place:  # the gate is open again
+        assert place is not None
+
+
+def test_a_task_waiting_for_room_is_turned_away_when_a_step_starts_waiting_to_run_alone():
+    admission, go = Admission(limit=1, starting=1), threading.Event()
+    first, waiting, alone, turned_away = [], [], [], []
+    threads = [enter_in_thread(admission, first, release=go)]
+    assert eventually(lambda: first)
+    threads.append(enter_in_thread(admission, waiting, release=go, redrive="tool:w",
+                                   turned_away=turned_away))
+    assert not eventually(lambda: waiting or turned_away, timeout_s=0.2)  # no room: it waits
+    threads.append(enter_in_thread(admission, alone, alone=True, release=go))
+    assert eventually(lambda: turned_away == ["tool:w"])  # it no longer holds its message
+    go.set()
+    for thread in threads:
+        thread.join(5)
+    assert alone and not waiting
+    assert admission.released() == ["tool:w"]
+
+
+def test_a_step_alone_that_raises_still_opens_the_gate():
+    admission = Admission(limit=10, starting=10)
+    with pytest.raises(RuntimeError), admission.alone():
+        with pytest.raises(Gated), admission.among_others("advance:x"):
+            pass
+        raise RuntimeError("the step's work failed")
+    assert admission.released() == ["advance:x"]
+    assert admission.in_flight() == 0

@@ -10,15 +10,15 @@ import pytest
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.core.scope import Scope
 from agentq.errors import Conflict, InvalidInput, NotFound, Stale
-from agentq.tenancy.access import provider_for
-from agentq.live.pubsub import PubSub
+from agentq.followups import Advance
 from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
-from agentq.tools import Registry, ToolOutcome
-from agentq.core.scope import Scope
 from agentq.store.ledger import ALONE_AFTER_DEATHS
+from agentq.tenancy.access import provider_for
+from agentq.tools import Registry, ToolOutcome
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.store import claim
@@ -475,6 +475,29 @@ def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_
     assert result.content["status"] == "error" and "giving up" in result.content["output"]
     assert events[-1].type == "assistant_msg" and store.load_conversation(conv.id).fsm.state == "idle"
     assert store.load_step(run_tool.step_key).status == "failed_permanent"
+
+
+def test_a_task_that_comes_while_a_step_runs_alone_ends_unclaimed_and_is_sent_again_after(
+    store, runtime, commands
+):
+    script = [{"tool_calls": [{"name": "lookup", "args": {"key": "x"}}]}, {"text": "ok"}]
+    tool_conv = commands.create_conversation(SCOPE, {"script": script})
+    (run_tool,) = drain_until_tool(runtime, commands.post_message(tool_conv.id, "go", SCOPE)[1])
+    model_conv = commands.create_conversation(SCOPE, {"script": [{"text": "hi"}]})
+    commands.post_message(model_conv.id, "go", SCOPE)
+    with runtime._lifecycle.admission.alone():  # a suspect step of this process runs alone
+        assert runtime.run_tool(run_tool.conversation_id, run_tool.tool_call_id) == []
+        assert runtime.advance(model_conv.id) == []
+        assert runtime.wake([]) == []  # nothing goes out while the gate is closed
+        assert store.load_step(run_tool.step_key).status == "scheduled"  # unclaimed
+        assert not any(s.kind == "model" for s in store.list_steps(model_conv.id))
+    redrives = runtime.wake([])
+    assert redrives == [run_tool, Advance(model_conv.id)]
+    assert runtime.wake([]) == []  # each once
+    drain(runtime, redrives)
+    for cid in (tool_conv.id, model_conv.id):
+        assert store.load_conversation(cid).fsm.state == "idle"
+        assert types(store, cid)[-1] == "assistant_msg"
 
 
 def drain_until_tool(runtime, followups):
