@@ -60,7 +60,8 @@ def _next_waiting(of_kinds: bool) -> Any:
     """The statement of `next_waiting_steps_txn`, built once: it runs after every step under
     a fair share, and building it (two subqueries and the join to the calls) cost a worker
     about 0.8 ms of CPU, several times its round trip."""
-    c, tenant = steps.c, bindparam("tenant")
+    c = steps.c
+    tenant: Any = bindparam("tenant")
 
     def first(*where: Any) -> Any:
         kind = (c.kind.in_(bindparam("kinds", expanding=True)),) if of_kinds else ()

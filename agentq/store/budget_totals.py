@@ -1,8 +1,9 @@
 """Running token totals for budgets: the tokens of a tenant, an agent and a conversation in
 the current hour, day, month (or the conversation's whole life).
 
-`add_totals_txn` adds a call's tokens in the transaction that commits it (with its usage
-rollup), so every worker's commits count and a call counts once. A row holds one period: a
+`add_totals_txn` adds a call's tokens in the transaction that commits it (on PostgreSQL, a
+model step's in the very statement that finishes it, with its usage rollup: `adding_rows`),
+so every worker's commits count and a call counts once. A row holds one period: a
 commit in a later period starts it afresh, one from an earlier period (a worker whose clock
 lags) leaves it be. A budget check (`spent_txn`) reads at most seven rows by primary key,
 whatever the period's length: the rollups are for reports, these are for checks.
@@ -18,6 +19,7 @@ from sqlalchemy import Connection, and_, case, literal, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.token_budgets import Meter
+from agentq.store.engine import parameter_rows
 from agentq.store.schema import budget_totals, conversations
 
 
@@ -35,18 +37,40 @@ class Spent:
 
 def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], tokens: int) -> None:
     """Add `tokens` to each meter's total (one statement), in the caller's transaction."""
-    if tokens <= 0 or not meters:
-        return
-    conn.execute(_adding(conn.dialect.name), [
-        {"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
-         "period_start": m.start, "tokens": tokens} for m in meters])
+    rows = total_rows(tenant, meters, tokens)
+    if rows:
+        conn.execute(adding_totals(conn.dialect.name), rows)
+
+
+def total_rows(tenant: str, meters: Sequence[Meter], tokens: int) -> list[dict[str, Any]]:
+    """The rows `add_totals_txn` (or `adding_rows`) adds `tokens` to: none for no tokens."""
+    if tokens <= 0:
+        return []
+    return [{"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
+             "period_start": m.start, "tokens": tokens} for m in meters]
+
+
+TOTAL_COLUMNS = ("tenant", "scope", "name", "period", "period_start", "tokens")
 
 
 @cache
-def _adding(dialect_name: str) -> Any:
+def adding_totals(dialect_name: str) -> Any:
     """The upsert of one total, built once per dialect (run for each meter of a call)."""
     module: Any = postgresql if dialect_name == "postgresql" else sqlite
-    statement = module.insert(budget_totals)
+    return _added(module.insert(budget_totals))
+
+
+@cache
+def adding_rows(count: int, prefix: str) -> Any:
+    """The upsert of `count` totals in one PostgreSQL statement, their parameters named as
+    `engine.parameter_rows` names them: a part of the statement that finishes a model step."""
+    source = parameter_rows(budget_totals, TOTAL_COLUMNS, prefix, count)
+    return _added(postgresql.insert(budget_totals).from_select(list(TOTAL_COLUMNS), source))
+
+
+def _added(statement: Any) -> Any:
+    """`statement` adding its tokens to a total of the same period, starting a later one
+    afresh and leaving one of an earlier period be (a worker whose clock lags)."""
     c, new = budget_totals.c, statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.scope, c.name, c.period],

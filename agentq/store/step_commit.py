@@ -4,7 +4,7 @@ A commit appends first, and the append takes the conversation's lock (inv. 8). W
 follows under that lock are plain conditional writes with no decision between them:
 finish the step, then close its call, or insert the round's calls and schedule their
 steps, or look whether a message waits, and count a model call's tokens in the usage
-rollups. PostgreSQL runs them as data-modifying CTEs of
+rollups and the budgets' running totals. PostgreSQL runs them as data-modifying CTEs of
 one statement, one round trip, and says how each went; SQLite, in process, runs them one
 by one. Either way the caller learns whether the step was still ours, and rolls the
 whole commit back if it was not, so a write made beside a lost finish never lands.
@@ -12,7 +12,7 @@ whole commit back if it was not, so a write made beside a lost finish never land
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Select, Table, func, select
 from sqlalchemy.dialects import postgresql
 
 from agentq.core.events import ToolCallRecord
+from agentq.store.budget_totals import adding_rows, adding_totals
 from agentq.store.calls import (
     CALL_COLUMNS,
     call_values,
@@ -42,8 +43,17 @@ from agentq.store.ledger import (
 from agentq.store.schema import steps, tool_calls
 from agentq.store.usage import upsert_usage
 
-# The tokens a model step spent, as `usage.usage_values` gives them (None: none to count).
-Usage = Mapping[str, Any] | None
+
+@dataclass(frozen=True)
+class Counted:
+    """The tokens a model step spent: its usage rollup's parameters (`usage.usage_values`)
+    and the budgets' running totals they add to (`budget_totals.total_rows`)."""
+
+    rollup: Mapping[str, Any]
+    totals: Sequence[Mapping[str, Any]] = ()
+
+
+Usage = Counted | None  # None: none to count
 
 # At most this many calls (and as many tool steps) are written in the statement that
 # finishes the step: one such statement is built and kept per shape, and a round with more
@@ -86,7 +96,7 @@ def finish_scheduling_txn(
               **row_parameters("call", map(call_values, calls)),
               **row_parameters("step", (schedule_values(step, now=now) for step in scheduled)),
               **_usage_params(usage)}
-    statement = _finish_scheduling(len(calls), len(scheduled), usage is not None)
+    statement = _finish_scheduling(len(calls), len(scheduled), _shape(usage))
     return conn.execute(statement, params).one().finished == 1
 
 
@@ -107,29 +117,45 @@ def finish_seeing_inbox_txn(
         return True, inbox_waiting_txn(conn, conversation_id)
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **_usage_params(usage)}
-    row = conn.execute(_finish_seeing_inbox(usage is not None), params).one()
+    row = conn.execute(_finish_seeing_inbox(_shape(usage)), params).one()
     return row.finished == 1, bool(row.waiting)
 
 
 def _count_usage(conn: Connection, usage: Usage) -> None:
     if usage is not None:
-        conn.execute(upsert_usage(conn.dialect.name), dict(usage))
+        conn.execute(upsert_usage(conn.dialect.name), dict(usage.rollup))
+        if usage.totals:
+            conn.execute(adding_totals(conn.dialect.name), [dict(row) for row in usage.totals])
 
 
 def _usage_params(usage: Usage) -> dict[str, Any]:
-    return {} if usage is None else {USAGE_PREFIX + name: v for name, v in usage.items()}
+    if usage is None:
+        return {}
+    return {**{USAGE_PREFIX + name: v for name, v in usage.rollup.items()},
+            **row_parameters(TOTALS_PREFIX, usage.totals)}
 
 
 USAGE_PREFIX = "usage_"
+TOTALS_PREFIX = "total"
+
+# Usage's part of a statement's shape: none (None), or the rollup and how many totals.
+UsageShape = int | None
 
 
-def _with_usage(statement: Select[Any], usage: bool) -> Select[Any]:
-    """`statement`, adding the usage upsert when there is usage to count: a data-modifying
-    CTE runs whether or not the rest reads it, and a lost finish rolls it back with the
-    whole commit."""
-    if not usage:
+def _shape(usage: Usage) -> UsageShape:
+    return None if usage is None else len(usage.totals)
+
+
+def _with_usage(statement: Select[Any], usage: UsageShape) -> Select[Any]:
+    """`statement`, adding the usage upsert and the budgets' totals when there is usage to
+    count: a data-modifying CTE runs whether or not the rest reads it, and a lost finish
+    rolls it back with the whole commit."""
+    if usage is None:
         return statement
-    return statement.add_cte(upsert_usage("postgresql", USAGE_PREFIX).cte("usage"))
+    statement = statement.add_cte(upsert_usage("postgresql", USAGE_PREFIX).cte("usage"))
+    if usage:
+        statement = statement.add_cte(adding_rows(usage, TOTALS_PREFIX).cte("totals"))
+    return statement
 
 
 def _finished() -> Any:
@@ -148,8 +174,8 @@ def _finish_closing_call() -> Select[Any]:
 
 
 @cache
-def _finish_scheduling(calls: int, scheduled: int, usage: bool) -> Select[Any]:
-    """One statement per shape (how many calls, how many steps, usage or not), built once."""
+def _finish_scheduling(calls: int, scheduled: int, usage: UsageShape) -> Select[Any]:
+    """One statement per shape (how many calls, how many steps, what usage), built once."""
     finished = _finished()
     statement = select(_count(finished).label("finished"))
     if calls:
@@ -169,6 +195,6 @@ def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int
 
 
 @cache
-def _finish_seeing_inbox(usage: bool) -> Select[Any]:
+def _finish_seeing_inbox(usage: UsageShape) -> Select[Any]:
     return _with_usage(
         select(_count(_finished()).label("finished"), MESSAGE_WAITS.label("waiting")), usage)

@@ -16,7 +16,7 @@ from agentq.core.subagents import Parent
 from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
 from agentq.store import step_commit
-from agentq.store.budget_totals import add_totals_txn
+from agentq.store.budget_totals import add_totals_txn, total_rows
 from agentq.store.calls import (
     answer_txn,
     ask_txn,
@@ -95,12 +95,12 @@ class ConversationTxn:
         add_usage_txn(self._conn, key, tokens, at=now)
         self._add_totals(key, tokens, now)
 
-    def usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> step_commit.Usage:
-        """One model call's tokens, for a finish below to count in the rollups with it; the
-        budgets' running totals count them now, in this transaction (rolled back with it)."""
+    def usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> step_commit.Counted:
+        """One model call's tokens, for a finish below to count in the rollups and the
+        budgets' running totals with it (on PostgreSQL in the statement that finishes it)."""
         key = self._usage_key(model)
-        self._add_totals(key, tokens, now)
-        return usage_values(key, tokens, at=now)
+        return step_commit.Counted(usage_values(key, tokens, at=now), total_rows(
+            key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
 
     def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime) -> None:
         add_totals_txn(self._conn, key.tenant, meters_of(key.agent, key.conversation_id, now),

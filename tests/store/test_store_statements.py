@@ -9,6 +9,8 @@ from sqlalchemy import delete, event
 from sqlalchemy.engine.interfaces import CacheStats
 
 from agentq.core.events import FsmState
+from agentq.core.token_budgets import WHOLE
+from agentq.core.usage import Tokens
 from agentq.errors import Stale
 from agentq.store import NewStep, Store
 from agentq.store.eventlog import MERGED_EVENTS
@@ -274,3 +276,31 @@ def test_a_round_with_more_calls_than_one_statement_holds_writes_them_all(store)
                                     scheduled=[tool_step(cid, c) for c in ids], now=at(2))
     assert len(store.list_tool_calls(cid)) == len(ids)
     assert all(store.load_step("tool-" + c).status == "scheduled" for c in ids)
+
+
+def test_a_model_steps_tokens_are_counted_by_the_statement_that_finishes_it(store):
+    """The usage rollup and the budgets' running totals (the tenant's per period and the
+    conversation's) go with the finish: no round trip of their own on PostgreSQL, and a
+    finish that lost its step counts nothing."""
+    cid = new_conversation(store).id
+    running_step(store, cid, "llm-1", worker="w1")
+    running_step(store, cid, "llm-2", worker="w-new")
+    tokens = Tokens(input_tokens=30, output_tokens=12, calls=1)
+    commit = committing(store, cid)
+    with counted(store) as sent:
+        with commit as (tx, _):
+            usage = tx.usage("m1", tokens, now=at(2))
+            assert tx.finish_seeing_inbox("llm-1", worker="w1", now=at(2), usage=usage) == (
+                True, False)
+    assert len(sent) == {"postgresql": 2, "sqlite": 6}[store.engine.dialect.name]
+    with pytest.raises(Stale), committing(store, cid) as (tx, _):
+        usage = tx.usage("m1", tokens, now=at(3))
+        if not tx.finish_seeing_inbox("llm-2", worker="w-old", now=at(3), usage=usage)[0]:
+            raise Stale("the step is no longer ours")
+    spent = store.budget_spent(cid)
+    assert {(m.scope, m.period): n for m, n in spent.totals.items()} == {
+        ("tenant", "hour"): 42, ("tenant", "day"): 42, ("tenant", "month"): 42,
+        ("conversation", WHOLE): 42}
+    [row] = store.usage_report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
+                               by=(), limit=10)
+    assert row.tokens == tokens
