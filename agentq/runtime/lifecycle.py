@@ -279,11 +279,18 @@ class Lifecycle:
         span, replaces = self._span_ids(work)
         if span is not None:
             worker = f"{worker}{SPAN_MARK}{span}"
-        record = self.ctx.store.schedule_and_claim_step(
-            NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant),
-            worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
-            max_attempts=config.max_attempts, cap=cap, cap_kinds=cap_kinds, alone=alone,
-        )
+        new = NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant)
+        for _look in range(2):
+            record = self.ctx.store.schedule_and_claim_step(
+                new, worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
+                max_attempts=config.max_attempts, cap=cap, cap_kinds=cap_kinds, alone=alone,
+            )
+            # Left waiting: its row is written now, so look once more. A step of the tenant
+            # that finished meanwhile may have read what its freed slot wakes before the row
+            # was there; its finish is seen now. Of two such steps one always sees the other,
+            # and no wake-up is lost to the sweeper's next round (or for good, with no beat).
+            if record is None or record.status != WAITING:
+                break
         bind_log_context(conversation_id=cid, step_key=step.key,
                          step_kind=step.kind, round_id=step.round_id)
         if record is None:

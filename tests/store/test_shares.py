@@ -284,6 +284,31 @@ def test_a_task_holding_its_wake_ups_wakes_the_waiting_step_after_its_own_follow
     assert idle_with_answer(store, second)
 
 
+def test_a_step_left_waiting_looks_once_more_and_takes_a_slot_freed_before_its_row_was_seen(
+    store, runtime, commands, monkeypatch
+):
+    """The step holding the slot finishes between the claim that left this one waiting and
+    the look after it, as when its wake read ran before the waiting row was there: no
+    wake-up comes (none is sent here, and this runtime has no sweeper), so only the second
+    look starts the step."""
+    first, _ = posted(commands)
+    hold_a_slot(store, first, runtime.clock)
+    second, follow = posted(commands)
+    claim_step, looks = store.schedule_and_claim_step, []
+
+    def claim_then_free_the_slot(step, **kwargs):
+        record = claim_step(step, **kwargs)
+        looks.append(record.status)
+        if record.status == "waiting" and len(looks) == 1:
+            finish(store, first, "elsewhere", worker="elsewhere")  # and wakes nothing here
+        return record
+
+    monkeypatch.setattr(store, "schedule_and_claim_step", claim_then_free_the_slot)
+    drain(runtime, follow)
+    assert looks[:2] == ["waiting", "running"]
+    assert idle_with_answer(store, second)
+
+
 def test_the_sweeper_wakes_a_waiting_step_once_a_dead_workers_lease_runs_out(store, runtime, commands):
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
