@@ -42,13 +42,48 @@ def test_a_channel_publishes_fans_out_and_acks_through_one_redis_client(broker, 
         received = []
         for _ in range(3):
             message = QUEUE(channel).get(no_ack=False)
-            assert peek.hexists(channel.unacked_key, message.delivery_tag)  # held until acked
+            assert not peek.exists(channel.unacked_key)  # no copy kept (ack_emulation off)
             message.ack()
-            assert not peek.hexists(channel.unacked_key, message.delivery_tag)
             received.append(message.payload["n"])
         channel.close()
     assert received == [0, 1, 2]
     assert len(built) == 1
+
+
+@pytest.mark.redis
+def test_a_channel_with_kombus_ack_emulation_holds_a_task_until_acked_through_one_client(
+        redis_url):
+    """An operator who turns `ack_emulation` back on gets kombu's visibility bookkeeping."""
+    peek = redis.Redis.from_url(redis_url)
+    with agentq_broker.Connection(redis_url, transport_options={"ack_emulation": True}) as conn:
+        channel = conn.channel()
+        built = counting_clients(channel)
+        Producer(channel).publish({"n": 1}, exchange=QUEUE.exchange,
+                                  routing_key=QUEUE.routing_key, declare=[QUEUE])
+        message = QUEUE(channel).get(no_ack=False)
+        assert peek.hexists(channel.unacked_key, message.delivery_tag)  # held until acked
+        message.ack()
+        assert not peek.hexists(channel.unacked_key, message.delivery_tag)
+        channel.close()
+    assert len(built) == 1
+
+
+@pytest.mark.redis
+def test_a_task_taken_by_a_worker_that_stops_cleanly_is_put_back(broker):
+    """With no copy in Redis, what a channel took and did not ack goes back when it closes
+    (a worker's warm shutdown); only a killed worker's tasks are left to the sweeper."""
+    with broker.connection_for_write() as conn:
+        channel = conn.channel()
+        Producer(channel).publish({"n": 7}, exchange=QUEUE.exchange,
+                                  routing_key=QUEUE.routing_key, declare=[QUEUE])
+        taken = QUEUE(channel).get(no_ack=False)
+        assert taken.payload == {"n": 7}
+        channel.close()
+        other = conn.channel()
+        again = QUEUE(other).get(no_ack=False)
+        assert again is not None and again.payload == {"n": 7}
+        again.ack()
+        other.close()
 
 
 @pytest.mark.redis
