@@ -84,15 +84,18 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def wait_for(condition: Callable[[], object], *, timeout_s: float = 60.0, what: str = "condition"):
-    """Poll until `condition()` is truthy; return its value."""
+def wait_for(condition: Callable[[], object], *, timeout_s: float = 60.0,
+             what: str | Callable[[], str] = "condition"):
+    """Poll until `condition()` is truthy; return its value. `what` names what is awaited
+    in the timeout's message (a callable: said as things stand at the timeout)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    said = what() if callable(what) else what
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {said}")
 
 
 def stop(proc: subprocess.Popen, *, term_s: float = 15.0) -> None:

@@ -173,10 +173,20 @@ def test_fifty_conversations_on_two_workers_all_finish_and_keep_every_invariant(
     store = pg_store_clean
     script = [{"tool_calls": [{"name": "lookup", "args": {"key": "x"}}]}, {"text": "ok"}]
     ids = [begin(commands, broker, script, text=f"question {i}") for i in range(50)]
-    workers("w1")
-    workers("w2")
+    started = [workers("w1"), workers("w2")]
+
+    def unfinished() -> str:
+        """What the conversations still under way wait for, and the workers' last words."""
+        stuck = [cid for cid in ids if not finished(store, cid, 2)]
+        lines = [f"{len(stuck)} unfinished"]
+        for cid in stuck[:5]:
+            steps = [(s.kind, s.status, s.attempts, s.worker) for s in store.list_steps(cid)]
+            lines.append(f"{cid}: {kinds(store, cid)} {store.load_conversation(cid).fsm} {steps}")
+        lines += [f"--- {w.name}:\n{w.log_text()[-4000:]}" for w in started]
+        return "\n".join(lines)
+
     wait_for(lambda: all(finished(store, cid, 2) for cid in ids), timeout_s=180,
-             what="fifty conversations to finish")
+             what=lambda: f"fifty conversations to finish: {unfinished()}")
     for cid in ids:
         assert kinds(store, cid) == [
             "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
