@@ -9,12 +9,14 @@ waits on the network) and fewer than `limit` steps in flight.
 
 A suspect step (one that died with others, `ledger.runs_alone`) waits until every step in
 flight has ended, then runs with nothing beside it, so its death is its own. Meanwhile the
-process is gated: a newcomer does not wait in it (its message would stay delivered and
-unacknowledged, and come back only after the broker's visibility timeout if the process
-died, 300 s on Redis). It is turned away (`Gated`) with its step unclaimed, and what takes
-that step up again (its re-drive) is kept here and handed out once the gate opens
-(`released`), to be sent over the broker to whichever process is free. If the process
-dies first, the step is the sweeper's, as any step whose task was lost.
+process is gated: a newcomer does not wait in it (a task waiting there would die with the
+process, and with it the process's whole share of the work for as long as the suspect
+takes). It is turned away (`Gated`) with its step unclaimed. The first time, its task is
+sent again over the broker at once, for another process to take; if it comes back to this
+one while the gate is still closed, what takes the step up again (its re-drive) is kept
+here and handed out once the gate opens (`released`). So a task bounces between gated
+processes once at most, and a process that dies with re-drives kept leaves those steps to
+the sweeper, as any step whose task was lost.
 
 Careful: the waits are on a Condition, which is green under gevent (Celery patches
 threading before agentq is imported) and an OS lock under threads.
@@ -33,8 +35,13 @@ Redrive = TypeVar("Redrive", bound=Hashable)  # what takes a step up again (a fo
 
 
 class Gated(Exception):
-    """The process runs a step alone or waits to: the newcomer's step stays unclaimed, and
-    its re-drive is sent once the gate opens (`Admission.released`)."""
+    """The process runs a step alone or waits to: the newcomer's step stays unclaimed.
+    `send_now`: the caller sends its re-drive over the broker at once (the first time it
+    was turned away here); else the re-drive is sent once the gate opens (`released`)."""
+
+    def __init__(self, *, send_now: bool) -> None:
+        super().__init__("a step runs alone in this process or waits to")
+        self.send_now = send_now
 
 
 class Place:
@@ -62,6 +69,7 @@ class Admission(Generic[Redrive]):
         self._starting = 0
         self._alone = 0  # steps running alone (0 or 1) or waiting to
         self._held: dict[Redrive, None] = {}  # re-drives of the steps turned away, in order
+        self._bounced: set[Redrive] = set()  # re-drives sent away once while the gate is closed
 
     def in_flight(self) -> int:
         """Steps of this process between their claim and the start of their work."""
@@ -70,16 +78,22 @@ class Admission(Generic[Redrive]):
 
     @contextmanager
     def among_others(self, redrive: Redrive) -> Iterator[Place]:
-        """Hold a place among the process's steps while the block runs; raise Gated, keeping
-        `redrive` for when the gate opens, if a step runs alone here or waits to."""
+        """Hold a place among the process's steps while the block runs; raise Gated if a step
+        runs alone here or waits to (keeping `redrive` for when the gate opens if it was
+        turned away here before)."""
         with self._changed:
             self._changed.wait_for(lambda: self._alone or (self._in_flight < self.limit
                                                            and self._starting < self.starting))
             if self._alone:
-                self._held[redrive] = None
+                send_now = redrive not in self._bounced
+                if send_now:
+                    self._bounced.add(redrive)
+                else:
+                    self._held[redrive] = None
                 log.info("task turned away: a step runs alone in this process or waits to;"
-                         " its step is taken up again when that ends")
-                raise Gated()
+                         " its step is %s", "sent on at once" if send_now
+                         else "taken up again when that ends")
+                raise Gated(send_now=send_now)
             self._enter()
         place = Place(self)
         try:
@@ -115,8 +129,9 @@ class Admission(Generic[Redrive]):
         """The re-drives of the steps turned away, once no step runs alone or waits to: each
         once, for the caller to send."""
         with self._changed:
-            if self._alone or not self._held:
+            if self._alone:
                 return []
+            self._bounced.clear()
             held, self._held = list(self._held), {}
             return held
 

@@ -19,7 +19,8 @@ Only what can be the step's own fault counts against it (inv. 11, `agentq.store.
 a step that raised, or one whose worker died while it ran alone. Each step runs within
 the process's `Admission`: a task waits unclaimed while the process has no room, a step
 that died with others runs alone, and a task that comes meanwhile ends with its step
-unclaimed, its re-drive sent once the step alone has ended (`Lifecycle.wake`).
+unclaimed: it is sent on at once for another process to take, or, if it comes back while
+the step alone still runs, once that has ended (`Lifecycle.wake`).
 """
 from __future__ import annotations
 
@@ -186,8 +187,8 @@ class Lifecycle:
                 claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
                 if claim is not None:
                     return self._claimed(work, claim, place, cap, kinds)
-        except Gated:  # a step runs alone here: this one is sent again when that ends
-            return []
+        except Gated as gated:  # a step runs alone here: this one goes elsewhere, or later
+            return [work.redrive()] if gated.send_now else []
         if not self._must_run_alone(work):
             return self._not_claimed(work)
         with self.admission.alone() as place:  # it died with others: its death is its own now

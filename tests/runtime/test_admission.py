@@ -26,9 +26,9 @@ def enter_in_thread(admission: Admission, entered: list, *, alone: bool = False,
             with (admission.alone() if alone else admission.among_others(redrive)) as place:
                 entered.append(place)
                 release.wait(10)
-        except Gated:
+        except Gated as gated:
             if turned_away is not None:
-                turned_away.append(redrive)
+                turned_away.append((redrive, gated.send_now))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -55,10 +55,14 @@ def test_a_step_alone_waits_for_the_steps_in_flight_and_turns_newcomers_away_unt
     assert eventually(lambda: first)
     threads.append(enter_in_thread(admission, alone, alone=True, release=go_alone))
     assert eventually(lambda: admission._alone == 1)
-    for name in ("advance:a", "tool:b", "advance:a"):  # a task that comes meanwhile ends at once
+    # a task that comes meanwhile ends at once: sent on the first time, kept if it comes back
+    for name in ("advance:a", "tool:b", "advance:a", "tool:b", "advance:a"):
         threads.append(enter_in_thread(admission, later, release=go_alone, redrive=name,
                                        turned_away=turned_away))
-    assert eventually(lambda: len(turned_away) == 3) and not later and not alone
+        assert eventually(lambda n=len(threads): len(turned_away) == n - 2)
+    assert turned_away == [("advance:a", True), ("tool:b", True), ("advance:a", False),
+                           ("tool:b", False), ("advance:a", False)]
+    assert not later and not alone
     assert admission.released() == []  # the gate is closed: nothing to send yet
     go_first.set()  # the step in flight ends: the alone one runs with nothing beside it
     assert eventually(lambda: alone)
@@ -70,6 +74,9 @@ def test_a_step_alone_waits_for_the_steps_in_flight_and_turns_newcomers_away_unt
     assert admission.released() == []
     with admission.among_others("advance:c") as place:  # the gate is open again
         assert place is not None
+    with admission.alone(), pytest.raises(Gated) as gated, admission.among_others("advance:a"):
+        pass
+    assert gated.value.send_now  # a new gate: it may be sent on once again
 
 
 def test_a_task_waiting_for_room_is_turned_away_when_a_step_starts_waiting_to_run_alone():
@@ -81,19 +88,20 @@ def test_a_task_waiting_for_room_is_turned_away_when_a_step_starts_waiting_to_ru
                                    turned_away=turned_away))
     assert not eventually(lambda: waiting or turned_away, timeout_s=0.2)  # no room: it waits
     threads.append(enter_in_thread(admission, alone, alone=True, release=go))
-    assert eventually(lambda: turned_away == ["tool:w"])  # it no longer holds its message
+    assert eventually(lambda: turned_away == [("tool:w", True)])  # it waits here no more
     go.set()
     for thread in threads:
         thread.join(5)
     assert alone and not waiting
-    assert admission.released() == ["tool:w"]
+    assert admission.released() == []  # it was sent on
 
 
 def test_a_step_alone_that_raises_still_opens_the_gate():
     admission = Admission(limit=10, starting=10)
     with pytest.raises(RuntimeError), admission.alone():
-        with pytest.raises(Gated), admission.among_others("advance:x"):
-            pass
+        for _ in range(2):  # sent on, then back again: kept
+            with pytest.raises(Gated), admission.among_others("advance:x"):
+                pass
         raise RuntimeError("the step's work failed")
     assert admission.released() == ["advance:x"]
     assert admission.in_flight() == 0

@@ -477,7 +477,7 @@ def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_
     assert store.load_step(run_tool.step_key).status == "failed_permanent"
 
 
-def test_a_task_that_comes_while_a_step_runs_alone_ends_unclaimed_and_is_sent_again_after(
+def test_a_task_that_comes_while_a_step_runs_alone_is_sent_on_then_kept_until_it_ends(
     store, runtime, commands
 ):
     script = [{"tool_calls": [{"name": "lookup", "args": {"key": "x"}}]}, {"text": "ok"}]
@@ -486,9 +486,13 @@ def test_a_task_that_comes_while_a_step_runs_alone_ends_unclaimed_and_is_sent_ag
     model_conv = commands.create_conversation(SCOPE, {"script": [{"text": "hi"}]})
     commands.post_message(model_conv.id, "go", SCOPE)
     with runtime._lifecycle.admission.alone():  # a suspect step of this process runs alone
+        # each is sent on at once, for another process to take
+        assert runtime.run_tool(run_tool.conversation_id, run_tool.tool_call_id) == [run_tool]
+        assert runtime.advance(model_conv.id) == [Advance(model_conv.id)]
+        # back here while the gate is still closed: kept, and nothing goes out meanwhile
         assert runtime.run_tool(run_tool.conversation_id, run_tool.tool_call_id) == []
         assert runtime.advance(model_conv.id) == []
-        assert runtime.wake([]) == []  # nothing goes out while the gate is closed
+        assert runtime.wake([]) == []
         assert store.load_step(run_tool.step_key).status == "scheduled"  # unclaimed
         assert not any(s.kind == "model" for s in store.list_steps(model_conv.id))
     redrives = runtime.wake([])
