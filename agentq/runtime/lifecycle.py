@@ -190,7 +190,7 @@ class Lifecycle:
         except Gated as gated:  # a step runs alone here: this one goes elsewhere, or later
             return [work.redrive()] if gated.send_now else []
         if not self._must_run_alone(work):
-            return self._not_claimed(work)
+            return self._not_claimed(work) + self._passed_on(work.tenant, cap, kinds)
         with self.admission.alone() as place:  # it died with others: its death is its own now
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
             if claim is None:
@@ -203,6 +203,17 @@ class Lifecycle:
             return []
         followups = self._run_claimed(work, claim, place)
         return followups if cap is None else followups + self._woken(work.tenant, kinds)
+
+    def _passed_on(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
+                   ) -> list[FollowUp]:
+        """A step not ours to take, under a cap: if its task was a wake-up, pass it on.
+
+        Two slots freed at once each read the same first waiting step and wake it; one task
+        claims it and the other finds it taken. Unpassed, that second wake-up would be lost
+        and the next waiting step left for the sweeper (or for good, with no beat). Passed
+        on, it wakes the next one, which waits again if no slot is free after all.
+        """
+        return [] if cap is None else self._woken(tenant, kinds)
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
         """The claim was refused because the step died with others: it runs alone next."""

@@ -309,6 +309,47 @@ def test_a_step_left_waiting_looks_once_more_and_takes_a_slot_freed_before_its_r
     assert idle_with_answer(store, second)
 
 
+def test_two_slots_freed_at_once_fill_both_though_their_wake_reads_name_the_same_step(
+    store, commands, providers
+):
+    """Both wake-ups name the first waiting step; one task claims it, the other finds it
+    taken and passes its wake-up on, so the second slot runs the next waiting step now, not
+    when the first ends (and a collision per pair of finishes no longer leaks a slot until
+    none runs at all: no beat here)."""
+    runtime = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
+                      config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
+                      sleep=lambda s: None, running_steps=lambda tenant: 2)
+    first, second = posted(commands)[0], posted(commands)[0]
+    hold_a_slot(store, first, runtime.clock)
+    other = NewStep("elsewhere-2", second, "llm", {"after_seq": 0}, None, "task-e2", "acme")
+    assert store.schedule_and_claim_step(other, worker="elsewhere", lease_s=LEASE_S,
+                                         now=runtime.clock(), max_attempts=5, cap=2).status == "running"
+    third, third_follow = posted(commands)
+    fourth, fourth_follow = posted(commands)
+    providers.held.update({third, fourth})  # their model calls wait for `go`
+    assert drain(runtime, third_follow + fourth_follow) == []
+    assert llm_step(store, third).status == llm_step(store, fourth).status == "waiting"
+    finish(store, first, "elsewhere", worker="elsewhere")
+    finish(store, second, "elsewhere-2", worker="elsewhere")
+    # each freed slot's wake read runs before either woken task: both name the same step
+    woken = runtime.wake([("acme", None)]) + runtime.wake([("acme", None)])
+    assert len(woken) == 2 and woken[0] == woken[1]
+    threads = [threading.Thread(target=drain, args=(runtime, [item])) for item in woken]
+    threads[0].start()
+    try:
+        assert _eventually(lambda: len(providers.calls) == 1), "the woken step never started"
+        threads[1].start()  # finds it taken: the wake-up goes to the next waiting step
+        assert _eventually(lambda: sorted(providers.calls) == sorted([third, fourth]),
+                           timeout_s=5), (
+            f"only {providers.calls} started: the second wake-up was lost")
+    finally:
+        providers.go.set()
+        for thread in threads:
+            if thread.ident:
+                thread.join(30)
+    assert idle_with_answer(store, third) and idle_with_answer(store, fourth)
+
+
 def test_the_sweeper_wakes_a_waiting_step_once_a_dead_workers_lease_runs_out(store, runtime, commands):
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
