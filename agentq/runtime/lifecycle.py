@@ -202,7 +202,9 @@ class Lifecycle:
         if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
         followups = self._run_claimed(work, claim, place)
-        return followups if cap is None else followups + self._woken(work.tenant, kinds)
+        if cap is None and kinds is None:  # no share of the workers is kept for this step
+            return followups
+        return followups + self._woken(work.tenant, kinds)
 
     def _passed_on(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
                    ) -> list[FollowUp]:
@@ -213,7 +215,7 @@ class Lifecycle:
         and the next waiting step left for the sweeper (or for good, with no beat). Passed
         on, it wakes the next one, which waits again if no slot is free after all.
         """
-        return [] if cap is None else self._woken(tenant, kinds)
+        return [] if cap is None and kinds is None else self._woken(tenant, kinds)
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
         """The claim was refused because the step died with others: it runs alone next."""

@@ -48,7 +48,13 @@ class Shares:
     def cap(self, tenant: str, kind: str, queue: str | None
             ) -> tuple[int | None, tuple[str, ...] | None]:
         """The cap for a step of `tenant` of `kind` whose task goes to `queue` (None: not
-        known), and the kinds it counts (None: all)."""
+        known), and the kinds it counts (None: all).
+
+        With no cap here but a queue shared by default, the kinds still come back: the
+        step's end wakes what waits for a slot of them. Processes may see different slots
+        for a moment (one read before another worker announced its own), and a step that
+        ran uncapped in one still frees a slot that steps capped in another wait for.
+        """
         explicit = self._explicit(tenant)
         if explicit is not None:
             return explicit, None
@@ -57,7 +63,7 @@ class Shares:
         kinds = kinds_beside(kind)
         slots = self._queue_slots().get(queue, 0)
         if slots < 2:
-            return None, None
+            return None, kinds
         return fair_cap(slots, len(self._busy_tenants(kinds) - {tenant})), kinds
 
     def _queue_slots(self) -> dict[str, int]:

@@ -350,6 +350,32 @@ def test_two_slots_freed_at_once_fill_both_though_their_wake_reads_name_the_same
     assert idle_with_answer(store, third) and idle_with_answer(store, fourth)
 
 
+def test_a_step_run_where_no_slots_were_seen_yet_still_wakes_a_step_waiting_elsewhere(
+    store, commands, providers
+):
+    """One process read the queue's slots before any worker announced them (no cap there);
+    another caps the tenant and leaves a step waiting. The first one's step, ending, wakes
+    it: otherwise, with no beat, it would wait for good."""
+    store.announce_slots("elsewhere:1", {"agentq.model": 2}, now=T0, ttl_s=3600)
+    capped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
+                     config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
+                     sleep=lambda s: None, queue_of=queue_of)
+    first, first_follow = posted(commands)
+    hold_a_slot(store, first, capped.clock)
+    waiting, follow = posted(commands)
+    assert drain(capped, follow) == []
+    assert llm_step(store, waiting).status == "waiting"  # the fair share of 2 slots is 1
+    store.withdraw_slots("elsewhere:1")
+    uncapped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
+                       config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
+                       sleep=lambda s: None, queue_of=queue_of)
+    finish(store, first, "elsewhere", worker="elsewhere")
+    third, third_follow = posted(commands)
+    woken = drain(uncapped, third_follow)  # runs uncapped, and wakes the waiting one at its end
+    assert idle_with_answer(store, third)
+    assert woken == [] and idle_with_answer(store, waiting)
+
+
 def test_the_sweeper_wakes_a_waiting_step_once_a_dead_workers_lease_runs_out(store, runtime, commands):
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
@@ -415,7 +441,8 @@ def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_sha
     shares = Shares(store, lambda: at(5), lambda tenant: None)
     store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
     assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool",))
-    assert shares.cap("acme", "llm", "agentq.model") == (None, None)  # no slots announced there
+    # no slots announced there: no cap, but the kinds whose waiting steps its end wakes
+    assert shares.cap("acme", "llm", "agentq.model") == (None, ("llm", "compact"))
     globex = conversation(store, "globex")
     step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
     store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)

@@ -47,7 +47,8 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "worker",
              "-P", self.pool, "-c", str(self.concurrency), "-n", f"{self.name}@%h", *only,
-             "--without-mingle", "--without-gossip", "-l", "WARNING"],
+             "--without-mingle", "--without-gossip",
+             "-l", os.environ.get("AGENTQ_TEST_WORKER_LOG_LEVEL", "WARNING")],
             env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
