@@ -208,7 +208,7 @@ class Lifecycle:
 
     def _passed_on(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
                    ) -> list[FollowUp]:
-        """A step not ours to take, under a cap: if its task was a wake-up, pass it on.
+        """A step not ours to take, under a share: if its task was a wake-up, pass it on.
 
         Two slots freed at once each read the same first waiting step and wake it; one task
         claims it and the other finds it taken. Unpassed, that second wake-up would be lost
@@ -363,8 +363,10 @@ class Lifecycle:
         takes it. On a queue shared by default (`kinds`), so may another tenant's: the slot
         is the queue's, and the shares moved.
 
-        Careful: a step that went waiting while this one was finishing may be missed here;
-        the sweeper wakes it (`repair.sweep`).
+        A step that went waiting while this one was finishing, unseen here, looked once
+        more itself after its row was written (`claim`); a wake-up two freed slots both
+        sent to one step is passed on by the task that finds it taken (`_passed_on`). The
+        sweeper stays the backstop (`repair.sweep`).
 
         With them, the re-drives of the tasks this process turned away while a step ran
         alone, once none does (`Admission.released`).
