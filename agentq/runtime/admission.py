@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
@@ -77,14 +77,15 @@ class Admission(Generic[Redrive]):
             return self._in_flight
 
     @contextmanager
-    def among_others(self, redrive: Redrive) -> Iterator[Place]:
+    def among_others(self, redrive_of: Callable[[], Redrive]) -> Iterator[Place]:
         """Hold a place among the process's steps while the block runs; raise Gated if a step
-        runs alone here or waits to (keeping `redrive` for when the gate opens if it was
-        turned away here before)."""
+        runs alone here or waits to (keeping the step's re-drive, made by `redrive_of` only
+        then, for when the gate opens if it was turned away here before)."""
         with self._changed:
             self._changed.wait_for(lambda: self._alone or (self._in_flight < self.limit
                                                            and self._starting < self.starting))
             if self._alone:
+                redrive = redrive_of()
                 send_now = redrive not in self._bounced
                 if send_now:
                     self._bounced.add(redrive)

@@ -183,14 +183,19 @@ class Lifecycle:
         kind = work.step.kind
         cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
         try:
-            with self.admission.among_others(work.redrive()) as place:
+            with self.admission.among_others(work.redrive) as place:
                 claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)
                 if claim is not None:
                     return self._claimed(work, claim, place, cap, kinds)
         except Gated as gated:  # a step runs alone here: this one goes elsewhere, or later
             return [work.redrive()] if gated.send_now else []
         if not self._must_run_alone(work):
-            return self._not_claimed(work) + self._passed_on(work.tenant, cap, kinds)
+            # not ours to take: if its task was a wake-up, pass it on. Two slots freed at
+            # once each read the same first waiting step and wake it; one task claims it
+            # and the other finds it taken. Unpassed, that second wake-up would be lost and
+            # the next waiting step left to the sweeper (for good, with no beat); passed on,
+            # it wakes the next one, which waits again if no slot is free after all.
+            return self._not_claimed(work) + self._slot_freed(work.tenant, cap, kinds)
         with self.admission.alone() as place:  # it died with others: its death is its own now
             claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds, alone=True)
             if claim is None:
@@ -201,20 +206,12 @@ class Lifecycle:
                  cap: int | None, kinds: tuple[str, ...] | None) -> list[FollowUp]:
         if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
-        followups = self._run_claimed(work, claim, place)
-        if cap is None and kinds is None:  # no share of the workers is kept for this step
-            return followups
-        return followups + self._woken(work.tenant, kinds)
+        return self._run_claimed(work, claim, place) + self._slot_freed(work.tenant, cap, kinds)
 
-    def _passed_on(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
-                   ) -> list[FollowUp]:
-        """A step not ours to take, under a share: if its task was a wake-up, pass it on.
-
-        Two slots freed at once each read the same first waiting step and wake it; one task
-        claims it and the other finds it taken. Unpassed, that second wake-up would be lost
-        and the next waiting step left for the sweeper (or for good, with no beat). Passed
-        on, it wakes the next one, which waits again if no slot is free after all.
-        """
+    def _slot_freed(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
+                    ) -> list[FollowUp]:
+        """A slot of `tenant` is free (a step ended, or a wake-up found its step taken):
+        what it wakes, unless no share of the workers is kept for such steps."""
         return [] if cap is None and kinds is None else self._woken(tenant, kinds)
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
@@ -365,7 +362,7 @@ class Lifecycle:
 
         A step that went waiting while this one was finishing, unseen here, looked once
         more itself after its row was written (`claim`); a wake-up two freed slots both
-        sent to one step is passed on by the task that finds it taken (`_passed_on`). The
+        sent to one step is passed on by the task that finds it taken (`run`). The
         sweeper stays the backstop (`repair.sweep`).
 
         With them, the re-drives of the tasks this process turned away while a step ran

@@ -10,7 +10,7 @@ whatever the period's length: the rollups are for reports, these are for checks.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -37,13 +37,17 @@ class Spent:
 
 def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], tokens: int) -> None:
     """Add `tokens` to each meter's total (one statement), in the caller's transaction."""
-    rows = total_rows(tenant, meters, tokens)
+    add_total_rows_txn(conn, total_rows(tenant, meters, tokens))
+
+
+def add_total_rows_txn(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add the rows `total_rows` made (one statement; none for no rows)."""
     if rows:
-        conn.execute(adding_totals(conn.dialect.name), rows)
+        conn.execute(_adding(conn.dialect.name), [dict(row) for row in rows])
 
 
 def total_rows(tenant: str, meters: Sequence[Meter], tokens: int) -> list[dict[str, Any]]:
-    """The rows `add_totals_txn` (or `adding_rows`) adds `tokens` to: none for no tokens."""
+    """The rows `add_total_rows_txn` (or `adding_rows`) adds `tokens` to: none for no tokens."""
     if tokens <= 0:
         return []
     return [{"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
@@ -54,7 +58,7 @@ TOTAL_COLUMNS = ("tenant", "scope", "name", "period", "period_start", "tokens")
 
 
 @cache
-def adding_totals(dialect_name: str) -> Any:
+def _adding(dialect_name: str) -> Any:
     """The upsert of one total, built once per dialect (run for each meter of a call)."""
     module: Any = postgresql if dialect_name == "postgresql" else sqlite
     return _added(module.insert(budget_totals))

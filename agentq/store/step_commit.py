@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Select, Table, func, select
 from sqlalchemy.dialects import postgresql
 
 from agentq.core.events import ToolCallRecord
-from agentq.store.budget_totals import adding_rows, adding_totals
+from agentq.store.budget_totals import add_total_rows_txn, adding_rows
 from agentq.store.calls import (
     CALL_COLUMNS,
     call_values,
@@ -50,7 +50,7 @@ class Counted:
     and the budgets' running totals they add to (`budget_totals.total_rows`)."""
 
     rollup: Mapping[str, Any]
-    totals: Sequence[Mapping[str, Any]] = ()
+    totals: Sequence[Mapping[str, Any]]
 
 
 Usage = Counted | None  # None: none to count
@@ -124,8 +124,7 @@ def finish_seeing_inbox_txn(
 def _count_usage(conn: Connection, usage: Usage) -> None:
     if usage is not None:
         conn.execute(upsert_usage(conn.dialect.name), dict(usage.rollup))
-        if usage.totals:
-            conn.execute(adding_totals(conn.dialect.name), [dict(row) for row in usage.totals])
+        add_total_rows_txn(conn, usage.totals)
 
 
 def _usage_params(usage: Usage) -> dict[str, Any]:

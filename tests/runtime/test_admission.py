@@ -23,7 +23,7 @@ def enter_in_thread(admission: Admission, entered: list, *, alone: bool = False,
                     turned_away: list | None = None) -> threading.Thread:
     def run() -> None:
         try:
-            with (admission.alone() if alone else admission.among_others(redrive)) as place:
+            with (admission.alone() if alone else admission.among_others(lambda: redrive)) as place:
                 entered.append(place)
                 release.wait(10)
         except Gated as gated:
@@ -72,9 +72,9 @@ def test_a_step_alone_waits_for_the_steps_in_flight_and_turns_newcomers_away_unt
         thread.join(5)
     assert admission.released() == ["advance:a", "tool:b"]  # each once, in arrival order
     assert admission.released() == []
-    with admission.among_others("advance:c") as place:  # the gate is open again
+    with admission.among_others(lambda: "advance:c") as place:  # the gate is open again
         assert place is not None
-    with admission.alone(), pytest.raises(Gated) as gated, admission.among_others("advance:a"):
+    with admission.alone(), pytest.raises(Gated) as gated, admission.among_others(lambda: "advance:a"):
         pass
     assert gated.value.send_now  # a new gate: it may be sent on once again
 
@@ -100,7 +100,7 @@ def test_a_step_alone_that_raises_still_opens_the_gate():
     admission = Admission(limit=10, starting=10)
     with pytest.raises(RuntimeError), admission.alone():
         for _ in range(2):  # sent on, then back again: kept
-            with pytest.raises(Gated), admission.among_others("advance:x"):
+            with pytest.raises(Gated), admission.among_others(lambda: "advance:x"):
                 pass
         raise RuntimeError("the step's work failed")
     assert admission.released() == ["advance:x"]
