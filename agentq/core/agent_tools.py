@@ -1,5 +1,6 @@
 """What a sub-agent is as settings name it: another agent offered to the model as a tool,
-and the id of the child conversation a call of it runs as (derived, inv. 10).
+the id of the child conversation a call of it runs as (derived, inv. 10), and where that
+child belongs (`Parent`).
 
 Apart from `agentq.core.subagents` because settings and events both need it, and those
 need settings and events.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -57,3 +59,17 @@ def find(agents: Sequence[AgentTool] | None, name: str) -> AgentTool | None:
 def child_conversation_id(parent_id: str, tool_call_id: str) -> str:
     """The child's id: one per parent call, whichever worker or attempt starts it (inv. 10)."""
     return str(uuid.uuid5(_NAMESPACE, f"{parent_id}:{tool_call_id}"))
+
+
+@dataclass(frozen=True)
+class Parent:
+    """Where a child conversation belongs: its parent's call, how deep it nests, its root."""
+
+    conversation_id: str
+    tool_call_id: str
+    depth: int  # the child's: 1 under a root conversation
+    root_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "tool_call_id": self.tool_call_id,
+                "depth": self.depth, "root_conversation_id": self.root_id}

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agentq.core.agent_tools import child_conversation_id
+from agentq.core.agent_tools import Parent, child_conversation_id
+from agentq.core.agents import AgentRef
 from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts, parse_ts, to_utc
 
@@ -242,6 +243,8 @@ class View:
     inbox: tuple[InboxItem, ...] = ()
     fsm: FsmState = field(default_factory=lambda: FsmState())
     tenant: str = ""  # who owns the conversation: whose share of the workers its steps use
+    agent: AgentRef | None = None  # the agent version it was started from
+    parent: Parent | None = None  # the call of another conversation it answers, if a child
 
     @property
     def last_seq(self) -> int:

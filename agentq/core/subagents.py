@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agentq.core.agent_tools import (
@@ -16,6 +15,7 @@ from agentq.core.agent_tools import (
     CHILD_STEP,
     DEFAULT_INPUT_SCHEMA,
     AgentTool,
+    Parent,
     child_conversation_id,
     find,
 )
@@ -23,20 +23,6 @@ from agentq.core.events import Event
 
 __all__ = ["AGENT_EXECUTOR", "CHILD_STEP", "DEFAULT_INPUT_SCHEMA", "AgentTool", "Parent",
            "answer", "child_conversation_id", "child_input", "find", "nth_agent_call", "refusal"]
-
-@dataclass(frozen=True)
-class Parent:
-    """Where a child conversation belongs: its parent's call, how deep it nests, its root."""
-
-    conversation_id: str
-    tool_call_id: str
-    depth: int  # the child's: 1 under a root conversation
-    root_id: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "tool_call_id": self.tool_call_id,
-                "depth": self.depth, "root_conversation_id": self.root_id}
-
 
 def child_input(tool: AgentTool, args: dict[str, Any]) -> str | None:
     """The child's first message: the `input` of the default schema, else the arguments as

@@ -22,12 +22,12 @@ from datetime import datetime
 from typing import Any
 
 from agentq.core import drafts, subagents
+from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.ceilings import Ceilings
 from agentq.core.decide import Step
 from agentq.core.events import Event, FsmState, ToolCallRecord
 from agentq.core.settings import Settings
-from agentq.core.subagents import Parent
 from agentq.errors import InvalidInput, Stale
 from agentq.followups import Advance, FollowUp
 from agentq.runtime.context import StepContext, after_result

@@ -28,7 +28,6 @@ from agentq.core.settings import Settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.subagents import find as find_agent_tool
 from agentq.core.usage import Tokens
-from agentq.errors import Stale
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import CallWaits, ContextTooLong
@@ -39,8 +38,10 @@ from agentq.runtime.expire_step import eta
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
-from agentq.store import ConversationTxn, ModelCallRecord, NewStep
-from agentq.store.step_commit import Usage
+from agentq.store import ModelCallRecord, NewStep
+from agentq.store.step_commit import Usage, counted
+from agentq.store.usage import usage_key
+from agentq.store.whole_commit import Finish, Scheduling, SeeingInbox
 from agentq.tools import Registry
 
 log = logging.getLogger(__name__)
@@ -147,15 +148,20 @@ class LlmStep(StepWork[ModelResponse]):
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
         new_drafts, records = self._response_drafts(turn_id, result, now)
-        # The append comes first and takes the lock, if the turn has not moved on while the
-        # model answered (the log still ends at after_seq, so its cached state is view.fsm).
-        with self.ctx.store.appending(
+        # The append takes the lock, if the turn has not moved on while the model answered
+        # (the log still ends at after_seq, so its cached state is view.fsm).
+        usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
+                                  agent=view.agent, parent=view.parent,
+                                  model=view.settings.model),
+                        Tokens.of_call(result.usage), now=now)
+        finish, follow = self._finish(records, now, usage)
+        done = self.ctx.store.commit_step(
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
-            state_after=lambda appended: fold(appended, view.fsm), now=now,
-        ) as (tx, events):
-            usage = tx.usage(view.settings.model, Tokens.of_call(result.usage), now=now)
-            follow = self._finish(tx, claim, records, now, usage)
-        self.ctx.notify(cid, events)
+            state_after=lambda appended: fold(appended, view.fsm), step_key=step.key,
+            worker=claim.worker, finish=finish, now=now)
+        if isinstance(finish, SeeingInbox):  # the turn is over: only a waiting message goes on
+            follow = ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)
+        self.ctx.notify(cid, done.events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
         return follow
 
@@ -172,35 +178,26 @@ class LlmStep(StepWork[ModelResponse]):
             evictions=list(self.context.evictions), created_at=self.ctx.clock(),
         ))
 
-    def _finish(
-        self, tx: ConversationTxn, claim: Claim, records: Sequence[ToolCallRecord], now: datetime,
-        usage: Usage,
-    ) -> list[FollowUp]:
-        """Finish the step with the round's calls and their tool steps, so no crash can lose
-        one, counting the call's `usage` with it; Stale if the step is no longer ours."""
-        cid, key = tx.conversation.id, self.step.key
-        if not records:  # the turn is over: only a waiting message gives it more to do
-            finished, waiting = tx.finish_seeing_inbox(key, worker=claim.worker, now=now,
-                                                       usage=usage)
-            if not finished:
-                raise Stale("the step is no longer ours")
-            return ([Advance(cid)] if waiting else []) + to_parent(tx.conversation)
+    def _finish(self, records: Sequence[ToolCallRecord], now: datetime, usage: Usage
+                ) -> tuple[Finish, list[FollowUp]]:
+        """How the commit finishes the step, with the round's calls and their tool steps so
+        no crash can lose one, counting the call's `usage` with it; and what it sends next."""
+        cid, tenant = self.view.conversation_id, self.view.tenant
+        if not records:
+            return SeeingInbox(usage), []
         scheduled: list[NewStep] = []
         follow: list[FollowUp] = []
         for record in records:
             if record.status == "scheduled":
                 step = Step.tool(cid, record.id)
-                scheduled.append(NewStep.of(step, cid, step_task_id(step.key),
-                                            tenant=tx.conversation.tenant))
+                scheduled.append(NewStep.of(step, cid, step_task_id(step.key), tenant=tenant))
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
                 expire = Step.expire(cid, record.id).key
                 when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
                 follow.append(Expire(cid, record.id, expire, when, tool=record.name))
-        if not tx.finish_scheduling(key, worker=claim.worker, calls=records, scheduled=scheduled,
-                                    now=now, usage=usage):
-            raise Stale("the step is no longer ours")
-        return follow or [Advance(cid)]  # every call refused: the model reads why, speaks again
+        # every call refused: the model reads why, and speaks again
+        return Scheduling(records, scheduled, usage), follow or [Advance(cid)]
 
     def _response_drafts(
         self, turn_id: str, response: ModelResponse, now: datetime

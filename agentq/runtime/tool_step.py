@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from agentq.core import drafts
 from agentq.core.decide import Step
@@ -21,7 +21,8 @@ from agentq.followups import Expire, FollowUp, RunTool
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
-from agentq.store import ConversationInfo, ConversationTxn
+from agentq.store import ConversationInfo
+from agentq.store.whole_commit import ClosingCall
 from agentq.telemetry import tracing
 from agentq.telemetry.attributes import tool_attributes
 from agentq.tools import Registry, ToolContext, ToolOutcome
@@ -117,16 +118,16 @@ class ToolStep(StepWork[ToolOutcome]):
             round_id=call.round_id, step_key=self.step.key, created_at=now, parts=result.parts,
         )
         store = self.ctx.store
+        closing = ClosingCall(call.id, {"status": result.status, "output": result.output})
         try:
-            with store.appending(
+            done = store.commit_step(
                 self.conversation_id, [draft], next_seq=conversation.next_seq,
-                state_after=lambda appended: fold(appended, conversation.fsm), now=now,
-            ) as (tx, events):
-                self._close(tx, claim, result, now)
-            fsm = tx.conversation.fsm
+                state_after=lambda appended: fold(appended, conversation.fsm),
+                step_key=self.step.key, worker=claim.worker, finish=closing, now=now)
+            events, fsm = done.events, done.conversation.fsm
         except LogMoved:
             with store.locked(self.conversation_id) as tx:
-                self._close(tx, claim, result, now)
+                tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)
                 events, fsm = tx.append_and_fold([draft], now=now)
         self.ctx.notify(self.conversation_id, events)
         log.info("step committed: %s returned %s", call.name, result.status,
@@ -155,17 +156,6 @@ class ToolStep(StepWork[ToolOutcome]):
         when = eta(expires_at, now, self.ctx.config.eta_horizon_s)
         return [Expire(self.conversation_id, call.id, Step.expire(self.conversation_id,
                                                                     call.id).key, when)]
-
-    def _close(self, tx: ConversationTxn, claim: Claim, result: ToolOutcome, now: datetime) -> None:
-        """Finish our step and close its call with the result; Stale if either moved on."""
-        finished, closed = tx.finish_closing_call(
-            self.step.key, worker=claim.worker, call_id=self.call.id, now=now,
-            result={"status": result.status, "output": result.output},
-        )
-        if not finished:
-            raise Stale("the step is no longer ours")
-        if not closed:
-            raise Stale("the call was closed meanwhile")
 
     def give_up(self, message: str) -> list[FollowUp]:
         """Close the call with an error result the model can read; the turn goes on."""

@@ -65,10 +65,11 @@ def _adding(dialect_name: str) -> Any:
 
 
 @cache
-def adding_rows(count: int, prefix: str) -> Any:
+def adding_rows(count: int, prefix: str, *, where: Any = None) -> Any:
     """The upsert of `count` totals in one PostgreSQL statement, their parameters named as
-    `engine.parameter_rows` names them: a part of the statement that finishes a model step."""
-    source = parameter_rows(budget_totals, TOTAL_COLUMNS, prefix, count)
+    `engine.parameter_rows` names them: a part of the statement that finishes a model step
+    (with `where`, a no-op unless it holds)."""
+    source = parameter_rows(budget_totals, TOTAL_COLUMNS, prefix, count, where=where)
     return _added(postgresql.insert(budget_totals).from_select(list(TOTAL_COLUMNS), source))
 
 

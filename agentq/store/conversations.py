@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, literal_column, or_, select, text, union, update
 
+from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
 from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
-from agentq.core.subagents import Parent
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
 from agentq.store.engine import param
@@ -258,15 +258,17 @@ def move_next_seq_txn(
 def move_params(
     conversation_id: str, *, old_seq: int, new_seq: int, fsm: FsmState, now: datetime
 ) -> dict[str, Any]:
-    return {"conversation_id": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
+    return {"cid": conversation_id, "old_seq": old_seq, "new_seq": new_seq,
             "now": now, "fsm": fsm.to_json()}
 
 
-# the row moved on from :old_seq, returned as moved (also a part of eventlog's append)
+# the row moved on from :old_seq, returned as moved (also a part of eventlog's append and of
+# `whole_commit`'s statement). No parameter of a statement that updates a table is named as
+# one of its columns: SQLAlchemy would set that column to it.
 MOVE_NEXT_SEQ = (
     update(conversations)
     .where(
-        conversations.c.id == param(conversations.c.id, "conversation_id"),
+        conversations.c.id == param(conversations.c.id, "cid"),
         conversations.c.next_seq == param(conversations.c.next_seq, "old_seq"),
     )
     .values(

@@ -96,13 +96,13 @@ def append_at_txn(
     PostgreSQL the events' INSERT is part of that statement and runs only if the row moved,
     and the same statement reads the tenant's webhook endpoints for the outbox.
     """
-    appended = _as_events(conversation_id, next_seq, drafts)
+    appended = as_events(conversation_id, next_seq, drafts)
     endpoints = None  # the tenant's webhook endpoints, when read with the move
     move: dict[str, Any] = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
     if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
         params = {**move_params(conversation_id, **move),
-                  **row_parameters("e", map(_event_values, appended))}
+                  **row_parameters("e", map(event_values, appended))}
         row = conn.execute(_move_and_insert(len(appended)), params).first()
         if row is None:
             return None
@@ -114,7 +114,7 @@ def append_at_txn(
             return None
         moved = after
         if appended:
-            conn.execute(events.insert(), [_event_values(event) for event in appended])
+            conn.execute(events.insert(), [event_values(event) for event in appended])
     if outbox:  # the news of these events commits with them, or not at all (the outbox)
         found = occurrences(appended, move["fsm"])
         record_outbox_txn(conn, tenant=moved.tenant, conversation_id=conversation_id,
@@ -155,7 +155,7 @@ def _move_and_insert(count: int) -> Select[Any]:
     return select(moved, hooks).add_cte(insert(events).from_select(names, source).cte("appended"))
 
 
-def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
+def as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:
     return [
         Event(
             id=str(uuid.uuid4()),
@@ -172,7 +172,7 @@ def _as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]
     ]
 
 
-def _event_values(event: Event) -> dict[str, Any]:
+def event_values(event: Event) -> dict[str, Any]:
     return {
         "id": event.id,
         "conversation_id": event.conversation_id,
@@ -296,6 +296,8 @@ def load_view_txn(
     return View(
         conversation_id=info.id,
         tenant=info.tenant,
+        agent=info.agent,
+        parent=info.parent,
         settings=info.settings,
         status=info.status,
         fsm=fsm,

@@ -21,7 +21,9 @@ from sqlalchemy import Connection, Select, Table, func, select
 from sqlalchemy.dialects import postgresql
 
 from agentq.core.events import ToolCallRecord
-from agentq.store.budget_totals import add_total_rows_txn, adding_rows
+from agentq.core.token_budgets import meters_of
+from agentq.core.usage import Tokens
+from agentq.store.budget_totals import add_total_rows_txn, adding_rows, total_rows
 from agentq.store.calls import (
     CALL_COLUMNS,
     call_values,
@@ -41,7 +43,7 @@ from agentq.store.ledger import (
     schedule_values,
 )
 from agentq.store.schema import steps, tool_calls
-from agentq.store.usage import upsert_usage
+from agentq.store.usage import UsageKey, upsert_usage, usage_values
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,13 @@ class Counted:
 
 
 Usage = Counted | None  # None: none to count
+
+
+def counted(key: UsageKey, tokens: Tokens, *, now: datetime) -> Counted:
+    """One model call's tokens, for a finish to count in the rollups and the budgets'
+    running totals with it."""
+    return Counted(usage_values(key, tokens, at=now), total_rows(
+        key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
 
 # At most this many calls (and as many tool steps) are written in the statement that
 # finishes the step: one such statement is built and kept per shape, and a round with more
@@ -95,8 +104,8 @@ def finish_scheduling_txn(
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **row_parameters("call", map(call_values, calls)),
               **row_parameters("step", (schedule_values(step, now=now) for step in scheduled)),
-              **_usage_params(usage)}
-    statement = _finish_scheduling(len(calls), len(scheduled), _shape(usage))
+              **usage_params(usage)}
+    statement = _finish_scheduling(len(calls), len(scheduled), usage_shape(usage))
     return conn.execute(statement, params).one().finished == 1
 
 
@@ -116,8 +125,8 @@ def finish_seeing_inbox_txn(
         _count_usage(conn, usage)
         return True, inbox_waiting_txn(conn, conversation_id)
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
-              **_usage_params(usage)}
-    row = conn.execute(_finish_seeing_inbox(_shape(usage)), params).one()
+              **usage_params(usage)}
+    row = conn.execute(_finish_seeing_inbox(usage_shape(usage)), params).one()
     return row.finished == 1, bool(row.waiting)
 
 
@@ -127,7 +136,7 @@ def _count_usage(conn: Connection, usage: Usage) -> None:
         add_total_rows_txn(conn, usage.totals)
 
 
-def _usage_params(usage: Usage) -> dict[str, Any]:
+def usage_params(usage: Usage) -> dict[str, Any]:
     if usage is None:
         return {}
     return {**{USAGE_PREFIX + name: v for name, v in usage.rollup.items()},
@@ -141,19 +150,21 @@ TOTALS_PREFIX = "total"
 UsageShape = int | None
 
 
-def _shape(usage: Usage) -> UsageShape:
+def usage_shape(usage: Usage) -> UsageShape:
     return None if usage is None else len(usage.totals)
 
 
-def _with_usage(statement: Select[Any], usage: UsageShape) -> Select[Any]:
+def with_usage(statement: Select[Any], usage: UsageShape, *, where: Any = None) -> Select[Any]:
     """`statement`, adding the usage upsert and the budgets' totals when there is usage to
     count: a data-modifying CTE runs whether or not the rest reads it, and a lost finish
-    rolls it back with the whole commit."""
+    rolls it back with the whole commit (or, with `where`, writes nothing unless it holds)."""
     if usage is None:
         return statement
-    statement = statement.add_cte(upsert_usage("postgresql", USAGE_PREFIX).cte("usage"))
+    statement = statement.add_cte(
+        upsert_usage("postgresql", USAGE_PREFIX, where=where).cte("usage"))
     if usage:
-        statement = statement.add_cte(adding_rows(usage, TOTALS_PREFIX).cte("totals"))
+        statement = statement.add_cte(
+            adding_rows(usage, TOTALS_PREFIX, where=where).cte("totals"))
     return statement
 
 
@@ -178,22 +189,24 @@ def _finish_scheduling(calls: int, scheduled: int, usage: UsageShape) -> Select[
     finished = _finished()
     statement = select(_count(finished).label("finished"))
     if calls:
-        insert = _insert_ignoring(tool_calls, CALL_COLUMNS, "call", calls)
+        insert = insert_ignoring_rows(tool_calls, CALL_COLUMNS, "call", calls)
         statement = statement.add_cte(insert.cte("calls"))
     if scheduled:
         names = (*(field.name for field in fields(NewStep)), "status", "created_at")
-        statement = statement.add_cte(_insert_ignoring(steps, names, "step", scheduled)
+        statement = statement.add_cte(insert_ignoring_rows(steps, names, "step", scheduled)
                                       .cte("scheduled"))
-    return _with_usage(statement, usage)
+    return with_usage(statement, usage)
 
 
-def _insert_ignoring(table: Table, names: Sequence[str], prefix: str, count: int) -> Any:
-    """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5)."""
-    source = parameter_rows(table, names, prefix, count)
+def insert_ignoring_rows(table: Table, names: Sequence[str], prefix: str, count: int, *,
+                     where: Any = None) -> Any:
+    """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5)
+    or unless `where` holds."""
+    source = parameter_rows(table, names, prefix, count, where=where)
     return postgresql.insert(table).from_select(list(names), source).on_conflict_do_nothing()
 
 
 @cache
 def _finish_seeing_inbox(usage: UsageShape) -> Select[Any]:
-    return _with_usage(
+    return with_usage(
         select(_count(_finished()).label("finished"), MESSAGE_WAITS.label("waiting")), usage)

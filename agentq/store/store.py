@@ -17,7 +17,17 @@ from agentq.core.events import Event, EventDraft, FsmState, InboxItem, Summary, 
 from agentq.core.occurrences import Occurrence
 from agentq.core.settings import Settings
 from agentq.errors import LogMoved, NotFound
-from agentq.store import audit, backlog, calls, conversations, eventlog, fork, inbox, ledger
+from agentq.store import (
+    audit,
+    backlog,
+    calls,
+    conversations,
+    eventlog,
+    fork,
+    inbox,
+    ledger,
+    whole_commit,
+)
 from agentq.store.agents import AgentVersions
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import ModelCallRecord
@@ -37,6 +47,7 @@ from agentq.store.tenant_keys import TenantKeys
 from agentq.store.txn import ConversationTxn
 from agentq.store.usage import Usage
 from agentq.store.webhooks import Webhooks
+from agentq.store.whole_commit import Committed, Finish, SeeingInbox
 
 
 class ConversationReader:
@@ -293,6 +304,35 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
                 raise LogMoved(f"the log of {conversation_id} no longer ends before seq {next_seq}")
             events, moved = done
             yield ConversationTxn(conn, moved), events
+
+    def commit_step(
+        self, conversation_id: str, drafts: Sequence[EventDraft], *, next_seq: int,
+        state_after: Callable[[list[Event]], FsmState], step_key: str, worker: str,
+        finish: Finish, now: datetime,
+    ) -> Committed:
+        """A step's commit: append its drafts where the log ended when it read it, and
+        finish our step with `finish`, all or nothing. On PostgreSQL one statement
+        (`whole_commit`); else, or when that wrote nothing, a transaction that raises
+        LogMoved if the log moved and Stale if the step (or its call) is no longer ours.
+        """
+        if self.engine.dialect.name == "postgresql":
+            appended = eventlog.as_events(conversation_id, next_seq, drafts)
+            with begin_write(self.engine, one_statement=True) as conn:
+                moved = whole_commit.commit_whole_txn(
+                    conn, appended, next_seq=next_seq, fsm=state_after(appended),
+                    step_key=step_key, worker=worker, finish=finish, now=now)
+            if moved is not None:
+                waiting = isinstance(finish, SeeingInbox) and self.message_waits(conversation_id)
+                return Committed(appended, moved, waiting)
+        with self.appending(conversation_id, drafts, next_seq=next_seq, state_after=state_after,
+                            now=now) as (tx, events):
+            waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)
+        return Committed(events, tx.conversation, waiting)
+
+    def message_waits(self, conversation_id: str) -> bool:
+        """Whether a message waits in the conversation's inbox, as last committed."""
+        with begin_read(self.engine, one_snapshot=False) as conn:
+            return inbox.inbox_waiting_txn(conn, conversation_id)
 
     # the steps ledger
 

@@ -8,15 +8,16 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.settings import Settings
-from agentq.core.subagents import Parent
 from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
+from agentq.errors import Stale
 from agentq.store import step_commit
-from agentq.store.budget_totals import add_totals_txn, total_rows
+from agentq.store.budget_totals import add_totals_txn
 from agentq.store.calls import (
     answer_txn,
     ask_txn,
@@ -43,7 +44,8 @@ from agentq.store.ledger import (
     cancel_waiting_steps_txn,
     finish_step_txn,
 )
-from agentq.store.usage import UsageKey, add_usage_txn, usage_values
+from agentq.store.usage import UsageKey, add_usage_txn, usage_key
+from agentq.store.whole_commit import ClosingCall, Finish, Scheduling
 
 
 class ConversationTxn:
@@ -95,22 +97,14 @@ class ConversationTxn:
         add_usage_txn(self._conn, key, tokens, at=now)
         self._add_totals(key, tokens, now)
 
-    def usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> step_commit.Counted:
-        """One model call's tokens, for a finish below to count in the rollups and the
-        budgets' running totals with it (on PostgreSQL in the statement that finishes it)."""
-        key = self._usage_key(model)
-        return step_commit.Counted(usage_values(key, tokens, at=now), total_rows(
-            key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
-
     def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime) -> None:
         add_totals_txn(self._conn, key.tenant, meters_of(key.agent, key.conversation_id, now),
                        tokens.total)
 
     def _usage_key(self, model: str | None) -> UsageKey:
         c = self.conversation
-        return UsageKey(tenant=c.tenant, agent=c.agent.name if c.agent else None,
-                        profile=c.settings.profile, model=model, conversation_id=c.id,
-                        root_conversation_id=None if c.parent is None else c.root_id)
+        return usage_key(c.id, tenant=c.tenant, settings=c.settings, agent=c.agent,
+                         parent=c.parent, model=model)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)
@@ -186,6 +180,27 @@ class ConversationTxn:
     def finish_step(self, step_key: str, *, worker: str, now: datetime) -> bool:
         """Mark our running step succeeded; False means we lost it and must roll back."""
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
+
+    def finish(self, step_key: str, *, worker: str, finish: Finish, now: datetime) -> bool:
+        """Finish our step as `finish` says (`Store.commit_step`): whether a message waits,
+        for a turn's last step. Raises Stale, to roll back, if the step (or its call) is no
+        longer ours."""
+        if isinstance(finish, ClosingCall):
+            finished, closed = self.finish_closing_call(
+                step_key, worker=worker, call_id=finish.call_id, result=finish.result, now=now)
+            if finished and not closed:
+                raise Stale("the call was closed meanwhile")
+            waiting = False
+        elif isinstance(finish, Scheduling):
+            finished, waiting = self.finish_scheduling(
+                step_key, worker=worker, calls=finish.calls, scheduled=finish.scheduled,
+                now=now, usage=finish.usage), False
+        else:
+            finished, waiting = self.finish_seeing_inbox(step_key, worker=worker, now=now,
+                                                         usage=finish.usage)
+        if not finished:
+            raise Stale("the step is no longer ours")
+        return waiting
 
     def finish_closing_call(
         self, step_key: str, *, worker: str, call_id: str, result: Any, now: datetime

@@ -19,6 +19,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agentq.core.agent_tools import Parent
+from agentq.core.agents import AgentRef
+from agentq.core.settings import Settings
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
 from agentq.store.budget_totals import Spent, spent_txn
@@ -47,6 +50,14 @@ class UsageKey:
     root_conversation_id: str | None = None  # a child's root: its tokens count in the tree's
 
 
+def usage_key(conversation_id: str, *, tenant: str, settings: Settings, agent: AgentRef | None,
+              parent: Parent | None, model: str | None) -> UsageKey:
+    """Where a call of the conversation, to `model` (None: its profile's default), counts."""
+    return UsageKey(tenant=tenant, agent=agent.name if agent else None,
+                    profile=settings.profile, model=model, conversation_id=conversation_id,
+                    root_conversation_id=None if parent is None else parent.root_id)
+
+
 @dataclass(frozen=True)
 class UsageRow:
     """One group of a report: its period's start, the dimensions asked for, the counts."""
@@ -72,15 +83,18 @@ def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = "
 
 
 @cache
-def upsert_usage(dialect_name: str, prefix: str = "") -> Any:
+def upsert_usage(dialect_name: str, prefix: str = "", *, where: Any = None) -> Any:
     """The upsert that adds counts to one rollup row, its parameters named `<prefix><column>`:
-    built once per dialect, and a part of a larger statement with a `prefix`."""
+    built once per dialect, and a part of a larger statement with a `prefix` (and, with
+    `where`, a no-op unless it holds)."""
     module: Any = postgresql if dialect_name == "postgresql" else sqlite
     c = usage_rollups.c
     names = ("tenant", "hour", "agent", "profile", "model", "conversation_id",
              "root_conversation_id", *COUNTS)
-    statement = module.insert(usage_rollups).values(
-        {name: param(c[name], prefix + name) for name in names})
+    values = {name: param(c[name], prefix + name) for name in names}
+    statement = (module.insert(usage_rollups).values(values) if where is None else
+                 module.insert(usage_rollups).from_select(
+                     list(names), select(*(v.label(n) for n, v in values.items())).where(where)))
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
         set_={name: c[name] + statement.excluded[name] for name in COUNTS},

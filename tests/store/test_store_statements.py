@@ -3,21 +3,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import pytest
 from sqlalchemy import delete, event
 from sqlalchemy.engine.interfaces import CacheStats
 
 from agentq.core.events import FsmState
+from agentq.core.settings import Settings
 from agentq.core.token_budgets import WHOLE
 from agentq.core.usage import Tokens
 from agentq.errors import Stale
-from agentq.store import NewStep, Store
+from agentq.store import NewStep, Store, step_commit
 from agentq.store.eventlog import MERGED_EVENTS
 from agentq.store.schema import conversations, events
-from agentq.store.step_commit import MERGED_ROWS
-from tests.support.store import claim, save_summary, schedule_step, set_fsm
+from agentq.store.step_commit import MERGED_ROWS, Counted
+from agentq.store.usage import usage_key
 from tests.store.test_store import append, at, call, message, new_conversation, user
+from tests.support.store import claim, save_summary, schedule_step, set_fsm
 
 
 @pytest.fixture
@@ -117,6 +120,13 @@ def test_a_view_with_nothing_new_after_the_cached_events_reads_only_the_row(cach
         again = turn_events(cached_store, cid)
     assert first == again == [1]
     assert len(sent) == 1
+
+
+def model_usage(cid: str, tokens: Tokens, *, now: datetime) -> Counted:
+    """The tokens of a call to model m1, counted where a conversation of acme's counts them."""
+    key = usage_key(cid, tenant="acme", settings=Settings(), agent=None, parent=None,
+                    model="m1")
+    return step_commit.counted(key, tokens, now=now)
 
 
 def running_step(store: Store, cid: str, key: str, *, worker: str) -> None:
@@ -289,12 +299,12 @@ def test_a_model_steps_tokens_are_counted_by_the_statement_that_finishes_it(stor
     commit = committing(store, cid)
     with counted(store) as sent:
         with commit as (tx, _):
-            usage = tx.usage("m1", tokens, now=at(2))
+            usage = model_usage(cid, tokens, now=at(2))
             assert tx.finish_seeing_inbox("llm-1", worker="w1", now=at(2), usage=usage) == (
                 True, False)
     assert len(sent) == {"postgresql": 2, "sqlite": 6}[store.engine.dialect.name]
     with pytest.raises(Stale), committing(store, cid) as (tx, _):
-        usage = tx.usage("m1", tokens, now=at(3))
+        usage = model_usage(cid, tokens, now=at(3))
         if not tx.finish_seeing_inbox("llm-2", worker="w-old", now=at(3), usage=usage)[0]:
             raise Stale("the step is no longer ours")
     spent = store.budget_spent(cid)

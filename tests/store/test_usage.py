@@ -14,7 +14,8 @@ from agentq.errors import Stale
 from agentq.runtime import Runtime
 from agentq.store import NewStep
 from agentq.store.budget_totals import add_totals_txn
-from agentq.store.usage import UsageKey, add_usage_txn
+from agentq.store.step_commit import counted
+from agentq.store.usage import UsageKey, add_usage_txn, usage_key
 from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 from tests.support.clock import Clock
@@ -207,6 +208,13 @@ def test_a_total_starts_afresh_in_a_later_period_and_a_late_commit_leaves_it_be(
     assert spent.of(Meter("conversation", cid, WHOLE, EPOCH)) == 112
 
 
+def of_conversation(tx) -> UsageKey:
+    """Where a call of the locked conversation to its profile's default model counts."""
+    c = tx.conversation
+    return usage_key(c.id, tenant=c.tenant, settings=c.settings, agent=c.agent, parent=c.parent,
+                     model=None)
+
+
 def test_tokens_counted_with_a_finish_that_lost_its_step_are_rolled_back_with_it(store, clock):
     cid = turn_free_conversation(store)
     step = NewStep("llm-1", cid, "llm", {"after_seq": 0}, None, "task-llm-1", "acme")
@@ -214,12 +222,12 @@ def test_tokens_counted_with_a_finish_that_lost_its_step_are_rolled_back_with_it
     spent = Tokens(input_tokens=10, output_tokens=3, calls=1)
     with pytest.raises(Stale), store.locked(cid) as tx:  # w1 lost the step to w2
         finished, _ = tx.finish_seeing_inbox("llm-1", worker="w1", now=clock(),
-                                             usage=tx.usage(None, spent, now=clock()))
+                                             usage=counted(of_conversation(tx), spent, now=clock()))
         if not finished:
             raise Stale("the step is no longer ours")
     assert whole(store, "acme") == Tokens()
     assert store.budget_spent(cid).of(Meter("conversation", cid, WHOLE, EPOCH)) == 0
     with store.locked(cid) as tx:  # the step's own worker counts them, with its finish
         assert tx.finish_scheduling("llm-1", worker="w2", calls=[], scheduled=[], now=clock(),
-                                    usage=tx.usage(None, spent, now=clock()))
+                                    usage=counted(of_conversation(tx), spent, now=clock()))
     assert whole(store, "acme") == spent

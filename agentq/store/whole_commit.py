@@ -1,0 +1,187 @@
+"""A step's whole commit, its append and its finish, as one statement on PostgreSQL.
+
+A model or tool step commits an append (its events, after where the log ended when it read
+it: inv. 8) and a finish (`step_commit`). As a transaction that is four round trips: BEGIN,
+the append, the finish, COMMIT. Here it is one statement in autocommit. Its writes all
+depend on guards that lock the rows those writes need, in the order the transaction takes
+them (the conversation's row, then the step's, then the call's): the log still ends where
+the step read it, the step is still ours, its call is still open. Each lock rechecks the
+newest version of its row, so either every write lands or none does.
+
+What one statement does not do goes the transactional way (`Store.commit_step`), which also
+says why a commit is refused (LogMoved, Stale): a guard that refused; an append whose
+occurrences (agentq.core.occurrences) an enabled webhook endpoint of the tenant may want, or
+that may end a child's turn (the outbox's rows and the hand-over are written there); more
+events or calls than a statement is kept for.
+
+Whether a message waits, at a turn's last step, is read after the statement and not in it:
+the statement's snapshot is taken before it waits for the conversation's lock, so it could
+miss a message posted meanwhile. A read after the commit sees every message posted before
+it, and one posted later finds the turn over and starts the next itself.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Select, bindparam, insert, select
+
+from agentq.core.events import Event, FsmState, ToolCallRecord
+from agentq.core.occurrences import occurrences
+from agentq.store.calls import CALL_COLUMNS, call_values, transition, transition_params
+from agentq.store.conversations import (
+    MOVE_NEXT_SEQ,
+    ConversationInfo,
+    conversation_from_row,
+    move_params,
+)
+from agentq.store.engine import param, parameter_rows, row_parameters
+from agentq.store.eventlog import MERGED_EVENTS, event_values
+from agentq.store.ledger import FINISH, NewStep, finish_params, schedule_values
+from agentq.store.outbox import endpoints_of
+from agentq.store.schema import conversations, events, steps, tool_calls
+from agentq.store.step_commit import (
+    MERGED_ROWS,
+    Usage,
+    UsageShape,
+    insert_ignoring_rows,
+    usage_params,
+    usage_shape,
+    with_usage,
+)
+
+
+@dataclass(frozen=True)
+class SeeingInbox:
+    """A turn's last model step: its usage is counted; whether a message waits is read."""
+
+    usage: Usage = None
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """A model step that asked for tools: the round's calls are inserted and their steps
+    scheduled (each a no-op if it exists, inv. 5), its usage counted."""
+
+    calls: Sequence[ToolCallRecord]
+    scheduled: Sequence[NewStep]
+    usage: Usage = None
+
+
+@dataclass(frozen=True)
+class ClosingCall:
+    """A tool step: its call moves from `scheduled` to `done` with `result`."""
+
+    call_id: str
+    result: Any
+
+
+Finish = SeeingInbox | Scheduling | ClosingCall
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a step's commit wrote: its events, the conversation's row after them, and, for
+    a turn's last step, whether a message waits."""
+
+    events: list[Event]
+    conversation: ConversationInfo
+    waiting: bool = False
+
+
+def commit_whole_txn(
+    conn: Connection, appended: Sequence[Event], *, next_seq: int, fsm: FsmState,
+    step_key: str, worker: str, finish: Finish, now: datetime,
+) -> ConversationInfo | None:
+    """Append `appended` (from `next_seq` on, leaving the state `fsm`) and finish our step
+    with `finish`, in one statement run in autocommit: the moved row, or None if nothing
+    was written (a guard refused, or the commit does not fit one statement)."""
+    if not fits(appended, finish):
+        return None
+    conversation_id = appended[0].conversation_id
+    params = {
+        **move_params(conversation_id, old_seq=next_seq, new_seq=next_seq + len(appended),
+                      fsm=fsm, now=now),
+        **row_parameters("e", map(event_values, appended)),
+        **finish_params(conversation_id, step_key, worker=worker, now=now),
+    }
+    calls = scheduled = 0
+    usage: Usage = None
+    if isinstance(finish, ClosingCall):
+        params.update(transition_params(conversation_id, finish.call_id,
+                                        from_statuses=["scheduled"], to_status="done", now=now,
+                                        result=finish.result))
+    else:
+        usage = finish.usage
+        params.update(usage_params(usage))
+    if isinstance(finish, Scheduling):
+        calls, scheduled = len(finish.calls), len(finish.scheduled)
+        params.update(row_parameters("call", map(call_values, finish.calls)))
+        params.update(row_parameters("step", (schedule_values(s, now=now)
+                                              for s in finish.scheduled)))
+    told = bool(occurrences(appended, fsm))
+    statement = _whole(len(appended), isinstance(finish, ClosingCall), calls, scheduled,
+                       usage_shape(usage), told)
+    row = conn.execute(statement, params).first()
+    return None if row is None else conversation_from_row(row)
+
+
+def fits(appended: Sequence[Event], finish: Finish) -> bool:
+    """Whether one statement kept for its shape takes this commit."""
+    if not 0 < len(appended) <= MERGED_EVENTS:
+        return False
+    return not isinstance(finish, Scheduling) or max(
+        len(finish.calls), len(finish.scheduled)) <= MERGED_ROWS
+
+
+@cache
+def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageShape,
+           told: bool) -> Select[Any]:
+    """One statement per shape, built once: the guards, then every write under them."""
+    c, s, t = conversations.c, steps.c, tool_calls.c
+    here = select(c.id).where(c.id == param(c.id, "cid"),
+                              c.next_seq == param(c.next_seq, "old_seq"))
+    if told:  # no outbox rows or hand-over to write: else the transactional way writes them
+        here = here.where(c.parent_conversation_id.is_(None), endpoints_of(c.tenant).is_(None))
+    here_cte = here.with_for_update(key_share=True).cte("here")
+    mine = (
+        select(s.step_key)
+        .where(s.step_key == param(s.step_key, "key"), s.status == "running",
+               s.worker == param(s.worker, "by"),
+               s.conversation_id == param(s.conversation_id, "cid"),
+               select(here_cte.c.id).exists())
+        .with_for_update(key_share=True).cte("mine")
+    )
+    last = select(mine.c.step_key)
+    if closing:
+        open_call = (
+            select(t.id)
+            .where(t.conversation_id == param(t.conversation_id, "cid"),
+                   t.id == param(t.id, "call_id"), t.status.in_(bindparam("from", expanding=True)),
+                   last.exists())
+            .with_for_update(key_share=True).cte("open_call")
+        )
+        last = select(open_call.c.id)
+    guarded = last.exists()
+
+    moved = MOVE_NEXT_SEQ.where(guarded).cte("moved")
+    names = [column.name for column in events.c]
+    source = parameter_rows(events, names, "e", count, where=select(moved.c.id).exists())
+    statement = select(moved).add_cte(
+        insert(events).from_select(names, source).cte("appended"),
+        FINISH.where(guarded).returning(s.step_key).cte("finished"),
+    )
+    if closing:
+        closed = transition(with_result=True, terminal=True).where(guarded)
+        statement = statement.add_cte(closed.returning(t.id).cte("closed"))
+    if calls:
+        statement = statement.add_cte(insert_ignoring_rows(
+            tool_calls, CALL_COLUMNS, "call", calls, where=guarded).cte("calls"))
+    if scheduled:
+        step_names = (*(field.name for field in fields(NewStep)), "status", "created_at")
+        statement = statement.add_cte(insert_ignoring_rows(
+            steps, step_names, "step", scheduled, where=guarded).cte("scheduled"))
+    return with_usage(statement, usage, where=guarded)
