@@ -129,6 +129,17 @@ def model_usage(cid: str, tokens: Tokens, *, now: datetime) -> Counted:
     return step_commit.counted(key, tokens, now=now)
 
 
+def assert_counted_once(store: Store, cid: str, tokens: Tokens) -> None:
+    """`tokens` (42 of them) count once in the rollups and in each of acme's running totals."""
+    spent = store.budget_spent(cid)
+    assert {(m.scope, m.period): n for m, n in spent.totals.items()} == {
+        ("tenant", "hour"): 42, ("tenant", "day"): 42, ("tenant", "month"): 42,
+        ("conversation", WHOLE): 42}
+    [row] = store.usage_report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
+                               by=(), limit=10)
+    assert row.tokens == tokens
+
+
 def running_step(store: Store, cid: str, key: str, *, worker: str) -> None:
     schedule_step(store, step_key=key, conversation_id=cid, kind="llm", ref={"after_seq": 0},
                   round_id="r1", celery_task_id="task-" + key, now=at(1))
@@ -307,10 +318,4 @@ def test_a_model_steps_tokens_are_counted_by_the_statement_that_finishes_it(stor
         usage = model_usage(cid, tokens, now=at(3))
         if not tx.finish_seeing_inbox("llm-2", worker="w-old", now=at(3), usage=usage)[0]:
             raise Stale("the step is no longer ours")
-    spent = store.budget_spent(cid)
-    assert {(m.scope, m.period): n for m, n in spent.totals.items()} == {
-        ("tenant", "hour"): 42, ("tenant", "day"): 42, ("tenant", "month"): 42,
-        ("conversation", WHOLE): 42}
-    [row] = store.usage_report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
-                               by=(), limit=10)
-    assert row.tokens == tokens
+    assert_counted_once(store, cid, tokens)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import pytest
 
 from agentq.core.events import EventDraft, FsmState
-from agentq.core.token_budgets import WHOLE
 from agentq.core.usage import Tokens
 from agentq.errors import LogMoved, Stale
 from agentq.store import Store
 from agentq.store.webhooks import WebhookEndpoint
 from agentq.store.whole_commit import ClosingCall, Scheduling, SeeingInbox
 from tests.store.test_store import at, call, message, new_conversation, user
-from tests.store.test_store_statements import counted, model_usage, running_step, tool_step
+from tests.store.test_store_statements import (
+    assert_counted_once,
+    counted,
+    model_usage,
+    running_step,
+    tool_step,
+)
 
 DONE = {"status": "ok", "output": 7}
 ONE_STATEMENT = {"postgresql": 1}
@@ -58,19 +63,14 @@ def test_a_model_steps_commit_schedules_its_calls_and_counts_its_tokens_in_one_s
     tokens = Tokens(input_tokens=30, output_tokens=12, calls=1)
     with counted(store) as sent:
         commit(store, cid, [answer("asks"), answer("more")], key="llm-1", worker="w1",
-               finish=Scheduling(calls, [tool_step(cid, "c1")], model_usage(cid, tokens, now=at(2))))
+               finish=Scheduling(calls, [tool_step(cid, "c1")],
+                                 model_usage(cid, tokens, now=at(2))))
     assert len(sent) == ONE_STATEMENT.get(store.engine.dialect.name, len(sent))
     assert store.list_tool_calls(cid) == calls
     assert store.load_step("llm-1").status == "succeeded"
     assert store.load_step("tool-c1").status == "scheduled"
     assert [e.seq for e in store.list_events(cid)] == [1, 2]
-    spent = store.budget_spent(cid)
-    assert {(m.scope, m.period): n for m, n in spent.totals.items()} == {
-        ("tenant", "hour"): 42, ("tenant", "day"): 42, ("tenant", "month"): 42,
-        ("conversation", WHOLE): 42}
-    [row] = store.usage_report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
-                               by=(), limit=10)
-    assert row.tokens == tokens
+    assert_counted_once(store, cid, tokens)
 
 
 def test_the_commit_of_a_step_taken_over_writes_nothing(store):
