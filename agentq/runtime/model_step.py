@@ -148,13 +148,14 @@ class LlmStep(StepWork[ModelResponse]):
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
         new_drafts, records = self._response_drafts(turn_id, result, now)
-        # The append takes the lock, if the turn has not moved on while the model answered
-        # (the log still ends at after_seq, so its cached state is view.fsm).
+        # counted where the view the model was called with says (its profile, its agent)
         usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
                                   agent=view.agent, parent=view.parent,
                                   model=view.settings.model),
                         Tokens.of_call(result.usage), now=now)
         finish, follow = self._finish(records, now, usage)
+        # The append takes the lock, if the turn has not moved on while the model answered
+        # (the log still ends at after_seq, so its cached state is view.fsm).
         done = self.ctx.store.commit_step(
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), step_key=step.key,

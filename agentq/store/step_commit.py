@@ -64,6 +64,7 @@ def counted(key: UsageKey, tokens: Tokens, *, now: datetime) -> Counted:
     return Counted(usage_values(key, tokens, at=now), total_rows(
         key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
 
+
 # At most this many calls (and as many tool steps) are written in the statement that
 # finishes the step: one such statement is built and kept per shape, and a round with more
 # calls than this is rare enough to pay its extra round trips.
@@ -199,7 +200,7 @@ def _finish_scheduling(calls: int, scheduled: int, usage: UsageShape) -> Select[
 
 
 def insert_ignoring_rows(table: Table, names: Sequence[str], prefix: str, count: int, *,
-                     where: Any = None) -> Any:
+                         where: Any = None) -> Any:
     """`count` rows of parameters `<prefix><i>_<name>`, each a no-op if it exists (inv. 5)
     or unless `where` holds."""
     source = parameter_rows(table, names, prefix, count, where=where)
