@@ -149,10 +149,16 @@ def _move_and_insert(count: int) -> Select[Any]:
     the UPDATE's RETURNING, the one way one part of a statement sees another's write. The
     row comes back with its tenant's webhook endpoints (`outbox.endpoints_of`)."""
     moved = MOVE_NEXT_SEQ.cte("moved")
+    hooks = endpoints_of(moved.c.tenant).label("webhook_endpoints")
+    return select(moved, hooks).add_cte(inserting_after(moved, count))
+
+
+def inserting_after(moved: Any, count: int) -> Any:
+    """The INSERT of `count` events (parameters `e<i>_<column>`), only if the row `moved`
+    (a CTE of the same statement) moved on: a CTE of that statement."""
     names = [column.name for column in events.c]
     source = parameter_rows(events, names, "e", count, where=select(moved.c.id).exists())
-    hooks = endpoints_of(moved.c.tenant).label("webhook_endpoints")
-    return select(moved, hooks).add_cte(insert(events).from_select(names, source).cte("appended"))
+    return insert(events).from_select(names, source).cte("appended")
 
 
 def as_events(conversation_id: str, next_seq: int, drafts: Sequence[EventDraft]) -> list[Event]:

@@ -187,16 +187,23 @@ def _finish_closing_call() -> Select[Any]:
 @cache
 def _finish_scheduling(calls: int, scheduled: int, usage: UsageShape) -> Select[Any]:
     """One statement per shape (how many calls, how many steps, what usage), built once."""
-    finished = _finished()
-    statement = select(_count(finished).label("finished"))
+    statement = select(_count(_finished()).label("finished"))
+    return with_usage(with_scheduling(statement, calls, scheduled), usage)
+
+
+def with_scheduling(statement: Select[Any], calls: int, scheduled: int, *, where: Any = None
+                    ) -> Select[Any]:
+    """`statement`, adding the inserts of a round's `calls` and its `scheduled` tool steps
+    (parameters `call<i>_…`, `step<i>_…`), each a no-op if its row exists (inv. 5), or with
+    `where`, unless it holds."""
     if calls:
-        insert = insert_ignoring_rows(tool_calls, CALL_COLUMNS, "call", calls)
-        statement = statement.add_cte(insert.cte("calls"))
+        statement = statement.add_cte(insert_ignoring_rows(
+            tool_calls, CALL_COLUMNS, "call", calls, where=where).cte("calls"))
     if scheduled:
         names = (*(field.name for field in fields(NewStep)), "status", "created_at")
-        statement = statement.add_cte(insert_ignoring_rows(steps, names, "step", scheduled)
-                                      .cte("scheduled"))
-    return with_usage(statement, usage)
+        statement = statement.add_cte(insert_ignoring_rows(
+            steps, names, "step", scheduled, where=where).cte("scheduled"))
+    return statement
 
 
 def insert_ignoring_rows(table: Table, names: Sequence[str], prefix: str, count: int, *,

@@ -22,34 +22,34 @@ it, and one posted later finds the turn over and starts the next itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, insert, select
+from sqlalchemy import ColumnElement, Connection, Select, Update, select
 
 from agentq.core.events import Event, FsmState, ToolCallRecord
 from agentq.core.occurrences import occurrences
-from agentq.store.calls import CALL_COLUMNS, call_values, transition, transition_params
+from agentq.store.calls import call_values, transition, transition_params
 from agentq.store.conversations import (
     MOVE_NEXT_SEQ,
     ConversationInfo,
     conversation_from_row,
     move_params,
 )
-from agentq.store.engine import param, parameter_rows, row_parameters
-from agentq.store.eventlog import MERGED_EVENTS, event_values
+from agentq.store.engine import param, row_parameters
+from agentq.store.eventlog import MERGED_EVENTS, event_values, inserting_after
 from agentq.store.ledger import FINISH, NewStep, finish_params, schedule_values
 from agentq.store.outbox import endpoints_of
-from agentq.store.schema import conversations, events, steps, tool_calls
+from agentq.store.schema import conversations, steps, tool_calls
 from agentq.store.step_commit import (
     MERGED_ROWS,
     Usage,
     UsageShape,
-    insert_ignoring_rows,
     usage_params,
     usage_shape,
+    with_scheduling,
     with_usage,
 )
 
@@ -141,47 +141,34 @@ def fits(appended: Sequence[Event], finish: Finish) -> bool:
 def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageShape,
            told: bool) -> Select[Any]:
     """One statement per shape, built once: the guards, then every write under them."""
-    c, s, t = conversations.c, steps.c, tool_calls.c
+    c = conversations.c
     here = select(c.id).where(c.id == param(c.id, "cid"),
                               c.next_seq == param(c.next_seq, "old_seq"))
     if told:  # no outbox rows or hand-over to write: else the transactional way writes them
         here = here.where(c.parent_conversation_id.is_(None), endpoints_of(c.tenant).is_(None))
-    here_cte = here.with_for_update(key_share=True).cte("here")
-    mine = (
-        select(s.step_key)
-        .where(s.step_key == param(s.step_key, "key"), s.status == "running",
-               s.worker == param(s.worker, "by"),
-               s.conversation_id == param(s.conversation_id, "cid"),
-               select(here_cte.c.id).exists())
-        .with_for_update(key_share=True).cte("mine")
-    )
-    last = select(mine.c.step_key)
+    # each guard is what its write will find, locked: FINISH's and the close's own conditions
+    last = here.with_for_update(key_share=True).cte("here")
+    mine = select(steps.c.step_key).where(_condition(FINISH), select(last).exists())
+    last = mine.with_for_update(key_share=True).cte("mine")
+    close = transition(with_result=True, terminal=True)
     if closing:
-        open_call = (
-            select(t.id)
-            .where(t.conversation_id == param(t.conversation_id, "cid"),
-                   t.id == param(t.id, "call_id"), t.status.in_(bindparam("from", expanding=True)),
-                   last.exists())
-            .with_for_update(key_share=True).cte("open_call")
-        )
-        last = select(open_call.c.id)
-    guarded = last.exists()
+        open_call = select(tool_calls.c.id).where(_condition(close), select(last).exists())
+        last = open_call.with_for_update(key_share=True).cte("open_call")
+    guarded = select(last).exists()
 
     moved = MOVE_NEXT_SEQ.where(guarded).cte("moved")
-    names = [column.name for column in events.c]
-    source = parameter_rows(events, names, "e", count, where=select(moved.c.id).exists())
     statement = select(moved).add_cte(
-        insert(events).from_select(names, source).cte("appended"),
-        FINISH.where(guarded).returning(s.step_key).cte("finished"),
+        inserting_after(moved, count),
+        FINISH.where(guarded).returning(steps.c.step_key).cte("finished"),
     )
     if closing:
-        closed = transition(with_result=True, terminal=True).where(guarded)
-        statement = statement.add_cte(closed.returning(t.id).cte("closed"))
-    if calls:
-        statement = statement.add_cte(insert_ignoring_rows(
-            tool_calls, CALL_COLUMNS, "call", calls, where=guarded).cte("calls"))
-    if scheduled:
-        step_names = (*(field.name for field in fields(NewStep)), "status", "created_at")
-        statement = statement.add_cte(insert_ignoring_rows(
-            steps, step_names, "step", scheduled, where=guarded).cte("scheduled"))
+        statement = statement.add_cte(
+            close.where(guarded).returning(tool_calls.c.id).cte("closed"))
+    statement = with_scheduling(statement, calls, scheduled, where=guarded)
     return with_usage(statement, usage, where=guarded)
+
+
+def _condition(update: Update) -> ColumnElement[bool]:
+    """The WHERE of a conditional UPDATE, for a guard that locks what it will find."""
+    assert update.whereclause is not None
+    return update.whereclause
