@@ -60,7 +60,7 @@ def take(stack: ProcfileStack, out: str, chromium: str) -> None:
              timeout_s=30, what="Flower to show the waiting call")
     subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
                     "--hide-scrollbars", "--virtual-time-budget=8000", f"--screenshot={out}",
-                    "--window-size=1600,900", f"{stack.flower}/tasks"],
+                    "--window-size=1600,900", stack.flower.replace("//", f"//{stack.flower_login}@") + "/tasks"],
                    check=True, capture_output=True, timeout=120)
 
 

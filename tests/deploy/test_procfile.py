@@ -1,4 +1,5 @@
-"""The Procfile as shipped, under `honcho start`, on PostgreSQL and Redis, watched through Flower.
+"""The Procfile as shipped, started with operations.md's own command from a shell without the
+virtualenv on PATH, on PostgreSQL and Redis, watched through Flower's API with its login.
 
 One stack per module (starting it is most of the cost): the API under gunicorn, a prefork
 worker per queue, beat and Flower, on a fresh database that the web process migrates. The
@@ -8,6 +9,7 @@ API what it saw. Every process is stopped by pid at the end, and the module fail
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.error
 import urllib.request
@@ -97,21 +99,31 @@ def flower_tasks_of(stack: ProcfileStack, cid: str) -> dict[str, dict]:
             if f"conversation={cid}" in (task.get("args") or "")}
 
 
-def test_every_process_runs_under_honcho(stack):
+def test_the_documented_command_runs_every_process_without_the_venv_on_path(stack):
+    assert str(BIN) not in stack.env["PATH"].split(os.pathsep)
     assert set(stack.process_pids()) == set(PROCESSES)
+    assert " stopped (rc=" not in stack.log_text()  # none ended, e.g. `celery: not found` (127)
     assert stack.get(stack.api + "/readyz")[0] == 200
     sweeps = stack.flower_tasks(taskname="agentq.sweep", state="SUCCESS")
     # beat sent them, the worker of the timers queue ran them
     assert sweeps and all(t["worker"].startswith("timers@") for t in sweeps.values())
 
 
+def test_flower_answers_on_flower_port_with_the_operators_login_and_only_with_it(stack):
+    status, workers = stack.flower_get("/api/workers?refresh=1")
+    assert status == 200 and {name.split("@")[0] for name in workers} == {
+        "model", "tools", "timers", "webhooks"}
+    assert stack.get(stack.flower + "/api/workers")[0] == 401
+    assert stack.get(stack.flower + "/api/workers", login="ops:a-wrong-password")[0] == 401
+
+
 def test_flower_shows_each_queue_and_the_worker_that_takes_it(stack):
     def queues():
-        status, body = stack.get(f"{stack.flower}/api/queues/length")
+        status, body = stack.flower_get("/api/queues/length")
         names = {q["name"] for q in (body or {}).get("active_queues", [])} if status == 200 else set()
         return names if set(QUEUES) <= names else None
     wait_for(queues, timeout_s=30, what="Flower to list agentq's queues")
-    status, workers = stack.get(f"{stack.flower}/api/workers?refresh=1")
+    status, workers = stack.flower_get("/api/workers?refresh=1")
     assert status == 200
     taken = {name.split("@")[0]: sorted(q["name"] for q in info.get("active_queues", []))
              for name, info in workers.items()}

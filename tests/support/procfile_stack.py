@@ -1,17 +1,20 @@
-"""The Procfile's processes under `honcho start`, on a given database and Redis db.
+"""The Procfile's processes started as docs/operations.md says, on a given database and Redis db.
 
+The command is the page's own `honcho start` line, run by `sh` from the repository with a
+PATH that does not hold the virtualenv (as a fresh shell has it), with honcho's base PORT,
+FLOWER_PORT and Flower's login (FLOWER_BASIC_AUTH) set to free ports and a fresh password.
 Honcho starts each process in a session of its own and, on SIGTERM, stops each one's
 process group. The stack remembers every process it saw (the ones honcho reports and
 their descendants), so `stop` can prove that none survived, and kill any that did.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
-import random
 import re
+import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,32 +22,27 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.support.api_stack import free_port
 from tests.support.processes import ROOT, wait_for
 
 BIN = Path(sys.executable).parent
+OPERATIONS = ROOT / "docs" / "operations.md"
 PROCESSES = ("web", "worker-model", "worker-tools", "worker-timers", "worker-webhooks", "beat",
              "flower")
 STARTED = re.compile(r"([\w-]+)\.1 started \(pid=(\d+)\)")
-FLOWER_PORT_OFFSET = 100 * PROCESSES.index("flower")  # honcho: the base port plus 100 a line
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def documented_command() -> str:
+    """The `honcho start` line of operations.md's production block, without its comment."""
+    found = re.search(r"^```sh production\n(.*?)^```$", OPERATIONS.read_text(), flags=re.M | re.S)
+    assert found, "operations.md has no ```sh production block"
+    [line] = [line for line in found.group(1).splitlines() if "honcho start" in line]
+    return line.split("  #", 1)[0].strip()
 
 
-def free_base_port() -> int:
-    """A base for honcho's ports: web gets it, flower (the last process) it plus 500."""
-    for _ in range(200):
-        base = random.randrange(20000, 32000)  # below the ephemeral range
-        if _port_free(base) and _port_free(base + FLOWER_PORT_OFFSET):
-            return base
-    raise RuntimeError("no free pair of ports for web and flower")
-
+def without_the_venv(path: str) -> str:
+    """PATH as a shell that never activated the virtualenv has it."""
+    return os.pathsep.join(p for p in path.split(os.pathsep) if p and Path(p) != BIN)
 
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
@@ -64,36 +62,38 @@ def _alive(pid: int) -> bool:
 
 
 class ProcfileStack:
-    """`honcho start` on the repository's Procfile, with free ports and its own log."""
+    """The documented `honcho start` of the repository's Procfile, with free ports and its own log."""
 
     def __init__(self, database_url: str, redis_url: str, log_path: Path, **extra_env: str) -> None:
-        self.base_port = free_base_port()
+        assert BIN == ROOT / ".venv" / "bin", f"the documented command runs {ROOT}/.venv, not {BIN}"
+        self.base_port, self.flower_port = free_port(), free_port()
         self.api = f"http://127.0.0.1:{self.base_port}"
-        self.flower = f"http://127.0.0.1:{self.base_port + FLOWER_PORT_OFFSET}"
+        self.flower = f"http://127.0.0.1:{self.flower_port}"
+        self.flower_login = f"ops:{secrets.token_hex(12)}"
         self.log_path = log_path
         self.env = {
             **os.environ,
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": without_the_venv(os.environ.get("PATH", "")),
             "HOST": "127.0.0.1",
+            "PORT": str(self.base_port),  # honcho's base: web gets it
+            "FLOWER_PORT": str(self.flower_port),
+            "FLOWER_BASIC_AUTH": self.flower_login,
             "AGENTQ_DATABASE_URL": database_url,
             "AGENTQ_BROKER_URL": redis_url,
             "AGENTQ_REDIS_URL": redis_url,
             "AGENTQ_BEAT_SCHEDULE": str(log_path.with_suffix(".beat-schedule")),
-            "FLOWER_UNAUTHENTICATED_API": "true",
             "PYTHONUNBUFFERED": "1",
             **extra_env,
         }
-        self.env.pop("PORT", None)  # honcho hands out PORT from its base port
+        self.env.pop("FLOWER_UNAUTHENTICATED_API", None)  # the login opens the API
         self.proc: subprocess.Popen | None = None
         self.seen: set[int] = set()
 
     def start(self) -> ProcfileStack:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(BIN / "honcho"), "start", "--no-colour", "-f", str(ROOT / "Procfile"),
-                 "-d", str(ROOT), "-p", str(self.base_port)],
-                env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                ["sh", "-c", documented_command()], env=self.env, cwd=ROOT, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
             )
         return self
 
@@ -128,23 +128,30 @@ class ProcfileStack:
         if self.proc is not None and self.proc.poll() is not None:
             raise RuntimeError(f"honcho exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
 
-    def get(self, url: str, timeout_s: float = 5.0) -> tuple[int, object]:
+    def get(self, url: str, timeout_s: float = 5.0, login: str | None = None) -> tuple[int, object]:
+        headers = {"Authorization": "Basic " + base64.b64encode(login.encode()).decode()} if login else {}
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                        timeout=timeout_s) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as err:
             return err.code, None
         except (OSError, ValueError):
             return 0, None
 
+    def flower_get(self, path: str) -> tuple[int, object]:
+        """GET `path` of Flower's API, with the login the operator set."""
+        return self.get(self.flower + path, login=self.flower_login)
+
     def flower_tasks(self, **query: str) -> dict[str, dict]:
         """Flower's /api/tasks (a map of task id to task), filtered by `query`."""
         params = "&".join(f"{k}={urllib.request.quote(str(v))}" for k, v in query.items())
-        status, body = self.get(f"{self.flower}/api/tasks?{params}")
+        status, body = self.flower_get(f"/api/tasks?{params}")
         return body if status == 200 and isinstance(body, dict) else {}
 
     def stop(self, timeout_s: float = 30.0) -> list[int]:
-        """SIGTERM honcho, which stops every process group it started; SIGKILL what is left.
+        """SIGTERM the shell and honcho, which stops every process group it started; SIGKILL
+        what is left after `timeout_s`.
 
         Returns the pids that outlived the orderly stop (killed here), so a test can fail on them.
         """
@@ -153,18 +160,15 @@ class ProcfileStack:
         self.remember_processes()
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + timeout_s  # honcho waits for its processes to end
         while time.monotonic() < deadline and any(_alive(pid) for pid in self.seen):
             time.sleep(0.1)
+            self.proc.poll()  # reap the shell
         survivors = sorted(pid for pid in self.seen if _alive(pid))
         for pid in survivors:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.proc.wait(timeout=10)
         return survivors
