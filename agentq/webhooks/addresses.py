@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agentq.errors import InvalidInput
-from agentq.webhooks.policy import WebhookPolicy
+from agentq.webhooks.policy import ALLOW_HTTP, ALLOW_LOOPBACK, WebhookPolicy
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -39,28 +39,44 @@ class Target:
 
 
 def check_url(url: str, policy: WebhookPolicy) -> Target:
-    """The URL as a Target, or InvalidInput saying why a webhook may not use it."""
+    """The URL as a Target, or InvalidInput saying why a webhook may not use it.
+
+    What only the operator's settings allow (plain http, a loopback address) is refused all
+    at once, naming each setting, so a developer learns in one answer what to set.
+    """
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         raise InvalidInput("url is not a valid URL") from None
-    schemes = ("https", "http") if policy.allow_http else ("https",)
-    if parts.scheme not in schemes:
-        raise InvalidInput(f"url must use {' or '.join(schemes)}")
+    if parts.scheme not in ("https", "http"):
+        raise InvalidInput(f"url must use https{' or http' if policy.allow_http else ''}")
     if not parts.hostname or parts.username is not None or parts.password is not None:
         raise InvalidInput("url needs a host and no user or password")
     if parts.fragment:
         raise InvalidInput("url must not have a fragment")
     host = parts.hostname.rstrip(".").lower()
     literal = _literal(host)
-    if literal is not None and not allowed(literal, policy):
-        raise InvalidInput("url points at an address webhooks may not reach")
-    if literal is None and (host == "localhost" or host.endswith(".localhost")) and not (
-            policy.allow_loopback):
-        raise InvalidInput("url points at an address webhooks may not reach")
+    loopback = _is_loopback(literal) if literal is not None else (
+        host == "localhost" or host.endswith(".localhost"))
+    if literal is not None and not loopback and not allowed(literal, policy):
+        raise InvalidInput("url points at an address that is not public (private, link-local "
+                           "or reserved), which no setting lets webhooks reach")
+    _refuse_unless_allowed(http=parts.scheme == "http" and not policy.allow_http,
+                           loopback=loopback and not policy.allow_loopback)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+
+
+def _refuse_unless_allowed(*, http: bool, loopback: bool) -> None:
+    """InvalidInput naming the operator's settings that would allow plain http, loopback, or both."""
+    needed = {ALLOW_HTTP: "uses http, not https", ALLOW_LOOPBACK: "points at a loopback address"}
+    refused = [name for name, refuses in ((ALLOW_HTTP, http), (ALLOW_LOOPBACK, loopback)) if refuses]
+    if refused:
+        raise InvalidInput(
+            f"url {' and '.join(needed[name] for name in refused)}, which webhooks reach only "
+            f"where the operator sets {' and '.join(f'{name}=on' for name in refused)}",
+            details={"settings": refused})
 
 
 # IPv6 prefixes that carry an IPv4 address a gateway may forward to: NAT64 (RFC 6052, the
@@ -75,10 +91,14 @@ def allowed(address: IPAddress, policy: WebhookPolicy) -> bool:
     is judged by the IPv4 address inside, which Python's `is_global` of the IPv6 address
     does not look at on every version: 2002:a9fe:a9fe:: reaches 169.254.169.254.
     """
-    address = _embedded_ipv4(address) or address
-    if address.is_loopback:
+    if _is_loopback(address):
         return policy.allow_loopback
+    address = _embedded_ipv4(address) or address
     return address.is_global and not address.is_multicast
+
+
+def _is_loopback(address: IPAddress) -> bool:
+    return (_embedded_ipv4(address) or address).is_loopback
 
 
 def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
@@ -112,6 +132,9 @@ def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
     if not found:
         raise AddressRefused("the host name does not resolve")
     refused = [a for a in found if not allowed(a, policy)]
+    if refused and all(_is_loopback(a) for a in refused):
+        raise AddressRefused(f"the host resolves to a loopback address, which webhooks reach "
+                             f"only with {ALLOW_LOOPBACK}=on")
     if refused:
         raise AddressRefused("the host resolves to an address webhooks may not reach")
     return found[0]

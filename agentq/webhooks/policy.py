@@ -5,6 +5,11 @@ from dataclasses import dataclass
 
 from agentq.config import Config
 
+# The operator's settings that widen where a webhook may go, named in each refusal they would
+# lift (agentq.config reads them into Config.webhook_allow_http / webhook_allow_loopback).
+ALLOW_HTTP = "AGENTQ_WEBHOOK_ALLOW_HTTP"
+ALLOW_LOOPBACK = "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"
+
 # Standard Webhooks' schedule: the delay before each retry; the last ends about a day on.
 RETRY_DELAYS_S: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
 

@@ -37,6 +37,39 @@ def test_a_url_webhooks_may_not_reach_is_refused_and_nothing_is_stored(api, alic
     assert store.list_webhook_endpoints("acme") == []
 
 
+HTTP, LOOPBACK = "AGENTQ_WEBHOOK_ALLOW_HTTP", "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"
+
+
+@pytest.mark.parametrize("url, settings", [
+    ("http://hooks.example.com/agentq", [HTTP]),
+    ("https://127.0.0.1/agentq", [LOOPBACK]), ("https://localhost:9000/agentq", [LOOPBACK]),
+    ("https://[::ffff:127.0.0.1]/agentq", [LOOPBACK]),
+    ("http://127.0.0.1:9000/hooks", [HTTP, LOOPBACK]),  # both at once, not one answer each
+])
+def test_a_refused_url_names_every_setting_that_would_allow_it(api, alice, url, settings):
+    answer = create(api, alice, url=url)
+    assert answer.status_code == 422
+    assert answer.json["error"]["details"] == {"settings": settings}
+    assert all(f"{name}=on" in answer.json["error"]["message"] for name in settings)
+
+
+@pytest.mark.parametrize("url", ["https://10.1.2.3/agentq", "https://169.254.169.254/latest",
+                                 "http://192.168.0.1/hooks"])
+def test_a_url_no_setting_allows_names_none(api, alice, url):
+    answer = create(api, alice, url=url)
+    assert answer.status_code == 422
+    assert "no setting" in answer.json["error"]["message"]
+    assert "AGENTQ_" not in answer.json["error"]["message"] and answer.json["error"]["details"] is None
+
+
+def test_without_encryption_keys_webhooks_are_503_naming_the_setting(api, alice):
+    api.services.webhooks = None  # a deployment that does not set AGENTQ_ENCRYPTION_KEYS
+    answer = create(api, alice)
+    assert answer.status_code == 503 and answer.json["error"]["code"] == "webhooks_unavailable"
+    assert "AGENTQ_ENCRYPTION_KEYS" in answer.json["error"]["message"]
+    assert answer.json["error"]["details"] == {"settings": ["AGENTQ_ENCRYPTION_KEYS"]}
+
+
 def test_unknown_event_types_and_fields_are_refused(api, alice):
     assert create(api, alice, types=["call.exploded"]).status_code == 422
     assert create(api, alice, types=[]).status_code == 422

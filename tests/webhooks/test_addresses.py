@@ -42,6 +42,15 @@ def test_a_name_with_any_private_address_among_its_addresses_is_refused(monkeypa
         resolve(check_url("https://mixed.example.com/h", STRICT), STRICT)
 
 
+def test_a_name_that_resolves_to_loopback_at_send_time_names_the_setting_that_allows_it(monkeypatch):
+    def loopback(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback)
+    with pytest.raises(AddressRefused, match="AGENTQ_WEBHOOK_ALLOW_LOOPBACK=on"):
+        resolve(check_url("https://rebound.example.com/h", STRICT), STRICT)
+
+
 def test_a_name_that_does_not_resolve_is_refused_not_an_error(monkeypatch):
     def none(*args, **kwargs):
         raise socket.gaierror("no such name")

@@ -89,7 +89,10 @@ def _endpoints() -> WebhookEndpoints:
     endpoints = services().webhooks
     if endpoints is None:
         raise ApiError(503, "webhooks_unavailable",
-                       "this deployment has no webhooks (it seals no secrets)")
+                       "this deployment has no webhooks: their secrets are sealed with "
+                       "AGENTQ_ENCRYPTION_KEYS, which the operator has not set (`agentq "
+                       "tenant-keys new-encryption-key` makes a key)",
+                       details={"settings": ["AGENTQ_ENCRYPTION_KEYS"]})
     return endpoints
 
 
