@@ -1,49 +1,52 @@
-"""The dev loop of `agentq dev`: tool modules imported from the current directory, a key that
-outlives restarts, a banner saying what was loaded, and `--reload` on every change.
+"""The dev loop of `agentq dev`: keys that outlive restarts, webhooks that reach the developer's
+own box, and a banner saying what was loaded.
 
 Why a key file and not a stored API key: stored keys are kept as hashes, so a restart
 could not print the secret again. The dev key is the bootstrap key (`dev:<secret>`, what
 AGENTQ_API_KEY sets), its secret kept beside the dev database, readable by its owner only.
-Why `--reload` restarts a whole child process (watchfiles' `run_process`) instead of
-re-importing modules: a tool module's import has effects (a `Tool` per function, clients,
-the registry the worker and the API share) that only a fresh process undoes.
+The dev encryption key (what AGENTQ_ENCRYPTION_KEYS sets, sealing webhook secrets) is kept the
+same way, so an endpoint registered before a restart still has its deliveries signed after it.
+Webhooks may go to http and loopback URLs here, where the developer owns the box; a process
+started any other way keeps the operator's strict defaults.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import shlex
-import socket
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from agentq.config import Config
 from agentq.store.api_keys import new_secret
+from agentq.tenancy.keybox import new_encryption_key
 
 DEV_TENANT = "dev"
-KEY_FILE_SUFFIX = ".dev-key"
-OTHER_DATABASES_KEY_FILE = ".agentq-dev-key"  # a dev database that is no SQLite file
+API_KEY_FILE = "dev-key"  # agentq.db.dev-key, or .agentq-dev-key for a database that is no file
+ENCRYPTION_KEY_FILE = "dev-encryption-key"
+# What `agentq dev` allows unless the environment says otherwise: a receiver on this machine.
+DEV_DEFAULTS = {"AGENTQ_WEBHOOK_ALLOW_HTTP": "on", "AGENTQ_WEBHOOK_ALLOW_LOOPBACK": "on"}
 
 
-class DevSetupError(ValueError):
-    """`agentq dev` cannot start as configured; the message says what to change."""
-
-
-def importable_here(cwd: str | None = None) -> None:
-    """Put the current directory first on sys.path, as `python -m` does, so `AGENTQ_TOOLS`
-    can name the modules beside the developer."""
-    here = os.path.abspath(cwd or os.getcwd())
-    if here not in (os.path.abspath(p or ".") for p in sys.path):
-        sys.path.insert(0, here)
-
-
-def key_file(database_url: str, cwd: str | None = None) -> Path:
-    """Where the dev key is kept: beside a SQLite database file, else in the directory."""
+def key_file(database_url: str, name: str = API_KEY_FILE, cwd: str | None = None) -> Path:
+    """Where a dev key is kept: beside a SQLite database file, else in the directory."""
     prefix = "sqlite:///"
     if database_url.startswith(prefix) and ":memory:" not in database_url:
-        return Path(database_url[len(prefix):].split("?", 1)[0] + KEY_FILE_SUFFIX)
-    return Path(cwd or os.getcwd()) / OTHER_DATABASES_KEY_FILE
+        return Path(database_url[len(prefix):].split("?", 1)[0] + f".{name}")
+    return Path(cwd or os.getcwd()) / f".agentq-{name}"
+
+
+def kept_secret(path: Path, make: Callable[[], str]) -> str:
+    """The secret kept in `path`; made and written there, readable by its owner only, at first."""
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        secret = ""
+    if not secret:
+        secret = make()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secret + "\n")
+    return secret
 
 
 def dev_key(config: Config, given: str | None) -> tuple[str, str | None]:
@@ -57,44 +60,51 @@ def dev_key(config: Config, given: str | None) -> tuple[str, str | None]:
         return (given, None) if sep and tenant and secret else (f"{DEV_TENANT}:{given}", None)
     if config.api_key:
         return config.api_key, None
-    path = key_file(config.database_url)
-    try:
-        secret = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        secret = ""
-    if not secret:
-        secret = new_secret()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(secret + "\n")
+    secret = kept_secret(key_file(config.database_url), new_secret)
     return f"{DEV_TENANT}:{secret}", secret
 
 
-def load_failure(modules: Sequence[str], exc: BaseException) -> DevSetupError:
-    """What to tell a developer whose tool modules did not import."""
-    where = os.getcwd()
-    if isinstance(exc, ModuleNotFoundError):
-        return DevSetupError(
-            f"cannot import {exc.name!r} (AGENTQ_TOOLS={','.join(modules)}) from {where} or "
-            f"sys.path: is the module's file in this directory, or its package installed?")
-    return DevSetupError(f"loading the tool modules {', '.join(modules)} failed: "
-                         f"{type(exc).__name__}: {exc}")
+def dev_config(env: Mapping[str, str]) -> tuple[Config, Path | None]:
+    """The Config of `agentq dev`, and the file of the dev encryption key if it seals secrets.
+
+    Webhooks may reach http and loopback URLs unless the environment says otherwise, and
+    AGENTQ_ENCRYPTION_KEYS, when unset, is the dev encryption key kept beside the database.
+    """
+    config = Config.from_env({**DEV_DEFAULTS, **{name: value for name, value in env.items() if value}})
+    if config.encryption_keys:
+        return config, None
+    path = key_file(config.database_url, ENCRYPTION_KEY_FILE)
+    return config.with_(encryption_keys=kept_secret(path, new_encryption_key)), path
+
+
+def webhooks_line(config: Config, sealed_in: Path | None) -> str:
+    """Where tenants' webhooks may go here, and what seals their secrets."""
+    opened = [name for name, allowed in (("http", config.webhook_allow_http),
+                                          ("loopback", config.webhook_allow_loopback)) if allowed]
+    reach = (f"{' and '.join(opened)} URLs allowed (dev only)" if opened
+             else "https URLs of public addresses only")
+    seal = f"the dev encryption key in {sealed_in}" if sealed_in else "AGENTQ_ENCRYPTION_KEYS"
+    return f"webhooks: {reach}; secrets sealed with {seal}"
 
 
 def banner(
-    *, url: str, database: str, tools: Iterable[tuple[str, str]], agents: Iterable[str],
-    profiles: Iterable[str], problems: Iterable[str], secret: str | None, reload: bool = False,
+    *, url: str, database: str, tools: Iterable[str], agents: Iterable[str],
+    servers: Iterable[str], profiles: Iterable[str], problems: Iterable[str], webhooks: str,
+    secret: str | None, watched: Iterable[str] | None = None,
 ) -> list[str]:
     """What `agentq dev` says it loaded: the API's URL (first, as scripts read it), then the
-    tools, the agents, the profiles, what is wrong with the policy, and the key."""
+    tools, the agents, the MCP servers, the profiles, what is wrong with the policy, how
+    webhooks go, the files a reload watches, and the key."""
     lines = [f"agentq dev: API on {url}, worker and sweeper on {database}; Ctrl-C stops"
-             + (" (reloads on changes)" if reload else "")]
-    named = [name if executor == "server" else f"{name} ({executor})" for name, executor in tools]
-    lines.append(f"  tools: {', '.join(named) or 'none (AGENTQ_TOOLS names the modules)'}")
+             + (" (reloads on changes)" if watched is not None else "")]
+    lines.append(f"  tools: {', '.join(tools) or 'none (AGENTQ_TOOLS names the modules)'}")
     lines.append(f"  agents: {', '.join(agents) or 'none (agentq.agent(...) in those modules)'}")
+    lines.append(f"  mcp servers: {', '.join(servers) or 'none ([mcp.NAME] in the AGENTQ_POLICY file)'}")
     lines.append(f"  profiles: {', '.join(profiles) or 'none'}")
     lines.extend(f"  warning: {problem}" for problem in problems)
+    lines.append(f"  {webhooks}")
+    if watched is not None:
+        lines.append(f"  reloads when these change: {', '.join(watched)}")
     if secret is not None:
         lines.append(f"  API key of tenant {DEV_TENANT}: {secret}")
     return lines
@@ -111,45 +121,3 @@ def profile_lines(policy, env: Mapping[str, str]) -> list[str]:
             state = f"key in {profile.key_variable}, {is_set}"
         shown.append(f"{profile.name} ({state})")
     return shown
-
-
-def watched_paths(modules: Iterable[str], cwd: str | None = None) -> list[str]:
-    """The current directory and the directory of each tool module's file."""
-    paths = {os.path.abspath(cwd or os.getcwd())}
-    importable_here(cwd)
-    for name in modules:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue  # the child says why, and a fix in the directory restarts it
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            paths.add(os.path.dirname(os.path.abspath(spec.origin)))
-    return sorted(paths)
-
-
-def free_port(host: str) -> int:
-    """A port free now, so every restart of the child listens on the same one."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def supervise(config: Config, *, host: str, port: int, key: str | None) -> int:
-    """Run `agentq dev` in a child process; start a new one whenever a watched file changes."""
-    from watchfiles import PythonFilter, run_process
-
-    port = port or free_port(host)
-    argv = [sys.executable, "-m", "agentq.cli", "dev", "--host", host, "--port", str(port),
-            "--reloading"]
-    if key:
-        argv += ["--key", key]
-    paths = watched_paths(config.tools)
-    print(f"agentq dev --reload: watching {', '.join(paths)}", flush=True)
-
-    def said(changes) -> None:
-        changed = sorted({os.path.relpath(path) for _, path in changes})
-        print(f"agentq dev --reload: {', '.join(changed)} changed; restarting", flush=True)
-
-    run_process(*paths, target=shlex.join(argv), target_type="command", callback=said,
-                watch_filter=PythonFilter(), debounce=400, sigint_timeout=10)
-    return 0

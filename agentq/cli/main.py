@@ -14,8 +14,7 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 
 from agentq.config import Config  # noqa: E402
 from agentq.process.logs import configure as configure_logging  # noqa: E402
@@ -64,30 +63,24 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
-    from agentq.cli.dev import importable_here, supervise
-
     if args.reload:
-        return supervise(config, host=args.host, port=args.port, key=args.key)
-    importable_here()
-    import traceback
+        from agentq.cli.reload import supervise
 
+        return supervise(config, host=args.host, port=args.port, key=args.key)
     import gevent
 
-    from agentq.agents import CodeAgents
-    from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
-    from agentq.tools import Registry, ToolDefinitionError
+    from agentq.cli.dev import banner, dev_config, dev_key, profile_lines, webhooks_line
+    from agentq.cli.loading import load_tools, server_names, tool_names
+    from agentq.cli.reload import loaded_files, say_loaded
 
     try:
+        config, sealed_in = dev_config(os.environ)
         bootstrap, secret = dev_key(config, args.key)
-    except (DevSetupError, OSError) as exc:
+    except OSError as exc:
         print(f"agentq dev: {exc}", file=sys.stderr)
         return 2
-    try:  # alone first: what fails here is the developer's module, said as such
-        Registry.from_modules(list(config.tools))
-    except Exception as exc:
-        print(f"agentq dev: {load_failure(config.tools, exc)}", file=sys.stderr)
-        if not isinstance(exc, (ModuleNotFoundError, ToolDefinitionError)):
-            traceback.print_exc()
+    loaded = load_tools("dev", config.tools)  # alone first: what fails is the developer's module
+    if loaded is None:
         return 2
     from agentq.web.app import create_app
     from agentq.web.serve import make_server, stopper
@@ -99,13 +92,17 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     app = create_app(services=embedded_services(embedded, bootstrap))
     server = make_server(app, host=args.host, port=args.port)
     server.start()
-    registry, policy = embedded.runtime.registry, embedded.commands.policy
+    policy = embedded.commands.policy
+    watched = None
+    if args.reloading:
+        watched = loaded_files(config)
+        say_loaded(args.reloading, watched)
     for line in banner(
         url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
-        tools=[(n, t.executor) for n in registry.names if (t := registry.get(n))],
-        agents=sorted(CodeAgents.from_modules(list(config.tools), registry).names),
-        profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
-        secret=secret, reload=args.reloading,
+        tools=tool_names(loaded.registry), agents=sorted(loaded.agents.names),
+        servers=server_names(policy.mcp), profiles=profile_lines(policy, os.environ),
+        problems=policy.unusable(os.environ), webhooks=webhooks_line(config, sealed_in),
+        secret=secret, watched=None if watched is None else [os.path.relpath(p) for p in watched],
     ):
         print(line)
     sys.stdout.flush()
@@ -190,55 +187,9 @@ def _cmd_tenant_keys(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_policy(config: Config, args: argparse.Namespace) -> int:
-    """Print the policy as the processes will read it: profiles, their keys' state, ceilings."""
-    import os
+    from agentq.cli.policy import print_policy
 
-    from agentq.tenancy.policy import Policy
-
-    policy = Policy.from_config(config)
-    why = ("AGENTQ_DEMO" if os.environ.get("AGENTQ_DEMO") else
-           "the default with the embedded broker" if config.embedded_broker else
-           "the default with a named broker, as the Procfile's processes read it")
-    print(f"policy: {config.policy_path or 'built-in'} (demo mode {'on' if config.demo else 'off'}: {why})")
-    for p in policy.profiles.values():
-        where = p.url or "offline"
-        key = "" if p.kind_of.offline else (
-            f", key in {p.key_variable} ({'set' if os.environ.get(p.key_variable or '') else 'NOT SET'})")
-        print(f"  profile {p.name}: {p.kind} at {where}{key}; models {', '.join(p.models)}; "
-              f"tenant keys {p.tenant_keys}; tenants {', '.join(p.tenants) if p.tenants else 'all'}")
-    print("  ceilings: " + _listed(policy.ceilings.model_dump()))
-    for name, tenant in policy.tenants.items():
-        print(f"  tenant {name}: ceilings {_listed(tenant.ceilings)}")
-    _print_agent_offers(config, policy.agents)
-    default = policy.default_for("*")  # "*": no tenant's name, so the default of any tenant
-    named = default.name if default else "none (see the warning below)"
-    print(f"  settings that name no profile get: {named}")
-    for problem in policy.unusable(os.environ):
-        print(f"  warning: {problem}")
-    return 0
-
-
-def _print_agent_offers(config: Config, offers: Mapping[str, Any]) -> None:
-    """The agents AGENTQ_TOOLS's modules define, and whom the policy's `offers` give each to."""
-    from agentq.agents import CodeAgents
-
-    defined = CodeAgents.from_modules(list(config.tools))
-    for item in defined:
-        offer = offers.get(item.name)
-        tenants = "all" if offer is None or offer.tenants is None else ", ".join(offer.tenants) or "none"
-        print(f"  agent {item.name}: defined in code; tenants {tenants}")
-    for name in sorted(set(offers) - defined.names):
-        print(f"  agent {name}: named by the policy, but no module of AGENTQ_TOOLS defines it")
-
-
-def _listed(values: dict) -> str:
-    return ", ".join(f"{k} {_number(v)}" for k, v in values.items())
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "none"  # running_steps: no cap
-    return str(int(value)) if float(value).is_integer() else str(value)
+    return print_policy(config)
 
 
 def _on_the_api(command):
@@ -357,8 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--key", help="the API key to accept (tenant:secret, or a secret of tenant "
                      "dev); default: the one kept beside the dev database")
     dev.add_argument("--reload", action="store_true",
-                     help="restart when a Python file here or of a tool module changes")
-    dev.add_argument("--reloading", action="store_true", help=argparse.SUPPRESS)
+                     help="restart when a tool module, a file it imports from here, or the "
+                          "policy file changes")
+    dev.add_argument("--reloading", metavar="FILE", help=argparse.SUPPRESS)  # where to say what loaded
     dev.set_defaults(run=_cmd_dev)
     api = sub.add_parser("api", help="serve the HTTP API (use gunicorn in production)")
     _add_address(api)

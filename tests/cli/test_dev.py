@@ -12,8 +12,12 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from standardwebhooks import Webhook
 
+from agentq.cli.dev import dev_config
+from agentq.config import Config
 from tests.support.processes import wait_for
+from tests.support.receiver import Receiver
 
 AGENTQ = str(Path(sys.executable).parent / "agentq")
 WAIT_S = 90  # an upper bound on waiting for a start, never a measure of speed
@@ -61,7 +65,7 @@ class Dev:
         self.out = cwd / f"dev-{len(list(cwd.glob('dev-*.log')))}.log"
         clean = {k: v for k, v in os.environ.items()
                  if not k.startswith(("AGENTQ_", "OPENAI_", "ANTHROPIC_")) and k != "PYTHONPATH"}
-        clean.update(AGENTQ_TOOLS="shop_tools", PYTHONUNBUFFERED="1", **env)
+        clean.update({"AGENTQ_TOOLS": "shop_tools", "PYTHONUNBUFFERED": "1", **env})
         with open(self.out, "ab") as out:
             self.proc = subprocess.Popen([AGENTQ, "dev", "--port", "0", *args], cwd=cwd, env=clean,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -235,3 +239,145 @@ def _created(api: httpx2.Client, settings: dict) -> dict | None:
         return None  # the new child is not listening yet
     assert answer.status_code == 201, answer.text
     return answer.json()
+
+
+# ---- what dev and policy load, and list ----------------------------------------------------------
+
+SHOP_PACKAGE = {
+    "shop/__init__.py": "",
+    "shop/prices.py": "def price(order_id: str) -> float:\n    return 12.5\n",
+    "shop/tools.py": '''
+import agentq
+from shop.prices import price
+
+
+@agentq.tool
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    return f"{order_id}: {price(order_id)}"
+
+
+@agentq.tool(needs_approval=True)
+def refund(order_id: str, amount: float) -> str:
+    """Refund part of an order."""
+    return f"refunded {amount} on {order_id}"
+
+
+@agentq.tool(executor="human")
+def ask(question: str) -> None:
+    """Ask a person."""
+
+
+support = agentq.agent("support", system="You help with orders.", tools=[lookup, refund])
+''',
+    "policy.toml": '''
+[mcp.files]
+command = ["python", "files_server.py"]
+
+[mcp.crm]
+url = "https://crm.example.com/mcp"
+tenants = ["acme"]
+''',
+    "client.py": "# the developer's own script, which the server never imports\n",
+}
+SHOP_TOOLS_LINE = "  tools: lookup, refund (needs approval), ask (human)\n"
+SHOP_SERVERS_LINE = ("  mcp servers: mcp:files (stdio: python files_server.py; tenants all), "
+                     "mcp:crm (https://crm.example.com/mcp; tenants acme)\n")
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A project whose tools are a package (`shop.tools`) importing a sibling, with a policy."""
+    for name, text in SHOP_PACKAGE.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def policy_of(cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_") and k != "PYTHONPATH"}
+    return subprocess.run([AGENTQ, "policy"], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={**clean, **env})
+
+
+def test_agentq_policy_loads_the_tools_dev_loads_and_lists_gated_tools_agents_and_mcp_servers(package):
+    done = policy_of(package, AGENTQ_TOOLS="shop.tools", AGENTQ_POLICY="policy.toml")
+    assert done.returncode == 0, done.stderr
+    assert SHOP_TOOLS_LINE in done.stdout and SHOP_SERVERS_LINE in done.stdout
+    assert "  agent support: defined in code; tenants all\n" in done.stdout
+
+
+def test_agentq_policy_names_a_tool_module_that_cannot_be_imported_in_one_line(package):
+    done = policy_of(package, AGENTQ_TOOLS="shop.missing")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"agentq policy: cannot import 'shop.missing' (AGENTQ_TOOLS=shop.missing) "
+                           f"from {package} or sys.path: is the module's file in this directory, "
+                           "or its package installed?\n")
+
+
+@pytest.mark.slow
+def test_agentq_devs_banner_lists_gated_tools_and_the_policys_mcp_servers(package):
+    process = Dev(package, AGENTQ_TOOLS="shop.tools", AGENTQ_POLICY="policy.toml")
+    try:
+        banner = process.wait_banner()
+    finally:
+        process.stop()
+    assert SHOP_TOOLS_LINE in banner and SHOP_SERVERS_LINE in banner
+    assert "  agents: support\n" in banner
+
+
+@pytest.mark.slow
+def test_dev_reload_restarts_for_what_the_server_loads_and_the_policy_not_for_a_client_script(package):
+    process = Dev(package, "--reload", AGENTQ_TOOLS="shop.tools", AGENTQ_POLICY="policy.toml")
+    try:
+        first = process.wait_banner()
+        for name, count in (("client.py", 0), ("shop/prices.py", 2), ("policy.toml", 3)):
+            with open(package / name, "a") as edited:
+                edited.write("\n# edited\n")
+            if count:  # the client script's change comes before the next one's, in order
+                process.wait_banner(count)
+        restarts = re.findall(r"agentq dev --reload: (.*) changed; restarting", process.text())
+    finally:
+        process.stop()
+    assert restarts == ["shop/prices.py", "policy.toml"]
+    assert ("  reloads when these change: policy.toml, shop/__init__.py, shop/prices.py, "
+            "shop/tools.py\n") in first
+
+
+# ---- webhooks on the developer's own box -----------------------------------------------------------
+
+def test_dev_opens_webhooks_to_loopback_and_http_unless_told_otherwise_and_production_stays_strict(tmp_path):
+    database = {"AGENTQ_DATABASE_URL": f"sqlite:///{tmp_path / 'agentq.db'}"}
+    config, sealed_in = dev_config(database)
+    assert config.webhook_allow_http and config.webhook_allow_loopback
+    assert sealed_in == tmp_path / "agentq.db.dev-encryption-key"
+    assert config.encryption_keys == sealed_in.read_text().strip()
+    assert dev_config(database)[0].encryption_keys == config.encryption_keys  # kept, not made again
+    told, _ = dev_config({**database, "AGENTQ_WEBHOOK_ALLOW_HTTP": "off"})
+    assert not told.webhook_allow_http and told.webhook_allow_loopback
+    production = Config.from_env(database)
+    assert not (production.webhook_allow_http or production.webhook_allow_loopback)
+    assert production.encryption_keys is None
+
+
+@pytest.mark.slow
+def test_a_webhook_registered_in_dev_is_delivered_signed_to_a_loopback_receiver_after_a_restart(dev):
+    first = dev()
+    assert "  webhooks: http and loopback URLs allowed (dev only); secrets sealed with the dev " \
+           "encryption key in " in first.wait_banner()
+    with Receiver() as receiver:
+        with first.client() as api:
+            made = api.post("/v1/webhooks", json={"url": receiver.url, "event_types": ["turn.completed"]})
+        assert made.status_code == 201, made.text
+        first.stop()
+        second = dev()
+        second.wait_banner()
+        with second.client(first.key()) as api:
+            created = api.post("/v1/conversations", json={"settings": {"script": [{"text": "Shipped."}]}})
+            cid = created.json()["id"]
+            assert api.post(f"/v1/conversations/{cid}/messages", json={"content": "Where is A-17?"}
+                            ).status_code in (201, 202)
+        [delivery] = wait_for(lambda: receiver.requests, timeout_s=WAIT_S, what="the delivery")
+    payload = Webhook(made.json()["secret"]).verify(delivery.body, delivery.headers)
+    assert payload["type"] == "turn.completed" and payload["data"]["conversation_id"] == cid
+    assert payload["data"]["answer"]["text"] == "Shipped."
