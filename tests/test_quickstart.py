@@ -8,16 +8,14 @@ AGENTQ_API_URL, so that the test never takes a port another program holds.
 from __future__ import annotations
 
 import os
-import re
-import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ROOT, wait_for
+from tests.support import doc_pages
+from tests.support.processes import ROOT
 
 PAGE = ROOT / "docs" / "quickstart.md"
 README = ROOT / "README.md"
@@ -25,10 +23,7 @@ BLOCKS = ("python tools.py", "sh serve", "python quickstart.py", "text output")
 
 
 def block(info: str, page: Path = PAGE) -> str:
-    """The fenced block of `page` whose info string is `info`."""
-    found = re.search(rf"^```{re.escape(info)}\n(.*?)^```$", page.read_text(), flags=re.M | re.S)
-    assert found, f"{page.name} has no ```{info} block"
-    return found.group(1)
+    return doc_pages.block(page, info)
 
 
 @pytest.mark.parametrize("info", BLOCKS)
@@ -36,45 +31,11 @@ def test_the_readme_quickstart_shows_the_blocks_this_test_runs(info):
     assert block(info, README) == block(info)
 
 
-def serve_command(tmp: Path) -> tuple[list[str], dict[str, str]]:
-    """The page's `agentq dev` line as argv and environment, on any free port."""
-    words = shlex.split(block("sh serve").strip())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
-    while "=" in words[0]:
-        name, _, value = words.pop(0).partition("=")
-        env[name] = value
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT)]))
-    env["AGENTQ_DATABASE_URL"] = f"sqlite:///{tmp / 'agentq.db'}"  # dev's default, in tmp
-    env["PYTHONUNBUFFERED"] = "1"
-    program = Path(sys.executable).parent / Path(words[0]).name  # .venv/bin/agentq of this run
-    return [str(program), *words[1:], "--port", "0"], env
-
-
 @pytest.fixture
 def dev(tmp_path):
     (tmp_path / "tools.py").write_text(block("python tools.py"))
-    argv, env = serve_command(tmp_path)
-    log_path = tmp_path / "dev.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-    def port() -> str | None:
-        text = log_path.read_text(errors="replace")
-        if proc.poll() is not None:
-            raise RuntimeError(f"agentq dev exited:\n{text}")
-        found = re.search(r"API on http://127\.0\.0\.1:(\d+)", text)
-        return found and found.group(1)
-
-    try:
-        yield f"http://127.0.0.1:{wait_for(port, timeout_s=90, what='agentq dev')}", env, tmp_path
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    with doc_pages.served(block("sh serve"), tmp_path) as (url, env, _):
+        yield url, env, tmp_path
 
 
 def test_the_quickstart_streams_the_answer_and_approves_the_refund_as_the_page_shows(dev):
