@@ -104,10 +104,16 @@ def banner(
     lines.extend(f"  warning: {problem}" for problem in problems)
     lines.append(f"  {webhooks}")
     if watched is not None:
-        lines.append(f"  reloads when these change: {', '.join(watched)}")
+        lines.append(f"  reloads when these change: {_some(list(watched))}")
     if secret is not None:
         lines.append(f"  API key of tenant {DEV_TENANT}: {secret}")
     return lines
+
+
+def _some(names: list[str], shown: int = 8) -> str:
+    """The first names, and how many more (run from agentq's own checkout, it loads hundreds)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def profile_lines(policy, env: Mapping[str, str]) -> list[str]:

@@ -76,13 +76,24 @@ class LoadedFiles(PythonFilter):
     def __init__(self, said: Path, policy: str | None) -> None:
         super().__init__()
         self.said, self.policy = said, policy
+        self._read: tuple[int, frozenset[str]] | None = None  # the list, and its file's mtime
 
     def __call__(self, change: Change, path: str) -> bool:
-        try:
-            loaded = json.loads(self.said.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        loaded = self.loaded()
+        if loaded is None:
             return path == self.policy or super().__call__(change, path)
         return os.path.realpath(path) in loaded
+
+    def loaded(self) -> frozenset[str] | None:
+        """What the child said it loaded, read again only when the file changed (the dev
+        database is written all the time, in a watched directory)."""
+        try:
+            mtime = self.said.stat().st_mtime_ns
+            if self._read is None or self._read[0] != mtime:
+                self._read = mtime, frozenset(json.loads(self.said.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+        return self._read[1]
 
 
 def free_port(host: str) -> int:

@@ -1,5 +1,6 @@
-"""`agentq dev` as a developer runs it: from the directory of their tools, with the console
-script (so nothing but the command puts that directory on sys.path), over HTTP only."""
+"""`agentq dev` (and `agentq policy`, which loads the tools the same way) as a developer runs
+it: from the directory of their tools, with the console script (so nothing but the command
+puts that directory on sys.path), over HTTP only; webhooks to a receiver on the same machine."""
 from __future__ import annotations
 
 import os
@@ -13,8 +14,10 @@ from pathlib import Path
 import httpx2
 import pytest
 from standardwebhooks import Webhook
+from watchfiles import Change
 
 from agentq.cli.dev import dev_config
+from agentq.cli.reload import LoadedFiles, say_loaded
 from agentq.config import Config
 from tests.support.processes import wait_for
 from tests.support.receiver import Receiver
@@ -324,6 +327,19 @@ def test_agentq_devs_banner_lists_gated_tools_and_the_policys_mcp_servers(packag
         process.stop()
     assert SHOP_TOOLS_LINE in banner and SHOP_SERVERS_LINE in banner
     assert "  agents: support\n" in banner
+
+
+def test_the_reload_filter_takes_what_the_child_said_it_loaded_and_before_that_any_python_file(tmp_path):
+    said, policy = tmp_path / "loaded.json", str(tmp_path / "policy.toml")
+    watched = LoadedFiles(said, policy)
+    tools, client = str(tmp_path / "shop_tools.py"), str(tmp_path / "client.py")
+    assert watched(Change.modified, client) and watched(Change.modified, policy)  # nothing said yet
+    assert not watched(Change.modified, str(tmp_path / "agentq.db"))
+    say_loaded(str(said), [tools, policy])
+    assert watched(Change.modified, tools) and watched(Change.modified, policy)
+    assert not watched(Change.modified, client)
+    said.unlink()  # a restart: the next child has not said yet
+    assert watched(Change.modified, client)
 
 
 @pytest.mark.slow
