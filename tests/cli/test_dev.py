@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ from watchfiles import Change
 from agentq.cli.dev import dev_config
 from agentq.cli.reload import LoadedFiles, say_loaded
 from agentq.config import Config
-from tests.support.processes import wait_for
+from tests.support.processes import stop_group, wait_for
 from tests.support.receiver import Receiver
 
 AGENTQ = str(Path(sys.executable).parent / "agentq")
@@ -98,13 +97,7 @@ class Dev:
                              timeout=10, trust_env=False)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        stop_group(self.proc, term_s=30)
 
 
 @pytest.fixture

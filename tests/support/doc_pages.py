@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.processes import ROOT, wait_for
+from tests.support.processes import ROOT, stop_group, wait_for
 
 
 def block(page: Path, info: str) -> str:
@@ -59,9 +58,4 @@ def served(line: str, tmp: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     try:
         yield f"http://127.0.0.1:{wait_for(port, timeout_s=90, what='agentq dev')}", env, log_path
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc)

@@ -99,6 +99,18 @@ def wait_for(condition: Callable[[], object], *, timeout_s: float = 60.0,
     raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {said}")
 
 
+def stop_group(proc: subprocess.Popen, *, term_s: float = 20.0) -> None:
+    """`stop` for a process started in a session of its own: its whole group, children too."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=term_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def stop(proc: subprocess.Popen, *, term_s: float = 15.0) -> None:
     """SIGTERM, then SIGKILL if it is still there after `term_s`; waits for it either way."""
     proc.send_signal(signal.SIGTERM)

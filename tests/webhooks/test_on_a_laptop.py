@@ -4,7 +4,6 @@ hello.py, each in a process of its own; what the receiver prints is the page's o
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import doc_pages
-from tests.support.processes import ROOT, wait_for
+from tests.support.processes import ROOT, stop_group, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +49,5 @@ def test_a_receiver_on_the_laptop_verifies_a_delivery_from_agentq_dev_as_the_pag
             wait_for(lambda: printed.read_text() == expected or receiver.poll() is not None,
                      timeout_s=90, what=lambda: f"the delivery; receiver.py said:\n{printed.read_text()}")
         finally:
-            if receiver.poll() is None:
-                os.killpg(receiver.pid, signal.SIGTERM)
-                receiver.wait(timeout=20)
+            stop_group(receiver)
     assert printed.read_text() == expected
