@@ -71,7 +71,6 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
 
     from agentq.cli.dev import banner, dev_config, dev_key, profile_lines, webhooks_line
     from agentq.cli.loading import load_tools, server_names, tool_names
-    from agentq.cli.reload import loaded_files, say_loaded
 
     try:
         config, sealed_in = dev_config(os.environ)
@@ -94,7 +93,9 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     server.start()
     policy = embedded.commands.policy
     watched = None
-    if args.reloading:
+    if args.reloading:  # under `--reload`: tell the watcher what this process loaded
+        from agentq.cli.reload import loaded_files, say_loaded
+
         watched = loaded_files(config)
         say_loaded(args.reloading, watched)
     for line in banner(
