@@ -68,7 +68,7 @@ def agents_in_store(store: Any, policy: Any = None) -> FindAgent:
         settings = found.definition.settings
         if policy is not None:
             try:
-                settings = policy.settings_for(settings, tenant)
+                settings = policy.settings_for(settings, tenant, from_code=found.source == "code")
             except InvalidInput as exc:
                 return f"the agent {name!r} cannot start: {exc}"
         return ChildAgent(found.ref, settings)
