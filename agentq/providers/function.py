@@ -36,7 +36,8 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What one call of the last round returned, as the model reads it."""
+    """What one call of the last round returned: its status, and its output as the model
+    reads it (a refusal's reason included), without the `[status]` mark before it."""
 
     call_id: str
     name: str
@@ -85,7 +86,8 @@ class ModelRequest:
 
 def _result(message: Message, call: CallRef) -> ToolResult:
     status = message.status or ("error" if message.is_error else "ok")
-    return ToolResult(call.id, call.name, dict(call.args), status, message.text)
+    text = message.text.removeprefix(f"[{status}] ") if status != "ok" else message.text
+    return ToolResult(call.id, call.name, dict(call.args), status, text)
 
 
 # What a model function returns: text alone, or an answer shaped as a script's entry.
