@@ -440,6 +440,9 @@ def test_a_tenant_cannot_name_a_model_function(store, path, body):
     api.say(started.json["id"], "refund", acme)
     api.run()
     assert api.store.load_conversation(started.json["id"]).fsm.state == "awaiting_input"
+    context = api.get(f"/v1/conversations/{started.json['id']}/context", acme).json
+    assert (context["profile"], context["kind"], context["model"]) == ("function", "function",
+                                                                       "refunds")
 
 
 def test_a_policy_file_cannot_declare_the_function_profile(tmp_path):

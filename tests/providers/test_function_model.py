@@ -42,8 +42,16 @@ def odd(request: ModelRequest):
     return 42
 
 
+def chatty(request: ModelRequest):
+    """A long answer to every question, so the context soon needs a summary."""
+    function_agents.ASKED.append(request)
+    return f"About {request.text}: " + "many words " * 40
+
+
 EXTRA = [agentq.agent("flaky", model=flaky), agentq.agent("broken", model=broken),
-         agentq.agent("odd", model=odd)]
+         agentq.agent("odd", model=odd),
+         agentq.agent("chatty", model=chatty,
+                      compaction={"max_context_tokens": 300, "min_keep_turns": 1})]
 
 
 @pytest.fixture(autouse=True)
@@ -208,3 +216,21 @@ def test_a_model_function_is_named_and_two_of_one_name_are_refused():
                     agentq.agent("b", model=FunctionModel(odd, name="flaky"))])
     with pytest.raises(ValueError, match="give no profile and no script"):
         agentq.agent("c", model=flaky, profile="openai")
+
+
+def test_a_summary_is_written_for_the_function_models_conversation_not_by_its_function(
+    store, runtime, commands
+):
+    cid = commands.create_conversation(ALICE, {}, agent="chatty").id
+    for turn in range(4):
+        drain(runtime, commands.post_message(cid, f"question {turn}", ALICE)[1])
+    (summary, *_) = store.list_summaries(cid)
+    assert summary.content["text"] == "1 user message(s), tools used: none; last asked: question 0"
+    assert [r.text for r in function_agents.ASKED] == [f"question {n}" for n in range(4)]
+    assert answer(store, cid).startswith("About question 3: many words")
+
+
+def test_a_conversation_of_a_function_model_forks_with_its_model(store, runtime, commands):
+    cid = ask(commands, runtime, "flaky", "hello")
+    fork = commands.fork(cid, ALICE, at_seq=store.list_events(cid)[-1].seq)
+    assert (fork.settings.profile, fork.settings.model) == (FUNCTION_PROFILE, "flaky")
