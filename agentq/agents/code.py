@@ -9,7 +9,7 @@ at start with a message naming the agent, never at a tenant's first conversation
 An agent's model may be a Python function (`model=decide`, agentq.providers.function):
 the definition names it (`profile: "function"`, `model: "decide"`) and each process finds
 the function through the agents its modules define. Only such agents of the operator
-use function models (inv. 9).
+use model functions (inv. 9).
 """
 from __future__ import annotations
 

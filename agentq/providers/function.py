@@ -1,14 +1,14 @@
-"""Function models: an offline model that is a Python function of what it is asked.
+"""Model functions: an offline model that is a Python function of what it is asked.
 
 The scripted provider answers a round by its index, so it cannot react to what happened;
-a function model reads the request (the messages, the tools offered, what the last round's
+a model function reads the request (the messages, the tools offered, what the last round's
 calls returned and with which status: a rejection, an error, an expiry) and answers
 accordingly, so an agent's branches are tested without a provider key (docs/testing.md).
 What the function returns is what one entry of a script says (docs/design.md §13), and it
 is streamed as a script's is: the text in `chunks` deltas, tool call ids derived from the
 step key, a `fail` raised on the attempts it names.
 
-A function model is operator code, named by the function's name in the settings of the
+A model function is operator code, named by the function's name in the settings of the
 operator's code agents (`profile: "function"`); a tenant's settings never name one (inv. 9,
 `agentq.tenancy.policy`).
 """
@@ -48,7 +48,7 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """What a function model is asked: what a real model would be sent, and where it stands.
+    """What a model function is asked: what a real model would be sent, and where it stands.
 
     `attempt` is 1 on a round's first try and one more on each retry after a failure;
     `rounds` counts the rounds the conversation committed before this one.
@@ -135,7 +135,7 @@ class FunctionModel:
 
 
 class FunctionModels:
-    """The function models of this process's code, by name; read-only once built."""
+    """The model functions of this process's code, by name; read-only once built."""
 
     def __init__(self, models: Iterable[FunctionModel] = ()) -> None:
         by_name: dict[str, FunctionModel] = {}
@@ -146,16 +146,12 @@ class FunctionModels:
             by_name[model.name] = model
         self._models = by_name
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(self._models)
-
     def get(self, name: str) -> FunctionModel | None:
         return self._models.get(name)
 
 
 class FunctionProvider:
-    """Answers each round with the function model the settings name (`settings.model`)."""
+    """Answers each round with the model function the settings name (`settings.model`)."""
 
     def __init__(self, models: FunctionModels) -> None:
         self._models = models

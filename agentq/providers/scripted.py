@@ -40,7 +40,7 @@ def stream_answer(
     ids derive from the step key."""
     if answer.fail is not None and ctx.attempt <= answer.fail.times:
         # the exception the real SDK raises, classified as the adapter classifies it (the
-        # SDK loads here, not with the function models that `import agentq` brings)
+        # SDK loads here, not with the model functions that `import agentq` brings)
         from agentq.providers.openai_errors import classify, sdk_error
 
         raise classify(sdk_error(answer.fail.status))

@@ -1,4 +1,4 @@
-"""Function models on a real store (SQLite and Postgres), follow-ups run in-process: an
+"""Model functions on a real store (SQLite and Postgres), follow-ups run in-process: an
 agent's model is a function of the request, so it reacts to an approval, a rejection or a
 tool's error, streams its text, keeps the scripted provider's deterministic call ids and
 retries, and fails the turn plainly when the function itself fails."""
