@@ -18,7 +18,6 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from agentq.agents import Agent
 from agentq.config import Config
 from agentq.store.api_keys import new_secret
 
@@ -99,12 +98,6 @@ def banner(
     if secret is not None:
         lines.append(f"  API key of tenant {DEV_TENANT}: {secret}")
     return lines
-
-
-def agent_lines(agents: Iterable[Agent]) -> list[str]:
-    """`support`, or `support (model function support_model)`, by name."""
-    return sorted(item.name + (f" (model function {item.function.name})" if item.function else "")
-                  for item in agents)
 
 
 def profile_lines(policy, env: Mapping[str, str]) -> list[str]:

@@ -74,7 +74,7 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     import gevent
 
     from agentq.agents import CodeAgents
-    from agentq.cli.dev import DevSetupError, agent_lines, banner, dev_key, load_failure, profile_lines
+    from agentq.cli.dev import DevSetupError, banner, dev_key, load_failure, profile_lines
     from agentq.tools import Registry, ToolDefinitionError
 
     try:
@@ -103,7 +103,7 @@ def _cmd_dev(config: Config, args: argparse.Namespace) -> int:
     for line in banner(
         url=f"http://{args.host}:{server.server_port}", database=_redacted(config.database_url),
         tools=[(n, t.executor) for n in registry.names if (t := registry.get(n))],
-        agents=agent_lines(CodeAgents.from_modules(list(config.tools), registry)),
+        agents=sorted(CodeAgents.from_modules(list(config.tools), registry).names),
         profiles=profile_lines(policy, os.environ), problems=policy.unusable(os.environ),
         secret=secret, reload=args.reloading,
     ):
