@@ -2,9 +2,10 @@
 from agentq.agents import Agent, agent
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
+from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
 from agentq.tools import Tool, ToolContext, tool
 
 __all__ = [
-    "Agent", "AgentqError", "Conflict", "InvalidInput", "NotFound",
-    "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "agent", "tool",
+    "Agent", "AgentqError", "Conflict", "FunctionModel", "InvalidInput", "ModelRequest",
+    "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
 ]

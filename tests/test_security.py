@@ -17,6 +17,9 @@ What a hostile tenant tries, and what must hold:
 6. A hostile client's inputs: an out-of-range Last-Event-ID, a created_at that would jump
    the queue, an Idempotency-Key reused with another body, numbers that are not numbers,
    and a database that restarts under the API.
+7. Code: a tenant names no Python function to run. A model function is the operator's, used
+   only by the operator's code agents as they define it: not named in a tenant's settings,
+   its agents or its overrides of a code agent, nor declared as a profile.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import pytest
 
 from agentq.commands import Commands
 from agentq.core.settings import Settings
-from agentq.tenancy.policy import Policy, load_policy
+from agentq.tenancy.policy import Policy, PolicyError, load_policy
 from agentq.tenancy.profiles import Profile
 from agentq.store import Store, migrate
 from agentq.tools import Registry
@@ -411,3 +414,39 @@ def test_while_postgres_is_away_the_api_answers_503_with_retry_after_then_recove
     finally:
         proxy.down()
         store.dispose()
+
+
+# ---- 7. code ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/conversations", {"settings": {"profile": "function", "model": "refunds"}}),
+    ("/v1/conversations", {"settings": {"provider": "function", "model": "lead_model"}}),
+    ("/v1/agents", {"name": "mine", "settings": {"profile": "function", "model": "refunds"}}),
+    ("/v1/conversations", {"agent": "refunder", "settings": {"model": "lead_model"}}),
+])
+def test_a_tenant_cannot_name_a_model_function(store, path, body):
+    api = Api(store, agents=["tests.support.function_agents"])
+    acme = api.key("acme")
+    response = api.client.post(path, json=body, headers=acme)
+    assert response.status_code == 422, response.json
+    assert response.json["error"]["code"] == "unknown_profile"
+    assert "only the operator's own agents" in response.json["error"]["message"]
+    assert api.store.list_conversations(tenant="acme", status=None, state=None, after_id=None,
+                                        limit=10) == []
+    assert api.store.list_agents("acme") == []
+    started = api.client.post("/v1/conversations", json={"agent": "refunder"}, headers=acme)
+    assert started.status_code == 201  # the operator's agent runs its function
+    api.say(started.json["id"], "refund", acme)
+    api.run()
+    assert api.store.load_conversation(started.json["id"]).fsm.state == "awaiting_input"
+    context = api.get(f"/v1/conversations/{started.json['id']}/context", acme).json
+    assert (context["profile"], context["kind"], context["model"]) == ("function", "function",
+                                                                       "refunds")
+
+
+def test_a_policy_file_cannot_declare_the_function_profile(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[profiles.function]\nkind = "scripted"\n')
+    with pytest.raises(PolicyError, match="the profile name 'function' is the code's"):
+        load_policy(str(path))

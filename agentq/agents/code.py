@@ -5,6 +5,11 @@ AGENTQ_TOOLS names, and publish each at start: a new version when its definition
 changed since the latest one, none when it is the same (versions are by content). A
 definition that cannot work (bad settings, a tool no module offers) fails at import or
 at start with a message naming the agent, never at a tenant's first conversation.
+
+An agent's model may be a Python function (`model=decide`, agentq.providers.function):
+the definition names it (`profile: "function"`, `model: "decide"`) and each process finds
+the function through the agents its modules define. Only such agents of the operator
+use model functions (inv. 9).
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentq.core.agents import AgentDefinition, AgentVersion
+from agentq.core.settings import FUNCTION_PROFILE
+from agentq.providers.function import FunctionModel, FunctionModels
 from agentq.tools import Registry, Tool
 
 log = logging.getLogger(__name__)
@@ -28,6 +35,7 @@ class Agent:
     """An agent as a module defines it: collected by `CodeAgents.from_modules`."""
 
     definition: AgentDefinition
+    function: FunctionModel | None = None  # the model, when it is a function of the code
 
     @property
     def name(self) -> str:
@@ -46,9 +54,11 @@ def agent(
     `profile`, `limits`, `temperature`, `response_format`, `script`, …).
 
     `tools` are `@tool` functions (or their names); `overridable` names the settings a
-    conversation started from it may change. Assign the result to a module-level name,
-    as with tools: that is how the processes find it.
+    conversation started from it may change. `model` is a model's name, or a function of
+    the request (a `FunctionModel`, or a function it names by its own name). Assign the
+    result to a module-level name, as with tools: that is how the processes find it.
     """
+    function = _function_model(name, settings)
     if tools is not None:
         settings["tools"] = [_tool_name(name, item) for item in tools]
     if settings.get("agents") is not None:  # other agents as tools: Agent values or names
@@ -62,7 +72,23 @@ def agent(
         raise ValueError(f"agent {name!r} is not valid:\n{exc}") from None
     except ValueError as exc:
         raise ValueError(f"agent {name!r}: {exc}") from None
-    return Agent(definition)
+    return Agent(definition, function)
+
+
+def _function_model(agent_name: str, settings: dict[str, Any]) -> FunctionModel | None:
+    """The agent's model if it is a function, its settings then naming it; else None."""
+    model = settings.get("model")
+    if not (isinstance(model, FunctionModel) or callable(model)):
+        return None  # a model's name (or not one: the settings say what is wrong)
+    if "profile" in settings or "provider" in settings or "script" in settings:
+        raise ValueError(f"agent {agent_name!r}: a model function is the whole model: "
+                         "give no profile and no script with it")
+    try:
+        function = model if isinstance(model, FunctionModel) else FunctionModel(model)
+    except ValueError as exc:
+        raise ValueError(f"agent {agent_name!r}: {exc}") from None
+    settings.update(profile=FUNCTION_PROFILE, model=function.name)
+    return function
 
 
 def _agent_tool(item: Any) -> Any:
@@ -92,6 +118,7 @@ class CodeAgents:
                 raise ValueError(f"two agents are named {item.name!r}")
             by_name[item.name] = item
         self._agents = by_name
+        self.functions = FunctionModels(a.function for a in by_name.values() if a.function)
 
     @classmethod
     def from_modules(cls, modules: Iterable[str], registry: Registry | None = None) -> CodeAgents:

@@ -18,7 +18,7 @@ from agentq.agents.catalog import Catalog
 from agentq.commands.answers import FROM_DECISION, answer_call
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.core import drafts
-from agentq.core.agents import NotOverridable, parse_agent_ref, settings_with_overrides
+from agentq.core.agents import AgentVersion, NotOverridable, parse_agent_ref, settings_with_overrides
 from agentq.core.decide import Step, ends_a_turn, message_action
 from agentq.core.elicitation import ANSWERED
 from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
@@ -26,7 +26,7 @@ from agentq.core.fsm import RETRIED, round_closed
 from agentq.core.keys import canonical_json
 from agentq.core.parts import BadContent, read_content
 from agentq.core.scope import Scope
-from agentq.core.settings import Settings, parse_settings
+from agentq.core.settings import FUNCTION_PROFILE, Settings, parse_settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
@@ -97,7 +97,7 @@ class Commands:
         except ValidationError as exc:
             raise InvalidInput(f"the agent's settings with these overrides are not valid: "
                                f"{_first_error(exc)}", code="invalid_overrides") from None
-        admitted = self.settings_for(merged, scope)
+        admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged))
         return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
                                               now=self.clock(), agent=version.ref)
 
@@ -113,12 +113,13 @@ class Commands:
                                code="unknown_agent")
         return found
 
-    def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None
-                     ) -> Settings:
+    def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None,
+                     from_code: bool = False) -> Settings:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
         the tools exist, the agents it offers as tools are the tenant's to use, and the
         operator's policy allows them (an agent's versions too; `defining` names the agent
-        whose version these are, which may list itself: a cycle ends at max_agent_depth)."""
+        whose version these are, which may list itself: a cycle ends at max_agent_depth).
+        `from_code`: the profile and model are a code agent's, which may be a function."""
         try:
             self.registry.require(settings.tools)
         except ValueError as exc:
@@ -130,7 +131,7 @@ class Commands:
                         "type": "unknown_agent"} for name in unknown]
             raise InvalidInput(f"settings.agents names no agent of yours: {', '.join(unknown)}; "
                                "GET /v1/agents lists them", code="unknown_agent", details=details)
-        return self.policy.settings_for(settings, scope.tenant)
+        return self.policy.settings_for(settings, scope.tenant, from_code=from_code)
 
     def post_message(
         self,
@@ -343,7 +344,10 @@ class Commands:
         prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
-        self.settings_for(source.settings, scope)  # the policy may have changed since
+        # the policy may have changed since; a model function in stored settings came
+        # from the operator's code agent they were created from
+        self.settings_for(source.settings, scope,
+                          from_code=source.settings.profile == FUNCTION_PROFILE)
         return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
@@ -363,6 +367,14 @@ def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | 
     asked = {"content": content, "on_busy": on_busy,
              "created_at": None if created_at is None else format_ts(to_utc(created_at))}
     return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _models_from_code(version: AgentVersion, settings: Settings) -> bool:
+    """Whether `settings` run the model of an agent of the operator's code, as it defines it
+    (which may be a model function): a conversation's overrides changed neither."""
+    defined = version.definition.settings
+    return version.source == "code" and (settings.profile, settings.model) == (
+        defined.profile, defined.model)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -44,11 +44,11 @@ def _result_message(result: Event) -> Message:
     parts = tuple(p for p in result.content.get("parts") or () if isinstance(p, dict))
     if status == "ok":
         return Message("tool", output_text(output), tool_call_id=result.content["tool_call_id"],
-                       parts=parts)
+                       parts=parts, status=status)
     body = _CLOSED_WITHOUT_OUTPUT.get(status, status) if output is None else output_text(output)
     text = f"[{status}] {body}"
     return Message("tool", text, tool_call_id=result.content["tool_call_id"], is_error=True,
-                   parts=parts)
+                   parts=parts, status=status)
 
 
 def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> list[Message]:
@@ -217,7 +217,8 @@ def _answer_block(head: Message, answers: Sequence[Message], fixes: list[str]) -
     for call in head.tool_calls:
         if call.id not in by_id:
             fixes.append(f"added a cancelled result for unanswered tool call {call.id}")
-        missing = Message("tool", MISSING_RESULT_TEXT, tool_call_id=call.id, is_error=True)
+        missing = Message("tool", MISSING_RESULT_TEXT, tool_call_id=call.id, is_error=True,
+                          status="cancelled")
         block.append(by_id.get(call.id) or missing)
     return block
 

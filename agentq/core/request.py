@@ -34,14 +34,16 @@ class CallRef:
 
 @dataclass(frozen=True)
 class Message:
-    """One neutral message. `tool` messages answer exactly one call by `tool_call_id`;
-    an assistant message carries the reasoning items its response returned, for its kind."""
+    """One neutral message. `tool` messages answer exactly one call by `tool_call_id`, with
+    the result's `status` (ok, error, rejected, expired, cancelled); an assistant message
+    carries the reasoning items its response returned, for its kind."""
 
     role: Role
     text: str = ""
     tool_calls: tuple[CallRef, ...] = ()
     tool_call_id: str | None = None
     is_error: bool = False
+    status: str | None = None
     reasoning: tuple[Reasoning, ...] = ()
     # A user message's content parts (core/parts.py): text and images, in order; on a
     # `tool` message, the images of a tool server's result.

@@ -34,6 +34,10 @@ _NO_ENDPOINTS = (
     "operator's model profiles; name one in `profile` (GET /v1/profiles lists them)"
 )
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
+# The profile of a model that is a function of the operator's code (agentq.providers.function),
+# its `model` the function's name: only the operator's code agents use it (inv. 9), never a
+# tenant's settings, and no policy file declares a profile of this name.
+FUNCTION_PROFILE = "function"
 
 
 def _integral(value: Any) -> Any:

@@ -16,7 +16,6 @@ from agentq.core.keys import canonical_json, scripted_call_id
 from agentq.core.request import CallRef, Message, Request
 from agentq.core.settings import ScriptedResponse
 from agentq.providers.base import CallContext, Delta, ModelResponse
-from agentq.providers.openai_errors import classify, sdk_error
 
 # The scripted model wakes at most this often while it streams: a real model at 100
 # tokens a second sends a piece every 10 ms, and a faster script's pieces come in bursts.
@@ -30,32 +29,48 @@ class ScriptedProvider:
     def stream(
         self, request: Request, ctx: CallContext, cancel: threading.Event
     ) -> Iterator[Delta | ModelResponse]:
-        answer = _answer_for(request, ctx)
-        if answer.fail is not None and ctx.attempt <= answer.fail.times:
-            # the exception the real SDK raises, classified as the adapter classifies it
-            raise classify(sdk_error(answer.fail.status))
-        pieces = split_text(answer.text, answer.chunks)
-        interval_s = answer.delay_s / max(len(pieces), 1)
-        if not pieces and cancel.wait(answer.delay_s):
+        yield from stream_answer(request, _answer_for(request, ctx), ctx, cancel)
+
+
+def stream_answer(
+    request: Request, answer: ScriptedResponse, ctx: CallContext, cancel: threading.Event
+) -> Iterator[Delta | ModelResponse]:
+    """One scripted answer as a model streams it: its `fail` raised on the attempts it
+    names, its text in `chunks` deltas over `delay_s`, then the response, whose tool call
+    ids derive from the step key."""
+    if answer.fail is not None and ctx.attempt <= answer.fail.times:
+        # the exception the real SDK raises, classified as the adapter classifies it (the
+        # SDK loads here, not with the model functions that `import agentq` brings)
+        from agentq.providers.openai_errors import classify, sdk_error
+
+        raise classify(sdk_error(answer.fail.status))
+    pieces = split_text(answer.text, answer.chunks)
+    interval_s = answer.delay_s / max(len(pieces), 1)
+    if not pieces and cancel.wait(answer.delay_s):
+        return
+    started = time.monotonic()
+    for index, piece in enumerate(pieces):
+        # Paced by the model, not by its reader: a piece is due at its place in
+        # delay_s, and a reader that fell behind gets the pieces already due at once,
+        # as from a real model's socket. It wakes at most every PACE_S, and then hands
+        # over every piece due by then, as a socket read does.
+        wait_s = started + (index + 1) * interval_s - time.monotonic()
+        if cancel.wait(max(wait_s, PACE_S)) if wait_s > 0 else cancel.is_set():
             return
-        started = time.monotonic()
-        for index, piece in enumerate(pieces):
-            # Paced by the model, not by its reader: a piece is due at its place in
-            # delay_s, and a reader that fell behind gets the pieces already due at once,
-            # as from a real model's socket. It wakes at most every PACE_S, and then hands
-            # over every piece due by then, as a socket read does.
-            wait_s = started + (index + 1) * interval_s - time.monotonic()
-            if cancel.wait(max(wait_s, PACE_S)) if wait_s > 0 else cancel.is_set():
-                return
-            yield Delta(index=index, text=piece)
-        if cancel.is_set():
-            return
-        yield _response(request, answer, ctx)
+        yield Delta(index=index, text=piece)
+    if cancel.is_set():
+        return
+    yield _response(request, answer, ctx)
+
+
+def summary_answer(request: Request) -> ScriptedResponse:
+    """The answer to a compact step's request: a deterministic summary, never the script's."""
+    return ScriptedResponse(text=_summary_of(request))
 
 
 def _answer_for(request: Request, ctx: CallContext) -> ScriptedResponse:
     if ctx.purpose == "summary":  # summaries do not consume the script
-        return ScriptedResponse(text=_summary_of(request))
+        return summary_answer(request)
     script = ctx.settings.script or []
     if script and ctx.settings.script_repeat:
         return script[ctx.rounds_committed % len(script)]

@@ -10,6 +10,10 @@ child's turn ends, the append that ends it schedules the parent's `child` step i
 transaction (`store.eventlog`), so the handover survives any crash: the sweeper re-drives
 a scheduled step whose task was lost. That step closes the parent's call with the child's
 answer, once: the call moves from pending to done only if still pending.
+
+A child's steps belong to the parent turn's trace (inv. 11): the start step's
+`invoke_agent` span is kept as the child's first message's traceparent, so every step of
+the child's turn is a span under it, and the start and handover steps join the parent's.
 """
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.store import ConversationInfo, ConversationTxn
 from agentq.store.agents import CODE_OWNER
+from agentq.telemetry import tracing
+from agentq.telemetry.attributes import agent_attributes
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,7 @@ def agents_in_store(store: Any, policy: Any = None) -> FindAgent:
         settings = found.definition.settings
         if policy is not None:
             try:
-                settings = policy.settings_for(settings, tenant)
+                settings = policy.settings_for(settings, tenant, from_code=found.source == "code")
             except InvalidInput as exc:
                 return f"the agent {name!r} cannot start: {exc}"
         return ChildAgent(found.ref, settings)
@@ -71,10 +77,11 @@ def agents_in_store(store: Any, policy: Any = None) -> FindAgent:
 
 @dataclass(frozen=True)
 class Start:
-    """Start the child with this agent and first message."""
+    """Start the child with this agent and first message, in the trace of `traceparent`."""
 
     agent: ChildAgent
     text: str
+    traceparent: str | None = None
 
 
 def run_agent_call(lifecycle: Lifecycle, find: FindAgent, ceilings: Callable[[str], Ceilings],
@@ -101,6 +108,9 @@ class StartChild(StepWork["Start | str"]):
         self.conversation, self.call = conversation, call
         self.tool = call.name
 
+    def turn(self) -> tuple[str | None, str | None]:
+        return self.call.turn_id, self.conversation.fsm.trace
+
     def run(self, claim: Claim, lost: threading.Event) -> Start | str:
         """What to start, or why not (the model reads it): bad input, a ceiling, no agent."""
         conversation, call = self.conversation, self.call
@@ -119,7 +129,13 @@ class StartChild(StepWork["Start | str"]):
         if refused is not None:
             return refused
         found = self.find(conversation.tenant, call.name)
-        return found if isinstance(found, str) else Start(found, text)
+        if isinstance(found, str):
+            return found
+        child_id = subagents.child_conversation_id(conversation.id, call.id)
+        tracer = tracing()
+        with tracer.agent(agent_attributes(name=call.name, version=found.ref.version,
+                                           conversation_id=child_id)):
+            return Start(found, text, tracer.traceparent())
 
     def commit(self, claim: Claim, result: Start | str) -> list[FollowUp]:
         now = self.ctx.clock()
@@ -150,7 +166,8 @@ class StartChild(StepWork["Start | str"]):
         named = uuid.UUID(child_id)
         first = drafts.user_msg(start.text, turn_id=str(uuid.uuid5(named, "turn")),
                                 message_id=str(uuid.uuid5(named, "message")),
-                                scope=parent.fsm.scope or {}, created_at=now)
+                                scope=parent.fsm.scope or {}, created_at=now,
+                                traceparent=start.traceparent)
         tx.start_child(child_id, settings=start.agent.settings, agent=start.agent.ref,
                        parent=link, first=first, now=now)
 
@@ -177,6 +194,9 @@ class CollectChild(StepWork["tuple[str, Any]"]):
                          Step.child(conversation.id, call.id))
         self.conversation, self.call = conversation, call
         self.tool = call.name
+
+    def turn(self) -> tuple[str | None, str | None]:
+        return self.call.turn_id, self.conversation.fsm.trace
 
     def run(self, claim: Claim, lost: threading.Event) -> tuple[str, Any]:
         child_id = subagents.child_conversation_id(self.conversation_id, self.call.id)

@@ -2,7 +2,8 @@
 
 The only package that imports opentelemetry, and only once the operator's OTEL_*
 environment asks for traces (`tracing`): one trace per turn, a span per attempt of each
-step, `chat {model}` and `execute_tool {name}` spans in the GenAI conventions (`attributes`).
+step, `chat {model}`, `execute_tool {name}` and `invoke_agent {name}` spans in the GenAI
+conventions (`attributes`); a sub-agent's child runs in its parent turn's trace.
 See docs/tracing.md.
 """
 from agentq.telemetry.spans import NO_SPAN, NoSpan, Tracing

@@ -39,6 +39,8 @@ GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_VERSION = "gen_ai.agent.version"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOKEN_TYPE = "gen_ai.token.type"
@@ -48,6 +50,7 @@ ERROR_TYPE = "error.type"
 
 CHAT = "chat"
 EXECUTE_TOOL = "execute_tool"
+INVOKE_AGENT = "invoke_agent"
 # The metrics of the conventions, and their units.
 TOKEN_USAGE_METRIC = "gen_ai.client.token.usage"
 DURATION_METRIC = "gen_ai.client.operation.duration"
@@ -126,6 +129,16 @@ def tool_attributes(*, name: str, call_id: str, conversation_id: str) -> dict[st
     """What an `execute_tool {name}` span carries."""
     return {OPERATION: EXECUTE_TOOL, TOOL_NAME: name, TOOL_CALL_ID: call_id, TOOL_TYPE: "function",
             GEN_AI_CONVERSATION_ID: conversation_id}
+
+
+def agent_attributes(*, name: str, version: int | None, conversation_id: str) -> dict[str, Any]:
+    """What an `invoke_agent {name}` span carries: the agent a sub-agent call starts, and
+    the child conversation that runs it."""
+    found: dict[str, Any] = {OPERATION: INVOKE_AGENT, AGENT_NAME: name,
+                             GEN_AI_CONVERSATION_ID: conversation_id}
+    if version is not None:
+        found[AGENT_VERSION] = str(version)
+    return found
 
 
 def captures_content(env: Mapping[str, str]) -> bool:

@@ -207,6 +207,10 @@ class OtelTracing(Tracing):
         name = f"{a.EXECUTE_TOOL} {attributes.get(a.TOOL_NAME, '')}".strip()
         return _Span(self._tracer.start_span(name, attributes=attributes, kind=SpanKind.INTERNAL))
 
+    def agent(self, attributes: dict[str, Any]) -> _Span:
+        name = f"{a.INVOKE_AGENT} {attributes.get(a.AGENT_NAME, '')}".strip()
+        return _Span(self._tracer.start_span(name, attributes=attributes, kind=SpanKind.INTERNAL))
+
     def traceparent(self) -> str | None:
         if not trace.get_current_span().get_span_context().is_valid:
             return None

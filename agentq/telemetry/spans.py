@@ -60,6 +60,11 @@ class Tracing:
         """An `execute_tool {name}` span of one tool call (GenAI conventions)."""
         return NO_SPAN
 
+    def agent(self, attributes: dict[str, Any]) -> NoSpan:
+        """An `invoke_agent {name}` span, current while entered: the start of a sub-agent's
+        child conversation, whose steps join the trace under it (GenAI conventions)."""
+        return NO_SPAN
+
     def traceparent(self) -> str | None:
         """The W3C traceparent of the current span, to keep with a turn; None when off."""
         return None

@@ -4,6 +4,8 @@
 URL, with the tenant's own key where the profile takes one, else the key in the
 variable the operator named. Nothing a tenant sends chooses either. Errors say what a
 tenant may know: which profile, never which variable (the operator's log has that).
+A call of the `function` profile goes to the operator's model function of that name
+(agentq.providers.function), in this process.
 """
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from agentq.core.request import Request
-from agentq.core.settings import Settings
+from agentq.core.settings import FUNCTION_PROFILE, Settings
 from agentq.providers.base import CallContext, Delta, Endpoint, ModelResponse, Provider
 from agentq.providers.errors import ProviderError
+from agentq.providers.function import FunctionModels, FunctionProvider
 from agentq.telemetry import tracing
 from agentq.telemetry.attributes import chat_attributes
 from agentq.tenancy.policy import Policy
@@ -64,10 +67,13 @@ class ModelAccess:
     """Providers for conversations, each call sent where the operator's profile says."""
 
     def __init__(self, policy: Policy, owners: OwnerLookup | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, functions: FunctionModels | None = None
+                 ) -> None:
+        """`functions`: the model functions this process's code agents define."""
         self.policy = policy
         self._owners = owners
         self._env = os.environ if env is None else env
+        self._functions = FunctionProvider(functions or FunctionModels())
 
     def provider_for(self, settings: Settings) -> Provider:
         """The provider of a conversation with these settings (resolved at each call)."""
@@ -92,6 +98,18 @@ class ModelAccess:
             raise ProviderError(f"profile {name!r} is not available", code="unknown_profile")
         return profile, resolve_endpoint(profile, owner, self._env)
 
+    def route(self, request: Request, ctx: CallContext) -> tuple[Provider, Endpoint, str]:
+        """The adapter, the endpoint and the model of one call: the profile's kind at its
+        endpoint, or the operator's model function the settings name."""
+        if ctx.settings.profile == FUNCTION_PROFILE:
+            return self._functions, Endpoint(FUNCTION_PROFILE, FUNCTION_PROFILE), request.model
+        profile, endpoint = self.endpoint(ctx)
+        model = request.model or ctx.settings.model or profile.chosen_model
+        if model is None or not profile.offers(model):
+            raise ProviderError(f"profile {profile.name!r} does not offer model {model!r}",
+                                code="model_not_offered")
+        return profile.kind_of.adapter(), endpoint, model
+
     def _owner(self, conversation_id: str, profile: str) -> Owner | None:
         return self._owners(conversation_id, profile) if self._owners is not None else None
 
@@ -108,18 +126,13 @@ class ProfiledProvider:
     def stream(
         self, request: Request, ctx: CallContext, cancel: threading.Event
     ) -> Iterator[Delta | ModelResponse]:
-        profile, endpoint = self._access.endpoint(ctx)
-        model = request.model or ctx.settings.model or profile.chosen_model
-        if model is None or not profile.offers(model):
-            raise ProviderError(f"profile {profile.name!r} does not offer model {model!r}",
-                                code="model_not_offered")
-        adapter = profile.kind_of.adapter()
+        adapter, endpoint, model = self._access.route(request, ctx)
         request = dataclasses.replace(request, model=model)
         tracer = tracing()
         if not tracer.enabled:
             yield from adapter.stream(request, dataclasses.replace(ctx, endpoint=endpoint), cancel)
             return
-        with tracer.chat(chat_attributes(kind=profile.kind, model=model, base_url=endpoint.base_url,
+        with tracer.chat(chat_attributes(kind=endpoint.kind, model=model, base_url=endpoint.base_url,
                                          conversation_id=ctx.conversation_id), request) as span:
             for item in adapter.stream(request, dataclasses.replace(ctx, endpoint=endpoint), cancel):
                 if isinstance(item, ModelResponse):

@@ -9,7 +9,9 @@ unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period, pe
 `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
 settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). A file that does not parse stops
-the process at start, with where and why.
+the process at start, with where and why. The `function` profile is no profile of the file:
+it names a model function of the operator's code (agentq.providers.function), which only
+settings from a code agent may name.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
-from agentq.core.settings import Settings
+from agentq.core.settings import FUNCTION_PROFILE, Settings
 from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.tenancy.profiles import Profile, builtin_profiles
@@ -228,11 +230,21 @@ class Policy:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
         return self.ceilings_for(tenant).running_steps
 
-    def settings_for(self, settings: Settings, tenant: str) -> Settings:
+    def settings_for(self, settings: Settings, tenant: str, *, from_code: bool = False
+                     ) -> Settings:
         """The settings a conversation of `tenant` is created with, or InvalidInput (422).
 
-        Settings that name no profile get the tenant's default one.
+        Settings that name no profile get the tenant's default one. Only settings
+        `from_code` (an agent of the operator's code, as it defines them) may name a model
+        function (inv. 9): a tenant's name no code to run.
         """
+        if settings.profile == FUNCTION_PROFILE:
+            if not from_code:
+                raise _refused("unknown_profile", f"profile {FUNCTION_PROFILE!r} runs the "
+                               "operator's model functions: only the operator's own agents "
+                               "use it", ("profile",))
+            self._check_tool_servers(settings, tenant)
+            return self._within_ceilings(settings, tenant)
         if "profile" not in settings.model_fields_set:
             default = self.default_for(tenant)
             if default is None:
@@ -259,13 +271,18 @@ class Policy:
             raise _refused("extra_body_refused", f"profile {profile.name!r} does not take "
                            f"extra_body fields {', '.join(sorted(refused_fields))}", ("extra_body",))
         self._check_tool_servers(settings, tenant)
+        fitted = self._within_ceilings(settings, tenant)
+        return fitted.model_copy(update={"model": model, "profile": profile.name})
+
+    def _within_ceilings(self, settings: Settings, tenant: str) -> Settings:
+        """The settings fitted to `tenant`'s ceilings, or InvalidInput naming each excess."""
         fitted, excesses = fit_to_ceilings(settings, self.ceilings_for(tenant))
         if excesses:
             details = [{"loc": ["settings", *e.loc], "msg": e.message, "type": "above_ceiling",
                         "ceiling": e.ceiling, "limit": e.limit} for e in excesses]
             raise InvalidInput("; ".join(e.message for e in excesses), code="above_ceiling",
                                details=details)
-        return fitted.model_copy(update={"model": model, "profile": profile.name})
+        return fitted
 
     def _check_tool_servers(self, settings: Settings, tenant: str) -> None:
         """InvalidInput unless every `mcp:` entry of the tools names a server open to `tenant`
@@ -327,6 +344,9 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
         raise PolicyError(f"the policy file {path} is not TOML: {exc}") from None
     except ValidationError as exc:
         raise PolicyError(f"the policy file {path} is not valid:\n{exc}") from None
+    if FUNCTION_PROFILE in profiles:
+        raise PolicyError(f"the policy file {path}: the profile name {FUNCTION_PROFILE!r} is "
+                          "the code's model functions'; name the profile otherwise")
     for profile in profiles.values():
         _, excesses = fit_to_ceilings(Settings.model_validate(profile.params), parsed.ceilings)
         if excesses:

@@ -599,7 +599,8 @@ class Eviction(_Answer):
 
 class Context(_Answer):
     profile: str
-    kind: str | None = Field(description="the profile's provider kind; null if it is gone")
+    kind: str | None = Field(description="the profile's provider kind (`function` for a "
+                             "model function); null if it is gone")
     model: str
     request: dict[str, Any] = Field(description="the neutral request, as rendered and repaired")
     wire: dict[str, Any] = Field(description="the body in the provider's own shape")

@@ -1,6 +1,7 @@
 """Build one process's Runtime from its config: store, tool registry, pub/sub and the operator's policy."""
 from __future__ import annotations
 
+from agentq.agents import CodeAgents
 from agentq.config import Config
 from agentq.runtime import Runtime
 from agentq.runtime.children import agents_in_store
@@ -26,7 +27,10 @@ def build_runtime(
     registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
     tool_queues = registry.queues
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
-    access = ModelAccess(policy, own_keys.owner)
+    # the model functions of the agents the code defines (their tools are checked where
+    # they are published: the API, or agentq dev)
+    functions = CodeAgents.from_modules(list(config.tools)).functions
+    access = ModelAccess(policy, own_keys.owner, functions=functions)
     return Runtime(
         store=store,
         registry=registry,

@@ -199,6 +199,42 @@ def test_with_the_demo_off_a_conversation_naming_no_profile_gets_the_policys_def
         assert created.json()["settings"]["profile"] == "openai"
 
 
+OFFLINE_AGENT = '''
+
+def greeter_model(request: agentq.ModelRequest):
+    """Look the order up, then say what the lookup returned."""
+    if not request.results:
+        return {"tool_calls": [{"name": "lookup_order", "args": {"order_id": request.text}}]}
+    return f"{request.results[0].status}: {request.results[0].text}"
+
+
+greeter = agentq.agent("greeter", model=greeter_model, tools=[lookup_order])
+'''
+
+
+def test_with_the_demo_off_a_code_agents_model_function_answers_and_no_tenant_names_it(dev, shop):
+    (shop / "shop_tools.py").write_text(textwrap.dedent(SHOP_TOOLS) + OFFLINE_AGENT)
+    process = dev(AGENTQ_DEMO="off")
+    banner = process.wait_banner()
+    assert "  agents: greeter, support\n" in banner
+    with process.client() as api:
+        created = api.post("/v1/conversations", json={"agent": "greeter"})
+        assert created.status_code == 201, created.text
+        cid = created.json()["id"]
+        posted = api.post(f"/v1/conversations/{cid}/messages", json={"content": "A-17"})
+        assert posted.status_code in (201, 202)
+
+        def answered() -> str | None:
+            events = api.get(f"/v1/conversations/{cid}/events").json()["events"]
+            texts = [e["content"]["text"] for e in events if e["type"] == "assistant_msg"]
+            return len(texts) == 2 and texts[-1]
+        assert wait_for(answered, timeout_s=WAIT_S, what=f"the answer; output:\n{process.text()}") == (
+            "ok: order A-17: shipped")
+        named = api.post("/v1/conversations", json={"settings": {"profile": "function",
+                                                                 "model": "greeter_model"}})
+        assert named.status_code == 422 and named.json()["error"]["code"] == "unknown_profile"
+
+
 def test_agentq_policy_reads_the_demo_default_the_procfiles_processes_read(shop):
     def policy(**env: str) -> str:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}

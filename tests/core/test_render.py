@@ -55,8 +55,8 @@ def test_a_round_is_one_assistant_message_then_its_answers_in_call_order():
             "Let me check.",
             (CallRef("c1", "get_weather", {"city": "Oslo"}), CallRef("c2", "approve", {})),
         ),
-        Message("tool", "sunny", tool_call_id="c1"),
-        Message("tool", '{"a": 2, "b": 1}', tool_call_id="c2"),
+        Message("tool", "sunny", tool_call_id="c1", status="ok"),
+        Message("tool", '{"a": 2, "b": 1}', tool_call_id="c2", status="ok"),
     )
     assert request.repairs == ()
 
@@ -68,11 +68,13 @@ def test_a_round_is_one_assistant_message_then_its_answers_in_call_order():
         ("expired", None, "[expired] no answer arrived before the call expired"),
         ("cancelled", None, "[cancelled] the call was cancelled before it returned"),
         ("cancelled", "user interrupted", "[cancelled] user interrupted"),
+        ("rejected", "too much", "[rejected] too much"),
     ],
 )
 def test_a_result_that_is_not_ok_is_an_error_labelled_with_its_status(status, output, text):
     request = rendered(*one_round(b.result("c1"), b.result("c2", status, output)))
-    assert request.messages[-1] == Message("tool", text, tool_call_id="c2", is_error=True)
+    assert request.messages[-1] == Message("tool", text, tool_call_id="c2", is_error=True,
+                                           status=status)
 
 
 def test_a_response_with_no_text_and_no_calls_is_not_rendered():
@@ -92,7 +94,7 @@ def test_suspensions_resolutions_and_errors_are_not_rendered():
 def test_a_call_without_a_result_gets_a_recorded_cancelled_answer():
     request = rendered(*one_round(b.result("c1")))
     assert request.messages[-1] == Message(
-        "tool", MISSING_RESULT_TEXT, tool_call_id="c2", is_error=True
+        "tool", MISSING_RESULT_TEXT, tool_call_id="c2", is_error=True, status="cancelled"
     )
     assert request.repairs == ("added a cancelled result for unanswered tool call c2",)
 

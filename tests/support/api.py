@@ -22,6 +22,7 @@ from agentq.tenancy.access import ModelAccess
 from agentq.live.pubsub import PubSub
 from agentq.mcp import tool_servers
 from agentq.runtime import Runtime
+from agentq.runtime.children import agents_in_store
 from agentq.tools import Registry
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
@@ -59,12 +60,14 @@ class Api:
         registry = Registry.from_modules(TOOLS, tool_servers(self.policy.mcp))
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
         self.own_keys = OwnKeys(store, self.policy, KeyBox([new_encryption_key()]), self.clock)
-        access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env)
+        code = CodeAgents.from_modules(agents or [], registry)
+        access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env,
+                             functions=code.functions)
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
-                               clock=self.clock, sleep=lambda s: None, providers=access.provider_for)
+                               clock=self.clock, sleep=lambda s: None, providers=access.provider_for,
+                               agents=agents_in_store(store, self.policy))
         self.sent: list = []
-        catalog = Catalog.published(store, self.policy.offers_agent,
-                                    CodeAgents.from_modules(agents or [], registry), now=self.clock())
+        catalog = Catalog.published(store, self.policy.offers_agent, code, now=self.clock())
         self.services = Services(
             store=store, pubsub=self.pubsub,
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,

@@ -74,6 +74,14 @@ def test_a_tool_span_names_the_tool_and_its_call():
         "gen_ai.conversation.id": "c1"}
 
 
+def test_an_agent_span_names_the_agent_its_version_and_the_child_conversation():
+    assert a.agent_attributes(name="researcher", version=3, conversation_id="child") == {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher",
+        "gen_ai.agent.version": "3", "gen_ai.conversation.id": "child"}
+    assert "gen_ai.agent.version" not in a.agent_attributes(name="r", version=None,
+                                                             conversation_id="c")
+
+
 @pytest.mark.parametrize(("value", "on"), [("true", True), ("TRUE", True), ("1", True),
                                            ("false", False), ("", False)])
 def test_message_content_is_captured_only_when_the_operator_says_so(value, on):

@@ -1,6 +1,7 @@
 """The spans the runtime makes, on a store with no broker: every step of a turn joins the
 trace of the request that posted its message (an inbox message too), an attempt that
-takes over links to the one it replaced, and a commit that lost its race is no success."""
+takes over links to the one it replaced, a commit that lost its race is no success, and a
+sub-agent's child conversation runs in its parent turn's trace."""
 from __future__ import annotations
 
 import importlib
@@ -14,7 +15,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.core.agents import AgentDefinition
 from agentq.core.scope import Scope
+from agentq.core.settings import Settings
+from agentq.core.subagents import child_conversation_id
 from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import SPAN_MARK
 from agentq.runtime.tool_step import ToolStep
@@ -101,6 +105,38 @@ def test_a_message_that_waited_in_the_inbox_runs_in_the_trace_of_its_own_request
         by_trace.setdefault(span.context.trace_id, []).append(span.attributes["agentq.turn.id"])
     assert set(by_trace) == {first.get_span_context().trace_id, second.get_span_context().trace_id}
     assert all(len(turns) == 3 and len(set(turns)) == 1 for turns in by_trace.values())
+
+
+def test_a_turn_that_calls_a_sub_agent_is_one_trace_with_the_childs_steps_under_its_invocation(
+    exported, runtime, commands, clock
+):
+    traced, exporter = exported
+    runtime.store.create_agent("t1", AgentDefinition(name="researcher", settings=Settings(
+        script=LOOKUP)), now=clock())
+    cid = commands.create_conversation(SCOPE, {"agents": ["researcher"], "script": [
+        {"tool_calls": [{"name": "researcher", "args": {"input": "dig"}}]}, {"text": "dug"}]}).id
+    request, follow = post_in_request(traced, commands, cid, "go")
+    drain(runtime, follow)
+    (call,) = runtime.store.list_tool_calls(cid)
+    child = child_conversation_id(cid, call.id)
+    found = steps(exporter)
+    by_conversation = {c: [s.name for s in found if s.attributes["agentq.conversation.id"] == c]
+                       for c in (cid, child)}
+    assert by_conversation == {cid: ["step llm", "step tool", "step child", "step llm"],
+                               child: ["step llm", "step tool", "step llm"]}
+    assert {s.context.trace_id for s in exporter.get_finished_spans()} == {
+        request.get_span_context().trace_id}
+    (invoked,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent researcher"]
+    (start,) = [s for s in found if s.context.span_id == invoked.parent.span_id]
+    assert start.attributes["agentq.conversation.id"] == cid
+    assert invoked.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert invoked.attributes["gen_ai.conversation.id"] == child
+    for span in found:
+        mine = span.attributes["agentq.conversation.id"] == cid
+        parent = request.get_span_context() if mine else invoked.context
+        assert span.parent.span_id == parent.span_id
+        assert span.attributes["agentq.step.attempt"] == 1
+    assert len({s.attributes["agentq.step.key"] for s in found}) == len(found)
 
 
 def _tool_step(runtime, cid) -> ToolStep:

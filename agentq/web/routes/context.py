@@ -16,6 +16,7 @@ from agentq.core.budget import plan_context
 from agentq.core.compaction import request_tokens
 from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
 from agentq.core.responses_wire import check_responses, to_responses
+from agentq.core.settings import FUNCTION_PROFILE
 from agentq.errors import NotFound
 from agentq.runtime.model_step import offered_specs
 from agentq.web import models, present
@@ -45,6 +46,8 @@ def context(conversation_id: str):
     request, evictions = planned.request, planned.evictions
     profile = svc.policy.profiles.get(view.settings.profile)
     kind = profile.kind if profile is not None else None
+    if view.settings.profile == FUNCTION_PROFILE:  # the operator's model function, no profile
+        kind = FUNCTION_PROFILE
     to_wire, check_wire = _WIRES.get(kind or "", (to_openai, check_openai))
     wire = to_wire(request)
     problems += validate(request) + check_wire(wire)
