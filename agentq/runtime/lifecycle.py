@@ -16,7 +16,10 @@ to the attempt it replaced, whose ids that attempt's claim recorded with its wor
 commit that lost its race ends its span as `lost`, never as a second success (inv. 11).
 
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
-a step that raised, or one whose worker died while it ran alone. Each step runs within
+a step that raised, or one whose worker died while it ran alone. Whatever a step raises,
+wherever (inv. 12): the ladder's catch-all logs it once and counts it as a fault, and a task
+that raised before its claim has it counted against the step it was for
+(`raised_unclaimed`), so a step that keeps raising fails its turn visibly. Each step runs within
 the process's `Admission`: a task waits unclaimed while the process has no room, a step
 that died with others runs alone, and a task that comes meanwhile ends with its step
 unclaimed: it is sent on at once for another process to take, or, if it comes back while
@@ -30,7 +33,7 @@ import os
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -47,8 +50,8 @@ from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
 from agentq.runtime.repair import redrive, take_up
 from agentq.runtime.shares import Shares
-from agentq.store import NewStep
-from agentq.store.ledger import WAITING, runs_alone
+from agentq.store import ConversationInfo, NewStep
+from agentq.store.ledger import CLAIMABLE, WAITING, runs_alone
 from agentq.telemetry import NoSpan, tracing
 from agentq.telemetry.attributes import step_attributes
 
@@ -81,6 +84,8 @@ def wakes_held() -> Iterator[list[tuple[str, tuple[str, ...] | None]]]:
 
 # Between a claimant and the ids of its span in the ledger's worker column.
 SPAN_MARK = " span="
+# The longest cause of a failure an `error` event names (`cause`).
+CAUSE_CHARS = 500
 
 
 def worker_id() -> str:
@@ -158,9 +163,24 @@ class StepWork(ABC, Generic[Result]):
 
     def give_up(self, message: str) -> list[FollowUp]:
         """The step used up its attempts (a poison step): its turn fails."""
-        return self.ctx.record_error(
-            self.conversation_id, self.step, "failed_permanent", "max_attempts", message
-        )
+        return turn_fails(self.ctx, self.conversation_id, self.step, message)
+
+
+def turn_fails(ctx: StepContext, conversation_id: str, step: Step, message: str
+               ) -> list[FollowUp]:
+    """A model or compact step was given up: its turn fails with an `error` event."""
+    return ctx.record_error(conversation_id, step, "failed_permanent", "max_attempts", message)
+
+
+def cause(exc: BaseException) -> str:
+    """What a step raised, as its ledger row and its turn's `error` event name it: the
+    exception's type and the first line of its message, at most CAUSE_CHARS.
+
+    Careful: a driver's error carries its statement and parameters on the lines after the
+    first; those stay in the worker's log, with the traceback, and are no tenant's to read.
+    """
+    message = str(exc).strip().partition("\n")[0]
+    return f"{type(exc).__name__}: {message}"[:CAUSE_CHARS] if message else type(exc).__name__
 
 
 class Lifecycle:
@@ -230,40 +250,50 @@ class Lifecycle:
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat, \
                 self._span(work, claim) as span:
             try:
-                place.started()  # the claim moves forward: this process may claim another
-                result = work.run(claim, beat.lost)
-            except StepTimedOut as exc:
-                span.outcome("timeout")
-                return self.fail(claim, "timeout", "step_timeout", str(exc))
-            except Deferred as exc:
-                span.outcome("deferred")
-                self.release(claim, "failed_recoverable", str(exc))
-                return exc.followups
-            except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
-                span.outcome("held")
-                return work.hold(claim, exc)
-            except ProviderError as exc:
-                if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
-                    span.outcome("released")
-                    self.release(claim, "failed_recoverable", str(exc), fault=True)
-                    return []
-                span.outcome("failed")
-                return self.fail(claim, "failed_permanent", exc.code, str(exc),
-                                 details=exc.details)
-            except Cancelled:
-                span.outcome("cancelled")
-                self.release(claim, "cancelled", None)
+                return self._attempt(work, claim, place, beat.lost, span)
+            except Exception as exc:  # inv. 12: whatever else it raised is its own fault
+                span.outcome("raised")
+                span.failed(type(exc).__name__)
+                return self._raised(work, claim, exc)
+
+    def _attempt(self, work: StepWork[Result], claim: Claim, place: Place,
+                 lost: threading.Event, span: NoSpan) -> list[FollowUp]:
+        """Run the step and commit it; each failure the ladder expects becomes its status."""
+        try:
+            place.started()  # the claim moves forward: this process may claim another
+            result = work.run(claim, lost)
+        except StepTimedOut as exc:
+            span.outcome("timeout")
+            return self.fail(claim, "timeout", "step_timeout", str(exc))
+        except Deferred as exc:
+            span.outcome("deferred")
+            self.release(claim, "failed_recoverable", str(exc))
+            return exc.followups
+        except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
+            span.outcome("held")
+            return work.hold(claim, exc)
+        except ProviderError as exc:
+            if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
+                span.outcome("released")
+                self.release(claim, "failed_recoverable", str(exc), fault=True)
                 return []
-            try:
-                followups = work.commit(claim, result)
-            except Stale:  # the conversation moved on (an interrupt, say): nothing was written
-                span.outcome("lost")  # inv. 11: never a second successful span of the step
-                self.ctx.store.release_step(
-                    work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
-                )
-                return []
-            span.outcome("succeeded")
-            return followups
+            span.outcome("failed")
+            return self.fail(claim, "failed_permanent", exc.code, str(exc),
+                             details=exc.details)
+        except Cancelled:
+            span.outcome("cancelled")
+            self.release(claim, "cancelled", None)
+            return []
+        try:
+            followups = work.commit(claim, result)
+        except Stale:  # the conversation moved on (an interrupt, say): nothing was written
+            span.outcome("lost")  # inv. 11: never a second successful span of the step
+            self.ctx.store.release_step(
+                work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
+            )
+            return []
+        span.outcome("succeeded")
+        return followups
 
     def _span(self, work: StepWork[Result], claim: Claim) -> NoSpan:
         """The span of this attempt of the step, in its turn's trace."""
@@ -374,13 +404,70 @@ class Lifecycle:
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""
+        return self._given_up(work.step.key, work.give_up)
+
+    def _given_up(self, step_key: str, give_up: Callable[[str], list[FollowUp]]
+                  ) -> list[FollowUp]:
+        """Give the step up if its faults are used up (one caller does): `give_up` tells its
+        turn why, naming what it last raised."""
         max_attempts = self.ctx.config.max_attempts
-        if not self.ctx.store.give_up_step(work.step.key, max_attempts=max_attempts,
-                                           now=self.ctx.clock()):
+        record = self.ctx.store.give_up_step(step_key, max_attempts=max_attempts,
+                                             now=self.ctx.clock())
+        if record is None:
             return []
         log.warning("step given up after %d attempts", max_attempts,
                     extra={"status": "failed_permanent"})
-        return work.give_up(
-            f"the step failed {max_attempts} times (it raised, or its worker died while it ran"
-            " alone); giving up"
-        )
+        last = f"; the last error: {record.last_error}" if record.last_error else ""
+        return give_up(f"the step failed {max_attempts} times (it raised, or its worker died"
+                       f" while it ran alone); giving up{last}")
+
+    def _raised(self, work: StepWork[Result], claim: Claim, exc: Exception) -> list[FollowUp]:
+        """The attempt raised what the ladder does not expect, in its work, its commit or a
+        library under them (inv. 12): logged once with its traceback, and released as a
+        fault. The sweeper drives it again; its faults bound how often. An attempt that is
+        no longer ours (its commit landed before something after it raised, or its lease
+        was lost) counts nothing, and its step is driven again at once: whatever it would
+        have sent next was not sent."""
+        error = cause(exc)
+        log.error("step raised %s", error, exc_info=exc, extra={"status": "failed_recoverable"})
+        if self.ctx.store.release_step(work.step.key, worker=claim.worker,
+                                       status="failed_recoverable", now=self.ctx.clock(),
+                                       error=error, fault=True):
+            return []
+        return [work.redrive()]
+
+    def raised_unclaimed(self, conversation_id: str, step: Step | None, exc: Exception
+                         ) -> list[FollowUp]:
+        """A task raised before it claimed its step: while it loaded the view, decided, or
+        made the step ready (listed a model step's tools). inv. 12: it is logged once with
+        its traceback and counted as a fault of `step`; or, when no step was decided yet,
+        of the model step at the end of a running turn that no other step will move. Once
+        they are used up the step is given up and its turn fails with an `error` event.
+
+        Careful: a model or compact step only. A tool task that cannot read its call counts
+        nothing: it is re-driven by the sweeper, since its call's row is what giving it up
+        would close.
+        """
+        error = cause(exc)
+        log.error("task raised %s before it claimed its step", error, exc_info=exc)
+        info = self.ctx.store.load_conversation(conversation_id)
+        blamed = None if info is None else step or self._stalled(info)
+        if info is None or blamed is None:
+            return []
+        new = NewStep.of(blamed, conversation_id, step_task_id(blamed.key), tenant=info.tenant)
+        record = self.ctx.store.fault_step(new, error=error, now=self.ctx.clock())
+        if record is None or record.faults < self.ctx.config.max_attempts:
+            return []
+        return self._given_up(blamed.key, lambda message: turn_fails(
+            self.ctx, conversation_id, blamed, message))
+
+    def _stalled(self, info: ConversationInfo) -> Step | None:
+        """The model step at the end of the log, if the turn runs and none of its steps is
+        open (scheduled, waiting, held or running): only the conversation's next advance
+        would move it, and that is the task that raised."""
+        if info.fsm.state != "running":
+            return None
+        step = Step.model(info.id, info.next_seq - 1)
+        open_steps = [s for s in self.ctx.store.list_steps(info.id)
+                      if s.step_key != step.key and s.status in (*CLAIMABLE, "running")]
+        return None if open_steps else step

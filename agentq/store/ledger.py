@@ -258,21 +258,47 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = Fals
     ).returning(*c)
 
 
-def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
-    """Mark a claimable step whose faults are used up failed_permanent; True for one caller."""
+def give_up_step_txn(
+    conn: Connection, step_key: str, *, max_attempts: int, now: datetime
+) -> StepRecord | None:
+    """Mark a claimable step whose faults are used up failed_permanent; the row as given up
+    for the one caller that did (its `last_error` still what it last raised), else None."""
     c = steps.c
-    result = conn.execute(
+    row = conn.execute(
         update(steps)
         .where(c.step_key == step_key, _faults_after(now) >= max_attempts, _claimable(now))
-        .values(
-            status="failed_permanent",
-            lease_until=None,
-            faults=_faults_after(now),
-            finished_at=now,
-            last_error=f"gave up after {max_attempts} failed attempts",
-        )
-    )
-    return result.rowcount == 1
+        .values(status="failed_permanent", lease_until=None, faults=_faults_after(now),
+                finished_at=now)
+        .returning(*c)
+    ).first()
+    return None if row is None else step_from_row(row)
+
+
+def fault_step_txn(conn: Connection, step: NewStep, *, error: str, now: datetime
+                   ) -> StepRecord | None:
+    """Count a fault of a step whose task raised before it could claim it (inv. 12), as an
+    attempt that failed, scheduling the step if new; the row as counted, or None if the
+    step is not claimable (another attempt runs it, or it is done)."""
+    params = {"new_" + name: value for name, value in record_values(step).items()}
+    row = conn.execute(_fault(conn.dialect.name), {**params, "now": now, "error": error}).first()
+    return None if row is None else step_from_row(row)
+
+
+@cache
+def _fault(dialect_name: str) -> Any:
+    c = steps.c
+    module = postgresql if dialect_name == "postgresql" else sqlite
+    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
+    statement = module.insert(steps).values({
+        **values, "status": literal("failed_recoverable"), "attempts": literal(1),
+        "faults": literal(1), "last_error": param(c.last_error, "error"),
+        "created_at": param(c.created_at, "now")})
+    return statement.on_conflict_do_update(
+        index_elements=[c.step_key],
+        set_={"attempts": c.attempts + 1, "faults": c.faults + 1,
+              "last_error": statement.excluded.last_error},
+        where=c.status.in_(CLAIMABLE),  # not one running: that attempt is another's
+    ).returning(*c)
 
 
 def _owned(step_key: str, worker: str) -> Any:
