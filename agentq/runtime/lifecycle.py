@@ -36,6 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Generic, TypeVar
 
 from agentq.core.decide import Step
@@ -439,24 +440,33 @@ class Lifecycle:
     def raised_unclaimed(self, conversation_id: str, step: Step | None, exc: Exception
                          ) -> list[FollowUp]:
         """A task raised before it claimed its step: while it loaded the view, decided, or
-        made the step ready (listed a model step's tools). inv. 12: it is logged once with
-        its traceback and counted as a fault of `step`; or, when no step was decided yet,
-        of the model step at the end of a running turn that no other step will move. Once
-        they are used up the step is given up and its turn fails with an `error` event.
+        made the step ready (listed a model step's tools). inv. 12: it counts as a fault of
+        `step`, or, when none was decided yet, of the model step at the end of a running
+        turn that no other step will move, which is held for a lease: the sweeper drives it
+        again then, and the duplicates of this task that raise meanwhile count nothing more.
+        Once the faults are used up the step is given up, and its turn fails with an
+        `error` event. Logged once, with its traceback when it counted.
 
         Careful: a model or compact step only. A tool task that cannot read its call counts
-        nothing: it is re-driven by the sweeper, since its call's row is what giving it up
+        nothing: the sweeper drives it again, since its call's row is what giving it up
         would close.
         """
         error = cause(exc)
-        log.error("task raised %s before it claimed its step", error, exc_info=exc)
         info = self.ctx.store.load_conversation(conversation_id)
         blamed = None if info is None else step or self._stalled(info)
-        if info is None or blamed is None:
+        record = None
+        if info is not None and blamed is not None:
+            now = self.ctx.clock()
+            new = NewStep.of(blamed, conversation_id, step_task_id(blamed.key), tenant=info.tenant)
+            record = self.ctx.store.fault_step(
+                new, error=error, now=now, retry_at=now + timedelta(seconds=self.ctx.config.lease_s))
+        if record is None:
+            log.warning("task raised %s before it claimed its step; another attempt counts it,"
+                        " or nothing waits on it", error)
             return []
-        new = NewStep.of(blamed, conversation_id, step_task_id(blamed.key), tenant=info.tenant)
-        record = self.ctx.store.fault_step(new, error=error, now=self.ctx.clock())
-        if record is None or record.faults < self.ctx.config.max_attempts:
+        log.error("task raised %s before it claimed its step (fault %d of %d)", error,
+                  record.faults, self.ctx.config.max_attempts, exc_info=exc)
+        if blamed is None or record.faults < self.ctx.config.max_attempts:
             return []
         return self._given_up(blamed.key, lambda message: turn_fails(
             self.ctx, conversation_id, blamed, message))

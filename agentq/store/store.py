@@ -366,11 +366,13 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.give_up_step_txn(conn, step_key, max_attempts=max_attempts, now=now)
 
-    def fault_step(self, step: NewStep, *, error: str, now: datetime) -> StepRecord | None:
+    def fault_step(self, step: NewStep, *, error: str, now: datetime, retry_at: datetime
+                   ) -> StepRecord | None:
         """Count a fault of a step whose task raised before claiming it, scheduling it if
-        new; the step as counted, or None if it is running or done (not this task's)."""
+        new, held until `retry_at`; the step as counted, or None if this task's raise was
+        not its attempt to count (it runs, is done, or is held)."""
         with begin_write(self.engine, one_statement=True) as conn:
-            return ledger.fault_step_txn(conn, step, error=error, now=now)
+            return ledger.fault_step_txn(conn, step, error=error, now=now, retry_at=retry_at)
 
     def heartbeat_step(self, step_key: str, *, worker: str, lease_s: float, now: datetime) -> bool:
         """Renew the lease to now + `lease_s`; False if the step is no longer ours."""

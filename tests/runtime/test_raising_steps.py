@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -29,7 +29,7 @@ from tests.support.raising_server import BROKEN, CAUSE, RaisingServer
 
 SCOPE = Scope(tenant="acme", user="u1")
 MAX_ATTEMPTS = 3
-CONFIG = Config(lease_s=30.0, sweep_s=15.0, max_attempts=MAX_ATTEMPTS)
+CONFIG = Config(lease_s=10.0, sweep_s=15.0, max_attempts=MAX_ATTEMPTS)  # a sweep each lease
 GREET = [{"tool_calls": [{"name": f"mcp__{BROKEN}__greet", "args": {"name": "Ada"}}]},
          {"text": "done"}]
 
@@ -164,8 +164,18 @@ def test_agentq_check_flags_a_model_step_given_up_without_the_error_event_of_its
     step = Step.model(cid, 1)
     for _ in range(MAX_ATTEMPTS):
         store.fault_step(NewStep.of(step, cid, "task", tenant="acme"), error="KeyError: x",
-                         now=clock())
+                         now=clock(), retry_at=clock())
     assert store.give_up_step(step.key, max_attempts=MAX_ATTEMPTS, now=clock()).last_error == (
         "KeyError: x")
     (violation,) = check_conversation(store, cid)  # given up, but its turn still runs
     assert violation.invariant == "12 no failure hides" and step.key in violation.message
+
+
+def test_the_tasks_that_raise_together_before_the_claim_count_one_fault(store, clock):
+    source = RaisingServer()
+    runtime = runtime_with(store, clock, source)
+    cid = started(runtime, clock, {"tools": [f"mcp:{BROKEN}"], "script": GREET})
+    assert runtime.advance(cid) == [] and runtime.advance(cid) == []  # a burst of re-drives
+    (step,) = store.list_steps(cid)
+    assert (source.listings, step.faults, step.status) == (3, 1, "scheduled")
+    assert step.lease_until == clock() + timedelta(seconds=CONFIG.lease_s)  # until it is due
