@@ -19,7 +19,7 @@ Only what can be the step's own fault counts against it (inv. 11, `agentq.store.
 a step that raised, or one whose worker died while it ran alone. Whatever a step raises,
 wherever (inv. 12): the ladder's catch-all logs it once and counts it as a fault, and a task
 that raised before its claim has it counted against the step it was for
-(`raised_unclaimed`), so a step that keeps raising fails its turn visibly. Each step runs within
+(`agentq.runtime.faults`), so a step that keeps raising fails its turn visibly. Each step runs within
 the process's `Admission`: a task waits unclaimed while the process has no room, a step
 that died with others runs alone, and a task that comes meanwhile ends with its step
 unclaimed: it is sent on at once for another process to take, or, if it comes back while
@@ -33,10 +33,9 @@ import os
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Generic, TypeVar
 
 from agentq.core.decide import Step
@@ -47,12 +46,13 @@ from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CallWaits, ProviderError
 from agentq.runtime.admission import Admission, Gated, Place
 from agentq.runtime.context import StepContext
+from agentq.runtime.faults import Faults, cause, turn_fails
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
 from agentq.runtime.repair import redrive, take_up
 from agentq.runtime.shares import Shares
-from agentq.store import ConversationInfo, NewStep
-from agentq.store.ledger import CLAIMABLE, WAITING, runs_alone
+from agentq.store import NewStep
+from agentq.store.ledger import WAITING, runs_alone
 from agentq.telemetry import NoSpan, tracing
 from agentq.telemetry.attributes import step_attributes
 
@@ -85,8 +85,6 @@ def wakes_held() -> Iterator[list[tuple[str, tuple[str, ...] | None]]]:
 
 # Between a claimant and the ids of its span in the ledger's worker column.
 SPAN_MARK = " span="
-# The longest cause of a failure an `error` event names (`cause`).
-CAUSE_CHARS = 500
 
 
 def worker_id() -> str:
@@ -167,23 +165,6 @@ class StepWork(ABC, Generic[Result]):
         return turn_fails(self.ctx, self.conversation_id, self.step, message)
 
 
-def turn_fails(ctx: StepContext, conversation_id: str, step: Step, message: str
-               ) -> list[FollowUp]:
-    """A model or compact step was given up: its turn fails with an `error` event."""
-    return ctx.record_error(conversation_id, step, "failed_permanent", "max_attempts", message)
-
-
-def cause(exc: BaseException) -> str:
-    """What a step raised, as its ledger row and its turn's `error` event name it: the
-    exception's type and the first line of its message, at most CAUSE_CHARS.
-
-    Careful: a driver's error carries its statement and parameters on the lines after the
-    first; those stay in the worker's log, with the traceback, and are no tenant's to read.
-    """
-    message = str(exc).strip().partition("\n")[0]
-    return f"{type(exc).__name__}: {message}"[:CAUSE_CHARS] if message else type(exc).__name__
-
-
 class Lifecycle:
     """Runs each StepWork under a claim: the only place a step is claimed, released or failed."""
 
@@ -194,6 +175,7 @@ class Lifecycle:
         self.admission: Admission[FollowUp] = admission or Admission(
             limit=ctx.config.steps_in_flight, starting=ctx.store.pool_size())
         self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
+        self.faults = Faults(ctx)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
         """Claim the step, run it with its lease kept, then commit it or record how it failed.
@@ -405,22 +387,7 @@ class Lifecycle:
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""
-        return self._given_up(work.step.key, work.give_up)
-
-    def _given_up(self, step_key: str, give_up: Callable[[str], list[FollowUp]]
-                  ) -> list[FollowUp]:
-        """Give the step up if its faults are used up (one caller does): `give_up` tells its
-        turn why, naming what it last raised."""
-        max_attempts = self.ctx.config.max_attempts
-        record = self.ctx.store.give_up_step(step_key, max_attempts=max_attempts,
-                                             now=self.ctx.clock())
-        if record is None:
-            return []
-        log.warning("step given up after %d attempts", max_attempts,
-                    extra={"status": "failed_permanent"})
-        last = f"; the last error: {record.last_error}" if record.last_error else ""
-        return give_up(f"the step failed {max_attempts} times (it raised, or its worker died"
-                       f" while it ran alone); giving up{last}")
+        return self.faults.given_up(work.step.key, work.give_up)
 
     def _raised(self, work: StepWork[Result], claim: Claim, exc: Exception) -> list[FollowUp]:
         """The attempt raised what the ladder does not expect, in its work, its commit or a
@@ -436,48 +403,3 @@ class Lifecycle:
                                        error=error, fault=True):
             return []
         return [work.redrive()]
-
-    def raised_unclaimed(self, conversation_id: str, step: Step | None, exc: Exception
-                         ) -> list[FollowUp]:
-        """A task raised before it claimed its step: while it loaded the view, decided, or
-        made the step ready (listed a model step's tools). inv. 12: it counts as a fault of
-        `step`, or, when none was decided yet, of the model step at the end of a running
-        turn that no other step will move, which is held for a lease: the sweeper drives it
-        again then, and the duplicates of this task that raise meanwhile count nothing more.
-        Once the faults are used up the step is given up, and its turn fails with an
-        `error` event. Logged once, with its traceback when it counted.
-
-        Careful: a model or compact step only. A tool task that cannot read its call counts
-        nothing: the sweeper drives it again, since its call's row is what giving it up
-        would close.
-        """
-        error = cause(exc)
-        info = self.ctx.store.load_conversation(conversation_id)
-        blamed = None if info is None else step or self._stalled(info)
-        record = None
-        if info is not None and blamed is not None:
-            now = self.ctx.clock()
-            new = NewStep.of(blamed, conversation_id, step_task_id(blamed.key), tenant=info.tenant)
-            record = self.ctx.store.fault_step(
-                new, error=error, now=now, retry_at=now + timedelta(seconds=self.ctx.config.lease_s))
-        if record is None:
-            log.warning("task raised %s before it claimed its step; another attempt counts it,"
-                        " or nothing waits on it", error)
-            return []
-        log.error("task raised %s before it claimed its step (fault %d of %d)", error,
-                  record.faults, self.ctx.config.max_attempts, exc_info=exc)
-        if blamed is None or record.faults < self.ctx.config.max_attempts:
-            return []
-        return self._given_up(blamed.key, lambda message: turn_fails(
-            self.ctx, conversation_id, blamed, message))
-
-    def _stalled(self, info: ConversationInfo) -> Step | None:
-        """The model step at the end of the log, if the turn runs and none of its steps is
-        open (scheduled, waiting, held or running): only the conversation's next advance
-        would move it, and that is the task that raised."""
-        if info.fsm.state != "running":
-            return None
-        step = Step.model(info.id, info.next_seq - 1)
-        open_steps = [s for s in self.ctx.store.list_steps(info.id)
-                      if s.step_key != step.key and s.status in (*CLAIMABLE, "running")]
-        return None if open_steps else step

@@ -114,7 +114,7 @@ class Runtime:
 
         `task_id` is the Celery task running this, recorded on the step it claims so the
         ledger and Flower name the same task. What raises before a step is claimed is a
-        fault of the step decided, or of the stalled turn's (inv. 12: `raised_unclaimed`).
+        fault of the step decided, or of the stalled turn's (inv. 12: `Faults.raised_unclaimed`).
         """
         decided: Step | None = None
         try:
@@ -125,7 +125,7 @@ class Runtime:
             decided = decision.step if isinstance(decision, CallModel) else None
             return self._take(view, decision, task_id)
         except Exception as exc:
-            return self._lifecycle.raised_unclaimed(conversation_id, decided, exc)
+            return self._lifecycle.faults.raised_unclaimed(conversation_id, decided, exc)
 
     def _decide(self, conversation_id: str) -> tuple[View, Decision] | None:
         """The view and what to do next; a model call's view holds the history it reads."""
@@ -182,7 +182,7 @@ class Runtime:
             return compact_step.compact(self._lifecycle, self._model_calls(), conversation_id,
                                         to_seq, task_id=task_id)
         except Exception as exc:
-            return self._lifecycle.raised_unclaimed(
+            return self._lifecycle.faults.raised_unclaimed(
                 conversation_id, Step.compact(conversation_id, to_seq), exc)
 
     def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:

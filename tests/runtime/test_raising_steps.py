@@ -90,7 +90,7 @@ def test_a_model_step_whose_tool_server_raises_as_it_is_listed_fails_its_turn_na
     assert (step.kind, step.status, step.faults, step.deaths) == (
         MODEL_STEP, "failed_permanent", MAX_ATTEMPTS, 0)
     assert source.listings == MAX_ATTEMPTS  # one listing an attempt, each counted once
-    logged = [r for r in caplog.records if r.name == "agentq.runtime.lifecycle" and r.exc_info]
+    logged = [r for r in caplog.records if r.name == "agentq.runtime.faults" and r.exc_info]
     assert len(logged) == MAX_ATTEMPTS and all(CAUSE in r.getMessage() for r in logged)
     assert [d.event_type for d in store.list_webhook_deliveries(hook, limit=10)] == ["turn.failed"]
     assert check_conversation(store, cid) == []
