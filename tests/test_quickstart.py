@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pages
 from tests.support.processes import ROOT, wait_for
 
 PAGE = ROOT / "docs" / "quickstart.md"
@@ -25,10 +26,8 @@ BLOCKS = ("python tools.py", "sh serve", "python quickstart.py", "text output")
 
 
 def block(info: str, page: Path = PAGE) -> str:
-    """The fenced block of `page` whose info string is `info`."""
-    found = re.search(rf"^```{re.escape(info)}\n(.*?)^```$", page.read_text(), flags=re.M | re.S)
-    assert found, f"{page.name} has no ```{info} block"
-    return found.group(1)
+    """The fenced block of `page` (the quickstart unless told) whose info string is `info`."""
+    return pages.block(info, page)
 
 
 @pytest.mark.parametrize("info", BLOCKS)
