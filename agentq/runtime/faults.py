@@ -73,15 +73,16 @@ class Faults:
         Once the faults are used up the step is given up, and its turn fails with an
         `error` event. Logged once, with its traceback when it counted.
 
-        Careful: a model or compact step only. A tool task that cannot read its call counts
-        nothing: the sweeper drives it again, since its call's row is what giving it up
-        would close.
+        Careful: a model or compact step of a running turn only. A tool task that cannot
+        read its call counts nothing: the sweeper drives it again, since its call's row is
+        what giving it up would close.
         """
         error, config = cause(exc), self.ctx.config
         info = self.ctx.store.load_conversation(conversation_id)
-        blamed = None if info is None else step or self._stalled(info)
+        blamed = self._blamed(info, step)
         if info is None or blamed is None:
-            log.warning("task raised %s before it claimed a step; none waits on it", error)
+            log.warning("task raised %s before it claimed a step; no running turn waits on it",
+                        error)
             return []
         now = self.ctx.clock()
         new = NewStep.of(blamed, conversation_id, task_id(blamed.key), tenant=info.tenant)
@@ -98,12 +99,17 @@ class Faults:
         return self.given_up(blamed.key, lambda message: turn_fails(
             self.ctx, conversation_id, blamed, message))
 
-    def _stalled(self, info: ConversationInfo) -> Step | None:
-        """The model step at the end of the log, if the turn runs and none of its steps is
-        open (scheduled, waiting, held or running): only the conversation's next advance
-        would move it, and that is the task that raised."""
-        if info.fsm.state != "running":
+    def _blamed(self, info: ConversationInfo | None, step: Step | None) -> Step | None:
+        """The step whose fault it is, if the conversation's turn runs (a failed turn is
+        what giving the step up writes): `step`, or the stalled turn's."""
+        if info is None or info.fsm.state != "running":
             return None
+        return step or self._stalled(info)
+
+    def _stalled(self, info: ConversationInfo) -> Step | None:
+        """The model step at the end of the log, if none of the turn's steps is open
+        (scheduled, waiting, held or running): only the conversation's next advance would
+        move it, and that is the task that raised."""
         step = Step.model(info.id, info.next_seq - 1)
         open_steps = [s for s in self.ctx.store.list_steps(info.id)
                       if s.step_key != step.key and s.status in (*CLAIMABLE, "running")]

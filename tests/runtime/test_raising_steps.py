@@ -179,3 +179,19 @@ def test_the_tasks_that_raise_together_before_the_claim_count_one_fault(store, c
     (step,) = store.list_steps(cid)
     assert (source.listings, step.faults, step.status) == (3, 1, "scheduled")
     assert step.lease_until == clock() + timedelta(seconds=CONFIG.lease_s)  # until it is due
+
+
+def test_a_compact_task_that_raises_for_a_conversation_no_longer_running_counts_nothing(
+        store, clock, monkeypatch):
+    def compact(*args, **kwargs):
+        raise RuntimeError("the summary cannot be written")
+
+    runtime = runtime_with(store, clock)
+    cid = started(runtime, clock, {"script": [{"text": "hi"}]})
+    assert store.load_conversation(cid).fsm.state == "idle"
+    monkeypatch.setattr(runtime_module.compact_step, "compact", compact)
+    for _ in range(MAX_ATTEMPTS + 1):
+        assert runtime.compact(cid, 2) == []
+        clock.tick(CONFIG.lease_s + 1)
+    assert [e.type for e in store.list_events(cid)] == ["user_msg", "assistant_msg"]
+    assert [s.kind for s in store.list_steps(cid)] == [MODEL_STEP]
