@@ -16,14 +16,15 @@ to the attempt it replaced, whose ids that attempt's claim recorded with its wor
 commit that lost its race ends its span as `lost`, never as a second success (inv. 11).
 
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
-a step that raised, or one whose worker died while it ran alone. Whatever a step raises,
-wherever (inv. 12): the ladder's catch-all logs it once and counts it as a fault, and a task
-that raised before its claim has it counted against the step it was for
-(`agentq.runtime.faults`), so a step that keeps raising fails its turn visibly. Each step runs within
-the process's `Admission`: a task waits unclaimed while the process has no room, a step
-that died with others runs alone, and a task that comes meanwhile ends with its step
-unclaimed: it is sent on at once for another process to take, or, if it comes back while
-the step alone still runs, once that has ended (`Lifecycle.wake`).
+a step that raised, or one whose worker died while it ran alone. Whatever it raised, wherever
+(inv. 12): the ladder's last rung logs it once and counts it as a fault, and a task that
+raised before its claim has it counted against the step it was for
+(`agentq.runtime.faults`), so a step that keeps raising fails its turn visibly.
+
+Each step runs within the process's `Admission`: a task waits unclaimed while the process
+has no room, a step that died with others runs alone, and a task that comes meanwhile ends
+with its step unclaimed: it is sent on at once for another process to take, or, if it comes
+back while the step alone still runs, once that has ended (`Lifecycle.wake`).
 """
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ class Runtime:
             view, decision = found
             decided = decision.step if isinstance(decision, CallModel) else None
             return self._take(view, decision, task_id)
-        except Exception as exc:
+        except Exception as exc:  # inv. 12: a fault, counted, never a task lost to Celery
             return self._lifecycle.faults.raised_unclaimed(conversation_id, decided, exc)
 
     def _decide(self, conversation_id: str) -> tuple[View, Decision] | None:
@@ -181,7 +181,7 @@ class Runtime:
         try:
             return compact_step.compact(self._lifecycle, self._model_calls(), conversation_id,
                                         to_seq, task_id=task_id)
-        except Exception as exc:
+        except Exception as exc:  # inv. 12
             return self._lifecycle.faults.raised_unclaimed(
                 conversation_id, Step.compact(conversation_id, to_seq), exc)
 

@@ -123,18 +123,20 @@ def test_a_stdio_servers_python_is_the_workers_own_interpreter_whatever_is_first
     assert not (tmp_path / "impostor.log").exists()
 
 
-def test_a_stdio_servers_process_is_gone_once_its_call_has_returned(tmp_path):
+@pytest.mark.parametrize("after_eof", ["", "; import time; time.sleep(300)"],
+                         ids=["exits-on-eof", "ignores-eof"])
+def test_a_stdio_servers_process_is_gone_once_its_call_has_returned(tmp_path, after_eof):
     pids = tmp_path / "pids"
     start = (f"import os, runpy, sys; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
              f"sys.argv = ['mcp_server.py', 'stdio']; runpy.run_path({str(SERVER)!r}, "
-             "run_name='__main__')")
+             f"run_name='__main__'){after_eof}")
     config = McpServer(command=("python", "-c", start), timeout_s=30)
     registry = Registry([], tool_servers({"local": config}))
     outcome = registry.call("mcp__local__greet", {"name": "Ada"}, _ctx(), timeout_s=30,
                             allowed=["mcp:local"])
     assert outcome.output == "Hello, Ada!"
     (pid,) = [int(line) for line in pids.read_text().split()]
-    with pytest.raises(ProcessLookupError):  # it exited, and was waited for
+    with pytest.raises(ProcessLookupError):  # it exited (or was ended), and was waited for
         os.kill(pid, 0)
 
 
