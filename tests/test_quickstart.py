@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import pages
 from tests.support.processes import ROOT, wait_for
 
 PAGE = ROOT / "docs" / "quickstart.md"
@@ -26,8 +25,10 @@ BLOCKS = ("python tools.py", "sh serve", "python quickstart.py", "text output")
 
 
 def block(info: str, page: Path = PAGE) -> str:
-    """The fenced block of `page` (the quickstart unless told) whose info string is `info`."""
-    return pages.block(info, page)
+    """The fenced block of `page` whose info string is `info`."""
+    found = re.search(rf"^```{re.escape(info)}\n(.*?)^```$", page.read_text(), flags=re.M | re.S)
+    assert found, f"{page.name} has no ```{info} block"
+    return found.group(1)
 
 
 @pytest.mark.parametrize("info", BLOCKS)

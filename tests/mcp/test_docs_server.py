@@ -14,7 +14,7 @@ from agentq.mcp import tool_servers
 from agentq.tenancy.policy import McpServer, load_policy
 from agentq.tools import Registry, ToolContext, ToolOutcome
 from tests.support.mcp_servers import accepts, free_port
-from tests.support.pages import block
+from tests.test_quickstart import block
 from tests.support.processes import ROOT, stop, wait_for
 
 pytestmark = pytest.mark.slow  # each test starts the page's server
@@ -33,7 +33,8 @@ def project(tmp_path) -> Path:
 def look_up_ada(config: McpServer) -> ToolOutcome:
     """List the server's tools and call `lookup` for Ada, as a worker would."""
     registry = Registry([], tool_servers({"crm": config}))
-    assert [spec.name for spec in registry.specs(["mcp:crm"])] == ["mcp__crm__lookup"]
+    assert [spec.name for spec in registry.specs(["mcp:crm"])] == ["mcp__crm__lookup",
+                                                                    "mcp__crm__greet"]
     context = ToolContext("call_7", "conv_1", Scope(tenant="acme", user="alice"))
     return registry.call("mcp__crm__lookup", {"customer": "Ada"}, context, timeout_s=30,
                          allowed=["mcp:crm"])
