@@ -54,11 +54,11 @@ def started(runtime, clock, settings) -> str:
     return cid
 
 
-def swept_until_settled(runtime, clock, cid) -> int:
-    """Let the sweeper re-drive the conversation until its turn no longer runs; how often."""
-    for sweeps in range(2 * MAX_ATTEMPTS + 2):
+def swept_until_settled(runtime, clock, cid) -> None:
+    """Let the sweeper re-drive the conversation until its turn no longer runs."""
+    for _ in range(2 * MAX_ATTEMPTS + 2):
         if runtime.store.load_conversation(cid).fsm.state != "running":
-            return sweeps
+            return
         clock.tick(CONFIG.sweep_s + 1)
         drain(runtime, runtime.sweep())
     raise AssertionError("the turn still runs after every attempt was re-driven")
