@@ -12,9 +12,14 @@ from typing import Any
 from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
+from agentq.core.keys import MODEL_STEP
 from agentq.core.render import render, validate
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.store import ConversationInfo, Store
+
+# The steps whose failure for good fails their turn, and those failures.
+TURN_STEPS = (MODEL_STEP, "compact")
+FAILED = ("failed_permanent", "timeout")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,18 @@ def _all_checks(store, info, events, calls) -> Iterator[tuple[str, str]]:
     yield from _one_response_per_round(events)
     yield from _context_is_valid(store, info)
     yield from _child_of_its_call(store, info)
+    yield from _no_failure_hides(store, info, events)
+
+
+def _no_failure_hides(store: Store, info: ConversationInfo, events: Sequence[Event]
+                      ) -> Iterator[tuple[str, str]]:
+    """inv. 12: a model or compact step that failed for good failed its turn with an
+    `error` event (a tool step's failure is its call's error result instead)."""
+    errors = {e.content.get("step_key") for e in events if e.type == "error"}
+    for step in store.list_steps(info.id):
+        if step.kind in TURN_STEPS and step.status in FAILED and step.step_key not in errors:
+            yield ("12 no failure hides",
+                   f"{step.kind} step {step.step_key} is {step.status} but no error event says so")
 
 
 def _child_of_its_call(store: Store, info: ConversationInfo) -> Iterator[tuple[str, str]]:

@@ -17,22 +17,24 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
 import anyio
 import httpcore2._synchronization  # noqa: F401  (imports trio now: see the note above _tls)
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
+from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import InputRequiredResult, RequestParamsMeta
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.core.request import ToolSpec
-from agentq.mcp import questions
+from agentq.mcp import questions, stdio
 from agentq.mcp.results import outcome
+from agentq.mcp.stdio import Pipes
 from agentq.tenancy.policy import McpServer
 from agentq.tools.calls import Coroutines
 from agentq.tools.remote import Asked, RemoteResult, RemoteUnavailable
@@ -126,8 +128,8 @@ class McpTools:
         raise AssertionError("unreachable")
 
     def _list(self, limit_s: float) -> list[ToolSpec]:
-        async def run() -> list[ToolSpec]:
-            async with self._connected() as client:
+        async def run(pipes: Pipes | None) -> list[ToolSpec]:
+            async with self._connected(pipes) as client:
                 self._remember(client)
                 specs: list[ToolSpec] = []
                 cursor: str | None = None
@@ -144,8 +146,8 @@ class McpTools:
         self, tool: str, args: dict[str, Any], call_id: str, elicitation: dict[str, Any] | None,
         limit_s: float,
     ) -> RemoteResult | Asked:
-        async def run() -> RemoteResult | Asked:
-            async with self._connected() as client:
+        async def run(pipes: Pipes | None) -> RemoteResult | Asked:
+            async with self._connected(pipes) as client:
                 self._remember(client)
                 lent = self._lend_schemas(client)
                 meta = cast(RequestParamsMeta, {CALL_ID_META: call_id})  # an open map
@@ -174,12 +176,15 @@ class McpTools:
 
     def _run(self, work: Any, limit_s: float) -> Any:
         """Run `work` within `limit_s` on an event loop of its own, through the tools'
-        coroutine runner: under gevent that is a native thread, never the hub's."""
-        async def bounded() -> Any:
+        coroutine runner: under gevent that is a native thread, never the hub's. A stdio
+        server's process is started and stopped here, in the calling thread, and `work`
+        gets its pipes (agentq.mcp.stdio says why)."""
+        async def bounded(pipes: Pipes | None) -> Any:
             with anyio.fail_after(limit_s):
-                return await work()
+                return await work(pipes)
         try:
-            return self._coroutines.run(bounded(), limit_s)
+            with self._process() as pipes:
+                return self._coroutines.run(bounded(pipes), limit_s)
         except RemoteUnavailable:
             raise
         except TimeoutError:
@@ -195,29 +200,32 @@ class McpTools:
         log.warning("MCP server %r: %s", self.server, _describe(exc))
         return _Transient(_for_tenant(exc))
 
+    @contextmanager
+    def _process(self) -> Iterator[Pipes | None]:
+        """A stdio server's process for one session, started in this thread; None for a
+        server over HTTP, whose connection the session makes."""
+        if self.config.command is None:
+            yield None
+            return
+        with stdio.started(self.config.command, self._resolved(self.config.env)) as pipes:
+            yield pipes
+
     @asynccontextmanager
-    async def _connected(self) -> AsyncIterator[Client]:
-        """A session with the server, and its HTTP client closed after it: the SDK closes
-        only a client it made itself."""
-        if self.config.url is None:
-            async with self._client(None) as client:
+    async def _connected(self, pipes: Pipes | None) -> AsyncIterator[Client]:
+        """A session with the server over its process's `pipes`, or over HTTP with its
+        client closed after it: the SDK closes only a client it made itself."""
+        if pipes is not None:
+            async with self._client(stdio.piped(pipes)) as client:
                 yield client
             return
+        url = self.config.url or ""
         http = httpx2.AsyncClient(headers=self._resolved(self.config.headers), verify=_tls(),
                                   timeout=httpx2.Timeout(self.config.timeout_s))
-        async with http, self._client(http) as client:
+        async with http, self._client(streamable_http_client(url, http_client=http)) as client:
             yield client
 
-    def _client(self, http: httpx2.AsyncClient | None) -> Client:
-        config = self.config
-        if config.url is not None:
-            transport = streamable_http_client(config.url, http_client=http)
-            return Client(transport, read_timeout_seconds=config.timeout_s, cache=None,
-                          mode=self._version or "auto")
-        command = config.command or ("",)
-        params = StdioServerParameters(command=command[0], args=list(command[1:]),
-                                       env=self._resolved(config.env) or None)
-        return Client(params, read_timeout_seconds=config.timeout_s, cache=None,
+    def _client(self, transport: Transport) -> Client:
+        return Client(transport, read_timeout_seconds=self.config.timeout_s, cache=None,
                       mode=self._version or "auto")
 
     def _lend_schemas(self, client: Client) -> bool:

@@ -16,11 +16,15 @@ to the attempt it replaced, whose ids that attempt's claim recorded with its wor
 commit that lost its race ends its span as `lost`, never as a second success (inv. 11).
 
 Only what can be the step's own fault counts against it (inv. 11, `agentq.store.ledger`):
-a step that raised, or one whose worker died while it ran alone. Each step runs within
-the process's `Admission`: a task waits unclaimed while the process has no room, a step
-that died with others runs alone, and a task that comes meanwhile ends with its step
-unclaimed: it is sent on at once for another process to take, or, if it comes back while
-the step alone still runs, once that has ended (`Lifecycle.wake`).
+a step that raised, or one whose worker died while it ran alone. Whatever it raised, wherever
+(inv. 12): the ladder's last rung logs it once and counts it as a fault, and a task that
+raised before its claim has it counted against the step it was for
+(`agentq.runtime.faults`), so a step that keeps raising fails its turn visibly.
+
+Each step runs within the process's `Admission`: a task waits unclaimed while the process
+has no room, a step that died with others runs alone, and a task that comes meanwhile ends
+with its step unclaimed: it is sent on at once for another process to take, or, if it comes
+back while the step alone still runs, once that has ended (`Lifecycle.wake`).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from agentq.process.logs import bind as bind_log_context
 from agentq.providers.errors import CallWaits, ProviderError
 from agentq.runtime.admission import Admission, Gated, Place
 from agentq.runtime.context import StepContext
+from agentq.runtime.faults import Faults, cause, turn_fails
 from agentq.runtime.leases import Leases
 from agentq.runtime.model_call import Cancelled, StepTimedOut
 from agentq.runtime.repair import redrive, take_up
@@ -158,9 +163,7 @@ class StepWork(ABC, Generic[Result]):
 
     def give_up(self, message: str) -> list[FollowUp]:
         """The step used up its attempts (a poison step): its turn fails."""
-        return self.ctx.record_error(
-            self.conversation_id, self.step, "failed_permanent", "max_attempts", message
-        )
+        return turn_fails(self.ctx, self.conversation_id, self.step, message)
 
 
 class Lifecycle:
@@ -173,6 +176,7 @@ class Lifecycle:
         self.admission: Admission[FollowUp] = admission or Admission(
             limit=ctx.config.steps_in_flight, starting=ctx.store.pool_size())
         self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
+        self.faults = Faults(ctx)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
         """Claim the step, run it with its lease kept, then commit it or record how it failed.
@@ -230,40 +234,50 @@ class Lifecycle:
         with self.leases.kept(work.step.key, claim.worker, period_s=work.heartbeat_s) as beat, \
                 self._span(work, claim) as span:
             try:
-                place.started()  # the claim moves forward: this process may claim another
-                result = work.run(claim, beat.lost)
-            except StepTimedOut as exc:
-                span.outcome("timeout")
-                return self.fail(claim, "timeout", "step_timeout", str(exc))
-            except Deferred as exc:
-                span.outcome("deferred")
-                self.release(claim, "failed_recoverable", str(exc))
-                return exc.followups
-            except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
-                span.outcome("held")
-                return work.hold(claim, exc)
-            except ProviderError as exc:
-                if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
-                    span.outcome("released")
-                    self.release(claim, "failed_recoverable", str(exc), fault=True)
-                    return []
-                span.outcome("failed")
-                return self.fail(claim, "failed_permanent", exc.code, str(exc),
-                                 details=exc.details)
-            except Cancelled:
-                span.outcome("cancelled")
-                self.release(claim, "cancelled", None)
+                return self._attempt(work, claim, place, beat.lost, span)
+            except Exception as exc:  # inv. 12: whatever else it raised is its own fault
+                span.outcome("raised")
+                span.failed(type(exc).__name__)
+                return self._raised(work, claim, exc)
+
+    def _attempt(self, work: StepWork[Result], claim: Claim, place: Place,
+                 lost: threading.Event, span: NoSpan) -> list[FollowUp]:
+        """Run the step and commit it; each failure the ladder expects becomes its status."""
+        try:
+            place.started()  # the claim moves forward: this process may claim another
+            result = work.run(claim, lost)
+        except StepTimedOut as exc:
+            span.outcome("timeout")
+            return self.fail(claim, "timeout", "step_timeout", str(exc))
+        except Deferred as exc:
+            span.outcome("deferred")
+            self.release(claim, "failed_recoverable", str(exc))
+            return exc.followups
+        except CallWaits as exc:  # a breaker is open, or a budget spent until it resets
+            span.outcome("held")
+            return work.hold(claim, exc)
+        except ProviderError as exc:
+            if exc.transient:  # retries exhausted: the sweeper tries again, faults bound it
+                span.outcome("released")
+                self.release(claim, "failed_recoverable", str(exc), fault=True)
                 return []
-            try:
-                followups = work.commit(claim, result)
-            except Stale:  # the conversation moved on (an interrupt, say): nothing was written
-                span.outcome("lost")  # inv. 11: never a second successful span of the step
-                self.ctx.store.release_step(
-                    work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
-                )
-                return []
-            span.outcome("succeeded")
-            return followups
+            span.outcome("failed")
+            return self.fail(claim, "failed_permanent", exc.code, str(exc),
+                             details=exc.details)
+        except Cancelled:
+            span.outcome("cancelled")
+            self.release(claim, "cancelled", None)
+            return []
+        try:
+            followups = work.commit(claim, result)
+        except Stale:  # the conversation moved on (an interrupt, say): nothing was written
+            span.outcome("lost")  # inv. 11: never a second successful span of the step
+            self.ctx.store.release_step(
+                work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
+            )
+            return []
+        span.outcome("succeeded")
+        return followups
 
     def _span(self, work: StepWork[Result], claim: Claim) -> NoSpan:
         """The span of this attempt of the step, in its turn's trace."""
@@ -374,13 +388,19 @@ class Lifecycle:
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
         """Another worker holds the step, or it is done, or it is poison (faults used up)."""
-        max_attempts = self.ctx.config.max_attempts
-        if not self.ctx.store.give_up_step(work.step.key, max_attempts=max_attempts,
-                                           now=self.ctx.clock()):
+        return self.faults.given_up(work.step.key, work.give_up)
+
+    def _raised(self, work: StepWork[Result], claim: Claim, exc: Exception) -> list[FollowUp]:
+        """The attempt raised what the ladder does not expect, in its work, its commit or a
+        library under them (inv. 12): logged once with its traceback, and released as a
+        fault. The sweeper drives it again; its faults bound how often. An attempt that is
+        no longer ours (its commit landed before something after it raised, or its lease
+        was lost) counts nothing, and its step is driven again at once: whatever it would
+        have sent next was not sent."""
+        error = cause(exc)
+        log.error("step raised %s", error, exc_info=exc, extra={"status": "failed_recoverable"})
+        if self.ctx.store.release_step(work.step.key, worker=claim.worker,
+                                       status="failed_recoverable", now=self.ctx.clock(),
+                                       error=error, fault=True):
             return []
-        log.warning("step given up after %d attempts", max_attempts,
-                    extra={"status": "failed_permanent"})
-        return work.give_up(
-            f"the step failed {max_attempts} times (it raised, or its worker died while it ran"
-            " alone); giving up"
-        )
+        return [work.redrive()]

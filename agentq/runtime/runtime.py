@@ -16,7 +16,19 @@ from typing import TYPE_CHECKING, Any
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
 from agentq.core.ceilings import Ceilings
-from agentq.core.decide import AwaitInput, CallModel, FailTurn, Idle, RunTools, StartTurn, Stopped, decide
+from agentq.core.decide import (
+    AwaitInput,
+    CallModel,
+    Decision,
+    FailTurn,
+    Idle,
+    RunTools,
+    StartTurn,
+    Step,
+    Stopped,
+    decide,
+)
+from agentq.core.events import View
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.followups import FollowUp
@@ -101,18 +113,36 @@ class Runtime:
         """Decide the next step of one conversation and run it (docs/design.md §2).
 
         `task_id` is the Celery task running this, recorded on the step it claims so the
-        ledger and Flower name the same task.
+        ledger and Flower name the same task. What raises before a step is claimed is a
+        fault of the step decided, or of the stalled turn's (inv. 12: `Faults.raised_unclaimed`).
         """
+        decided: Step | None = None
+        try:
+            found = self._decide(conversation_id)
+            if found is None:
+                return []
+            view, decision = found
+            decided = decision.step if isinstance(decision, CallModel) else None
+            return self._take(view, decision, task_id)
+        except Exception as exc:  # inv. 12: a fault, counted, never a task lost to Celery
+            return self._lifecycle.faults.raised_unclaimed(conversation_id, decided, exc)
+
+    def _decide(self, conversation_id: str) -> tuple[View, Decision] | None:
+        """The view and what to do next; a model call's view holds the history it reads."""
         with self.store.reader(conversation_id) as reader:
             view = reader.view(turn_only=True)
             if view is None:
-                return []
+                return None
             decision = decide(view)
             # what each advance found to do: an advance that claims nothing leaves no other
             # trace (DEBUG: at the Procfile's INFO it would be a line more per step)
             log.debug("advance: %s", type(decision).__name__, extra={"next_seq": view.last_seq + 1})
             if isinstance(decision, CallModel):  # only a model call pays for reading history
                 view = reader.with_history(view)
+        return view, decision
+
+    def _take(self, view: View, decision: Decision, task_id: str | None) -> list[FollowUp]:
+        """Run the step `decision` names, or write what it says."""
         match decision:
             case Idle() | Stopped():
                 return []
@@ -146,9 +176,14 @@ class Runtime:
                 self._lifecycle, self._agents, self._ceilings, conversation, call))
 
     def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
-        """Summarize the log through `to_seq` (the model call waits for it), then advance."""
-        return compact_step.compact(self._lifecycle, self._model_calls(), conversation_id, to_seq,
-                                    task_id=task_id)
+        """Summarize the log through `to_seq` (the model call waits for it), then advance.
+        What raises before the step is claimed is its fault (inv. 12)."""
+        try:
+            return compact_step.compact(self._lifecycle, self._model_calls(), conversation_id,
+                                        to_seq, task_id=task_id)
+        except Exception as exc:  # inv. 12
+            return self._lifecycle.faults.raised_unclaimed(
+                conversation_id, Step.compact(conversation_id, to_seq), exc)
 
     def expire(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Expire a pending call if it is due; re-arm if not (docs/design.md §6, Expiry)."""

@@ -258,21 +258,54 @@ def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = Fals
     ).returning(*c)
 
 
-def give_up_step_txn(conn: Connection, step_key: str, *, max_attempts: int, now: datetime) -> bool:
-    """Mark a claimable step whose faults are used up failed_permanent; True for one caller."""
+def give_up_step_txn(
+    conn: Connection, step_key: str, *, max_attempts: int, now: datetime
+) -> StepRecord | None:
+    """Mark a claimable step whose faults are used up failed_permanent; the row as given up
+    for the one caller that did (its `last_error` still what it last raised), else None."""
     c = steps.c
-    result = conn.execute(
+    row = conn.execute(
         update(steps)
         .where(c.step_key == step_key, _faults_after(now) >= max_attempts, _claimable(now))
-        .values(
-            status="failed_permanent",
-            lease_until=None,
-            faults=_faults_after(now),
-            finished_at=now,
-            last_error=f"gave up after {max_attempts} failed attempts",
-        )
-    )
-    return result.rowcount == 1
+        .values(status="failed_permanent", lease_until=None, faults=_faults_after(now),
+                finished_at=now)
+        .returning(*c)
+    ).first()
+    return None if row is None else step_from_row(row)
+
+
+def fault_step_txn(conn: Connection, step: NewStep, *, error: str, now: datetime,
+                   retry_at: datetime) -> StepRecord | None:
+    """Count a fault of a step whose task raised before it could claim it (inv. 12), as an
+    attempt that failed, scheduling the step if new, and hold it until `retry_at`: the
+    sweeper re-drives it then, and the tasks that raised together meanwhile (a burst of
+    re-drives) count nothing more. The row as counted; None if it counted nothing (the
+    step runs, is done, or is held)."""
+    params = {"new_" + name: value for name, value in record_values(step).items()}
+    row = conn.execute(_fault(conn.dialect.name),
+                       {**params, "now": now, "error": error, "retry_at": retry_at}).first()
+    return None if row is None else step_from_row(row)
+
+
+@cache
+def _fault(dialect_name: str) -> Any:
+    c = steps.c
+    module = postgresql if dialect_name == "postgresql" else sqlite
+    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
+    now = param(c.created_at, "now")
+    statement = module.insert(steps).values({
+        **values, "status": literal("scheduled"), "attempts": literal(1), "faults": literal(1),
+        "last_error": param(c.last_error, "error"),
+        "lease_until": param(c.lease_until, "retry_at"), "created_at": now})
+    new = statement.excluded
+    return statement.on_conflict_do_update(
+        index_elements=[c.step_key],
+        set_={"status": new.status, "lease_until": new.lease_until, "attempts": c.attempts + 1,
+              "faults": c.faults + 1, "last_error": new.last_error},
+        # not one running (that attempt is another's), nor one held (counted, or waiting on
+        # its endpoint's breaker: inv. 11)
+        where=and_(c.status.in_(CLAIMABLE), or_(c.lease_until.is_(None), c.lease_until <= now)),
+    ).returning(*c)
 
 
 def _owned(step_key: str, worker: str) -> Any:

@@ -359,10 +359,20 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
                 alone=alone, cap_kinds=cap_kinds,
             )
 
-    def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime) -> bool:
-        """Fail a used-up claimable step permanently; True only for the one caller that did."""
+    def give_up_step(self, step_key: str, *, max_attempts: int, now: datetime
+                     ) -> StepRecord | None:
+        """Fail a used-up claimable step permanently; the step as given up, only for the one
+        caller that did (its `last_error` what it last raised)."""
         with begin_write(self.engine, one_statement=True) as conn:
             return ledger.give_up_step_txn(conn, step_key, max_attempts=max_attempts, now=now)
+
+    def fault_step(self, step: NewStep, *, error: str, now: datetime, retry_at: datetime
+                   ) -> StepRecord | None:
+        """Count a fault of a step whose task raised before claiming it, scheduling it if
+        new, held until `retry_at`; the step as counted, or None if this task's raise was
+        not its attempt to count (it runs, is done, or is held)."""
+        with begin_write(self.engine, one_statement=True) as conn:
+            return ledger.fault_step_txn(conn, step, error=error, now=now, retry_at=retry_at)
 
     def heartbeat_step(self, step_key: str, *, worker: str, lease_s: float, now: datetime) -> bool:
         """Renew the lease to now + `lease_s`; False if the step is no longer ours."""

@@ -47,7 +47,10 @@ class Coroutines:
         main = _within(awaitable, timeout_s + CANCEL_GRACE_S)
         if not patched():
             return asyncio.run(main)
-        return self._native_threads().apply(asyncio.run, (main,))
+        returned, value = self._native_threads().apply(_run_in_thread, (main,))
+        if returned:
+            return value
+        raise value
 
     def _native_threads(self) -> Any:
         with self._lock:
@@ -56,6 +59,16 @@ class Coroutines:
 
                 self._pool = ThreadPool(self._green_threads)
             return self._pool
+
+
+def _run_in_thread(main: Any) -> tuple[bool, Any]:
+    """(True, result) of `main` run on this native thread's own loop, or (False, what it
+    raised): handed back to be raised in the calling greenlet, since gevent's pool would
+    also print the traceback of an exception raised here, and the caller logs its own."""
+    try:
+        return True, asyncio.run(main)
+    except BaseException as exc:  # raised again by the caller, as it was
+        return False, exc
 
 
 async def _within(awaitable: Any, timeout_s: float) -> Any:

@@ -109,6 +109,44 @@ def test_a_stdio_server_started_by_command_answers_a_call():
     assert (outcome.status, outcome.output) == ("ok", "Hello, Ada!")
 
 
+def test_a_stdio_servers_python_is_the_workers_own_interpreter_whatever_is_first_on_path(
+        tmp_path, monkeypatch):
+    impostor = tmp_path / "python"  # a python without the SDK, first on the worker's PATH
+    impostor.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'impostor.log'}\nexit 1\n")
+    impostor.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    config = McpServer(command=("python", str(SERVER), "stdio"), timeout_s=30)
+    registry = Registry([], tool_servers({"local": config}))
+    outcome = registry.call("mcp__local__greet", {"name": "Ada"}, _ctx(), timeout_s=30,
+                            allowed=["mcp:local"])
+    assert (outcome.status, outcome.output) == ("ok", "Hello, Ada!")
+    assert not (tmp_path / "impostor.log").exists()
+
+
+@pytest.mark.parametrize("after_eof", ["", "; import time; time.sleep(300)"],
+                         ids=["exits-on-eof", "ignores-eof"])
+def test_a_stdio_servers_process_is_gone_once_its_call_has_returned(tmp_path, after_eof):
+    pids = tmp_path / "pids"
+    start = (f"import os, runpy, sys; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
+             f"sys.argv = ['mcp_server.py', 'stdio']; runpy.run_path({str(SERVER)!r}, "
+             f"run_name='__main__'){after_eof}")
+    config = McpServer(command=("python", "-c", start), timeout_s=30)
+    registry = Registry([], tool_servers({"local": config}))
+    outcome = registry.call("mcp__local__greet", {"name": "Ada"}, _ctx(), timeout_s=30,
+                            allowed=["mcp:local"])
+    assert outcome.output == "Hello, Ada!"
+    (pid,) = [int(line) for line in pids.read_text().split()]
+    with pytest.raises(ProcessLookupError):  # it exited (or was ended), and was waited for
+        os.kill(pid, 0)
+
+
+def test_a_stdio_servers_command_runs_in_the_workers_working_directory(monkeypatch):
+    monkeypatch.chdir(SERVER.parent)
+    config = McpServer(command=("python3", SERVER.name, "stdio"), timeout_s=30)
+    registry = Registry([], tool_servers({"local": config}))
+    assert "mcp__local__greet" in [s.name for s in registry.specs(["mcp:local"])]
+
+
 # ---- through the API ----------------------------------------------------------------------
 
 

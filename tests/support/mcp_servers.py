@@ -1,4 +1,5 @@
-"""Starting the tests' MCP server (tests/support/mcp_server.py) over Streamable HTTP."""
+"""Starting the tests' MCP server (tests/support/mcp_server.py) over Streamable HTTP, and an
+emulated model that uses a server's tools once it is offered them."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.emulators import ByRequest, Call, Reply
 from tests.support.processes import ROOT, stop, wait_for
 
 SERVER = ROOT / "tests" / "support" / "mcp_server.py"
@@ -45,3 +47,23 @@ def policy_text(url: str, tenants: str = '["acme"]', extra: str = "") -> str:
     """A policy declaring the server as `crm`, its token read from CRM_TOKEN."""
     return (f'[mcp.crm]\nurl = "{url}"\ntenants = {tenants}\ntimeout_s = 10\n'
             f'headers = {{Authorization = "env:CRM_TOKEN"}}\n{extra}')
+
+
+def a_model_that_uses(tool: str, args: dict) -> ByRequest:
+    """An emulated model that calls `tool` if it is offered it, then says what it answered;
+    offered no such tool, it says what it was offered instead."""
+    def choose(body: dict) -> Reply:
+        answers = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if answers:
+            return Reply(text=f"The tool said: {answers[-1]}")
+        offered = [t["function"]["name"] for t in body.get("tools") or ()]
+        if tool in offered:
+            return Reply(text="", calls=(Call(tool, args),))
+        return Reply(text=f"I was offered {offered}")
+    return ByRequest(choose)
+
+
+def emulated_model_policy(base_url: str, servers: str) -> str:
+    """A policy whose profile `emu` is the emulated model (its key in EMU_KEY), and `servers`."""
+    return (f'[profiles.emu]\nkind = "openai"\nbase_url = "{base_url}"\nkey_env = "EMU_KEY"\n\n'
+            f"{servers}")
