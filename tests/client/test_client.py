@@ -32,6 +32,16 @@ APPROVAL = [
      "tool_calls": [{"name": "approve_payment", "args": {"amount": 20, "to": "Bob"}}], "chunks": 3},
     {"text": "Done: the payment was handled.", "chunks": 4},
 ]
+GATED = [
+    {"text": "A refund of 150 needs your approval.",
+     "tool_calls": [{"name": "issue_refund", "args": {"order": "o-1", "amount": 150}}]},
+    {"text": "Refunded.", "chunks": 2},
+]
+QUESTION = [  # the tests' MCP server asks a person to confirm the refund (elicitation)
+    {"text": "Asking the CRM.",
+     "tool_calls": [{"name": "mcp__crm__confirm_refund", "args": {"order": "o-17", "amount": 5}}]},
+    {"text": "Done."},
+]
 SLOW = [{"text": "A long answer, one slow word at a time. " * 3, "chunks": 30, "delay_s": 60}]
 
 
@@ -99,6 +109,30 @@ def test_wait_can_stop_for_input_and_a_rejection_with_its_reason_reaches_the_too
     done = turn.wait()
     outputs = [e.content["output"] for e in done.events if e.type == "tool_result"]
     assert done.state == "idle" and outputs == [{"approved": False, "reason": "not today"}]
+
+
+def test_wait_stops_for_a_call_that_needs_approval_and_the_approved_call_runs(client):
+    conversation = client.create_conversation(script(*GATED))
+    turn = client.send(conversation.id, "refund order o-1")
+    waiting = turn.wait(stop_for_input=True)
+    [call] = waiting.pending
+    assert waiting.state == "awaiting_input" and (call.name, call.needs_approval) == ("issue_refund", True)
+    client.approve(conversation.id, call.tool_call_id)
+    done = turn.wait()
+    outputs = [e.content["output"] for e in done.events if e.type == "tool_result"]
+    assert done.state == "idle" and outputs == ["refunded 150.00 on order o-1"]
+
+
+def test_wait_stops_for_a_tool_servers_question_and_the_reply_finishes_the_call(client):
+    conversation = client.create_conversation({"tools": ["mcp:crm/confirm_refund"], "script": QUESTION})
+    turn = client.send(conversation.id, "refund order o-17")
+    waiting = turn.wait(stop_for_input=True)
+    [call] = waiting.pending
+    assert waiting.state == "awaiting_input" and call.elicitation.message == "Refund 5 for o-17?"
+    client.reply(conversation.id, call.tool_call_id, {"confirm": True, "note": "checked"})
+    done = turn.wait()
+    outputs = [e.content["output"] for e in done.events if e.type == "tool_result"]
+    assert done.state == "idle" and outputs == ["refunded 5 for o-17 (checked)"]
 
 
 def test_pending_calls_lists_the_calls_waiting_across_conversations(client):
