@@ -6,7 +6,8 @@ agentq/client/calls.py; only the sending awaits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any, Literal
 
@@ -302,7 +303,7 @@ class AsyncTurn:
         """The message waits in the inbox behind a running turn."""
         return self.answer.queued
 
-    async def stream(self, *, include_children: bool = False) -> AsyncIterator[StreamItem]:
+    async def stream(self, *, include_children: bool = False) -> AsyncGenerator[StreamItem, None]:
         """The turn from its start to its end (the last item is its StreamEnd).
 
         A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
@@ -316,9 +317,10 @@ class AsyncTurn:
             call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user,
                                 include_children)
             try:
-                async for item in self._connection(call, cursor):
-                    failures = 0
-                    yield item
+                async with aclosing(self._connection(call, cursor)) as connection:
+                    async for item in connection:
+                        failures = 0
+                        yield item
             except (ApiError, httpx2.TransportError) as exc:
                 failures += 1
                 wait = self.client.retries.wait_s(failures, exc, idempotent=True)
@@ -328,7 +330,8 @@ class AsyncTurn:
                     raise StreamBroken(_unreachable(self.client.endpoint.url, exc)) from exc
                 await asyncio.sleep(wait)
 
-    async def _connection(self, call: calls.Call[None], cursor: TurnCursor) -> AsyncIterator[StreamItem]:
+    async def _connection(self, call: calls.Call[None],
+                          cursor: TurnCursor) -> AsyncGenerator[StreamItem, None]:
         timeout = httpx2.Timeout(self.client.http.timeout.connect, read=STREAM_READ_S)
         async with self.client.http.sse(call.path, params=call.params, headers=call.headers,
                                   timeout=timeout, max_event_size=MAX_EVENT_BYTES) as source:
@@ -349,13 +352,15 @@ class AsyncTurn:
         """Follow the turn to its end; with `stop_for_input`, also return once it waits for
         a person or the client (`pending` lists the calls)."""
         waits = Waits(self.turn_id)
-        async for item in self.stream():
-            if isinstance(item, models.StreamEnd):
-                return waits.result(item.state)
-            if waits.saw(item) and stop_for_input:
-                conversation = await self.client.get_conversation(self.conversation_id, user=self.user)
-                if waits.waiting(conversation):
-                    return waits.result(conversation.state, conversation.pending)
+        async with aclosing(self.stream()) as items:  # returning early closes the connection now
+            async for item in items:
+                if isinstance(item, models.StreamEnd):
+                    return waits.result(item.state)
+                if waits.saw(item) and stop_for_input:
+                    conversation = await self.client.get_conversation(self.conversation_id,
+                                                                      user=self.user)
+                    if waits.waiting(conversation):
+                        return waits.result(conversation.state, conversation.pending)
         raise StreamBroken("the stream ended without its end")  # stream() only returns after it
 
 

@@ -6,7 +6,8 @@ own model of the answer, or raises the ApiError subclass of the error answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import closing
 from datetime import datetime
 from typing import Any, Literal
 
@@ -298,7 +299,7 @@ class Turn:
         """The message waits in the inbox behind a running turn."""
         return self.answer.queued
 
-    def stream(self, *, include_children: bool = False) -> Iterator[StreamItem]:
+    def stream(self, *, include_children: bool = False) -> Generator[StreamItem, None, None]:
         """The turn from its start to its end (the last item is its StreamEnd).
 
         A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
@@ -312,9 +313,10 @@ class Turn:
             call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user,
                                 include_children)
             try:
-                for item in self._connection(call, cursor):
-                    failures = 0
-                    yield item
+                with closing(self._connection(call, cursor)) as connection:
+                    for item in connection:
+                        failures = 0
+                        yield item
             except (ApiError, httpx2.TransportError) as exc:
                 failures += 1
                 wait = self.client.retries.wait_s(failures, exc, idempotent=True)
@@ -324,7 +326,8 @@ class Turn:
                     raise StreamBroken(_unreachable(self.client.endpoint.url, exc)) from exc
                 time.sleep(wait)
 
-    def _connection(self, call: calls.Call[None], cursor: TurnCursor) -> Iterator[StreamItem]:
+    def _connection(self, call: calls.Call[None],
+                    cursor: TurnCursor) -> Generator[StreamItem, None, None]:
         timeout = httpx2.Timeout(self.client.http.timeout.connect, read=STREAM_READ_S)
         with self.client.http.sse(call.path, params=call.params, headers=call.headers,
                                   timeout=timeout, max_event_size=MAX_EVENT_BYTES) as source:
@@ -345,13 +348,14 @@ class Turn:
         """Follow the turn to its end; with `stop_for_input`, also return once it waits for
         a person or the client (`pending` lists the calls)."""
         waits = Waits(self.turn_id)
-        for item in self.stream():
-            if isinstance(item, models.StreamEnd):
-                return waits.result(item.state)
-            if waits.saw(item) and stop_for_input:
-                conversation = self.client.get_conversation(self.conversation_id, user=self.user)
-                if waits.waiting(conversation):
-                    return waits.result(conversation.state, conversation.pending)
+        with closing(self.stream()) as items:  # returning early closes the connection now
+            for item in items:
+                if isinstance(item, models.StreamEnd):
+                    return waits.result(item.state)
+                if waits.saw(item) and stop_for_input:
+                    conversation = self.client.get_conversation(self.conversation_id, user=self.user)
+                    if waits.waiting(conversation):
+                        return waits.result(conversation.state, conversation.pending)
         raise StreamBroken("the stream ended without its end")  # stream() only returns after it
 
 

@@ -1,6 +1,8 @@
 """Every SDK method, sync and async (one body, `client` fixture), against a real API and worker."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import uuid
@@ -294,6 +296,32 @@ def test_a_tenant_past_its_stream_cap_is_rate_limited(stack):
             for stream in streams:
                 stream.close()
             client.cancel(conversation.id)
+
+
+ASYNC_PROGRAM = """
+import asyncio, json, sys
+from agentq.client import AsyncClient, StreamDelta
+
+async def main():
+    async with AsyncClient() as client:
+        conversation = await client.create_conversation(json.loads(sys.argv[1]))
+        turn = await client.send(conversation.id, "hi")
+        async for item in turn.stream():
+            if isinstance(item, StreamDelta):
+                break  # a program may stop reading a turn before its end
+        result = await turn.wait()
+        print(result.text)
+
+asyncio.run(main())
+"""
+
+
+def test_a_program_using_the_async_client_as_documented_exits_with_nothing_on_stderr(stack):
+    env = {**os.environ, "AGENTQ_API_URL": stack.url, "AGENTQ_API_KEY": f"sdk:{stack.key}"}
+    done = subprocess.run([sys.executable, "-c", ASYNC_PROGRAM, json.dumps(script(ANSWER))],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ANSWER["text"] + "\n"
 
 
 def test_the_sdk_imports_no_flask_celery_or_sqlalchemy():
