@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.client import AsyncClient, AsyncTurn, Client
+from agentq.client import AsyncClient, AsyncPage, AsyncTurn, Client
 from tests.support.api_stack import ApiStack
 from tests.support.mcp_servers import mcp_server, policy_text
 
@@ -32,8 +32,8 @@ def stack(tmp_path_factory, pg_url, redis_url) -> Iterator[ApiStack]:
 
 
 class Blocking:
-    """An AsyncClient (or AsyncTurn) whose every method is run to completion on `loop`:
-    one test body checks both clients, method for method."""
+    """An AsyncClient (or AsyncTurn, or AsyncPage) whose every method is run to completion on
+    `loop`: one test body checks both clients, method for method."""
 
     def __init__(self, target, loop: asyncio.AbstractEventLoop) -> None:
         self._target, self._loop = target, loop
@@ -49,14 +49,20 @@ class Blocking:
                 return self._iterate(result)
             if inspect.iscoroutine(result):
                 result = self._loop.run_until_complete(result)
-            return Blocking(result, self._loop) if isinstance(result, AsyncTurn) else result
+            return self._wrapped(result)
 
         return call
+
+    def __iter__(self):  # an AsyncPage: `async for` over every item
+        return self._iterate(aiter(self._target))
+
+    def _wrapped(self, result):
+        return Blocking(result, self._loop) if isinstance(result, AsyncTurn | AsyncPage) else result
 
     def _iterate(self, agen):
         while True:
             try:
-                yield self._loop.run_until_complete(agen.__anext__())
+                yield self._wrapped(self._loop.run_until_complete(agen.__anext__()))
             except StopAsyncIteration:
                 return
 

@@ -148,13 +148,26 @@ def test_pending_calls_lists_the_calls_waiting_across_conversations(client):
     assert len(mine) == 2 and all(c.status == "pending" and c.name == "approve_payment" for c in mine)
 
 
+def test_a_listing_iterates_its_items_page_after_page(client):
+    waiting = []
+    for _ in range(3):
+        conversation = client.create_conversation(script(*APPROVAL))
+        client.send(conversation.id, "pay Bob").wait(stop_for_input=True)
+        waiting.append(conversation.id)
+    page = client.pending_calls(executor="human", limit=1)
+    assert len(page.items) == 1 and page.has_next_page()
+    mine = [call for call in page if call.conversation_id in waiting]  # every page, as reached
+    assert [c.conversation_id for c in mine] == waiting and {c.name for c in mine} == {"approve_payment"}
+    assert [c.tool_call_id for c in client.tool_calls(waiting[0])] == [mine[0].tool_call_id]
+
+
 def test_an_answer_is_any_json_and_may_be_an_error(client):
     conversation = client.create_conversation(script(*APPROVAL))
     waiting = client.send(conversation.id, "pay Bob").wait(stop_for_input=True)
     call_id = waiting.pending[0].tool_call_id
     answered = client.answer(conversation.id, call_id, "the bank is closed", error=True)
     assert answered.status == "errored" and answered.result == "the bank is closed"
-    assert client.tool_calls(conversation.id, status="errored")[0].tool_call_id == call_id
+    assert [c.tool_call_id for c in client.tool_calls(conversation.id, status="errored")] == [call_id]
 
 
 def test_cancel_interrupts_the_running_turn_and_its_stream_ends(client):
@@ -199,6 +212,7 @@ def test_the_log_reads_page_by_page(client):
     client.send(conversation.id, "hi").wait()
     page = client.events(conversation.id, after_seq=0, limit=1)
     assert [e.seq for e in page.events] == [1] and page.next_after_seq == 1
+    assert [e.seq for e in page.items] == [1] and [e.seq for e in page] == [1, 2]
     assert [e.seq for e in client.iter_events(conversation.id)] == [1, 2]
 
 
@@ -218,6 +232,19 @@ def test_usage_reads_the_tokens_of_a_finished_turn_per_conversation(client):
     mine = [row for row in report.rows if row.group["conversation"] == conversation.id]
     assert len(mine) == 1 and mine[0].calls == 1 and mine[0].output_tokens > 0
     assert report.by == ["conversation"] and report.tenant is not None
+
+
+def test_usage_takes_dates_iso_strings_and_aware_datetimes(client):
+    conversation = client.create_conversation(script({"text": "Counted.", "chunks": 1}))
+    client.send(conversation.id, "hi").wait()
+    today = datetime.now(timezone.utc).date()
+    start, end = today - timedelta(days=1), today + timedelta(days=2)
+    for span in [(start, end), (start.isoformat(), end.isoformat()),
+                 (f"{start}T00:00:00Z", datetime(end.year, end.month, end.day, tzinfo=timezone.utc))]:
+        report = client.usage(*span, by=["conversation"])
+        assert [r.calls for r in report.rows if r.group["conversation"] == conversation.id] == [1]
+    with pytest.raises(ValueError, match="needs a timezone"):
+        client.usage(f"{start}T09:00", end)  # no timezone: refused, not guessed
 
 
 def test_the_same_idempotency_key_gets_the_same_turn_and_posts_once(client):
