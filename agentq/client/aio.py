@@ -281,7 +281,7 @@ class AsyncClient:
                 if wait is None:
                     if isinstance(exc, httpx2.TransportError):
                         raise Unreachable(_unreachable(self.endpoint.url, exc)) from exc
-                    raise
+                    raise self.endpoint.explained(exc) from None
                 await asyncio.sleep(wait)
 
 

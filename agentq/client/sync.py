@@ -271,7 +271,7 @@ class Client:
                 if wait is None:
                     if isinstance(exc, httpx2.TransportError):
                         raise Unreachable(_unreachable(self.endpoint.url, exc)) from exc
-                    raise
+                    raise self.endpoint.explained(exc) from None
                 time.sleep(wait)
 
 

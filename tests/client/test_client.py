@@ -286,7 +286,7 @@ def test_errors_are_typed_and_carry_the_apis_code(client):
     conversation = client.create_conversation(script(ANSWER))
     with pytest.raises(InvalidRequest) as blank:
         client.send(conversation.id, "   ")
-    assert blank.value.status == 422
+    assert blank.value.status == 422 and "content: must be non-blank text" in str(blank.value)
     with pytest.raises(NotFound):
         list(client.turn(conversation.id, "no-such-turn").stream())
     with pytest.raises(InvalidRequest) as bad:
@@ -298,6 +298,12 @@ def test_a_wrong_key_is_unauthorized(stack):
     with Client(stack.url, "aq_wrong") as client, pytest.raises(Unauthorized) as refused:
         client.list_conversations()
     assert refused.value.code == "unauthorized"
+
+
+def test_a_client_without_a_key_says_where_one_comes_from(stack):
+    with Client(stack.url, env={}) as client, pytest.raises(Unauthorized) as refused:
+        client.list_conversations()
+    assert "AGENTQ_API_KEY" in str(refused.value) and "agentq.db.dev-key" in str(refused.value)
 
 
 def test_an_api_that_is_not_there_is_unreachable():
