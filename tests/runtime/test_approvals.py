@@ -78,6 +78,12 @@ def test_a_call_the_rule_lets_through_runs_without_asking(store, runtime, comman
     assert call.status == "done" and not call.needs_approval and runs(call.id) == 1
 
 
+def test_every_tool_call_event_says_whether_it_needs_approval(store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0), refund(1299.0, "B-2")]}])
+    gates = [e.content["needs_approval"] for e in store.list_events(cid) if e.type == "tool_call"]
+    assert gates == [False, True]
+
+
 def test_an_approved_call_runs_once_as_the_very_call_the_person_saw(store, runtime, commands):
     cid, _ = start(commands, runtime, REFUND)
     call = gated_call(store, cid)
