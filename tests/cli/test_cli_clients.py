@@ -130,6 +130,11 @@ class Terminal:
         self.child.close()
         return self.child.exitstatus
 
+    def leave(self) -> int:
+        """Ctrl-D at the prompt; the chat's exit status."""
+        self.child.sendeof()
+        return self.exit_status()
+
     def stop(self) -> None:
         if self.child.isalive():
             self.child.terminate(force=True)
@@ -164,8 +169,7 @@ def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
         answer = term.expect("you> ")
         assert answer.count("The payment to Bob was approved. All done.") == 1  # deltas, not twice
         assert "agent> The payment to Bob was approved. All done." in answer
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     events = log_of(api, cid)
@@ -190,8 +194,7 @@ def test_a_chat_with_an_agent_defined_in_code_asks_about_its_gated_call(server, 
         assert "refund_order(order='A-17', amount=150) needs your approval" in shown
         term.child.sendline("a")
         assert "agent> The refund is done." in term.expect("you> ")
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     assert api.get(f"/v1/conversations/{cid}").json()["agent"]["name"] == "refunds"
@@ -216,8 +219,7 @@ def test_a_tool_servers_question_is_asked_in_the_terminal_until_the_reply_fits(s
         assert "not taken:" in shown and "'yes' is not of type 'boolean'" in shown
         term.child.sendline('{"confirm": true, "note": "checked"}')
         assert "agent> Done." in term.expect("you> ")
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     result = next(e["content"] for e in log_of(api, cid) if e["type"] == "tool_result")
@@ -282,8 +284,7 @@ def test_a_failed_turn_shows_its_error_and_the_prompt_comes_back(server, api):
         term.child.sendline("hello")
         shown = term.expect("you> ")
         assert "· error:" in shown and "the turn failed" in shown and "never said" not in shown
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     assert api.get(f"/v1/conversations/{cid}").json()["state"] == "failed"

@@ -137,18 +137,7 @@ def test_wait_stops_for_a_tool_servers_question_and_the_reply_finishes_the_call(
     assert done.state == "idle" and outputs == ["refunded 5 for o-17 (checked)"]
 
 
-def test_pending_calls_lists_the_calls_waiting_across_conversations(client):
-    waiting = []
-    for _ in range(2):
-        conversation = client.create_conversation(script(*APPROVAL))
-        client.send(conversation.id, "pay Bob").wait(stop_for_input=True)
-        waiting.append(conversation.id)
-    page = client.pending_calls(executor="human", limit=200)
-    mine = [c for c in page.tool_calls if c.conversation_id in waiting]
-    assert len(mine) == 2 and all(c.status == "pending" and c.name == "approve_payment" for c in mine)
-
-
-def test_a_listing_iterates_its_items_page_after_page(client):
+def test_pending_calls_lists_the_calls_waiting_across_conversations_page_after_page(client):
     waiting = []
     for _ in range(3):
         conversation = client.create_conversation(script(*APPROVAL))
@@ -157,7 +146,8 @@ def test_a_listing_iterates_its_items_page_after_page(client):
     page = client.pending_calls(executor="human", limit=1)
     assert len(page.items) == 1 and page.has_next_page()
     mine = [call for call in page if call.conversation_id in waiting]  # every page, as reached
-    assert [c.conversation_id for c in mine] == waiting and {c.name for c in mine} == {"approve_payment"}
+    assert [c.conversation_id for c in mine] == waiting
+    assert all(c.status == "pending" and c.name == "approve_payment" for c in mine)
     assert [c.tool_call_id for c in client.tool_calls(waiting[0])] == [mine[0].tool_call_id]
 
 
