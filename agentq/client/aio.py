@@ -263,7 +263,7 @@ class AsyncClient:
         return self.user if user is None else user
 
     async def _list(self, call: calls.Call[Any]) -> AsyncPage[Any]:
-        """A listing's answer as a Page, which fetches the pages after it when asked."""
+        """A listing's answer as an AsyncPage, which fetches the pages after it when asked."""
         assert call.listing is not None
         return AsyncPage(await self._run(call), call.listing,
                          lambda cursor: self._list(call.after(cursor)))
