@@ -47,4 +47,14 @@ class Compact:
     step_key: str
 
 
-FollowUp = Advance | RunTool | Expire | Compact
+@dataclass(frozen=True)
+class Settled:
+    """A pending call no longer waits (`outcome`: resolved, errored, approved, rejected,
+    answered, cancelled). For Flower only: its expire task stops showing WAITING."""
+
+    conversation_id: str
+    tool_call_id: str
+    outcome: str
+
+
+FollowUp = Advance | RunTool | Expire | Compact | Settled

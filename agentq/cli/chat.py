@@ -1,16 +1,18 @@
 """`agentq chat`: a person talks to a conversation in the terminal, through the SDK only.
 
 One turn: post the line and follow that turn's stream (agentq.client), print deltas as
-they come and the tool calls compactly, ask the person when a call waits for them, and
-stop when the turn is over. Ctrl-C during a turn cancels it on the server.
+they come and the tool calls compactly, ask the person when a call waits for them (a
+human or client call, one that needs approval, a tool server's question), and stop when
+the turn is over. Ctrl-C during a turn cancels it on the server.
 """
 from __future__ import annotations
 
 import importlib
 import json
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from agentq.cli.timeline import call_text, summarize
 from agentq.client import (
@@ -18,6 +20,7 @@ from agentq.client import (
     ClientError,
     Conflict,
     EventOut,
+    InvalidRequest,
     NotFound,
     PendingCall,
     StreamDelta,
@@ -25,16 +28,20 @@ from agentq.client import (
     StreamRetry,
     Turn,
 )
+from agentq.client.streams import for_someone, waiting_after
 
 try:  # line editing and history where the platform has it
     readline: ModuleType | None = importlib.import_module("readline")
 except ImportError:  # pragma: no cover - Windows
     readline = None
 
+T = TypeVar("T")
 PROMPT = "you> "
 AGENT = "agent> "
 APPROVE = {"a", "approve", "y", "yes"}
 REJECT = {"r", "reject", "n", "no"}
+DECLINE = {"d", "decline"}
+CANCEL = {"c", "cancel"}
 QUIT = {"/quit", "/exit"}
 
 
@@ -64,6 +71,24 @@ def decision_for(text: str) -> tuple[str, str | None] | None:
     return None
 
 
+def reply_for(text: str) -> tuple[str, dict[str, Any] | None] | None:
+    """A person's reply to a tool server's question: a JSON object accepts with it as
+    content, `a` accepts with none (a question that sent them to an address), `d`
+    declines, `c` cancels."""
+    text = text.strip()
+    if text.lower() in APPROVE:
+        return "accept", None
+    if text.lower() in DECLINE | REJECT:
+        return "decline", None
+    if text.lower() in CANCEL:
+        return "cancel", None
+    try:
+        content = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return ("accept", content) if isinstance(content, dict) else None
+
+
 class Chat:
     """One person, one conversation; `cursor` is the seq of the last event shown."""
 
@@ -86,7 +111,7 @@ class Chat:
         try:
             if conversation.state in ("running", "awaiting_input") and conversation.turn_id:
                 self.say(f"the conversation is {conversation.state}; following it")
-                self.waiting.update(c.tool_call_id for c in conversation.pending)
+                self.waiting.update(c.tool_call_id for c in for_someone(conversation.pending))
                 turn = self.client.turn(self.cid, conversation.turn_id)
                 self.guarded(lambda: self.follow(turn))
             while (line := self.prompt()) is not None:
@@ -160,7 +185,7 @@ class Chat:
         conversation = self.client.get_conversation(self.cid)
         if conversation.state != "awaiting_input" or conversation.last_seq > self.cursor:
             return  # more events are on their way down the stream
-        for call in conversation.pending:
+        for call in for_someone(conversation.pending):
             self.ask(call)
 
     def interrupt(self) -> None:
@@ -182,18 +207,11 @@ class Chat:
         self.names[call.tool_call_id] = call.name
         if call.needs_approval:
             return self.decide(call)
+        if call.elicitation is not None:
+            return self.reply(call)
         self.say(f"? {call_text(call.name, call.args or {})} waits for you "
                  f"({call.executor}, {call.tool_call_id})")
-        while True:
-            try:
-                typed = input("  [a]pprove / [r]eject / or type an answer: ")
-            except EOFError:
-                self.write("\n")
-                raise Leave() from None
-            resolution = answer_for(typed)
-            if resolution is not None:
-                break
-        how, text = resolution
+        how, text = self.typed("  [a]pprove / [r]eject / or type an answer: ", answer_for)
         try:
             if how == "approve":
                 self.client.approve(self.cid, call.tool_call_id)
@@ -209,16 +227,7 @@ class Chat:
         """Approve or reject a gated call: it runs as shown, or never."""
         self.say(f"? {call_text(call.name, call.args or {})} needs your approval "
                  f"({call.tool_call_id})")
-        while True:
-            try:
-                typed = input("  [a]pprove / [r]eject [reason]: ")
-            except EOFError:
-                self.write("\n")
-                raise Leave() from None
-            decision = decision_for(typed)
-            if decision is not None:
-                break
-        status, reason = decision
+        status, reason = self.typed("  [a]pprove / [r]eject [reason]: ", decision_for)
         try:
             if status == "approved":
                 self.client.approve(self.cid, call.tool_call_id)
@@ -227,6 +236,38 @@ class Chat:
         except (NotFound, Conflict) as exc:
             self.say(f"  not taken: {exc.message}")
         self.waiting.discard(call.tool_call_id)
+
+    def reply(self, call: PendingCall) -> None:
+        """Answer the question a call's tool server asked; a reply that does not fit what
+        it asked for is shown, and asked for again."""
+        question = call.elicitation
+        assert question is not None  # ask() sends only a call with a question here
+        fields = ", ".join((question.requested_schema or {}).get("properties") or {})
+        self.say(f"? {call_text(call.name, call.args or {})} asks: {question.message}"
+                 f" ({f'fields: {fields}' if fields else question.url or call.tool_call_id})")
+        while True:
+            action, content = self.typed("  a JSON object (or [a]ccept) / [d]ecline / [c]ancel: ",
+                                         reply_for)
+            try:
+                self.client.reply(self.cid, call.tool_call_id, content, action=action)
+            except InvalidRequest as exc:
+                self.say(f"  not taken: {exc.message}")
+                continue
+            except (NotFound, Conflict) as exc:
+                self.say(f"  not taken: {exc.message}")
+            break
+        self.waiting.discard(call.tool_call_id)
+
+    def typed(self, prompt: str, parse: Callable[[str], T | None]) -> T:
+        """What the person types at `prompt`, parsed; asked again until it parses. Ctrl-D leaves."""
+        while True:
+            try:
+                parsed = parse(input(prompt))
+            except EOFError:
+                self.write("\n")
+                raise Leave() from None
+            if parsed is not None:
+                return parsed
 
     # -- what the person sees ------------------------------------------------------------
 
@@ -252,10 +293,7 @@ class Chat:
         kind = event.type
         if kind == "tool_call":
             self.names[content["tool_call_id"]] = content["name"]
-            if content.get("executor", "server") != "server":
-                self.waiting.add(content["tool_call_id"])
-        elif kind in ("resolution", "tool_result"):
-            self.waiting.discard(content.get("tool_call_id"))
+        waiting_after(self.waiting, event)
         if kind == "assistant_msg":
             self.show_answer(event)
         elif kind != "user_msg":

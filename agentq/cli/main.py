@@ -218,12 +218,17 @@ def _cmd_chat(client, args: argparse.Namespace) -> int:
     from agentq.cli.chat import Chat, parse_settings
 
     cid = args.id
-    if cid is None:
-        options = {"profile": args.profile, "model": args.model, "system": args.system}
-        settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
-        created = client.create_conversation(settings)
+    options = {"profile": args.profile, "model": args.model, "system": args.system}
+    settings = {**parse_settings(args.settings), **{k: v for k, v in options.items() if v is not None}}
+    if cid is not None and (args.agent or settings):
+        raise ValueError("an id attaches to a conversation as it is: --agent and the settings "
+                         "options start a new one")
+    if cid is None:  # from the agent, the settings only changing what it lets change
+        created = client.create_conversation((settings or None) if args.agent else settings,
+                                             agent=args.agent)
         cid = created.id
-        print(f"conversation {cid} ({created.settings.profile}/{created.settings.model})")
+        agent = f"agent {created.agent.name}@{created.agent.version}, " if created.agent else ""
+        print(f"conversation {cid} ({agent}{created.settings.profile}/{created.settings.model})")
     else:
         print(f"conversation {cid}")
     _take_ctrl_c()
@@ -332,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat = sub.add_parser("chat", help="talk to a conversation in the terminal (over the HTTP API)")
     chat.add_argument("id", nargs="?", help="attach to this conversation (default: create one)")
+    chat.add_argument("--agent", help="start the new conversation from this agent: NAME (its "
+                      "latest version) or NAME@VERSION")
     chat.add_argument("--profile", "--provider", dest="profile",
                       help="model profile of a new conversation (`agentq policy` lists them)")
     chat.add_argument("--model", help="model of a new conversation")

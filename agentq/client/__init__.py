@@ -9,7 +9,8 @@
             if isinstance(item, StreamDelta):
                 print(item.text, end="", flush=True)
 
-Answers are the API's own pydantic models (the ones its OpenAPI document is made from);
+Answers are the API's own pydantic models (the ones its OpenAPI document is made from),
+and a listing's answer is a `Page` of them that iterates every item, page after page;
 errors are `ApiError` subclasses carrying the API's `code`. This package imports neither
 Flask, Celery nor SQLAlchemy: a program that only talks to agentq needs none of them.
 """
@@ -28,6 +29,7 @@ from agentq.client.errors import (
     Unavailable,
     Unreachable,
 )
+from agentq.client.pages import AsyncPage, Page
 from agentq.client.retries import NO_RETRIES, Retries
 from agentq.client.streams import StreamItem, TurnResult
 from agentq.client.sync import Client, Turn
@@ -51,10 +53,11 @@ from agentq.web.models import (
 )
 
 __all__ = [
-    "ApiError", "AsyncClient", "AsyncTurn", "Client", "ClientError", "Conflict", "Context",
-    "Conversation", "ConversationItem", "ConversationPage", "EventOut", "EventPage", "Forbidden",
-    "InvalidRequest", "MessageAnswer", "NO_RETRIES", "NotFound", "PendingCall", "ProfileOut",
-    "RateLimited", "Retries", "ServerError", "StreamBroken", "StreamChildDelta", "StreamDelta",
+    "ApiError", "AsyncClient", "AsyncPage", "AsyncTurn", "Client", "ClientError", "Conflict",
+    "Context", "Conversation", "ConversationItem", "ConversationPage", "EventOut", "EventPage",
+    "Forbidden", "InvalidRequest", "MessageAnswer", "NO_RETRIES", "NotFound", "Page",
+    "PendingCall", "ProfileOut", "RateLimited", "Retries", "ServerError", "StreamBroken",
+    "StreamChildDelta", "StreamDelta",
     "StreamEnd", "StreamItem", "StreamRetry", "TenantToolCall", "TenantToolCallPage", "ToolCall",
     "Turn", "TurnResult", "Unauthorized", "Unavailable", "Unreachable",
 ]

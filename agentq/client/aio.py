@@ -6,8 +6,8 @@ agentq/client/calls.py; only the sending awaits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Literal
 
 import httpx2
@@ -17,6 +17,7 @@ import agentq.web.models as models
 from agentq.client import calls
 from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
+from agentq.client.pages import AsyncPage
 from agentq.client.retries import DEFAULT_RETRIES, Retries
 from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
 
@@ -57,22 +58,18 @@ class AsyncClient:
         """A new conversation from raw settings, or from an agent (`"support"`, `"support@3"`)."""
         return await self._run(calls.create_conversation(settings, agent, self._who(user)))
 
-    async def list_conversations(self, *, status: str | None = None, cursor: str | None = None,
-                           limit: int = 50, user: str | None = None) -> models.ConversationPage:
-        """One page, oldest first; pass its `next_cursor` for the next."""
-        return await self._run(calls.list_conversations(status, cursor, limit, self._who(user)))
+    async def list_conversations(
+        self, *, status: str | None = None, cursor: str | None = None, limit: int = 50,
+        user: str | None = None,
+    ) -> AsyncPage[models.ConversationItem]:
+        """Conversations, oldest first, `limit` a page; iterating the page goes on to the next."""
+        return await self._list(calls.list_conversations(status, cursor, limit, self._who(user)))
 
     async def iter_conversations(self, *, status: str | None = None,
                                  user: str | None = None) -> AsyncIterator[models.ConversationItem]:
         """Every conversation, page after page."""
-        cursor = None
-        while True:
-            page = await self.list_conversations(status=status, cursor=cursor, limit=200, user=user)
-            for item in page.conversations:
-                yield item
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        async for item in await self.list_conversations(status=status, limit=200, user=user):
+            yield item
 
     async def get_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
         return await self._run(calls.get_conversation(conversation_id, self._who(user)))
@@ -117,31 +114,31 @@ class AsyncClient:
         return AsyncTurn(self, conversation_id, answer, self._who(user))
 
     async def events(self, conversation_id: str, *, after_seq: int = 0, limit: int = 100,
-               user: str | None = None) -> models.EventPage:
-        """One page of the log after `after_seq`."""
-        return await self._run(calls.events(conversation_id, after_seq, limit, self._who(user)))
+                     user: str | None = None) -> AsyncPage[models.EventOut]:
+        """The log after `after_seq`, `limit` events a page; iterating the page goes on to the next."""
+        return await self._list(calls.events(conversation_id, after_seq, limit, self._who(user)))
 
     async def iter_events(self, conversation_id: str, *, after_seq: int = 0,
                           user: str | None = None) -> AsyncIterator[models.EventOut]:
         """The whole log after `after_seq`, page after page."""
-        while True:
-            page = await self.events(conversation_id, after_seq=after_seq, limit=1000, user=user)
-            for event in page.events:
-                yield event
-            if page.next_after_seq is None:
-                return
-            after_seq = page.next_after_seq
+        async for event in await self.events(conversation_id, after_seq=after_seq, limit=1000,
+                                             user=user):
+            yield event
 
     # -- tool calls ------------------------------------------------------------------------
 
     async def tool_calls(self, conversation_id: str, *, status: str | None = None,
-                   user: str | None = None) -> list[models.ToolCall]:
-        return (await self._run(calls.tool_calls(conversation_id, status, self._who(user)))).tool_calls
+                         user: str | None = None) -> AsyncPage[models.ToolCall]:
+        """The conversation's calls (`status="pending"`: with its sub-agents' that wait for a
+        person), all in one page."""
+        return await self._list(calls.tool_calls(conversation_id, status, self._who(user)))
 
     async def pending_calls(self, *, executor: str | None = None, cursor: str | None = None,
-                      limit: int = 50, user: str | None = None) -> models.TenantToolCallPage:
-        """Calls waiting for a person or a client, across the tenant's conversations."""
-        return await self._run(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
+                            limit: int = 50, user: str | None = None) -> AsyncPage[models.TenantToolCall]:
+        """Calls waiting for a person or a client, across the tenant's conversations, oldest
+        first, `limit` a page; iterating the page goes on to the next."""
+        return await self._list(calls.pending_calls(executor, "pending", cursor, limit,
+                                                    self._who(user)))
 
     async def approve(self, conversation_id: str, call_id: str, *,
                       user: str | None = None) -> models.ToolCall:
@@ -179,9 +176,9 @@ class AsyncClient:
         """Register an endpoint for these event types; its signing secret is in this answer only."""
         return await self._run(calls.create_webhook(url, event_types))
 
-    async def list_webhooks(self) -> list[models.WebhookOut]:
-        """Your webhook endpoints."""
-        return (await self._run(calls.list_webhooks())).webhooks
+    async def list_webhooks(self) -> AsyncPage[models.WebhookOut]:
+        """Your webhook endpoints, all in one page."""
+        return await self._list(calls.list_webhooks())
 
     async def get_webhook(self, webhook_id: str) -> models.WebhookOut:
         """One endpoint: its URL, event types, whether it is enabled and why not."""
@@ -202,9 +199,10 @@ class AsyncClient:
         """Remove an endpoint and its deliveries."""
         await self._run(calls.delete_webhook(webhook_id))
 
-    async def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[models.DeliveryOut]:
-        """The endpoint's latest deliveries, newest first, with each attempt's status code."""
-        return (await self._run(calls.webhook_deliveries(webhook_id, limit))).deliveries
+    async def webhook_deliveries(self, webhook_id: str, *,
+                                 limit: int = 50) -> AsyncPage[models.DeliveryOut]:
+        """The endpoint's latest `limit` deliveries, newest first, with each attempt's status code."""
+        return await self._list(calls.webhook_deliveries(webhook_id, limit))
 
     # -- agents ----------------------------------------------------------------------------
 
@@ -223,31 +221,33 @@ class AsyncClient:
                                                             self._who(user)))
 
     async def list_agents(self, *, cursor: str | None = None, limit: int = 100,
-                          user: str | None = None) -> models.AgentList:
-        """One page of the agents the tenant may use (its own and the operator's), latest
-        version each, by name; pass its `next_cursor` for the next."""
-        return await self._run(calls.list_agents(cursor, limit, self._who(user)))
+                          user: str | None = None) -> AsyncPage[models.AgentOut]:
+        """The agents the tenant may use (its own and the operator's), latest version each,
+        by name, `limit` a page; iterating the page goes on to the next."""
+        return await self._list(calls.list_agents(cursor, limit, self._who(user)))
 
     async def list_agent_versions(self, name: str, *, cursor: int | None = None, limit: int = 100,
-                                  user: str | None = None) -> models.AgentVersionPage:
-        """One page of an agent's versions, oldest first."""
-        return await self._run(calls.list_agent_versions(name, cursor, limit, self._who(user)))
+                                  user: str | None = None) -> AsyncPage[models.AgentOut]:
+        """An agent's versions, oldest first, `limit` a page; iterating the page goes on to the next."""
+        return await self._list(calls.list_agent_versions(name, cursor, limit, self._who(user)))
 
     async def get_agent(self, name: str, version: int | None = None, *,
                         user: str | None = None) -> models.AgentOut:
         """An agent's latest version, or the one numbered `version`."""
         return await self._run(calls.get_agent(name, version, self._who(user)))
 
-    async def usage(self, start: datetime, end: datetime, *, group_by: Literal["day", "hour"] = "day",
-              by: Sequence[str] = (), tenant: str | None = None,
-              limit: int = 1000) -> models.UsageReport:
+    async def usage(self, start: calls.Instant, end: calls.Instant, *,
+                    group_by: Literal["day", "hour"] = "day", by: Sequence[str] = (),
+                    tenant: str | None = None, limit: int = 1000) -> models.UsageReport:
         """Tokens and model calls spent in [start, end), per UTC `group_by` ("day" or "hour")
         and per `by` (agent, model, profile, conversation; tenant for the operator). Your
-        own usage; with the operator's key, every tenant's, or `tenant`'s."""
+        own usage; with the operator's key, every tenant's, or `tenant`'s. `start` and `end`
+        are timezone-aware datetimes, dates (UTC days) or ISO 8601 strings."""
         return await self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
-    async def profiles(self) -> list[models.ProfileOut]:
-        return (await self._run(calls.profiles())).profiles
+    async def profiles(self) -> AsyncPage[models.ProfileOut]:
+        """The model profiles you may use, all in one page."""
+        return await self._list(calls.profiles())
 
     async def set_provider_key(self, profile: str, api_key: str) -> None:
         """Your own key for a profile that takes one: stored sealed, never shown again."""
@@ -262,6 +262,12 @@ class AsyncClient:
     def _who(self, user: str | None) -> str | None:
         return self.user if user is None else user
 
+    async def _list(self, call: calls.Call[Any]) -> AsyncPage[Any]:
+        """A listing's answer as an AsyncPage, which fetches the pages after it when asked."""
+        assert call.listing is not None
+        return AsyncPage(await self._run(call), call.listing,
+                         lambda cursor: self._list(call.after(cursor)))
+
     async def _run(self, call: calls.Call[Any]) -> Any:
         tried = 0
         while True:
@@ -275,7 +281,7 @@ class AsyncClient:
                 if wait is None:
                     if isinstance(exc, httpx2.TransportError):
                         raise Unreachable(_unreachable(self.endpoint.url, exc)) from exc
-                    raise
+                    raise self.endpoint.explained(exc) from None
                 await asyncio.sleep(wait)
 
 
@@ -302,7 +308,7 @@ class AsyncTurn:
         """The message waits in the inbox behind a running turn."""
         return self.answer.queued
 
-    async def stream(self, *, include_children: bool = False) -> AsyncIterator[StreamItem]:
+    async def stream(self, *, include_children: bool = False) -> AsyncGenerator[StreamItem, None]:
         """The turn from its start to its end (the last item is its StreamEnd).
 
         A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
@@ -316,9 +322,10 @@ class AsyncTurn:
             call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user,
                                 include_children)
             try:
-                async for item in self._connection(call, cursor):
-                    failures = 0
-                    yield item
+                async with aclosing(self._connection(call, cursor)) as connection:
+                    async for item in connection:
+                        failures = 0
+                        yield item
             except (ApiError, httpx2.TransportError) as exc:
                 failures += 1
                 wait = self.client.retries.wait_s(failures, exc, idempotent=True)
@@ -328,7 +335,8 @@ class AsyncTurn:
                     raise StreamBroken(_unreachable(self.client.endpoint.url, exc)) from exc
                 await asyncio.sleep(wait)
 
-    async def _connection(self, call: calls.Call[None], cursor: TurnCursor) -> AsyncIterator[StreamItem]:
+    async def _connection(self, call: calls.Call[None],
+                          cursor: TurnCursor) -> AsyncGenerator[StreamItem, None]:
         timeout = httpx2.Timeout(self.client.http.timeout.connect, read=STREAM_READ_S)
         async with self.client.http.sse(call.path, params=call.params, headers=call.headers,
                                   timeout=timeout, max_event_size=MAX_EVENT_BYTES) as source:
@@ -349,13 +357,15 @@ class AsyncTurn:
         """Follow the turn to its end; with `stop_for_input`, also return once it waits for
         a person or the client (`pending` lists the calls)."""
         waits = Waits(self.turn_id)
-        async for item in self.stream():
-            if isinstance(item, models.StreamEnd):
-                return waits.result(item.state)
-            if waits.saw(item) and stop_for_input:
-                conversation = await self.client.get_conversation(self.conversation_id, user=self.user)
-                if waits.waiting(conversation):
-                    return waits.result(conversation.state, conversation.pending)
+        async with aclosing(self.stream()) as items:  # returning early closes the connection now
+            async for item in items:
+                if isinstance(item, models.StreamEnd):
+                    return waits.result(item.state)
+                if waits.saw(item) and stop_for_input:
+                    conversation = await self.client.get_conversation(self.conversation_id,
+                                                                      user=self.user)
+                    if waits.waiting(conversation):
+                        return waits.result(conversation.state, conversation.pending)
         raise StreamBroken("the stream ended without its end")  # stream() only returns after it
 
 

@@ -7,12 +7,13 @@ server or its OpenAPI document.
 """
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -25,11 +26,22 @@ USER_HEADER = "X-Agentq-User"
 
 
 @dataclass(frozen=True)
+class Listing:
+    """Where a listing's answer holds its items and the cursor of the next page (None: the
+    whole list comes in one answer), and the query parameter that takes that cursor."""
+
+    items: str
+    cursor: str | None = None
+    param: str = "cursor"
+
+
+@dataclass(frozen=True)
 class Call(Generic[T]):
     """One request and how to read its answer: `answer` validates the JSON (None: no body).
 
     `idempotent`: sending it twice does what sending it once does, so a lost answer may be
     retried; a request that is not is retried only when the server surely did nothing.
+    `listing`: the answer is a list, which the clients hand out as a page.
     """
 
     method: str
@@ -39,6 +51,12 @@ class Call(Generic[T]):
     json: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     idempotent: bool = False
+    listing: Listing | None = None
+
+    def after(self, cursor: Any) -> Call[T]:
+        """The same listing's next page: the one after `cursor`."""
+        assert self.listing is not None
+        return dataclasses.replace(self, params={**self.params, self.listing.param: cursor})
 
     def read(self, status: int, body: Any, headers: Mapping[str, str]) -> T:
         """The answer as its model, or the ApiError it stands for."""
@@ -96,7 +114,7 @@ def list_conversations(status: str | None, cursor: str | None, limit: int,
                        user: str | None) -> Call[models.ConversationPage]:
     return Call("GET", "/v1/conversations", models.ConversationPage,
                 params=_drop_none(status=status, cursor=cursor, limit=limit), headers=_user(user),
-                idempotent=True)
+                idempotent=True, listing=Listing("conversations", "next_cursor"))
 
 
 def get_conversation(cid: str, user: str | None) -> Call[models.Conversation]:
@@ -143,7 +161,7 @@ def send(cid: str, content: str | list[Any], on_busy: str, idempotency_key: str 
 def events(cid: str, after_seq: int, limit: int, user: str | None) -> Call[models.EventPage]:
     return Call("GET", f"/v1/conversations/{cid}/events", models.EventPage,
                 params={"after_seq": after_seq, "limit": limit}, headers=_user(user),
-                idempotent=True)
+                idempotent=True, listing=Listing("events", "next_after_seq", "after_seq"))
 
 
 def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None,
@@ -162,14 +180,15 @@ def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None,
 
 def tool_calls(cid: str, status: str | None, user: str | None) -> Call[models.ToolCallList]:
     return Call("GET", f"/v1/conversations/{cid}/tool-calls", models.ToolCallList,
-                params=_drop_none(status=status), headers=_user(user), idempotent=True)
+                params=_drop_none(status=status), headers=_user(user), idempotent=True,
+                listing=Listing("tool_calls"))
 
 
 def pending_calls(executor: str | None, status: str | None, cursor: str | None, limit: int,
                   user: str | None) -> Call[models.TenantToolCallPage]:
     return Call("GET", "/v1/tool-calls", models.TenantToolCallPage,
                 params=_drop_none(status=status, executor=executor, cursor=cursor, limit=limit),
-                headers=_user(user), idempotent=True)
+                headers=_user(user), idempotent=True, listing=Listing("tool_calls", "next_cursor"))
 
 
 def resolve(cid: str, call_id: str, status: str, result: Any,
@@ -226,14 +245,14 @@ def publish_agent_version(name: str, settings: BaseModel | Mapping[str, Any] | N
 def list_agents(cursor: str | None, limit: int, user: str | None) -> Call[models.AgentList]:
     return Call("GET", "/v1/agents", models.AgentList,
                 params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
-                idempotent=True)
+                idempotent=True, listing=Listing("agents", "next_cursor"))
 
 
 def list_agent_versions(name: str, cursor: int | None, limit: int,
                         user: str | None) -> Call[models.AgentVersionPage]:
     return Call("GET", f"/v1/agents/{name}/versions", models.AgentVersionPage,
                 params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
-                idempotent=True)
+                idempotent=True, listing=Listing("versions", "next_cursor"))
 
 
 def get_agent(name: str, version: int | None, user: str | None) -> Call[models.AgentOut]:
@@ -245,7 +264,8 @@ def get_agent(name: str, version: int | None, user: str | None) -> Call[models.A
 
 
 def profiles() -> Call[models.ProfileList]:
-    return Call("GET", "/v1/profiles", models.ProfileList, idempotent=True)
+    return Call("GET", "/v1/profiles", models.ProfileList, idempotent=True,
+                listing=Listing("profiles"))
 
 
 def set_provider_key(profile: str, api_key: str) -> Call[None]:
@@ -269,7 +289,8 @@ def create_webhook(url: str, event_types: Sequence[str]) -> Call[models.WebhookW
 
 
 def list_webhooks() -> Call[models.WebhookList]:
-    return Call("GET", "/v1/webhooks", models.WebhookList, idempotent=True)
+    return Call("GET", "/v1/webhooks", models.WebhookList, idempotent=True,
+                listing=Listing("webhooks"))
 
 
 def get_webhook(webhook_id: str) -> Call[models.WebhookOut]:
@@ -296,24 +317,46 @@ def delete_webhook(webhook_id: str) -> Call[None]:
 
 def webhook_deliveries(webhook_id: str, limit: int) -> Call[models.DeliveryList]:
     return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", models.DeliveryList,
-                params={"limit": limit}, idempotent=True)
+                params={"limit": limit}, idempotent=True, listing=Listing("deliveries"))
 
 
 # -- usage --------------------------------------------------------------------------------
 
 
-def _rfc3339(when: datetime) -> str:
-    """`when` as the API reads it, in UTC; a datetime without a timezone is refused, not guessed."""
+Instant = datetime | date | str
+
+
+def _rfc3339(when: Instant) -> str:
+    """`when` as the API reads it, in UTC: a date is its UTC day's first instant, a string
+    an ISO 8601 date or datetime. A time without its timezone is refused, not guessed."""
+    if isinstance(when, str):
+        when = _from_iso(when)
+    if not isinstance(when, datetime):
+        when = datetime(when.year, when.month, when.day, tzinfo=UTC)
     if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError("usage() takes timezone-aware datetimes")
+        raise ValueError(f"usage() needs a timezone with a time ({when.isoformat()}): "
+                         "a timezone-aware datetime, a date (a UTC day) or an ISO 8601 string "
+                         "such as 2026-11-28 or 2026-11-28T09:00:00Z")
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def usage(start: datetime, end: datetime, group_by: str, by: Sequence[str],
+def _from_iso(text: str) -> date | datetime:
+    """An ISO 8601 date (`2026-11-28`) or datetime (`2026-11-28T09:00:00Z`)."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"usage() takes ISO 8601 dates or datetimes, not {text!r}") from None
+
+
+def usage(start: Instant, end: Instant, group_by: str, by: Sequence[str],
           tenant: str | None, limit: int) -> Call[models.UsageReport]:
     params = _drop_none(**{"from": _rfc3339(start), "to": _rfc3339(end)}, group_by=group_by,
                         by=",".join(by), tenant=tenant, limit=limit)
     return Call("GET", "/v1/usage", models.UsageReport, params=params, idempotent=True)
 
 
-__all__ = ["ApiError", "Call", "retry_after"]
+__all__ = ["ApiError", "Call", "Instant", "Listing", "retry_after"]

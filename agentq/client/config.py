@@ -5,7 +5,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentq.client.errors import ApiError, Unauthorized
+
 DEFAULT_URL = "http://127.0.0.1:8000"
+NO_KEY = ("no API key was sent: pass key= or set AGENTQ_API_KEY to a key of the API (`agentq dev` "
+          "accepts the AGENTQ_API_KEY it was started with, else prints its key when it starts and "
+          "keeps it beside its database, in agentq.db.dev-key by default)")
 
 
 @dataclass(frozen=True)
@@ -15,6 +20,14 @@ class Endpoint:
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    def explained(self, error: ApiError) -> ApiError:
+        """`error`, saying where a key comes from if it is the refusal of a request sent
+        without one."""
+        if self.key or not isinstance(error, Unauthorized):
+            return error
+        return Unauthorized(error.status, error.code, f"{error.message}; {NO_KEY}", error.details,
+                            error.retry_after_s)
 
 
 def endpoint(url: str | None, key: str | None, env: Mapping[str, str] | None = None) -> Endpoint:

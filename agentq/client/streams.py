@@ -27,6 +27,7 @@ from agentq.web.models import (
 
 StreamItem = EventOut | StreamDelta | StreamRetry | StreamEnd | StreamChildDelta
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # a tool result may be large; the operator caps it
+AGENT_EXECUTOR = "agent"  # the executor of a sub-agent's call: its child conversation answers it
 
 
 @dataclass
@@ -110,28 +111,46 @@ class TurnResult(BaseModel):
         return errors[-1] if errors and self.state == "failed" else None
 
 
+def waiting_after(calls: set[str], event: EventOut) -> None:
+    """Update `calls`, the turn's calls that wait for a person or the client, with one event.
+
+    The log says which: a `suspension` names the calls the turn now waits for (a human or
+    client call, one that needs approval, a tool server's question), and a `resolution` or
+    a `tool_result` ends a call's wait. A sub-agent's call is never named: its child
+    conversation answers it.
+    """
+    if event.type == "suspension":
+        calls.update(str(call_id) for call_id in event.content.get("pending") or ())
+    elif event.type in ("resolution", "tool_result"):
+        calls.discard(str(event.content.get("tool_call_id")))
+
+
+def for_someone(pending: Sequence[PendingCall]) -> list[PendingCall]:
+    """The pending calls a person or the client answers (a sub-agent's call is answered by
+    its child conversation)."""
+    return [call for call in pending if call.executor != AGENT_EXECUTOR]
+
+
 @dataclass
 class Waits:
     """A turn's events as `wait()` collects them, and its calls that wait for someone."""
 
     turn_id: str
     events: list[EventOut] = field(default_factory=list)
-    open_calls: set[str] = field(default_factory=set)  # human and client calls not answered
+    open_calls: set[str] = field(default_factory=set)  # waiting for a person or the client
 
     def saw(self, item: StreamItem) -> bool:
         """Keep an event; True if, after it, the turn may be waiting for input."""
         if not isinstance(item, EventOut):
             return False
         self.events.append(item)
-        call_id = str(item.content.get("tool_call_id"))
-        if item.type == "tool_call" and item.content.get("executor", "server") != "server":
-            self.open_calls.add(call_id)
-        elif item.type in ("resolution", "tool_result"):
-            self.open_calls.discard(call_id)
+        waiting_after(self.open_calls, item)
         return bool(self.open_calls)
 
     def waiting(self, conversation: Conversation) -> bool:
-        return conversation.state == "awaiting_input" and conversation.turn_id == self.turn_id
+        return (conversation.state == "awaiting_input" and conversation.turn_id == self.turn_id
+                and bool(for_someone(conversation.pending)))
 
     def result(self, state: str, pending: Sequence[PendingCall] = ()) -> TurnResult:
-        return TurnResult(turn_id=self.turn_id, state=state, events=self.events, pending=list(pending))
+        return TurnResult(turn_id=self.turn_id, state=state, events=self.events,
+                          pending=for_someone(pending))

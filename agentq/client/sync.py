@@ -6,8 +6,8 @@ own model of the answer, or raises the ApiError subclass of the error answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import closing
 from typing import Any, Literal
 
 import httpx2
@@ -17,6 +17,7 @@ import agentq.web.models as models
 from agentq.client import calls
 from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
+from agentq.client.pages import Page
 from agentq.client.retries import DEFAULT_RETRIES, Retries
 from agentq.client.streams import MAX_EVENT_BYTES, StreamItem, TurnCursor, TurnResult, Waits
 
@@ -58,20 +59,14 @@ class Client:
         return self._run(calls.create_conversation(settings, agent, self._who(user)))
 
     def list_conversations(self, *, status: str | None = None, cursor: str | None = None,
-                           limit: int = 50, user: str | None = None) -> models.ConversationPage:
-        """One page, oldest first; pass its `next_cursor` for the next."""
-        return self._run(calls.list_conversations(status, cursor, limit, self._who(user)))
+                           limit: int = 50, user: str | None = None) -> Page[models.ConversationItem]:
+        """Conversations, oldest first, `limit` a page; iterating the page goes on to the next."""
+        return self._list(calls.list_conversations(status, cursor, limit, self._who(user)))
 
     def iter_conversations(self, *, status: str | None = None,
                            user: str | None = None) -> Iterator[models.ConversationItem]:
         """Every conversation, page after page."""
-        cursor = None
-        while True:
-            page = self.list_conversations(status=status, cursor=cursor, limit=200, user=user)
-            yield from page.conversations
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        yield from self.list_conversations(status=status, limit=200, user=user)
 
     def get_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
         return self._run(calls.get_conversation(conversation_id, self._who(user)))
@@ -115,30 +110,28 @@ class Client:
         return Turn(self, conversation_id, answer, self._who(user))
 
     def events(self, conversation_id: str, *, after_seq: int = 0, limit: int = 100,
-               user: str | None = None) -> models.EventPage:
-        """One page of the log after `after_seq`."""
-        return self._run(calls.events(conversation_id, after_seq, limit, self._who(user)))
+               user: str | None = None) -> Page[models.EventOut]:
+        """The log after `after_seq`, `limit` events a page; iterating the page goes on to the next."""
+        return self._list(calls.events(conversation_id, after_seq, limit, self._who(user)))
 
     def iter_events(self, conversation_id: str, *, after_seq: int = 0,
                     user: str | None = None) -> Iterator[models.EventOut]:
         """The whole log after `after_seq`, page after page."""
-        while True:
-            page = self.events(conversation_id, after_seq=after_seq, limit=1000, user=user)
-            yield from page.events
-            if page.next_after_seq is None:
-                return
-            after_seq = page.next_after_seq
+        yield from self.events(conversation_id, after_seq=after_seq, limit=1000, user=user)
 
     # -- tool calls ------------------------------------------------------------------------
 
     def tool_calls(self, conversation_id: str, *, status: str | None = None,
-                   user: str | None = None) -> list[models.ToolCall]:
-        return self._run(calls.tool_calls(conversation_id, status, self._who(user))).tool_calls
+                   user: str | None = None) -> Page[models.ToolCall]:
+        """The conversation's calls (`status="pending"`: with its sub-agents' that wait for a
+        person), all in one page."""
+        return self._list(calls.tool_calls(conversation_id, status, self._who(user)))
 
     def pending_calls(self, *, executor: str | None = None, cursor: str | None = None,
-                      limit: int = 50, user: str | None = None) -> models.TenantToolCallPage:
-        """Calls waiting for a person or a client, across the tenant's conversations."""
-        return self._run(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
+                      limit: int = 50, user: str | None = None) -> Page[models.TenantToolCall]:
+        """Calls waiting for a person or a client, across the tenant's conversations, oldest
+        first, `limit` a page; iterating the page goes on to the next."""
+        return self._list(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
 
     def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> models.ToolCall:
         """Say yes to a call waiting for a person: a gated call runs as shown; a human call's
@@ -175,9 +168,9 @@ class Client:
         """Register an endpoint for these event types; its signing secret is in this answer only."""
         return self._run(calls.create_webhook(url, event_types))
 
-    def list_webhooks(self) -> list[models.WebhookOut]:
-        """Your webhook endpoints."""
-        return (self._run(calls.list_webhooks())).webhooks
+    def list_webhooks(self) -> Page[models.WebhookOut]:
+        """Your webhook endpoints, all in one page."""
+        return self._list(calls.list_webhooks())
 
     def get_webhook(self, webhook_id: str) -> models.WebhookOut:
         """One endpoint: its URL, event types, whether it is enabled and why not."""
@@ -198,9 +191,9 @@ class Client:
         """Remove an endpoint and its deliveries."""
         self._run(calls.delete_webhook(webhook_id))
 
-    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[models.DeliveryOut]:
-        """The endpoint's latest deliveries, newest first, with each attempt's status code."""
-        return (self._run(calls.webhook_deliveries(webhook_id, limit))).deliveries
+    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> Page[models.DeliveryOut]:
+        """The endpoint's latest `limit` deliveries, newest first, with each attempt's status code."""
+        return self._list(calls.webhook_deliveries(webhook_id, limit))
 
     # -- agents ----------------------------------------------------------------------------
 
@@ -219,31 +212,33 @@ class Client:
                                                       self._who(user)))
 
     def list_agents(self, *, cursor: str | None = None, limit: int = 100,
-                    user: str | None = None) -> models.AgentList:
-        """One page of the agents the tenant may use (its own and the operator's), latest
-        version each, by name; pass its `next_cursor` for the next."""
-        return self._run(calls.list_agents(cursor, limit, self._who(user)))
+                    user: str | None = None) -> Page[models.AgentOut]:
+        """The agents the tenant may use (its own and the operator's), latest version each,
+        by name, `limit` a page; iterating the page goes on to the next."""
+        return self._list(calls.list_agents(cursor, limit, self._who(user)))
 
     def list_agent_versions(self, name: str, *, cursor: int | None = None, limit: int = 100,
-                            user: str | None = None) -> models.AgentVersionPage:
-        """One page of an agent's versions, oldest first."""
-        return self._run(calls.list_agent_versions(name, cursor, limit, self._who(user)))
+                            user: str | None = None) -> Page[models.AgentOut]:
+        """An agent's versions, oldest first, `limit` a page; iterating the page goes on to the next."""
+        return self._list(calls.list_agent_versions(name, cursor, limit, self._who(user)))
 
     def get_agent(self, name: str, version: int | None = None, *,
                   user: str | None = None) -> models.AgentOut:
         """An agent's latest version, or the one numbered `version`."""
         return self._run(calls.get_agent(name, version, self._who(user)))
 
-    def usage(self, start: datetime, end: datetime, *, group_by: Literal["day", "hour"] = "day",
-              by: Sequence[str] = (), tenant: str | None = None,
-              limit: int = 1000) -> models.UsageReport:
+    def usage(self, start: calls.Instant, end: calls.Instant, *,
+              group_by: Literal["day", "hour"] = "day", by: Sequence[str] = (),
+              tenant: str | None = None, limit: int = 1000) -> models.UsageReport:
         """Tokens and model calls spent in [start, end), per UTC `group_by` ("day" or "hour")
         and per `by` (agent, model, profile, conversation; tenant for the operator). Your
-        own usage; with the operator's key, every tenant's, or `tenant`'s."""
+        own usage; with the operator's key, every tenant's, or `tenant`'s. `start` and `end`
+        are timezone-aware datetimes, dates (UTC days) or ISO 8601 strings."""
         return self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
-    def profiles(self) -> list[models.ProfileOut]:
-        return self._run(calls.profiles()).profiles
+    def profiles(self) -> Page[models.ProfileOut]:
+        """The model profiles you may use, all in one page."""
+        return self._list(calls.profiles())
 
     def set_provider_key(self, profile: str, api_key: str) -> None:
         """Your own key for a profile that takes one: stored sealed, never shown again."""
@@ -258,6 +253,11 @@ class Client:
     def _who(self, user: str | None) -> str | None:
         return self.user if user is None else user
 
+    def _list(self, call: calls.Call[Any]) -> Page[Any]:
+        """A listing's answer as a Page, which fetches the pages after it when asked."""
+        assert call.listing is not None
+        return Page(self._run(call), call.listing, lambda cursor: self._list(call.after(cursor)))
+
     def _run(self, call: calls.Call[Any]) -> Any:
         tried = 0
         while True:
@@ -271,7 +271,7 @@ class Client:
                 if wait is None:
                     if isinstance(exc, httpx2.TransportError):
                         raise Unreachable(_unreachable(self.endpoint.url, exc)) from exc
-                    raise
+                    raise self.endpoint.explained(exc) from None
                 time.sleep(wait)
 
 
@@ -298,7 +298,7 @@ class Turn:
         """The message waits in the inbox behind a running turn."""
         return self.answer.queued
 
-    def stream(self, *, include_children: bool = False) -> Iterator[StreamItem]:
+    def stream(self, *, include_children: bool = False) -> Generator[StreamItem, None, None]:
         """The turn from its start to its end (the last item is its StreamEnd).
 
         A dropped connection is resumed with Last-Event-ID: nothing is lost, nothing repeated.
@@ -312,9 +312,10 @@ class Turn:
             call = calls.stream(self.conversation_id, self.turn_id, cursor.last_seq, self.user,
                                 include_children)
             try:
-                for item in self._connection(call, cursor):
-                    failures = 0
-                    yield item
+                with closing(self._connection(call, cursor)) as connection:
+                    for item in connection:
+                        failures = 0
+                        yield item
             except (ApiError, httpx2.TransportError) as exc:
                 failures += 1
                 wait = self.client.retries.wait_s(failures, exc, idempotent=True)
@@ -324,7 +325,8 @@ class Turn:
                     raise StreamBroken(_unreachable(self.client.endpoint.url, exc)) from exc
                 time.sleep(wait)
 
-    def _connection(self, call: calls.Call[None], cursor: TurnCursor) -> Iterator[StreamItem]:
+    def _connection(self, call: calls.Call[None],
+                    cursor: TurnCursor) -> Generator[StreamItem, None, None]:
         timeout = httpx2.Timeout(self.client.http.timeout.connect, read=STREAM_READ_S)
         with self.client.http.sse(call.path, params=call.params, headers=call.headers,
                                   timeout=timeout, max_event_size=MAX_EVENT_BYTES) as source:
@@ -345,13 +347,14 @@ class Turn:
         """Follow the turn to its end; with `stop_for_input`, also return once it waits for
         a person or the client (`pending` lists the calls)."""
         waits = Waits(self.turn_id)
-        for item in self.stream():
-            if isinstance(item, models.StreamEnd):
-                return waits.result(item.state)
-            if waits.saw(item) and stop_for_input:
-                conversation = self.client.get_conversation(self.conversation_id, user=self.user)
-                if waits.waiting(conversation):
-                    return waits.result(conversation.state, conversation.pending)
+        with closing(self.stream()) as items:  # returning early closes the connection now
+            for item in items:
+                if isinstance(item, models.StreamEnd):
+                    return waits.result(item.state)
+                if waits.saw(item) and stop_for_input:
+                    conversation = self.client.get_conversation(self.conversation_id, user=self.user)
+                    if waits.waiting(conversation):
+                        return waits.result(conversation.state, conversation.pending)
         raise StreamBroken("the stream ended without its end")  # stream() only returns after it
 
 

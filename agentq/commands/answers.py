@@ -13,10 +13,10 @@ from typing import Any
 
 from agentq.core import drafts
 from agentq.core.decide import Step
-from agentq.core.elicitation import ACTIONS
+from agentq.core.elicitation import ACTIONS, ANSWERED
 from agentq.core.events import ToolCallRecord
 from agentq.errors import Conflict, InvalidInput
-from agentq.followups import FollowUp, RunTool
+from agentq.followups import FollowUp, RunTool, Settled
 
 # What a person's approve / reject of a call means when the call waits on a question.
 FROM_DECISION = {"approved": "accept", "rejected": "decline"}
@@ -47,7 +47,8 @@ def answer_call(
     tx.append_and_fold([drafts.answer(call, action, content, by=by, created_at=now)], now=now)
     updated = tx.load_call(call.id)
     step = Step.tool(call.conversation_id, call.id, answered)  # its own step (inv. 5)
-    return updated, [RunTool(call.conversation_id, call.id, step.key, tool=call.name)]
+    return updated, [RunTool(call.conversation_id, call.id, step.key, tool=call.name),
+                     Settled(call.conversation_id, call.id, ANSWERED)]
 
 
 def _checked(question: dict[str, Any], content: Any) -> Any:

@@ -30,7 +30,7 @@ from agentq.core.settings import FUNCTION_PROFILE, Settings, parse_settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.timefmt import format_ts, to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.followups import Advance, FollowUp, RunTool
+from agentq.followups import Advance, FollowUp, RunTool, Settled
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.telemetry import tracing
@@ -184,16 +184,17 @@ class Commands:
             if action == "enqueue":
                 tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
                 return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
+            settled: list[Settled] = []
             if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
                 # inv. 2: the running (or failed) turn is closed before the new one starts
-                close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
+                settled = close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
                 message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
                 created_at=created, parts=message.get("parts") or (),
                 traceparent=traceparent,
             )], now=now)
-        return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id)]
+        return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id), *settled]
 
     def resolve(
         self,
@@ -264,7 +265,8 @@ class Commands:
             )
             closed = tx.load_call(tool_call_id)
             assert closed is not None  # updated under this lock a moment ago
-        return closed, [Advance(conversation_id)] if round_closed(fsm) else []
+        settled = Settled(conversation_id, tool_call_id, status)
+        return closed, [Advance(conversation_id), settled] if round_closed(fsm) else [settled]
 
     def _decide(
         self, tx, call: ToolCallRecord, scope: Scope, *, status: str, result: Any,
@@ -304,8 +306,10 @@ class Commands:
         decided = tx.load_call(call.id)
         if status == "approved":  # the tool step's key is the call's: it runs once (inv. 5)
             step_key = Step.tool(call.conversation_id, call.id).key
-            return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name)]
-        return decided, [Advance(call.conversation_id)] if round_closed(fsm) else []
+            return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name),
+                             Settled(call.conversation_id, call.id, status)]
+        settled = Settled(call.conversation_id, call.id, status)
+        return decided, [Advance(call.conversation_id), settled] if round_closed(fsm) else [settled]
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
@@ -313,8 +317,8 @@ class Commands:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state not in ("running", "awaiting_input"):
                 raise Conflict(f"nothing to cancel: the conversation is {conv.fsm.state}")
-            close_turn(tx, by=_by(scope), now=self.clock(), close_round=self.close_round)
-        return [Advance(conversation_id)]  # the inbox may hold the next turn
+            settled = close_turn(tx, by=_by(scope), now=self.clock(), close_round=self.close_round)
+        return [Advance(conversation_id), *settled]  # the inbox may hold the next turn
 
     def retry(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Re-drive a failed conversation: the failure stays in the log, the turn goes on."""

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from agentq.core import drafts
-from agentq.core.events import EventDraft, FsmState, ToolCallRecord
+from agentq.core.events import EventDraft, ToolCallRecord
 from agentq.core.keys import MODEL_STEP
 from agentq.core.subagents import AGENT_EXECUTOR, CHILD_STEP, child_conversation_id
+from agentq.followups import Settled
 
 CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 
@@ -23,8 +24,9 @@ CANCELLED_OUTPUT = "cancelled: the turn was interrupted"
 CloseRound = Callable[[str], str]
 
 
-def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmState:
-    """Close the current turn of the locked conversation; returns the state after it."""
+def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> list[Settled]:
+    """Close the current turn of the locked conversation, and its sub-agents' turns; returns
+    the calls that stopped waiting for a person or the client."""
     cancelled = tx.cancel_open_steps(kinds=(MODEL_STEP, "tool", CHILD_STEP), now=now)
     streaming = next((s for s in cancelled if s.kind == MODEL_STEP and s.status == "running"), None)
     turn_id = tx.conversation.fsm.turn_id
@@ -39,23 +41,28 @@ def close_turn(tx, *, by: str, now: datetime, close_round: CloseRound) -> FsmSta
             interrupted=True,
         )
     closing: list[EventDraft] = [marker]
+    settled: list[Settled] = []
     open_calls = tx.view().open_calls
     for call in open_calls:
-        closing.extend(_cancel_call(tx, call, by=by, now=now))
-    _, fsm = tx.append_and_fold(closing, now=now)
+        drafted = _cancel_call(tx, call, by=by, now=now)
+        closing.extend(drafted)
+        if drafted and call.status == "pending" and call.executor != AGENT_EXECUTOR:
+            settled.append(Settled(call.conversation_id, call.id, "cancelled"))
+    tx.append_and_fold(closing, now=now)
     for call in open_calls:
         if call.executor == AGENT_EXECUTOR:
-            _cancel_child(tx, call, by=by, now=now, close_round=close_round)
-    return fsm
+            settled.extend(_cancel_child(tx, call, by=by, now=now, close_round=close_round))
+    return settled
 
 
 def _cancel_child(tx, call: ToolCallRecord, *, by: str, now: datetime,
-                  close_round: CloseRound) -> None:
+                  close_round: CloseRound) -> list[Settled]:
     """A sub-agent call was cancelled: its child's turn ends too, in this transaction (and
     its own children's, down the tree)."""
     child = tx.child(child_conversation_id(tx.conversation.id, call.id))
     if child is not None and child.conversation.fsm.state in ("running", "awaiting_input"):
-        close_turn(child, by=by, now=now, close_round=close_round)
+        return close_turn(child, by=by, now=now, close_round=close_round)
+    return []
 
 
 def _cancel_call(tx, call: ToolCallRecord, *, by: str, now: datetime) -> list[EventDraft]:

@@ -72,9 +72,8 @@ def tool_call(
         "args": args,
         "executor": executor,
         "expires_at": None if expires_at is None else format_ts(expires_at),
+        "needs_approval": needs_approval,
     }
-    if needs_approval:
-        content["needs_approval"] = True
     if child_conversation_id is not None:
         content["child_conversation_id"] = child_conversation_id
     return EventDraft("tool_call", content, created_at, turn_id, round_id, step_key)

@@ -80,6 +80,7 @@ def _on_agentq_error(exc: AgentqError) -> Response:
 # Refusals with a code of their own, raised in validation as pydantic errors of that type:
 # the answer carries the code and the rule's message instead of "the request is not valid".
 CODED_VALIDATION_ERRORS = ("forbidden_setting", "invalid_content")
+NAMED_PROBLEMS = 3  # the problems a validation error's message names; `details` has them all
 
 
 def _on_validation_error(exc: ValidationError) -> Response:
@@ -87,7 +88,21 @@ def _on_validation_error(exc: ValidationError) -> Response:
     coded = next((d for d in details if d["type"] in CODED_VALIDATION_ERRORS), None)
     if coded is not None:
         return error_response(422, coded["type"], coded["msg"], details)
-    return error_response(422, "validation_error", "the request is not valid", details)
+    return error_response(422, "validation_error",
+                          f"the request is not valid: {_problems(details)}", details)
+
+
+def _problems(details: list[dict[str, Any]]) -> str:
+    """`content: must be non-blank text …; settings.x: …`: what is wrong, where, in one line."""
+    named = [_problem(detail) for detail in details[:NAMED_PROBLEMS]]
+    more = len(details) - len(named)
+    return "; ".join(named) + (f" (and {more} more in details)" if more > 0 else "")
+
+
+def _problem(detail: dict[str, Any]) -> str:
+    where = ".".join(detail["loc"])
+    what = detail["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's own
+    return f"{where}: {what}" if where else what
 
 
 def _on_http_error(exc: HTTPException) -> Response:

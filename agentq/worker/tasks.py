@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterable, Mapping
 from celery import Celery, Task
 from kombu.exceptions import OperationalError
 
+from agentq.core.decide import Step
 from agentq.core.keys import task_id
-from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool
+from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool, Settled
 from agentq.process.logs import log_context
 from agentq.runtime import Runtime
 from agentq.worker.queues import NO_TOOL_QUEUES
@@ -104,13 +105,20 @@ def enqueue(
                 app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
                               argsrepr=_call_repr(item))
                 if eta is not None:
-                    _announce_waiting(app, task_id(key), item)
+                    _announce(app, WAITING_EVENT, task_id(key), item, tool=item.tool)
             case Compact(conversation_id=cid, to_seq=to_seq, step_key=key):
                 app.send_task("agentq.compact", args=[cid, to_seq], task_id=task_id(key),
                               argsrepr=f"conversation={cid} to_seq={to_seq}")
+            case Settled(conversation_id=cid, tool_call_id=call_id, outcome=outcome):
+                expire = task_id(Step.expire(cid, call_id).key)
+                _announce(app, SETTLED_EVENT, expire, item, result=outcome)
 
 
 WAITING_EVENT = "task-waiting"
+# Not task-succeeded: the expire task has not run (it does at the deadline, and then shows
+# SUCCESS); not task-rejected or task-revoked either: Celery ranks those states below a custom
+# one like WAITING, so Flower would keep showing WAITING.
+SETTLED_EVENT = "task-settled"
 
 
 def _call_repr(item: RunTool | Expire) -> str:
@@ -118,12 +126,14 @@ def _call_repr(item: RunTool | Expire) -> str:
     return f"{tool}conversation={item.conversation_id} call={item.tool_call_id}"
 
 
-def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
-    """Mark the expire task of a pending call WAITING in Flower: a person has the next move.
+def _announce(app: Celery, event: str, expire_task_id: str, item: Expire | Settled,
+              **fields: str | None) -> None:
+    """Mark the expire task of a pending call in Flower: WAITING while a person has the next
+    move, SETTLED (with the call's outcome as its result) once it no longer waits.
 
     Celery's event state (which Flower keeps) takes a custom `task-<name>` event as the
-    task's state `<NAME>`; the task's own events later end it as SUCCESS. Display only: a
-    lost event costs the label, never the call.
+    task's state `<NAME>`, one custom state replacing another; the task's own events later
+    end it as SUCCESS. Display only: a lost event costs the label, never the call.
     """
     if not app.conf.worker_send_task_events:
         return
@@ -131,7 +141,7 @@ def _announce_waiting(app: Celery, expire_task_id: str, item: Expire) -> None:
     hostname = current.request.hostname if current is not None else None
     try:
         with app.events.default_dispatcher(hostname=hostname) as dispatcher:
-            dispatcher.send(WAITING_EVENT, uuid=expire_task_id, tool=item.tool,
-                            conversation_id=item.conversation_id, tool_call_id=item.tool_call_id)
+            dispatcher.send(event, uuid=expire_task_id, conversation_id=item.conversation_id,
+                            tool_call_id=item.tool_call_id, **fields)
     except (OSError, OperationalError) as exc:
-        log.warning("could not send %s for call %s: %s", WAITING_EVENT, item.tool_call_id, exc)
+        log.warning("could not send %s for call %s: %s", event, item.tool_call_id, exc)

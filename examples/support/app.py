@@ -48,27 +48,23 @@ def review(client: Client, decide: Decide, *, reviewer: str, out: TextIO = sys.s
     Approving pays the refund first, then answers the call with its id: if the answer is
     lost, reviewing again pays nothing twice (one refund per order) and answers the same.
     """
-    answered, cursor = 0, None
-    while True:
-        page = client.pending_calls(executor="human", cursor=cursor, user=reviewer)
-        for call in page.tool_calls:
-            if call.name != "refund":
-                continue
-            order = shop.find_order(str(call.args.get("order_id")))
-            approved, reason = decide(call, order)
-            if approved:
-                paid = shop.pay_refund(call.args["order_id"], float(call.args["amount"]))
-                client.answer(call.conversation_id, call.tool_call_id,
-                              {"approved": True, "refund_id": paid.refund_id, "amount": paid.amount},
-                              user=reviewer)
-                out.write(f"refunded {paid.amount:.2f} on order {paid.order_id} ({paid.refund_id})\n")
-            else:
-                client.reject(call.conversation_id, call.tool_call_id, reason, user=reviewer)
-                out.write(f"rejected the refund of order {call.args.get('order_id')}: {reason}\n")
-            answered += 1
-        if page.next_cursor is None:
-            return answered
-        cursor = page.next_cursor
+    answered = 0
+    for call in client.pending_calls(executor="human", user=reviewer):  # page after page
+        if call.name != "refund":
+            continue
+        order = shop.find_order(str(call.args.get("order_id")))
+        approved, reason = decide(call, order)
+        if approved:
+            paid = shop.pay_refund(call.args["order_id"], float(call.args["amount"]))
+            client.answer(call.conversation_id, call.tool_call_id,
+                          {"approved": True, "refund_id": paid.refund_id, "amount": paid.amount},
+                          user=reviewer)
+            out.write(f"refunded {paid.amount:.2f} on order {paid.order_id} ({paid.refund_id})\n")
+        else:
+            client.reject(call.conversation_id, call.tool_call_id, reason, user=reviewer)
+            out.write(f"rejected the refund of order {call.args.get('order_id')}: {reason}\n")
+        answered += 1
+    return answered
 
 
 def by_the_rules(call: TenantToolCall, order: dict | None) -> tuple[bool, str | None]:

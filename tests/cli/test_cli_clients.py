@@ -18,6 +18,7 @@ import httpx2
 import pexpect
 import pytest
 
+from tests.support.mcp_servers import mcp_server, policy_text
 from tests.support.processes import ROOT, wait_for
 
 pytestmark = pytest.mark.slow  # an `agentq dev` process and a terminal
@@ -31,16 +32,26 @@ APPROVAL = [
      "chunks": 3, "delay_s": 0.2},
     {"text": "The payment to Bob was approved. All done.", "chunks": 5, "delay_s": 0.5},
 ]
+QUESTION = [  # the tests' MCP server asks a person to confirm the refund (elicitation)
+    {"text": "Asking the CRM.",
+     "tool_calls": [{"name": "mcp__crm__confirm_refund", "args": {"order": "o-17", "amount": 5}}]},
+    {"text": "Done."},
+]
 SLOW = [{"text": "A very long answer, one slow word at a time, " * 4, "chunks": 40, "delay_s": 60}]
 
 
 class DevServer:
-    """`agentq dev --port 0` on a temporary SQLite file, in its own process group."""
+    """`agentq dev --port 0` on a temporary SQLite file, in its own process group, with the
+    demo tools, an agent defined in code (tests/support/terminal_agents.py) and the tests'
+    MCP server as `crm`."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, mcp_url: str) -> None:
         self.log_path = tmp / "dev.log"
+        (tmp / "policy.toml").write_text(policy_text(mcp_url, tenants='["cli"]'))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
         env.update(AGENTQ_DATABASE_URL=f"sqlite:///{tmp / 'agentq.db'}", AGENTQ_API_KEY=f"cli:{KEY}",
+                   AGENTQ_TOOLS="agentq.tools.demo,tests.support.terminal_agents",
+                   AGENTQ_POLICY=str(tmp / "policy.toml"), CRM_TOKEN="Bearer t0ken",
                    PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -71,11 +82,13 @@ class DevServer:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    dev = DevServer(tmp_path_factory.mktemp("agentq-dev"))
-    try:
-        yield dev
-    finally:
-        dev.stop()
+    tmp = tmp_path_factory.mktemp("agentq-dev")
+    with mcp_server(tmp / "mcp.log", tmp / "mcp-calls.log") as mcp_url:
+        dev = DevServer(tmp, mcp_url)
+        try:
+            yield dev
+        finally:
+            dev.stop()
 
 
 @pytest.fixture
@@ -117,13 +130,19 @@ class Terminal:
         self.child.close()
         return self.child.exitstatus
 
+    def leave(self) -> int:
+        """Ctrl-D at the prompt; the chat's exit status."""
+        self.child.sendeof()
+        return self.exit_status()
+
     def stop(self) -> None:
         if self.child.isalive():
             self.child.terminate(force=True)
 
 
-def create(api, script) -> str:
-    answer = api.post("/v1/conversations", json={"settings": {"provider": "scripted", "script": script}})
+def create(api, script, **settings) -> str:
+    answer = api.post("/v1/conversations",
+                      json={"settings": {"provider": "scripted", "script": script, **settings}})
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
 
@@ -150,8 +169,7 @@ def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
         answer = term.expect("you> ")
         assert answer.count("The payment to Bob was approved. All done.") == 1  # deltas, not twice
         assert "agent> The payment to Bob was approved. All done." in answer
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     events = log_of(api, cid)
@@ -164,6 +182,53 @@ def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
     assert events[5]["content"]["output"] == {"approved": True}
     assert events[-1]["content"] == {**events[-1]["content"], "interrupted": False,
                                      "text": "The payment to Bob was approved. All done."}
+
+
+def test_a_chat_with_an_agent_defined_in_code_asks_about_its_gated_call(server, api):
+    term = Terminal(server, "--agent", "refunds")
+    try:
+        started = term.expect("you> ")
+        cid = re.search(r"conversation ([0-9a-f-]{36}) \(agent refunds@1, ", started).group(1)
+        term.child.sendline("Refund order A-17")
+        shown = term.expect(r"\[a\]pprove / \[r\]eject \[reason\]")
+        assert "refund_order(order='A-17', amount=150) needs your approval" in shown
+        term.child.sendline("a")
+        assert "agent> The refund is done." in term.expect("you> ")
+        assert term.leave() == 0
+    finally:
+        term.stop()
+    assert api.get(f"/v1/conversations/{cid}").json()["agent"]["name"] == "refunds"
+    events = log_of(api, cid)
+    decision = next(e["content"] for e in events if e["type"] == "resolution")
+    assert (decision["status"], decision["by"]) == ("approved", "cli")
+    result = next(e["content"] for e in events if e["type"] == "tool_result")
+    assert result["output"] == "refunded 150.00 EUR on order A-17"
+
+
+def test_a_tool_servers_question_is_asked_in_the_terminal_until_the_reply_fits(server, api):
+    cid = create(api, QUESTION, tools=["mcp:crm/confirm_refund"])
+    term = Terminal(server, cid)
+    try:
+        term.expect("you> ")
+        term.child.sendline("Refund order o-17")
+        shown = term.expect(r"\[d\]ecline / \[c\]ancel: ")
+        assert ("mcp__crm__confirm_refund(order='o-17', amount=5) asks: Refund 5 for o-17? "
+                "(fields: confirm, note)") in shown
+        term.child.sendline('{"confirm": "yes"}')
+        shown = term.expect(r"\[d\]ecline / \[c\]ancel: ")
+        assert "not taken:" in shown and "'yes' is not of type 'boolean'" in shown
+        term.child.sendline('{"confirm": true, "note": "checked"}')
+        assert "agent> Done." in term.expect("you> ")
+        assert term.leave() == 0
+    finally:
+        term.stop()
+    result = next(e["content"] for e in log_of(api, cid) if e["type"] == "tool_result")
+    assert result["output"] == "refunded 5 for o-17 (checked)"
+
+
+def test_a_chat_attaches_to_an_id_or_starts_from_an_agent_not_both(server):
+    done = agentq(server, "chat", "some-id", "--agent", "refunds")
+    assert done.returncode == 2 and "--agent and the settings options start a new one" in done.stderr
 
 
 def _ignore_ctrl_c() -> None:
@@ -219,8 +284,7 @@ def test_a_failed_turn_shows_its_error_and_the_prompt_comes_back(server, api):
         term.child.sendline("hello")
         shown = term.expect("you> ")
         assert "· error:" in shown and "the turn failed" in shown and "never said" not in shown
-        term.child.sendeof()
-        assert term.exit_status() == 0
+        assert term.leave() == 0
     finally:
         term.stop()
     assert api.get(f"/v1/conversations/{cid}").json()["state"] == "failed"

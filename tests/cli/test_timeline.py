@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.cli.chat import answer_for, decision_for, parse_settings
+from agentq.cli.chat import answer_for, decision_for, parse_settings, reply_for
 from agentq.cli.timeline import clip, clock, header, summarize, timeline
 from agentq.client.config import endpoint
 
@@ -129,6 +129,19 @@ def test_a_typed_answer_becomes_a_resolution(typed, expected):
 ])
 def test_a_typed_decision_on_a_gated_call_approves_or_rejects_with_a_reason(typed, expected):
     assert decision_for(typed) == expected
+
+
+@pytest.mark.parametrize("typed, expected", [
+    ('{"confirm": true}', ("accept", {"confirm": True})),
+    ("a", ("accept", None)),
+    ("d", ("decline", None)),
+    ("no", ("decline", None)),
+    ("cancel", ("cancel", None)),
+    ('["not", "an", "object"]', None),
+    ("sure", None),
+])
+def test_a_typed_reply_to_a_tool_servers_question_accepts_declines_or_cancels(typed, expected):
+    assert reply_for(typed) == expected
 
 
 def test_a_rejection_reads_as_a_rejection_with_its_reason_in_the_timeline():

@@ -1,6 +1,8 @@
 """Every SDK method, sync and async (one body, `client` fixture), against a real API and worker."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import uuid
@@ -31,6 +33,16 @@ APPROVAL = [
     {"text": "Paying Bob needs your approval.",
      "tool_calls": [{"name": "approve_payment", "args": {"amount": 20, "to": "Bob"}}], "chunks": 3},
     {"text": "Done: the payment was handled.", "chunks": 4},
+]
+GATED = [
+    {"text": "A refund of 150 needs your approval.",
+     "tool_calls": [{"name": "issue_refund", "args": {"order": "o-1", "amount": 150}}]},
+    {"text": "Refunded.", "chunks": 2},
+]
+QUESTION = [  # the tests' MCP server asks a person to confirm the refund (elicitation)
+    {"text": "Asking the CRM.",
+     "tool_calls": [{"name": "mcp__crm__confirm_refund", "args": {"order": "o-17", "amount": 5}}]},
+    {"text": "Done."},
 ]
 SLOW = [{"text": "A long answer, one slow word at a time. " * 3, "chunks": 30, "delay_s": 60}]
 
@@ -101,15 +113,42 @@ def test_wait_can_stop_for_input_and_a_rejection_with_its_reason_reaches_the_too
     assert done.state == "idle" and outputs == [{"approved": False, "reason": "not today"}]
 
 
-def test_pending_calls_lists_the_calls_waiting_across_conversations(client):
+def test_wait_stops_for_a_call_that_needs_approval_and_the_approved_call_runs(client):
+    conversation = client.create_conversation(script(*GATED))
+    turn = client.send(conversation.id, "refund order o-1")
+    waiting = turn.wait(stop_for_input=True)
+    [call] = waiting.pending
+    assert waiting.state == "awaiting_input" and (call.name, call.needs_approval) == ("issue_refund", True)
+    client.approve(conversation.id, call.tool_call_id)
+    done = turn.wait()
+    outputs = [e.content["output"] for e in done.events if e.type == "tool_result"]
+    assert done.state == "idle" and outputs == ["refunded 150.00 on order o-1"]
+
+
+def test_wait_stops_for_a_tool_servers_question_and_the_reply_finishes_the_call(client):
+    conversation = client.create_conversation({"tools": ["mcp:crm/confirm_refund"], "script": QUESTION})
+    turn = client.send(conversation.id, "refund order o-17")
+    waiting = turn.wait(stop_for_input=True)
+    [call] = waiting.pending
+    assert waiting.state == "awaiting_input" and call.elicitation.message == "Refund 5 for o-17?"
+    client.reply(conversation.id, call.tool_call_id, {"confirm": True, "note": "checked"})
+    done = turn.wait()
+    outputs = [e.content["output"] for e in done.events if e.type == "tool_result"]
+    assert done.state == "idle" and outputs == ["refunded 5 for o-17 (checked)"]
+
+
+def test_pending_calls_lists_the_calls_waiting_across_conversations_page_after_page(client):
     waiting = []
-    for _ in range(2):
+    for _ in range(3):
         conversation = client.create_conversation(script(*APPROVAL))
         client.send(conversation.id, "pay Bob").wait(stop_for_input=True)
         waiting.append(conversation.id)
-    page = client.pending_calls(executor="human", limit=200)
-    mine = [c for c in page.tool_calls if c.conversation_id in waiting]
-    assert len(mine) == 2 and all(c.status == "pending" and c.name == "approve_payment" for c in mine)
+    page = client.pending_calls(executor="human", limit=1)
+    assert len(page.items) == 1 and page.has_next_page()
+    mine = [call for call in page if call.conversation_id in waiting]  # every page, as reached
+    assert [c.conversation_id for c in mine] == waiting
+    assert all(c.status == "pending" and c.name == "approve_payment" for c in mine)
+    assert [c.tool_call_id for c in client.tool_calls(waiting[0])] == [mine[0].tool_call_id]
 
 
 def test_an_answer_is_any_json_and_may_be_an_error(client):
@@ -118,7 +157,7 @@ def test_an_answer_is_any_json_and_may_be_an_error(client):
     call_id = waiting.pending[0].tool_call_id
     answered = client.answer(conversation.id, call_id, "the bank is closed", error=True)
     assert answered.status == "errored" and answered.result == "the bank is closed"
-    assert client.tool_calls(conversation.id, status="errored")[0].tool_call_id == call_id
+    assert [c.tool_call_id for c in client.tool_calls(conversation.id, status="errored")] == [call_id]
 
 
 def test_cancel_interrupts_the_running_turn_and_its_stream_ends(client):
@@ -163,6 +202,7 @@ def test_the_log_reads_page_by_page(client):
     client.send(conversation.id, "hi").wait()
     page = client.events(conversation.id, after_seq=0, limit=1)
     assert [e.seq for e in page.events] == [1] and page.next_after_seq == 1
+    assert [e.seq for e in page.items] == [1] and [e.seq for e in page] == [1, 2]
     assert [e.seq for e in client.iter_events(conversation.id)] == [1, 2]
 
 
@@ -182,6 +222,19 @@ def test_usage_reads_the_tokens_of_a_finished_turn_per_conversation(client):
     mine = [row for row in report.rows if row.group["conversation"] == conversation.id]
     assert len(mine) == 1 and mine[0].calls == 1 and mine[0].output_tokens > 0
     assert report.by == ["conversation"] and report.tenant is not None
+
+
+def test_usage_takes_dates_iso_strings_and_aware_datetimes(client):
+    conversation = client.create_conversation(script({"text": "Counted.", "chunks": 1}))
+    client.send(conversation.id, "hi").wait()
+    today = datetime.now(timezone.utc).date()
+    start, end = today - timedelta(days=1), today + timedelta(days=2)
+    for span in [(start, end), (start.isoformat(), end.isoformat()),
+                 (f"{start}T00:00:00Z", datetime(end.year, end.month, end.day, tzinfo=timezone.utc))]:
+        report = client.usage(*span, by=["conversation"])
+        assert [r.calls for r in report.rows if r.group["conversation"] == conversation.id] == [1]
+    with pytest.raises(ValueError, match="needs a timezone"):
+        client.usage(f"{start}T09:00", end)  # no timezone: refused, not guessed
 
 
 def test_the_same_idempotency_key_gets_the_same_turn_and_posts_once(client):
@@ -223,7 +276,7 @@ def test_errors_are_typed_and_carry_the_apis_code(client):
     conversation = client.create_conversation(script(ANSWER))
     with pytest.raises(InvalidRequest) as blank:
         client.send(conversation.id, "   ")
-    assert blank.value.status == 422
+    assert blank.value.status == 422 and "content: must be non-blank text" in str(blank.value)
     with pytest.raises(NotFound):
         list(client.turn(conversation.id, "no-such-turn").stream())
     with pytest.raises(InvalidRequest) as bad:
@@ -235,6 +288,12 @@ def test_a_wrong_key_is_unauthorized(stack):
     with Client(stack.url, "aq_wrong") as client, pytest.raises(Unauthorized) as refused:
         client.list_conversations()
     assert refused.value.code == "unauthorized"
+
+
+def test_a_client_without_a_key_says_where_one_comes_from(stack):
+    with Client(stack.url, env={}) as client, pytest.raises(Unauthorized) as refused:
+        client.list_conversations()
+    assert "AGENTQ_API_KEY" in str(refused.value) and "agentq.db.dev-key" in str(refused.value)
 
 
 def test_an_api_that_is_not_there_is_unreachable():
@@ -260,6 +319,32 @@ def test_a_tenant_past_its_stream_cap_is_rate_limited(stack):
             for stream in streams:
                 stream.close()
             client.cancel(conversation.id)
+
+
+ASYNC_PROGRAM = """
+import asyncio, json, sys
+from agentq.client import AsyncClient, StreamDelta
+
+async def main():
+    async with AsyncClient() as client:
+        conversation = await client.create_conversation(json.loads(sys.argv[1]))
+        turn = await client.send(conversation.id, "hi")
+        async for item in turn.stream():
+            if isinstance(item, StreamDelta):
+                break  # a program may stop reading a turn before its end
+        result = await turn.wait()
+        print(result.text)
+
+asyncio.run(main())
+"""
+
+
+def test_a_program_using_the_async_client_as_documented_exits_with_nothing_on_stderr(stack):
+    env = {**os.environ, "AGENTQ_API_URL": stack.url, "AGENTQ_API_KEY": f"sdk:{stack.key}"}
+    done = subprocess.run([sys.executable, "-c", ASYNC_PROGRAM, json.dumps(script(ANSWER))],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ANSWER["text"] + "\n"
 
 
 def test_the_sdk_imports_no_flask_celery_or_sqlalchemy():

@@ -180,3 +180,22 @@ def test_a_call_waiting_on_a_person_shows_as_a_waiting_expire_task_in_flower(sta
     assert task["name"] == "agentq.expire" and task["eta"]
     assert task["args"] == f"tool=approve_payment conversation={cid} call={call_id}"
     assert expire_id in stack.flower_tasks(state="WAITING")  # an operator can filter on it
+
+
+def test_a_call_answered_before_its_deadline_no_longer_shows_waiting_in_flower(stack, key):
+    cid = start_turn(stack, key, APPROVAL, "Pay Bob 20.")
+    [pending] = wait_state(stack, key, cid, "awaiting_input")["pending"]
+    expire_id = task_id(Step.expire(cid, pending["tool_call_id"]).key)
+
+    def shown(state: str):
+        task = flower_tasks_of(stack, cid).get(expire_id)
+        return task if task and task["state"] == state else None
+    wait_for(lambda: shown("WAITING"), timeout_s=30, what="Flower to show the expire task WAITING")
+    answer = call(stack, key, "POST",
+                  f"/v1/conversations/{cid}/tool-calls/{pending['tool_call_id']}/resolution",
+                  {"status": "approved"})
+    assert answer[0] == 200, answer
+    task = wait_for(lambda: shown("SETTLED"), timeout_s=30,
+                    what="Flower to show the answered call's expire task SETTLED")
+    assert task["result"] == "resolved" and task["name"] == "agentq.expire"
+    assert expire_id not in stack.flower_tasks(state="WAITING")

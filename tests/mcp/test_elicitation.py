@@ -13,6 +13,7 @@ from agentq.cli.check import check_conversation
 from agentq.client import ApiError, Client
 from agentq.commands import Commands
 from agentq.core.scope import Scope
+from agentq.followups import Settled
 from agentq.tenancy.policy import load_policy
 from agentq.tools import Registry
 from agentq.webhooks.payloads import call_info
@@ -122,6 +123,13 @@ def test_an_accepted_answer_makes_the_call_again_with_it_and_the_model_reads_the
     assert check_conversation(api.store, cid) == []
     steps = [s for s in api.store.list_steps(cid) if s.kind == "tool"]
     assert sorted(s.ref.get("answers", 0) for s in steps) == [0, 1]
+
+
+def test_an_answer_to_a_question_settles_the_call_for_flower(asked):
+    api, cid, alice = asked
+    body = {"status": "answered", "action": "decline"}
+    assert _answer(api, cid, alice, body).status_code == 200
+    assert Settled(cid, _call_id(api, cid), "answered") in api.sent
 
 
 def test_the_sdk_shows_the_question_and_replies_to_it(asked):

@@ -9,6 +9,7 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.render import render
 from agentq.errors import Conflict, InvalidInput
+from agentq.followups import Settled
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from agentq.core.scope import Scope
@@ -76,6 +77,23 @@ def test_a_call_the_rule_lets_through_runs_without_asking(store, runtime, comman
     cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0)]}, {"text": "Done."}])
     (call,) = store.list_tool_calls(cid)
     assert call.status == "done" and not call.needs_approval and runs(call.id) == 1
+
+
+@pytest.mark.parametrize("ends", ["approved", "rejected", "cancelled"])
+def test_a_call_that_stops_waiting_says_so_with_its_outcome(store, runtime, commands, ends):
+    cid, _ = start(commands, runtime, REFUND)
+    call = gated_call(store, cid)
+    if ends == "cancelled":  # the turn is interrupted
+        follow = commands.cancel(cid, ALICE)
+    else:
+        _, follow = commands.resolve(cid, call.id, PERSON, status=ends, result=None)
+    assert [f for f in follow if isinstance(f, Settled)] == [Settled(cid, call.id, ends)]
+
+
+def test_every_tool_call_event_says_whether_it_needs_approval(store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0), refund(1299.0, "B-2")]}])
+    gates = [e.content["needs_approval"] for e in store.list_events(cid) if e.type == "tool_call"]
+    assert gates == [False, True]
 
 
 def test_an_approved_call_runs_once_as_the_very_call_the_person_saw(store, runtime, commands):

@@ -564,7 +564,7 @@ def test_a_round_mixing_a_server_tool_and_a_person_completes_in_either_order(
     (call_id,) = store.load_conversation(conv.id).fsm.pending
     if resolve_first:
         _, after = commands.resolve(conv.id, call_id, SCOPE, status="resolved", result="yes")
-        assert after == []  # the server call is still open: no model call yet
+        assert not [f for f in after if isinstance(f, Advance)]  # the server call is still open
         assert store.load_conversation(conv.id).fsm.state == "running"
         drain(runtime, [run_tool])
     else:

@@ -62,6 +62,17 @@ def test_text_postgres_cannot_store_is_422_on_every_backend(api, alice, cid, con
     assert api.types(cid) == []
 
 
+def test_a_validation_errors_message_says_what_is_wrong_and_where(api, alice, cid):
+    blank = _error(api.say(cid, "", alice), 422, "validation_error")
+    assert blank["message"] == ("the request is not valid: content: must be non-blank text or "
+                                "a list of parts")
+    many = {"settings": {f"no_such_{n}": 1 for n in range(5)}}
+    error = _error(api.client.post("/v1/conversations", json=many, headers=alice), 422,
+                   "validation_error")
+    assert error["message"].startswith("the request is not valid: settings.no_such_0: Extra inputs")
+    assert error["message"].endswith("(and 2 more in details)") and len(error["details"]) == 5
+
+
 def test_a_number_too_large_for_a_float_is_422(api, alice, cid):
     response = api.client.post(f"/v1/conversations/{cid}/tool-calls/call_x/resolution",
                                data='{"status": "resolved", "result": 1e400}', headers=alice,

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from agentq.followups import Advance
+from agentq.followups import Advance, Settled
 from tests.support.api import APPROVAL, WEATHER
 
 
@@ -175,7 +175,7 @@ def test_resolving_a_pending_call_finishes_the_turn(api, alice):
     response = _resolve(api, alice, cid, call_id, {"status": "resolved", "result": {"approved": True}})
     assert response.status_code == 200
     assert response.json["status"] == "resolved" and response.json["result"] == {"approved": True}
-    assert api.sent == [Advance(cid)]
+    assert api.sent == [Advance(cid), Settled(cid, call_id, "resolved")]  # Flower: not WAITING
     api.run()
     assert api.types(cid) == ["user_msg", "assistant_msg", "tool_call", "suspension",
                               "resolution", "tool_result", "assistant_msg"]
