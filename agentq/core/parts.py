@@ -99,7 +99,7 @@ def _local(host: str) -> bool:
 
 
 def _image_data(where: str, media_type: Any, data: Any, max_image_bytes: int) -> dict[str, str]:
-    if media_type not in MEDIA_TYPES:
+    if not isinstance(media_type, str) or media_type not in MEDIA_TYPES:  # {} is unhashable
         raise BadContent(f"{where}.media_type must be one of {', '.join(MEDIA_TYPES)}")
     if not isinstance(data, str) or not data:
         raise BadContent(f"{where}.data must be base64 text")
