@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from agentq.core.hosts import UNRESOLVABLE, dns_name
 from agentq.errors import InvalidInput
 from agentq.webhooks.policy import WebhookPolicy
 
@@ -53,6 +54,8 @@ def check_url(url: str, policy: WebhookPolicy) -> Target:
     if parts.fragment:
         raise InvalidInput("url must not have a fragment")
     host = parts.hostname.rstrip(".").lower()
+    if dns_name(host) is None:
+        raise InvalidInput(f"url {UNRESOLVABLE}")
     literal = _literal(host)
     if literal is not None and not allowed(literal, policy):
         raise InvalidInput("url points at an address webhooks may not reach")
@@ -101,20 +104,27 @@ def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
     that mixes a public and a private address cannot be steered to the private one.
     """
     literal = _literal(target.host)
-    if literal is not None:
-        found = [literal]
-    else:
-        try:
-            infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError):
-            raise AddressRefused("the host name does not resolve") from None
-        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    found = [literal] if literal is not None else _addresses(target)
     if not found:
         raise AddressRefused("the host name does not resolve")
     refused = [a for a in found if not allowed(a, policy)]
     if refused:
         raise AddressRefused("the host resolves to an address webhooks may not reach")
     return found[0]
+
+
+def _addresses(target: Target) -> list[IPAddress]:
+    """Every address the name has now. The resolver is handed ASCII only: a name it could
+    not encode (one stored before names were checked) is not asked for, since gevent's
+    resolver thread prints that failure as a traceback."""
+    name = dns_name(target.host)
+    if name is None:
+        raise AddressRefused("the host name does not resolve")
+    try:
+        infos = socket.getaddrinfo(name, target.port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        raise AddressRefused("the host name does not resolve") from None
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 def _literal(host: str) -> IPAddress | None:
