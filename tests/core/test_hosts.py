@@ -21,7 +21,8 @@ def test_a_name_dns_can_hold_is_given_in_ascii(host, name):
 
 @pytest.mark.parametrize("host", [
     f"{LABEL_63}a.example.com", "a..example.com", ".example.com", "\u200b.example.com",
-    "ü" * 60 + ".example.com", ".".join(["a" * 60] * 5),
-], ids=["label-64", "empty-label", "leading-dot", "maps-to-nothing", "long-once-encoded", "name-over-253"])
+    "ü" * 60 + ".example.com", ".".join(["a" * 60] * 5), "a\x8ab.example.com",
+], ids=["label-64", "empty-label", "leading-dot", "maps-to-nothing", "long-once-encoded", "name-over-253",
+        "control-character"])
 def test_a_name_dns_cannot_hold_is_none(host):
     assert dns_name(host) is None
