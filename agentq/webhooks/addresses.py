@@ -40,30 +40,35 @@ class Target:
 
 
 def check_url(url: str, policy: WebhookPolicy) -> Target:
-    """The URL as a Target, or InvalidInput saying why a webhook may not use it."""
+    """The URL as a Target, or InvalidInput (code url_refused) saying why a webhook may not
+    use it."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise InvalidInput("url is not a valid URL") from None
+        raise _refused("url is not a valid URL") from None
     schemes = ("https", "http") if policy.allow_http else ("https",)
     if parts.scheme not in schemes:
-        raise InvalidInput(f"url must use {' or '.join(schemes)}")
+        raise _refused(f"url must use {' or '.join(schemes)}")
     if not parts.hostname or parts.username is not None or parts.password is not None:
-        raise InvalidInput("url needs a host and no user or password")
+        raise _refused("url needs a host and no user or password")
     if parts.fragment:
-        raise InvalidInput("url must not have a fragment")
+        raise _refused("url must not have a fragment")
     host = parts.hostname.rstrip(".").lower()
     if dns_name(host) is None:
-        raise InvalidInput(f"url {UNRESOLVABLE}")
+        raise _refused(f"url {UNRESOLVABLE}")
     literal = _literal(host)
     if literal is not None and not allowed(literal, policy):
-        raise InvalidInput("url points at an address webhooks may not reach")
+        raise _refused("url points at an address webhooks may not reach")
     if literal is None and (host == "localhost" or host.endswith(".localhost")) and not (
             policy.allow_loopback):
-        raise InvalidInput("url points at an address webhooks may not reach")
+        raise _refused("url points at an address webhooks may not reach")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+
+
+def _refused(message: str) -> InvalidInput:
+    return InvalidInput(message, code="url_refused")
 
 
 # IPv6 prefixes that carry an IPv4 address a gateway may forward to: NAT64 (RFC 6052, the

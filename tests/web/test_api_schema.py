@@ -1,6 +1,8 @@
 """/openapi.json: what it declares, and Schemathesis checking the app against it (no 5xx, on-spec)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import schemathesis
 from schemathesis.config import SchemathesisConfig
@@ -72,6 +74,21 @@ def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
     assert variants == {"CallResult", "Decision", "Answer"}
     assert schemas["PostMessage"]["required"] == ["content"]
     assert schemas["ErrorAnswer"]["required"] == ["error"]
+
+
+def test_a_schema_a_setting_takes_is_declared_an_object_schema_as_it_is_checked(spec):
+    schemas = spec["components"]["schemas"]
+    object_schema = {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}},
+                     "description": "a JSON schema of type object"}
+    assert object_schema.items() <= schemas["ResponseFormat"]["properties"]["schema"].items()
+    assert schemas["AgentTool"]["properties"]["input_schema"]["anyOf"] == [object_schema, {"type": "null"}]
+
+
+def test_usage_by_declares_the_dimensions_it_takes(spec):
+    [by] = [p for p in spec["paths"]["/v1/usage"]["get"]["parameters"] if p["name"] == "by"]
+    pattern = re.compile(by["schema"]["pattern"])
+    assert pattern.match("agent,root_conversation") and pattern.match("")
+    assert not pattern.match("agent,colour") and not pattern.match("agent,")
 
 
 def test_only_health_readiness_and_the_spec_are_public(spec):
