@@ -134,12 +134,16 @@ class ImageURLPart(_Body):
     url: Annotated[str, StringConstraints(min_length=9, max_length=2048, pattern=r"^https://")]
 
 
+# Base64 as `base64.b64decode(validate=True)` takes it: groups of four, padded at the end.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
 class ImageDataPart(_Body):
     """An image in the message: base64 of its bytes, at most settings.limits.max_image_bytes."""
 
     type: Literal["image"]
     media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
-    data: Annotated[str, StringConstraints(min_length=1)]
+    data: Annotated[str, StringConstraints(min_length=1, pattern=BASE64)]
 
 
 ContentPart = TextPart | ImageURLPart | ImageDataPart

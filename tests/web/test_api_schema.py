@@ -51,6 +51,15 @@ def test_a_schema_a_setting_takes_is_declared_an_object_schema_as_it_is_checked(
     assert schemas["AgentTool"]["properties"]["input_schema"]["anyOf"] == [object_schema, {"type": "null"}]
 
 
+def test_an_image_parts_data_declares_the_base64_the_check_decodes(spec):
+    content = spec["components"]["schemas"]["PostMessage"]["properties"]["content"]
+    [parts] = [branch for branch in content["oneOf"] if branch.get("type") == "array"]
+    [image] = [part for part in parts["items"]["oneOf"] if "data" in part["properties"]]
+    pattern = re.compile(image["properties"]["data"]["pattern"])
+    assert pattern.match("iVBORw0KGgo=") and pattern.match("abc=")  # the first: a PNG's signature
+    assert not pattern.match("not base64!") and not pattern.match("abcde")
+
+
 def test_usage_by_declares_the_dimensions_it_takes(spec):
     [by] = [p for p in spec["paths"]["/v1/usage"]["get"]["parameters"] if p["name"] == "by"]
     pattern = re.compile(by["schema"]["pattern"])
