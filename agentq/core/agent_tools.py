@@ -31,7 +31,7 @@ TOOL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # an agent name a provider take
 # the validators below check the same `type`.
 ObjectSchema = Annotated[dict[str, Any], WithJsonSchema({
     "type": "object", "required": ["type"], "properties": {"type": {"const": "object"}},
-    "description": "a JSON schema of type object"})]
+    "additionalProperties": True, "description": "a JSON schema of type object"})]
 
 
 class AgentTool(BaseModel):

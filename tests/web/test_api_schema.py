@@ -46,7 +46,7 @@ def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
 def test_a_schema_a_setting_takes_is_declared_an_object_schema_as_it_is_checked(spec):
     schemas = spec["components"]["schemas"]
     object_schema = {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}},
-                     "description": "a JSON schema of type object"}
+                     "additionalProperties": True, "description": "a JSON schema of type object"}
     assert object_schema.items() <= schemas["ResponseFormat"]["properties"]["schema"].items()
     assert schemas["AgentTool"]["properties"]["input_schema"]["anyOf"] == [object_schema, {"type": "null"}]
 
