@@ -123,7 +123,7 @@ class Commands:
         try:
             self.registry.require(settings.tools)
         except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+            raise InvalidInput(str(exc), code="unknown_tool") from None
         unknown = [a.name for a in settings.agents or ()
                    if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
         if unknown:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from agentq.core.request import ToolSpec
 
@@ -27,6 +27,11 @@ DEFAULT_INPUT_SCHEMA: dict[str, Any] = {
 }
 _NAMESPACE = uuid.UUID("0c1d6f0e-9a51-4a47-b2c1-5d1e6a3f7b10")
 TOOL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # an agent name a provider takes as a tool name
+# A JSON schema of type object (a tool's input, a structured answer), as the spec states it:
+# the validators below check the same `type`.
+ObjectSchema = Annotated[dict[str, Any], WithJsonSchema({
+    "type": "object", "required": ["type"], "properties": {"type": {"const": "object"}},
+    "additionalProperties": True, "description": "a JSON schema of type object"})]
 
 
 class AgentTool(BaseModel):
@@ -37,7 +42,7 @@ class AgentTool(BaseModel):
 
     name: str = Field(pattern=TOOL_NAME)
     description: str = Field(default="", max_length=2000)
-    input_schema: dict[str, Any] | None = None
+    input_schema: ObjectSchema | None = None
 
     @model_validator(mode="after")
     def _an_object_schema(self) -> AgentTool:

@@ -1,11 +1,11 @@
 """Content parts of a user message: text and images, checked before anything is written.
 
 A message's `content` is text, or a list of parts: `{"type": "text", "text"}` and
-`{"type": "image", "url"}` (https only, never a private, loopback or link-local host:
-the provider or a self-hosted model server fetches it) or `{"type": "image",
-"media_type", "data"}` (base64 of a PNG, JPEG, GIF or WebP, at most `max_image_bytes`,
-its bytes what its media type says). The user_msg keeps the joined text as `text` and
-the parts as `parts`; the renderer gives each API its own image shape.
+`{"type": "image", "url"}` (https only, on a host DNS can hold and never a private,
+loopback or link-local one: the provider or a self-hosted model server fetches it) or
+`{"type": "image", "media_type", "data"}` (base64 of a PNG, JPEG, GIF or WebP, at most
+`max_image_bytes`, its bytes what its media type says). The user_msg keeps the joined text
+as `text` and the parts as `parts`; the renderer gives each API its own image shape.
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import binascii
 import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
+
+from agentq.core.hosts import UNRESOLVABLE, dns_name
 
 MEDIA_TYPES = {  # the image types both APIs take, and how their bytes begin
     "image/png": (b"\x89PNG\r\n\x1a\n",),
@@ -82,6 +84,8 @@ def _image_url(where: str, url: Any) -> str:
         raise BadContent(f"{where}.url must be an https URL")
     if parts.username or parts.password:
         raise BadContent(f"{where}.url must not carry credentials")
+    if dns_name(host) is None:
+        raise BadContent(f"{where}.url {UNRESOLVABLE}")
     if _local(host):
         raise BadContent(f"{where}.url must not point at a private, loopback or link-local host")
     return url
@@ -99,7 +103,7 @@ def _local(host: str) -> bool:
 
 
 def _image_data(where: str, media_type: Any, data: Any, max_image_bytes: int) -> dict[str, str]:
-    if media_type not in MEDIA_TYPES:
+    if not isinstance(media_type, str) or media_type not in MEDIA_TYPES:  # {} is unhashable
         raise BadContent(f"{where}.media_type must be one of {', '.join(MEDIA_TYPES)}")
     if not isinstance(data, str) or not data:
         raise BadContent(f"{where}.data must be base64 text")

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from agentq.core.agent_tools import AgentTool
+from agentq.core.agent_tools import AgentTool, ObjectSchema
 
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
@@ -27,6 +27,9 @@ _NO_KEYS = (
 )
 # The error type, and the API's error code, of a setting no tenant may send.
 FORBIDDEN_SETTING = "forbidden_setting"
+# ... and of settings that contradict each other: a rule between fields, which the JSON
+# schema of each field cannot state.
+CONFLICTING_SETTINGS = "conflicting_settings"
 # Former settings that named an endpoint or a key: a tenant could point a worker at any
 # host with any of its environment variables as the bearer token (inv. 9).
 _NO_ENDPOINTS = (
@@ -161,7 +164,7 @@ class ResponseFormat(_Strict):
 
     type: Literal["json_schema"] = "json_schema"
     name: str = Field(default="answer", pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-    schema_: dict[str, Any] = Field(alias="schema")
+    schema_: ObjectSchema = Field(alias="schema")
     strict: bool = True
 
     @model_validator(mode="after")
@@ -235,10 +238,10 @@ class Settings(_Strict):
     @model_validator(mode="after")
     def _thinking_fits_in_max_tokens(self) -> Settings:
         if self.thinking and self.max_tokens and self.max_tokens <= self.thinking.budget_tokens:
-            raise ValueError("max_tokens must be greater than thinking.budget_tokens")
+            raise _conflict("max_tokens must be greater than thinking.budget_tokens")
         forced = self.tool_choice == "required" or isinstance(self.tool_choice, NamedTool)
         if self.thinking and forced:
-            raise ValueError("thinking cannot be on with a tool_choice that forces a tool call")
+            raise _conflict("thinking cannot be on with a tool_choice that forces a tool call")
         return self
 
     @model_validator(mode="after")
@@ -246,7 +249,7 @@ class Settings(_Strict):
         names = [a.name for a in self.agents or ()]
         twice = sorted({n for n in names if names.count(n) > 1} | set(names) & set(self.tools or ()))
         if twice:
-            raise ValueError(f"agents and tools name {', '.join(twice)} more than once")
+            raise _conflict(f"agents and tools name {', '.join(twice)} more than once")
         return self
 
     @model_validator(mode="after")
@@ -254,8 +257,12 @@ class Settings(_Strict):
         offered = [*(self.tools or ()), *(a.name for a in self.agents or ())]
         if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
                 self.tool_choice.name not in offered):
-            raise ValueError(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
+            raise _conflict(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
         return self
+
+
+def _conflict(message: str) -> PydanticCustomError:
+    return PydanticCustomError(CONFLICTING_SETTINGS, message)
 
 
 def parse_settings(data: dict[str, Any] | None) -> Settings:

@@ -79,7 +79,8 @@ def _on_agentq_error(exc: AgentqError) -> Response:
 
 # Refusals with a code of their own, raised in validation as pydantic errors of that type:
 # the answer carries the code and the rule's message instead of "the request is not valid".
-CODED_VALIDATION_ERRORS = ("forbidden_setting", "invalid_content")
+CODED_VALIDATION_ERRORS = ("forbidden_setting", "conflicting_settings", "invalid_content",
+                           "invalid_range")
 NAMED_PROBLEMS = 3  # the problems a validation error's message names; `details` has them all
 
 

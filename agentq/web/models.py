@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -133,12 +134,16 @@ class ImageURLPart(_Body):
     url: Annotated[str, StringConstraints(min_length=9, max_length=2048, pattern=r"^https://")]
 
 
+# Base64 as `base64.b64decode(validate=True)` takes it: groups of four, padded at the end.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
 class ImageDataPart(_Body):
     """An image in the message: base64 of its bytes, at most settings.limits.max_image_bytes."""
 
     type: Literal["image"]
     media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
-    data: Annotated[str, StringConstraints(min_length=1)]
+    data: Annotated[str, StringConstraints(min_length=1, pattern=BASE64)]
 
 
 ContentPart = TextPart | ImageURLPart | ImageDataPart
@@ -278,8 +283,26 @@ class ListToolCalls(_Request):
 
 USAGE_DIMENSIONS: tuple[str, ...] = ("tenant", "agent", "profile", "model", "conversation",
                                      "root_conversation")
+_DIMENSION = f"(?:{'|'.join(USAGE_DIMENSIONS)})"
+
+
+def _dimensions(value: str) -> str:
+    """`by`: known dimensions, comma-separated (the pattern its JSON schema states)."""
+    unknown = [name for name in value.split(",") if name not in USAGE_DIMENSIONS]
+    if value and unknown:
+        raise ValueError(f"`by` takes {', '.join(USAGE_DIMENSIONS)}, comma-separated; not "
+                         f"{', '.join(repr(name) for name in unknown)}")
+    return value
+
+
+Dimensions = Annotated[str, StringConstraints(max_length=100), AfterValidator(_dimensions),
+                       WithJsonSchema({"type": "string", "maxLength": 100,
+                                       "pattern": f"^(?:{_DIMENSION}(?:,{_DIMENSION})*)?$"})]
 # The longest range one usage read covers, per grain: a month of hours, a year of days.
 USAGE_MAX_HOURS = {"hour": 31 * 24, "day": 366 * 24}
+# The error type, and the API's error code, of a range the parameters' schemas cannot rule
+# out: one that ends before it starts, or spans more than its grain allows.
+INVALID_RANGE = "invalid_range"
 
 
 class UsageQuery(_Request):
@@ -289,34 +312,30 @@ class UsageQuery(_Request):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     start: Timestamp = Field(alias="from", description="the first hour counted (RFC 3339)")
-    end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339)")
+    end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339): "
+                                                   "after `from`, at most 31 days later grouped by "
+                                                   "hour and 366 by day (else 422 invalid_range)")
     group_by: Literal["hour", "day"] = Field("day", description="one row per UTC hour or day")
-    by: str = Field("", max_length=100, pattern=r"^[a-z_,]*$",
-                    description="comma-separated: agent, model, profile, conversation "
-                                "(and tenant, for the operator)")
+    by: Dimensions = Field("", description="comma-separated, each once: agent, model, profile, "
+                                           "conversation, root_conversation (and tenant, for "
+                                           "the operator)")
     tenant: Token | None = Field(None, description="the operator only: this tenant's usage")
     limit: int = Field(1000, ge=1, le=10_000, description="rows at most")
 
     @model_validator(mode="after")
     def _bounded(self) -> UsageQuery:
         if self.end <= self.start:
-            raise ValueError("`to` must come after `from`")
+            raise PydanticCustomError(INVALID_RANGE, "`to` must come after `from`")
         hours = (self.end - self.start).total_seconds() / 3600
         if hours > USAGE_MAX_HOURS[self.group_by]:
-            raise ValueError(f"a range grouped by {self.group_by} covers at most "
-                             f"{USAGE_MAX_HOURS[self.group_by] // 24} days")
-        self.dimensions()
+            raise PydanticCustomError(INVALID_RANGE, "a range grouped by {grain} covers at most "
+                                      "{days} days", {"grain": self.group_by,
+                                                      "days": USAGE_MAX_HOURS[self.group_by] // 24})
         return self
 
     def dimensions(self) -> tuple[str, ...]:
         """The dimensions `by` names, each once, in the order given."""
-        names = [name for name in self.by.split(",") if name]
-        unknown = [name for name in names if name not in USAGE_DIMENSIONS]
-        if unknown:
-            raise ValueError(f"`by` takes {', '.join(USAGE_DIMENSIONS)}; not {', '.join(unknown)}")
-        if len(set(names)) != len(names):
-            raise ValueError("`by` names a dimension twice")
-        return tuple(names)
+        return tuple(dict.fromkeys(name for name in self.by.split(",") if name))
 
 
 class MessageHeaders(_Request):
@@ -669,8 +688,10 @@ class _WebhookBody(BaseModel):
 WebhookEventType = Literal["call.waiting", "call.resolved", "call.expired", "turn.completed",
                     "turn.failed", "budget.exceeded"]
 assert set(get_args(WebhookEventType)) == set(EVENT_TYPES)  # one list of names, checked at import
-Url = Annotated[str, StringConstraints(min_length=10, max_length=2048,
-                                       pattern=r"^https?://[^\s]+$")]
+# http(s), a host without a user or password, no fragment; what the operator allows and
+# where the host is are checked beyond it (agentq.webhooks.addresses: 422 url_refused).
+Url = Annotated[str, StringConstraints(
+    min_length=10, max_length=2048, pattern=f"^https?://[^{_SPACE}/?#@]+([/?][^{_SPACE}#]*)?$")]
 EventTypes = Annotated[list[WebhookEventType], Field(min_length=1, max_length=len(EVENT_TYPES))]
 
 

@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from agentq.core.hosts import UNRESOLVABLE, dns_name
 from agentq.errors import InvalidInput
 from agentq.webhooks.policy import ALLOW_HTTP, ALLOW_LOOPBACK, WebhookPolicy
 
@@ -39,7 +40,8 @@ class Target:
 
 
 def check_url(url: str, policy: WebhookPolicy) -> Target:
-    """The URL as a Target, or InvalidInput saying why a webhook may not use it.
+    """The URL as a Target, or InvalidInput (code url_refused) saying why a webhook may not
+    use it.
 
     What only the operator's settings allow (plain http, a loopback address) is refused all
     at once, naming each setting, so a developer learns in one answer what to set.
@@ -48,20 +50,22 @@ def check_url(url: str, policy: WebhookPolicy) -> Target:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise InvalidInput("url is not a valid URL") from None
+        raise _refused("url is not a valid URL") from None
     if parts.scheme not in ("https", "http"):
-        raise InvalidInput(f"url must use https{' or http' if policy.allow_http else ''}")
+        raise _refused(f"url must use https{' or http' if policy.allow_http else ''}")
     if not parts.hostname or parts.username is not None or parts.password is not None:
-        raise InvalidInput("url needs a host and no user or password")
+        raise _refused("url needs a host and no user or password")
     if parts.fragment:
-        raise InvalidInput("url must not have a fragment")
+        raise _refused("url must not have a fragment")
     host = parts.hostname.rstrip(".").lower()
+    if dns_name(host) is None:
+        raise _refused(f"url {UNRESOLVABLE}")
     literal = _literal(host)
     loopback = _is_loopback(literal) if literal is not None else (
         host == "localhost" or host.endswith(".localhost"))
     if literal is not None and not loopback and not allowed(literal, policy):
-        raise InvalidInput("url points at an address that is not public (private, link-local "
-                           "or reserved), which no setting lets webhooks reach")
+        raise _refused("url points at an address that is not public (private, link-local "
+                       "or reserved), which no setting lets webhooks reach")
     _refuse_unless_allowed(http=parts.scheme == "http" and not policy.allow_http,
                            loopback=loopback and not policy.allow_loopback)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -76,7 +80,12 @@ def _refuse_unless_allowed(*, http: bool, loopback: bool) -> None:
         raise InvalidInput(
             f"url {' and '.join(needed[name] for name in refused)}, which webhooks reach only "
             f"where the operator sets {' and '.join(f'{name}=on' for name in refused)}",
-            details={"settings": refused})
+            details={"settings": refused}, code="url_refused")
+
+
+def _refused(message: str) -> InvalidInput:
+    """A refusal of the URL itself, with the code the API answers it with."""
+    return InvalidInput(message, code="url_refused")
 
 
 # IPv6 prefixes that carry an IPv4 address a gateway may forward to: NAT64 (RFC 6052, the
@@ -121,14 +130,7 @@ def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
     that mixes a public and a private address cannot be steered to the private one.
     """
     literal = _literal(target.host)
-    if literal is not None:
-        found = [literal]
-    else:
-        try:
-            infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError):
-            raise AddressRefused("the host name does not resolve") from None
-        found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    found = [literal] if literal is not None else _addresses(target)
     if not found:
         raise AddressRefused("the host name does not resolve")
     refused = [a for a in found if not allowed(a, policy)]
@@ -138,6 +140,20 @@ def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
     if refused:
         raise AddressRefused("the host resolves to an address webhooks may not reach")
     return found[0]
+
+
+def _addresses(target: Target) -> list[IPAddress]:
+    """Every address the name has now. The resolver is handed ASCII only: a name it could
+    not encode (one stored before names were checked) is not asked for, since gevent's
+    resolver thread prints that failure as a traceback."""
+    name = dns_name(target.host)
+    if name is None:
+        raise AddressRefused("the host name does not resolve")
+    try:
+        infos = socket.getaddrinfo(name, target.port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        raise AddressRefused("the host name does not resolve") from None
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 def _literal(host: str) -> IPAddress | None:

@@ -125,7 +125,7 @@ def test_a_definition_larger_than_the_limit_is_422(api, alice):
 @pytest.mark.parametrize("settings, code", [
     ({"profile": "nowhere"}, "unknown_profile"),
     ({"limits": {"max_rounds_per_turn": 1000}}, "above_ceiling"),
-    ({"tools": ["no_such_tool"]}, "invalid_input"),
+    ({"tools": ["no_such_tool"]}, "unknown_tool"),
 ])
 def test_settings_the_policy_would_refuse_a_conversation_are_refused_for_an_agent(
         api, alice, settings, code):

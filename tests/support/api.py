@@ -49,11 +49,14 @@ class Api:
 
     `policy` is the operator's (the built-in one by default) and `env` the worker's
     environment its profiles read keys from (none by default); `agents` the modules that
-    define agents in code (published as the API process publishes them at start).
+    define agents in code (published as the API process publishes them at start). A key
+    found is trusted for `key_cache_s` (0: each request reads the store, so a revoked key is
+    refused at once).
     """
 
     def __init__(self, store, *, policy: Policy | None = None, env: dict[str, str] | None = None,
-                 agents: list[str] | None = None, **app_config: Any) -> None:
+                 agents: list[str] | None = None, key_cache_s: float = 0.0,
+                 **app_config: Any) -> None:
         self.store = store
         self.clock = Clock(datetime.now(timezone.utc))  # the real now: keys and streams agree
         self.policy = policy or Policy.default()
@@ -72,7 +75,7 @@ class Api:
             store=store, pubsub=self.pubsub,
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
                               policy=self.policy, catalog=catalog),
-            send=self.sent.extend, keys=KeyRing(store, None, cache_s=0), own_keys=self.own_keys,
+            send=self.sent.extend, keys=KeyRing(store, None, cache_s=key_cache_s), own_keys=self.own_keys,
             webhooks=WebhookEndpoints(store, KeyBox([new_encryption_key()]), WebhookPolicy(),
                                       self.clock),
         )

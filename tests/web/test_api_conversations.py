@@ -26,12 +26,29 @@ def test_creating_with_every_setting_defaulted_works(api, alice):
     assert response.json["settings"]["model"] == "scripted"  # the profile's default model
 
 
-def test_creating_with_a_tool_nobody_registered_is_422_and_stores_nothing(api, alice):
+def test_creating_with_a_tool_nobody_registered_is_422_unknown_tool_and_stores_nothing(api, alice):
     response = api.client.post("/v1/conversations", json={"settings": {"tools": ["launch_rockets"]}},
                                headers=alice)
     assert response.status_code == 422
-    assert response.json["error"]["code"] == "invalid_input"
+    assert response.json["error"]["code"] == "unknown_tool"
     assert "launch_rockets" in response.json["error"]["message"]
+    assert api.store.list_conversations() == []
+
+
+@pytest.mark.parametrize("settings, said", [
+    ({"max_tokens": 2000, "thinking": {"budget_tokens": 2048}},
+     "max_tokens must be greater than thinking.budget_tokens"),
+    ({"tool_choice": "required", "thinking": {"budget_tokens": 2048}},
+     "thinking cannot be on with a tool_choice that forces a tool call"),
+    ({"tools": ["get_weather"], "agents": ["get_weather"]}, "agents and tools name get_weather more than once"),
+    ({"tools": ["get_weather"], "tool_choice": {"name": "add"}}, "tool_choice names 'add', which is not in tools"),
+], ids=["max-tokens-under-budget", "thinking-forced", "named-twice", "choice-not-offered"])
+def test_settings_each_valid_alone_but_contradicting_each_other_are_422_conflicting_settings(
+        api, alice, settings, said):
+    response = api.client.post("/v1/conversations", json={"settings": settings}, headers=alice)
+    assert response.status_code == 422
+    assert response.json["error"]["code"] == "conflicting_settings"
+    assert response.json["error"]["message"] == said
     assert api.store.list_conversations() == []
 
 

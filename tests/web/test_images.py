@@ -61,14 +61,17 @@ def test_text_and_images_reach_each_api_in_its_own_shape(served: Kit, sqlite_sto
     ({"type": "image", "url": "https://[::1]/a.png"}, "private"),
     ({"type": "image", "url": "https://metadata.internal/a.png"}, "private"),
     ({"type": "image", "url": "https://user:pw@images.example.com/a.png"}, "credentials"),
+    ({"type": "image", "url": f"https://{'a' * 64}.example.com/a.png"}, "DNS cannot hold"),
     ({"type": "image", "media_type": "image/png", "data": "not base64!"}, "not valid base64"),
     ({"type": "image", "media_type": "image/jpeg", "data": PNG}, "is not a image/jpeg image"),
     ({"type": "image", "media_type": "image/tiff", "data": PNG}, "content"),
+    ({"type": "image", "media_type": {}, "data": PNG}, "media_type must be one of"),
+    ({"type": "image", "media_type": ["image/png"], "data": PNG}, "media_type must be one of"),
     ({"type": "image", "url": URL, "detail": "high"}, "content"),
     ({"type": "audio", "url": URL}, "content"),
     ({"type": "text", "text": "   "}, "content"),
 ], ids=["http", "private", "metadata", "localhost", "ipv6-loopback", "internal-name", "credentials",
-        "bad-base64", "wrong-type", "tiff", "unknown-field", "audio", "blank-text"])
+        "label-64", "bad-base64", "wrong-type", "tiff", "object-type", "list-type", "unknown-field", "audio", "blank-text"])
 def test_a_bad_part_is_a_clear_4xx_and_nothing_is_written(api, alice, part, fragment):
     cid = api.create(alice)
     response = api.say(cid, [{"type": "text", "text": "look"}, part], alice)

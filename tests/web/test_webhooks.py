@@ -25,15 +25,22 @@ def test_a_new_endpoint_shows_its_secret_once_and_never_again(api, alice, store)
     assert secret not in stored.sealed_secret and secret[6:] not in stored.sealed_secret
 
 
-@pytest.mark.parametrize("url", [
-    "http://hooks.example.com/agentq",  # https only: the operator allows no http here
-    "https://127.0.0.1/agentq", "https://localhost/agentq", "https://10.1.2.3/agentq",
-    "https://169.254.169.254/latest/meta-data", "https://[::1]/agentq",
-    "https://[::ffff:192.168.0.1]/agentq", "https://user:pw@hooks.example.com/agentq",
+@pytest.mark.parametrize("url, code", [
+    ("http://hooks.example.com/agentq", "url_refused"),  # https only: the operator allows no http
+    ("https://127.0.0.1/agentq", "url_refused"), ("https://localhost/agentq", "url_refused"),
+    ("https://10.1.2.3/agentq", "url_refused"), ("https://[::1]/agentq", "url_refused"),
+    ("https://169.254.169.254/latest/meta-data", "url_refused"),
+    ("https://[::ffff:192.168.0.1]/agentq", "url_refused"),
+    (f"https://{'a' * 64}.example.com/agentq", "url_refused"),
+    ("https://hooks.example.com:99999/agentq", "url_refused"),
+    # what the URL's schema states: no user or password, no fragment
+    ("https://user:pw@hooks.example.com/agentq", "validation_error"),
+    ("https://hooks.example.com/agentq#top", "validation_error"),
 ])
-def test_a_url_webhooks_may_not_reach_is_refused_and_nothing_is_stored(api, alice, url, store):
+def test_a_url_webhooks_may_not_reach_is_refused_and_nothing_is_stored(api, alice, url, code, store):
     answer = create(api, alice, url=url)
     assert answer.status_code == 422, answer.json
+    assert answer.json["error"]["code"] == code
     assert store.list_webhook_endpoints("acme") == []
 
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from agentq.errors import InvalidInput
-from agentq.webhooks.addresses import AddressRefused, allowed, check_url, resolve
+from agentq.webhooks.addresses import AddressRefused, Target, allowed, check_url, resolve
 from agentq.webhooks.policy import WebhookPolicy
 
 STRICT = WebhookPolicy()
@@ -60,8 +60,30 @@ def test_a_name_that_does_not_resolve_is_refused_not_an_error(monkeypatch):
         resolve(check_url("https://gone.example.com/h", STRICT), STRICT)
 
 
+def test_a_name_the_resolver_cannot_encode_is_refused_without_asking_it(monkeypatch):
+    asked = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: asked.append(args) or [])
+    stored = Target("https", f"{'a' * 64}.example.com", 443, "/h")  # registered before the check
+    with pytest.raises(AddressRefused):
+        resolve(stored, STRICT)
+    assert asked == []
+
+
+def test_the_resolver_is_handed_a_name_in_ascii(monkeypatch):
+    asked = []
+
+    def public(host, port, *args, **kwargs):
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", public)
+    resolve(check_url("https://bücher.example/h", STRICT), STRICT)
+    assert asked == ["xn--bcher-kva.example"]
+
+
 @pytest.mark.parametrize("url", ["ftp://a.example.com/", "https:///nohost", "https://a.example.com/#frag",
-                                 "http://a.example.com/", "https://x.localhost/h"])
+                                 "http://a.example.com/", "https://x.localhost/h",
+                                 f"https://{'a' * 64}.example.com/h", "https://a..example.com/h"])
 def test_urls_without_an_allowed_scheme_or_host_are_refused(url):
     with pytest.raises(InvalidInput):
         check_url(url, STRICT)

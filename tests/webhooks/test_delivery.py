@@ -3,6 +3,7 @@ the relay and the sender run in-process, every delivery verified with `standardw
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from datetime import datetime, timedelta, timezone
 
@@ -171,6 +172,22 @@ def test_a_name_that_resolves_to_a_private_address_at_send_time_is_never_connect
     (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
     assert delivery.attempt_log[-1]["outcome"] == "address_refused"
     assert delivery.status == "pending"  # tried again later: the name may be fixed
+
+
+def test_a_stored_url_whose_host_dns_cannot_hold_is_refused_for_good_in_one_log_line(
+    store, registry, clock, runtime, commands, caplog
+):
+    endpoints, deliveries = hooks(store, registry, clock)
+    endpoint, _ = endpoints.create("t1", url="https://hooks.example.com/h", event_types=["turn.completed"])
+    store.update_webhook_endpoint(endpoint.id, tenant="t1", now=clock(),  # as stored before the check
+                                  url=f"https://{'a' * 64}.example.com/h")
+    start(commands, runtime, script=[{"text": "Done."}])
+    with caplog.at_level(logging.INFO, logger="agentq"):
+        flush(deliveries)
+    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    assert delivery.status == "failed" and delivery.attempt_log[-1]["outcome"] == "url_refused"
+    said = [record for record in caplog.records if record.name.startswith("agentq.webhooks")]
+    assert len(said) == 1 and said[0].exc_info is None, [r.getMessage() for r in said]
 
 
 def test_an_endpoint_that_fails_for_a_day_is_disabled_and_says_why(
