@@ -18,8 +18,6 @@ from agentq.core.events import ToolCallRecord
 from agentq.errors import Conflict, InvalidInput
 from agentq.followups import FollowUp, RunTool, Settled
 
-# What a person's approve / reject of a call means when the call waits on a question.
-FROM_DECISION = {"approved": "accept", "rejected": "decline"}
 MAX_ERRORS_SHOWN = 5
 
 

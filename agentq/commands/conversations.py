@@ -5,41 +5,45 @@ Commands write first and return follow-ups; they never call a model or a tool
 """
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 from pydantic import ValidationError
 
 from agentq.agents.catalog import Catalog
-from agentq.commands.answers import FROM_DECISION, answer_call
+from agentq.commands.answers import answer_call
 from agentq.commands.interrupts import CloseRound, close_turn
+from agentq.commands.refusals import refused
+from agentq.commands.resolutions import approve_call, close_call, reject_call
 from agentq.core import drafts
 from agentq.core.agents import AgentVersion, NotOverridable, parse_agent_ref, settings_with_overrides
-from agentq.core.decide import Step, ends_a_turn, message_action
-from agentq.core.elicitation import ANSWERED
-from agentq.core.events import InboxItem, OnBusy, ToolCallRecord
-from agentq.core.fsm import RETRIED, round_closed
-from agentq.core.keys import canonical_json
-from agentq.core.parts import BadContent, read_content
+from agentq.core.decide import ends_a_turn
+from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.fsm import RETRIED
+from agentq.core.message_rules import LockedConversation, Queue, Replay, classify_message, message_request
+from agentq.core.refusal import Refusal
+from agentq.core.resolution_rules import (
+    AnswerQuestion,
+    Approve,
+    Close,
+    Reject,
+    Unchanged,
+    classify_resolution,
+    resolution_request,
+)
 from agentq.core.scope import Scope
 from agentq.core.settings import FUNCTION_PROFILE, Settings, parse_settings
-from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
-from agentq.core.timefmt import format_ts, to_utc
+from agentq.core.timefmt import to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.followups import Advance, FollowUp, RunTool, Settled
+from agentq.followups import Advance, FollowUp, Settled
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
 from agentq.telemetry import tracing
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
-
-RESOLUTION_STATUSES = ("resolved", "errored")
-DECISION_STATUSES = ("approved", "rejected")  # a person's answer to a gated call
-ON_BUSY = ("enqueue", "interrupt", "reject")
 
 
 @dataclass(frozen=True)
@@ -146,47 +150,33 @@ class Commands:
         """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer.
 
         `content` is text or a list of parts (core/parts.py), checked before anything is written."""
-        if isinstance(content, str) and not content.strip():
-            raise InvalidInput("content must not be empty")
-        if not _is_on_busy(on_busy):
-            raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}")
+        request = message_request(content, on_busy, idempotency_key=idempotency_key,
+                                  created_at=created_at)
+        if isinstance(request, Refusal):
+            raise refused(request)
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
-        asked = request_hash(content, on_busy, created_at)
         with self.store.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
-            try:
-                message = read_content(content, max_image_bytes=conv.settings.limits.max_image_bytes)
-            except BadContent as exc:
-                raise InvalidInput(str(exc), code="invalid_content") from None
-            if idempotency_key and (first := tx.find_inbox_by_key(idempotency_key)):
-                if first.pop("request_hash") not in (None, asked):
-                    raise InvalidInput(
-                        "this Idempotency-Key was used with a different request: send the same "
-                        "request to replay it, or use a new key", code="idempotency_key_reused",
-                    )
-                return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
-            if conv.status == "ended":
-                raise _refused("the conversation has ended", conv)
+            verdict = classify_message(request, _locked_conversation(tx, conv, idempotency_key))
+            if isinstance(verdict, Refusal):
+                raise refused(verdict)
+            if isinstance(verdict, Replay):
+                return MessageAnswer(**verdict.answer), []  # inv. 5: nothing appended the second time
+            message = verdict.message
             if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
                 message = {**message, "traceparent": traceparent}
             item = InboxItem(
                 id=str(uuid.uuid4()), conversation_id=conversation_id,
-                content=message, on_busy=on_busy, created_at=created,
-                idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=asked,
+                content=message, on_busy=request.on_busy, created_at=created,
+                idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=request.request_hash,
             )
-            action = message_action(conv.fsm.state, on_busy)
-            if action == "append" and conv.fsm.state == "idle" and tx.inbox_waiting():
-                action = "enqueue"  # earlier messages are still waiting: keep arrival order
-            if action == "reject":
-                raise _refused(f"a turn is {conv.fsm.state}; message rejected (on_busy=reject)", conv)
             turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
-            if action == "enqueue":
+            if isinstance(verdict, Queue):
                 tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
                 return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
             settled: list[Settled] = []
-            if action == "interrupt" or (conv.fsm.pending or conv.fsm.running):
-                # inv. 2: the running (or failed) turn is closed before the new one starts
+            if verdict.close_turn:  # inv. 2: the turn before is closed before this one starts
                 settled = close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
             tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
             tx.append_and_fold([drafts.user_msg(
@@ -214,102 +204,31 @@ class Commands:
         `reason`) and no result: the person decides on the arguments the model gave. A
         call whose tool server asked a question takes `answered` with MCP's `action`
         and, to accept, the `content` its schema asks for (approve and reject stand for
-        accept and decline).
+        accept and decline). The rules are agentq.core.resolution_rules'.
         """
-        if status not in RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,):
-            raise InvalidInput(f"status must be one of "
-                               f"{', '.join(RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,))}")
+        request = resolution_request(conversation_id, tool_call_id, status=status, result=result,
+                                     reason=reason, action=action)
+        if isinstance(request, Refusal):
+            raise refused(request)
         now = self.clock()
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
-            call = tx.load_call(tool_call_id)
-            if call is None:
-                raise NotFound(f"no tool call {tool_call_id} in conversation {conversation_id}")
-            if call.executor == AGENT_EXECUTOR:
-                raise Conflict(f"tool call {tool_call_id} is answered by its sub-agent's "
-                               f"conversation {child_conversation_id(conversation_id, call.id)}")
-            if call.elicitation is not None and status in DECISION_STATUSES + (ANSWERED,):
-                if result is not None:
-                    raise InvalidInput("an answer to a tool server's question carries "
-                                       "`content`, not a result")
-                return answer_call(tx, call, by=_by(scope), now=now, content=content,
-                                   action=action or FROM_DECISION.get(status, "accept"))
-            if call.elicitation is not None:  # a person answers the question, the server results
-                raise Conflict(f"tool call {tool_call_id} is run by its tool server: answer its "
-                               f"question (status {ANSWERED}), it gives the result")
-            if status == ANSWERED:
-                raise Conflict(f"tool call {tool_call_id} was asked no question: it takes "
-                               f"{' or '.join(RESOLUTION_STATUSES + DECISION_STATUSES)}")
-            if status in DECISION_STATUSES and not call.needs_approval and call.executor == "human":
-                # a yes or no to a person's call: its result says so, as the model reads it
-                if result is not None:
-                    raise InvalidInput("a decision carries no result: approve or reject, or "
-                                       "resolve the call with a result")
-                status, result, reason = "resolved", _approval(status, reason), None
-            if call.needs_approval or status in DECISION_STATUSES:
-                return self._decide(tx, call, scope, status=status, result=result,
-                                    reason=reason, now=now)
-            if reason is not None:
-                raise InvalidInput("a reason goes with a rejection of a call that needs approval")
-            if call.status != "pending":
-                if call.status == status and call.result == result:
-                    return call, []  # inv. 5: a repeated resolution changes nothing
-                raise _late(f"tool call {tool_call_id} is already {call.status}", call)
-            if not tx.transition_call(
-                tool_call_id, from_statuses=["pending"], to_status=status, now=now, result=result
-            ):
-                raise _late(f"tool call {tool_call_id} is no longer pending", tx.load_call(tool_call_id))
+            verdict = classify_resolution(request, tx.load_call(tool_call_id))
             by = _by(scope)
-            _, fsm = tx.append_and_fold(
-                drafts.closed_call(call, status, result, by=by, created_at=now), now=now
-            )
-            closed = tx.load_call(tool_call_id)
-            assert closed is not None  # updated under this lock a moment ago
-        settled = Settled(conversation_id, tool_call_id, status)
-        return closed, [Advance(conversation_id), settled] if round_closed(fsm) else [settled]
-
-    def _decide(
-        self, tx, call: ToolCallRecord, scope: Scope, *, status: str, result: Any,
-        reason: str | None, now: datetime,
-    ) -> tuple[ToolCallRecord, list[FollowUp]]:
-        """A person's decision on a gated call: approved, it runs as that very call (same id,
-        the arguments they saw); rejected, the model reads why and the tool never runs."""
-        if not call.needs_approval:
-            raise _late(f"tool call {call.id} needs no approval: it takes a result "
-                        f"({' or '.join(RESOLUTION_STATUSES)})", call)
-        if status not in DECISION_STATUSES:
-            raise _late(f"tool call {call.id} waits for a decision: "
-                        f"{' or '.join(DECISION_STATUSES)}, not a result", call)
-        if result is not None:
-            raise InvalidInput("an approval carries no result: the call runs with the "
-                               "arguments shown, or not at all")
-        if status == "approved" and reason is not None:
-            raise InvalidInput("a reason goes with a rejection")
-        if call.status != "pending":
-            if _decided_as(call) == (status, reason if status == "rejected" else None):
-                return call, []  # inv. 5: the same decision twice changes nothing
-            raise _late(f"tool call {call.id} is already {call.status}", call)
-        by = _by(scope)
-        if status == "approved":
-            moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
-                                       now=now, result=None)
-            drafted = [drafts.approval(call, by=by, created_at=now)]
-        else:
-            moved = tx.transition_call(
-                call.id, from_statuses=["pending"], to_status="rejected", now=now,
-                result={"status": "rejected", "by": by, "reason": reason},
-            )
-            drafted = drafts.rejection(call, by=by, reason=reason, created_at=now)
-        if not moved:
-            raise _late(f"tool call {call.id} is no longer pending", tx.load_call(call.id))
-        _, fsm = tx.append_and_fold(drafted, now=now)
-        decided = tx.load_call(call.id)
-        if status == "approved":  # the tool step's key is the call's: it runs once (inv. 5)
-            step_key = Step.tool(call.conversation_id, call.id).key
-            return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name),
-                             Settled(call.conversation_id, call.id, status)]
-        settled = Settled(call.conversation_id, call.id, status)
-        return decided, [Advance(call.conversation_id), settled] if round_closed(fsm) else [settled]
+            match verdict:
+                case Refusal():
+                    raise refused(verdict)
+                case Unchanged(call=call):
+                    return call, []
+                case AnswerQuestion(call=call, action=answer):
+                    return answer_call(tx, call, by=by, now=now, content=content, action=answer)
+                case Approve(call=call):
+                    return approve_call(tx, call, by=by, now=now)
+                case Reject(call=call, reason=why):
+                    return reject_call(tx, call, by=by, reason=why, now=now)
+                case Close(call=call, status=closed_as, result=closed_with):
+                    return close_call(tx, call, by=by, status=closed_as, result=closed_with, now=now)
+        raise AssertionError(f"no write for the verdict {verdict!r}")  # the match is exhaustive
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
@@ -366,13 +285,6 @@ class Commands:
         return info
 
 
-def request_hash(content: str | list[Any], on_busy: str, created_at: datetime | None) -> str:
-    """What a message's request said, as one hash: a key replayed with another is refused."""
-    asked = {"content": content, "on_busy": on_busy,
-             "created_at": None if created_at is None else format_ts(to_utc(created_at))}
-    return hashlib.sha256(canonical_json(asked).encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def _models_from_code(version: AgentVersion, settings: Settings) -> bool:
     """Whether `settings` run the model of an agent of the operator's code, as it defines it
     (which may be a model function): a conversation's overrides changed neither."""
@@ -387,18 +299,13 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}" if where else error["msg"]
 
 
-def _approval(status: str, reason: str | None) -> dict[str, Any]:
-    """The result of a human call a person approved or rejected."""
-    return {"approved": status == "approved", **({} if reason is None else {"reason": reason})}
-
-
-def _decided_as(call: ToolCallRecord) -> tuple[str, str | None] | None:
-    """The decision a closed gated call records: approved calls were scheduled to run."""
-    if call.status in ("scheduled", "done"):
-        return "approved", None
-    if call.status == "rejected" and isinstance(call.result, dict):
-        return "rejected", call.result.get("reason")
-    return None
+def _locked_conversation(tx, conv: ConversationInfo, idempotency_key: str | None) -> LockedConversation:
+    """What the message rules read under the lock: the inbox only where it can matter."""
+    return LockedConversation(
+        status=conv.status, fsm=conv.fsm, max_image_bytes=conv.settings.limits.max_image_bytes,
+        replayed=tx.find_inbox_by_key(idempotency_key) if idempotency_key else None,
+        inbox_waiting=conv.fsm.state == "idle" and tx.inbox_waiting(),
+    )
 
 
 def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
@@ -408,23 +315,6 @@ def _own(tx, scope: Scope, conversation_id: str) -> ConversationInfo:
     return tx.conversation
 
 
-def _refused(message: str, conv: ConversationInfo) -> Conflict:
-    """A message the conversation's state refuses; the details say that state, as read under
-    the lock (`ended`, or its machine's state)."""
-    state = "ended" if conv.status == "ended" else conv.fsm.state
-    return Conflict(message, details={"state": state})
-
-
-def _late(message: str, call: ToolCallRecord | None) -> Conflict:
-    """An answer to a call that no longer takes it; the details say its status, as read
-    under the lock."""
-    return Conflict(message, details=None if call is None else {"status": call.status})
-
-
 def _by(scope: Scope) -> str:
     """Who acted, as the log records it."""
     return scope.user or scope.tenant
-
-
-def _is_on_busy(value: str) -> TypeGuard[OnBusy]:
-    return value in ON_BUSY
