@@ -309,3 +309,40 @@ def test_every_module_says_what_it_is_for_in_a_docstring():
     missing = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
                if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
     assert not missing, f"modules without a docstring: {missing}"
+
+
+# ---- dispatch -------------------------------------------------------------------------------
+# An attribute is named in the code, or looked up in a mapping; never built from strings
+# (`getattr(board, "load_" + what)`): "go to definition" cannot follow a name that is built.
+ATTRIBUTE_BUILTINS = {"getattr", "setattr", "hasattr", "delattr"}
+
+
+def built_attribute_names(source: str) -> list[int]:
+    """The lines of `source` that look an attribute up by a name built from strings."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ATTRIBUTE_BUILTINS and len(node.args) >= 2
+                and _is_built_string(node.args[1])):
+            lines.append(node.lineno)
+    return lines
+
+
+def _is_built_string(node: ast.expr) -> bool:
+    if isinstance(node, ast.JoinedStr | ast.BinOp):  # f"{x}_y", "x_" + y, "x_%s" % y
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("format", "join"))
+
+
+def test_no_attribute_is_looked_up_by_a_name_built_from_strings():
+    built = {path.relative_to(ROOT).as_posix(): lines for path in modules("agentq")
+             if (lines := built_attribute_names(path.read_text()))}
+    assert not built, f"attribute names built from strings (module: lines): {built}"
+
+
+def test_the_dispatch_check_sees_a_built_name_and_lets_a_plain_one_be():
+    assert built_attribute_names('getattr(m, "before_" + name)\n') == [1]
+    assert built_attribute_names('x = 1\ngetattr(m, f"{kind}_tokens")\n') == [2]
+    assert built_attribute_names('setattr(m, "on_{}".format(name), 1)\n') == [1]
+    assert built_attribute_names('getattr(m, "name")\ngetattr(record, name, None)\n') == []

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import redis
 from redis.typing import EncodableT, FieldT
@@ -37,6 +37,7 @@ from agentq.providers.retry import PROVIDER_FAILURES, classify
 log = logging.getLogger(__name__)
 
 SWAP_TRIES = 5
+T = TypeVar("T")
 _RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded"})
 
 
@@ -130,24 +131,25 @@ class FallbackBoard:
         self._rest_s = rest_s
         self._resting_until = 0.0
 
-    def _either(self, verb: str, *args: Any, **kwargs: Any) -> Any:
+    def _either(self, use: Callable[[Board], T]) -> T:
+        """`use` of the primary board, or of the fallback when Redis failed (or rests)."""
         if time.monotonic() >= self._resting_until:
             try:
-                return getattr(self._primary, verb)(*args, **kwargs)
+                return use(self._primary)
             except redis.RedisError as exc:
                 self._resting_until = time.monotonic() + self._rest_s
                 log.warning("circuit breakers use the database for %.0f s: Redis failed (%s)",
                             self._rest_s, exc)
-        return getattr(self._fallback, verb)(*args, **kwargs)
+        return use(self._fallback)
 
     def load_breaker(self, endpoint: str) -> Breaker | None:
-        return self._either("load_breaker", endpoint)
+        return self._either(lambda board: board.load_breaker(endpoint))
 
     def swap_breaker(self, old: Breaker, new: Breaker, *, now: datetime) -> Breaker | None:
-        return self._either("swap_breaker", old, new, now=now)
+        return self._either(lambda board: board.swap_breaker(old, new, now=now))
 
     def list_breakers(self) -> list[Breaker]:
-        return self._either("list_breakers")
+        return self._either(lambda board: board.list_breakers())
 
 
 def counts_against_endpoint(error: ProviderError) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from flask import Blueprint, Response, request
@@ -136,7 +136,10 @@ class TokenCollector(Collector):
     """Tokens and model calls since the rollups began, per profile and model (no tenant):
     counters, since rollup rows only ever grow."""
 
-    KINDS = ("input", "output", "cached", "reasoning")
+    KINDS: dict[str, Callable[[Tokens], int]] = {
+        "input": lambda t: t.input_tokens, "output": lambda t: t.output_tokens,
+        "cached": lambda t: t.cached_tokens, "reasoning": lambda t: t.reasoning_tokens,
+    }
 
     def __init__(self, totals: dict[tuple[str, str], Tokens]) -> None:
         self.totals = totals
@@ -150,8 +153,8 @@ class TokenCollector(Collector):
             "agentq_model_calls", "Committed model calls by profile and model",
             labels=["profile", "model"])
         for (profile, model), counted in sorted(self.totals.items()):
-            for kind in self.KINDS:
-                tokens.add_metric([profile, model, kind], getattr(counted, f"{kind}_tokens"))
+            for kind, count in self.KINDS.items():
+                tokens.add_metric([profile, model, kind], count(counted))
             calls.add_metric([profile, model], counted.calls)
         yield tokens
         yield calls
