@@ -346,3 +346,22 @@ def test_the_dispatch_check_sees_a_built_name_and_lets_a_plain_one_be():
     assert built_attribute_names('x = 1\ngetattr(m, f"{kind}_tokens")\n') == [2]
     assert built_attribute_names('setattr(m, "on_{}".format(name), 1)\n') == [1]
     assert built_attribute_names('getattr(m, "name")\ngetattr(record, name, None)\n') == []
+
+
+# ---- the entry point ------------------------------------------------------------------------
+# gevent must patch `agentq api` and `agentq dev` before their modules load: the entry point
+# imports only the patch, and loads the program after it, so no import waits on a line of code.
+ENTRY_POINT_IMPORTS = {"__future__", "sys", "collections.abc", "agentq.process.cooperative"}
+
+
+def test_the_entry_point_imports_only_the_gevent_patch_before_it_runs():
+    tree = ast.parse((ROOT / "agentq/cli/main.py").read_text())
+    top = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    top |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    assert top <= ENTRY_POINT_IMPORTS, f"agentq/cli/main.py imports {sorted(top - ENTRY_POINT_IMPORTS)}"
+
+
+def test_no_module_orders_its_imports_around_code():
+    ordered = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
+               if "noqa: E402" in path.read_text()]
+    assert not ordered, f"imports after code (noqa: E402) in {ordered}"
