@@ -238,8 +238,7 @@ LAYERS = (
     {"agentq.core"},
     {"agentq.errors", "agentq.config", "agentq.followups", "agentq.telemetry"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
-     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp",
-     "agentq.pubsub"},  # the old path of agentq.live.pubsub, kept for a release
+     "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
     {"agentq.commands", "agentq.runtime"},
     {"agentq.worker", "agentq.web", "agentq.cli", "agentq.client"},
 )
