@@ -1,0 +1,1 @@
+"""Tests of what the outside can do to a conversation: agentq.commands."""

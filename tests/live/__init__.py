@@ -1,0 +1,1 @@
+"""Tests of live streams' pub/sub: agentq.live."""
