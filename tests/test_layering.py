@@ -294,6 +294,12 @@ def test_the_subpackages_of_each_package_import_each_other_without_a_cycle():
     assert cycle is None, "subpackage import cycle: " + " -> ".join(cycle)
 
 
+def test_the_contributing_guide_names_every_package_in_its_import_direction():
+    guide = (ROOT / "docs/contributing.md").read_text()
+    unnamed = sorted(p for layer in LAYERS for p in layer if f"`{p.removeprefix('agentq.')}`" not in guide)
+    assert not unnamed, f"docs/contributing.md's import direction leaves out {unnamed}"
+
+
 def test_the_package_checks_see_an_import_across_packages_and_against_the_layers():
     graph = {"agentq.store.ledger": {"agentq.core.keys", "agentq.runtime.turns"},
              "agentq.runtime.turns": {"agentq.store.ledger"}, "agentq.core.keys": set()}
