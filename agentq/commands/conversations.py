@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import ValidationError
 
@@ -23,13 +23,22 @@ from agentq.core.agents import AgentVersion, NotOverridable, parse_agent_ref, se
 from agentq.core.decide import ends_a_turn
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.fsm import RETRIED
-from agentq.core.message_rules import LockedConversation, Queue, Replay, classify_message, message_request
+from agentq.core.message_rules import (
+    Append,
+    LockedConversation,
+    MessageRequest,
+    Queue,
+    Replay,
+    classify_message,
+    message_request,
+)
 from agentq.core.refusal import Refusal
 from agentq.core.resolution_rules import (
     AnswerQuestion,
     Approve,
     Close,
     Reject,
+    ResolutionVerdict,
     Unchanged,
     classify_resolution,
     resolution_request,
@@ -159,31 +168,44 @@ class Commands:
         with self.store.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
             verdict = classify_message(request, _locked_conversation(tx, conv, idempotency_key))
-            if isinstance(verdict, Refusal):
-                raise refused(verdict)
-            if isinstance(verdict, Replay):
-                return MessageAnswer(**verdict.answer), []  # inv. 5: nothing appended the second time
-            message = verdict.message
-            if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
-                message = {**message, "traceparent": traceparent}
-            item = InboxItem(
-                id=str(uuid.uuid4()), conversation_id=conversation_id,
-                content=message, on_busy=request.on_busy, created_at=created,
-                idempotency_key=idempotency_key, scope=scope.to_json(), request_hash=request.request_hash,
-            )
-            turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
-            if isinstance(verdict, Queue):
-                tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
-                return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
-            settled: list[Settled] = []
-            if verdict.close_turn:  # inv. 2: the turn before is closed before this one starts
-                settled = close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
-            tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
-            tx.append_and_fold([drafts.user_msg(
-                message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
-                created_at=created, parts=message.get("parts") or (),
-                traceparent=traceparent,
-            )], now=now)
+            written: tuple[MessageAnswer, list[FollowUp]]
+            match verdict:
+                case Refusal():
+                    raise refused(verdict)
+                case Replay(answer=first):
+                    written = MessageAnswer(**first), []  # inv. 5: nothing appended the second time
+                case Queue() | Append():
+                    written = self._write_message(tx, verdict, request, scope, now=now, created=created)
+        return written
+
+    def _write_message(
+        self, tx, verdict: Queue | Append, request: MessageRequest, scope: Scope, *,
+        now: datetime, created: datetime,
+    ) -> tuple[MessageAnswer, list[FollowUp]]:
+        """Queue the message, or start its turn with it (closing the turn before, if any)."""
+        conversation_id = tx.conversation.id
+        message = verdict.message
+        if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
+            message = {**message, "traceparent": traceparent}
+        item = InboxItem(
+            id=str(uuid.uuid4()), conversation_id=conversation_id,
+            content=message, on_busy=request.on_busy, created_at=created,
+            idempotency_key=request.idempotency_key, scope=scope.to_json(),
+            request_hash=request.request_hash,
+        )
+        turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
+        if isinstance(verdict, Queue):
+            tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
+            return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
+        settled: list[Settled] = []
+        if verdict.close_turn:  # inv. 2: the turn before is closed before this one starts
+            settled = close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
+        tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
+        tx.append_and_fold([drafts.user_msg(
+            message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
+            created_at=created, parts=message.get("parts") or (),
+            traceparent=traceparent,
+        )], now=now)
         return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id), *settled]
 
     def resolve(
@@ -214,21 +236,8 @@ class Commands:
         with self.store.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             verdict = classify_resolution(request, tx.load_call(tool_call_id))
-            by = _by(scope)
-            match verdict:
-                case Refusal():
-                    raise refused(verdict)
-                case Unchanged(call=call):
-                    return call, []
-                case AnswerQuestion(call=call, action=answer):
-                    return answer_call(tx, call, by=by, now=now, content=content, action=answer)
-                case Approve(call=call):
-                    return approve_call(tx, call, by=by, now=now)
-                case Reject(call=call, reason=why):
-                    return reject_call(tx, call, by=by, reason=why, now=now)
-                case Close(call=call, status=closed_as, result=closed_with):
-                    return close_call(tx, call, by=by, status=closed_as, result=closed_with, now=now)
-        raise AssertionError(f"no write for the verdict {verdict!r}")  # the match is exhaustive
+            written = _write_resolution(tx, verdict, by=_by(scope), now=now, content=content)
+        return written
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
@@ -297,6 +306,26 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in error["loc"])
     return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _write_resolution(
+    tx, verdict: ResolutionVerdict, *, by: str, now: datetime, content: Any,
+) -> tuple[ToolCallRecord, list[FollowUp]]:
+    """What the verdict on an answer to a call writes, under the lock the command holds."""
+    match verdict:
+        case Refusal():
+            raise refused(verdict)
+        case Unchanged(call=call):
+            return call, []
+        case AnswerQuestion(call=call, action=action):
+            return answer_call(tx, call, by=by, now=now, content=content, action=action)
+        case Approve(call=call):
+            return approve_call(tx, call, by=by, now=now)
+        case Reject(call=call, reason=reason):
+            return reject_call(tx, call, by=by, reason=reason, now=now)
+        case Close(call=call, status=status, result=result):
+            return close_call(tx, call, by=by, status=status, result=result, now=now)
+    assert_never(verdict)
 
 
 def _locked_conversation(tx, conv: ConversationInfo, idempotency_key: str | None) -> LockedConversation:
