@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -385,3 +386,38 @@ def test_every_module_says_what_it_is_for_in_a_docstring():
     missing = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
                if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
     assert not missing, f"modules without a docstring: {missing}"
+
+
+# The import direction as docs/contributing.md and docs/architecture.md state it, layer by
+# layer between the arrows: each page names every package of LAYERS, in its layer.
+DIRECTION_PAGES = ("docs/contributing.md", "docs/architecture.md")
+
+
+def documented_layers(text: str) -> list[set[str]]:
+    """The packages between the arrows of the sentence that starts at "`core` ←", by layer."""
+    start = text.index("`core` ←")
+    sentence = re.split(r"\)|\.\s", text[start:], maxsplit=1)[0]
+    return [{f"agentq.{name}" for name in re.findall(r"`([a-z_]+)`", group)}
+            for group in sentence.split("←")]
+
+
+def missing_from_the_direction(layers: list[set[str]]) -> list[str]:
+    return sorted(package for n, layer in enumerate(LAYERS) for package in layer
+                  if n >= len(layers) or package not in layers[n])
+
+
+@pytest.mark.parametrize("page", DIRECTION_PAGES)
+def test_the_documented_import_direction_names_every_package_in_its_layer(page):
+    missing = missing_from_the_direction(documented_layers((ROOT / page).read_text()))
+    assert not missing, f"{page}: the import direction leaves out or misplaces {missing}"
+
+
+def test_the_direction_check_sees_a_package_left_out_or_in_the_wrong_layer():
+    text = "Imports (`core` ← `api`, `errors`, `config`, `followups`, `telemetry` ← `store`) form"
+    layers = documented_layers(text)
+    assert layers == [{"agentq.core"}, {"agentq.api", "agentq.errors", "agentq.config",
+                                        "agentq.followups", "agentq.telemetry"}, {"agentq.store"}]
+    assert "agentq.store" not in missing_from_the_direction(layers)
+    assert {"agentq.tools", "agentq.client"} <= set(missing_from_the_direction(layers))
+    moved = [{"agentq.core", "agentq.api"}, layers[1] - {"agentq.api"}, *layers[2:]]
+    assert "agentq.api" in missing_from_the_direction(moved)
