@@ -1,4 +1,4 @@
-"""The shapes of /v1/tool_calls: every call of a tenant's conversations, page by page."""
+"""The shapes of /v1/tool-calls: every call of a tenant's conversations, page by page."""
 from __future__ import annotations
 
 from typing import Annotated

@@ -1,4 +1,4 @@
-"""The shapes of a conversation's calls (/v1/conversations/<id>/tool_calls): the calls, and
+"""The shapes of a conversation's calls (/v1/conversations/<id>/tool-calls): the calls, and
 the answers a person or a client gives to a pending one."""
 from __future__ import annotations
 
