@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -40,15 +41,46 @@ def importers_of(package: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("path", modules("agentq/core"), ids=lambda p: p.name)
-def test_the_core_imports_only_the_standard_library_pydantic_and_itself(path):
-    for name in imported_roots(path):
+def impure_imports(path: Path, ours: tuple[str, ...]) -> list[str]:
+    """What `path` imports beyond the standard library, pydantic and the packages `ours`,
+    each with the reason it is refused."""
+    refused = []
+    for name in sorted(imported_roots(path)):
         root = name.split(".")[0]
         if name.startswith("agentq."):
-            assert name.startswith("agentq.core"), f"{path.name} imports {name}"
-            continue
-        assert root not in IO_MODULES, f"{path.name} imports {name}, which does I/O"
-        assert root in PURE_ALLOWED or _is_stdlib(root), f"{path.name} imports {name}"
+            if not any(name == p or name.startswith(p + ".") for p in ours):
+                refused.append(f"{name}, outside {', '.join(ours)}")
+        elif root in IO_MODULES:
+            refused.append(f"{name}, which does I/O")
+        elif not (root in PURE_ALLOWED or _is_stdlib(root)):
+            refused.append(name)
+    return refused
+
+
+@pytest.mark.parametrize("path", modules("agentq/core"), ids=lambda p: p.name)
+def test_the_core_imports_only_the_standard_library_pydantic_and_itself(path):
+    refused = impure_imports(path, ("agentq.core",))
+    assert not refused, f"{path.name} imports {refused}"
+
+
+# The HTTP contract: the server validates with it and the SDK reads answers with it, so it
+# imports no more than the core does (and the core), never the server a client must not need.
+@pytest.mark.parametrize("path", modules("agentq/api"), ids=lambda p: p.name)
+def test_the_api_models_import_only_the_standard_library_pydantic_the_core_and_themselves(path):
+    refused = impure_imports(path, ("agentq.api", "agentq.core"))
+    assert not refused, f"{path.name} imports {refused}"
+
+
+def test_the_purity_check_refuses_the_server_io_and_a_third_party_package(tmp_path):
+    module = tmp_path / "models.py"
+    module.write_text("import re\nfrom pydantic import BaseModel\nfrom agentq.core.events import Event\n"
+                      "from agentq.api.common import Token\n")
+    assert impure_imports(module, ("agentq.api", "agentq.core")) == []
+    module.write_text("def answer():\n    from agentq.web.errors import ApiError\n    import os\n"
+                      "    import yaml\n")
+    assert impure_imports(module, ("agentq.api", "agentq.core")) == [
+        "agentq.web.errors, outside agentq.api, agentq.core", "os, which does I/O", "yaml"]
+    assert impure_imports(module, ("agentq.web",)) == ["os, which does I/O", "yaml"]
 
 
 def _is_stdlib(root: str) -> bool:
@@ -129,16 +161,61 @@ def test_the_core_reads_no_clock_and_draws_no_chance(path):
 
 
 API_CLIENTS = ("agentq/cli/chat.py", "agentq/cli/timeline.py")
-SDK_ALLOWED = ("agentq.client", "agentq.errors", "agentq.web.models", "httpx2", "pydantic")
+SDK_ALLOWED = ("agentq.client", "agentq.errors", "agentq.api", "httpx2", "pydantic")
 
 
 @pytest.mark.parametrize("path", modules("agentq/client"), ids=lambda p: p.name)
-def test_the_sdk_imports_the_apis_models_and_nothing_else_of_the_server(path):
+def test_the_sdk_imports_the_apis_models_and_nothing_of_the_server(path):
     for name in imported_roots(path):
         if name.startswith("agentq") or not _is_stdlib(name.split(".")[0]):
             assert any(name == a or name.startswith(a + ".") for a in SDK_ALLOWED), (
                 f"{path.name} imports {name}"
             )
+
+
+def test_no_module_of_the_sdk_imports_the_server_not_even_for_type_hints():
+    graph = import_graph()
+    offenders = sorted(f"{module} imports {imported}" for module, imports in graph.items()
+                       if package_of(module) == "agentq.client"
+                       for imported in imports if package_of(imported) == "agentq.web")
+    assert not offenders, "\n".join(offenders)
+
+
+# What `import agentq.client` may load: the SDK, the API's models, the core they are made of
+# and the error root, nothing of the server, the runtime or their libraries. `agentq/__init__`
+# imports its public names lazily for this.
+SDK_LOADS = ("agentq.client", "agentq.api", "agentq.core", "agentq.errors")
+SDK_NEVER_LOADS = ("agentq.agents", "agentq.tools", "agentq.providers", "agentq.web", "agentq.store",
+                   "agentq.runtime", "agentq.worker", "agentq.commands", "flask", "sqlalchemy",
+                   "celery", "kombu", "redis", "openai", "anthropic")
+PRINT_MODULES = "import sys, {imported}; print(' '.join(sorted(sys.modules)))"
+
+
+def modules_loaded_by(imported: str) -> set[str]:
+    """The modules a fresh interpreter holds after `import <imported>`."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", PRINT_MODULES.format(imported=imported)],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return set(run.stdout.split())
+
+
+def test_importing_the_sdk_loads_the_sdk_and_the_api_models_and_nothing_of_the_server():
+    loaded = modules_loaded_by("agentq.client")
+    ours = sorted(name for name in loaded if name.startswith("agentq."))
+    beyond = [name for name in ours if not name.startswith(tuple(p + "." for p in SDK_LOADS))
+              and name not in SDK_LOADS]
+    assert not beyond, f"import agentq.client loads {beyond}"
+    never = sorted(name for name in loaded if name.split(".")[0] in SDK_NEVER_LOADS
+                   or package_of(name) in SDK_NEVER_LOADS)
+    assert not never, f"import agentq.client loads {never}"
+    assert len(ours) <= 40, f"import agentq.client loads {len(ours)} modules of agentq: {ours}"
+
+
+def test_the_load_check_sees_what_the_public_surface_imports_when_it_is_used():
+    assert {"agentq.tools", "agentq.agents"} <= modules_loaded_by("agentq; agentq.tool, agentq.agent")
+    assert "agentq.tools" not in modules_loaded_by("agentq")
 
 
 @pytest.mark.parametrize("name", API_CLIENTS)
@@ -236,7 +313,7 @@ def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wir
 # run one way: core <- shared vocabulary <- adapters <- commands, runtime <- the processes.
 LAYERS = (
     {"agentq.core"},
-    {"agentq.errors", "agentq.config", "agentq.followups", "agentq.telemetry"},
+    {"agentq.errors", "agentq.config", "agentq.followups", "agentq.telemetry", "agentq.api"},
     {"agentq.process", "agentq.store", "agentq.providers", "agentq.tools", "agentq.live",
      "agentq.tenancy", "agentq.agents", "agentq.webhooks", "agentq.mcp"},
     {"agentq.commands", "agentq.runtime"},
@@ -370,3 +447,38 @@ def test_no_module_orders_its_imports_around_code():
     ordered = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
                if "noqa: E402" in path.read_text()]
     assert not ordered, f"imports after code (noqa: E402) in {ordered}"
+
+
+# The import direction as docs/contributing.md and docs/architecture.md state it, layer by
+# layer between the arrows: each page names every package of LAYERS, in its layer.
+DIRECTION_PAGES = ("docs/contributing.md", "docs/architecture.md")
+
+
+def documented_layers(text: str) -> list[set[str]]:
+    """The packages between the arrows of the sentence that starts at "`core` ←", by layer."""
+    start = text.index("`core` ←")
+    sentence = re.split(r"\)|\.\s", text[start:], maxsplit=1)[0]
+    return [{f"agentq.{name}" for name in re.findall(r"`([a-z_]+)`", group)}
+            for group in sentence.split("←")]
+
+
+def missing_from_the_direction(layers: list[set[str]]) -> list[str]:
+    return sorted(package for n, layer in enumerate(LAYERS) for package in layer
+                  if n >= len(layers) or package not in layers[n])
+
+
+@pytest.mark.parametrize("page", DIRECTION_PAGES)
+def test_the_documented_import_direction_names_every_package_in_its_layer(page):
+    missing = missing_from_the_direction(documented_layers((ROOT / page).read_text()))
+    assert not missing, f"{page}: the import direction leaves out or misplaces {missing}"
+
+
+def test_the_direction_check_sees_a_package_left_out_or_in_the_wrong_layer():
+    text = "Imports (`core` ← `api`, `errors`, `config`, `followups`, `telemetry` ← `store`) form"
+    layers = documented_layers(text)
+    assert layers == [{"agentq.core"}, {"agentq.api", "agentq.errors", "agentq.config",
+                                        "agentq.followups", "agentq.telemetry"}, {"agentq.store"}]
+    assert "agentq.store" not in missing_from_the_direction(layers)
+    assert {"agentq.tools", "agentq.client"} <= set(missing_from_the_direction(layers))
+    moved = [{"agentq.core", "agentq.api"}, layers[1] - {"agentq.api"}, *layers[2:]]
+    assert "agentq.api" in missing_from_the_direction(moved)

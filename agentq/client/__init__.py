@@ -14,6 +14,24 @@ and a listing's answer is a `Page` of them that iterates every item, page after 
 errors are `ApiError` subclasses carrying the API's `code`. This package imports neither
 Flask, Celery nor SQLAlchemy: a program that only talks to agentq needs none of them.
 """
+from agentq.api import (
+    Context,
+    Conversation,
+    ConversationItem,
+    ConversationPage,
+    EventOut,
+    EventPage,
+    MessageAnswer,
+    PendingCall,
+    ProfileOut,
+    StreamChildDelta,
+    StreamDelta,
+    StreamEnd,
+    StreamRetry,
+    TenantToolCall,
+    TenantToolCallPage,
+    ToolCall,
+)
 from agentq.client.aio import AsyncClient, AsyncTurn
 from agentq.client.errors import (
     ApiError,
@@ -33,24 +51,6 @@ from agentq.client.pages import AsyncPage, Page
 from agentq.client.retries import NO_RETRIES, Retries
 from agentq.client.streams import StreamItem, TurnResult
 from agentq.client.sync import Client, Turn
-from agentq.web.models import (
-    Context,
-    Conversation,
-    ConversationItem,
-    ConversationPage,
-    EventOut,
-    EventPage,
-    MessageAnswer,
-    PendingCall,
-    ProfileOut,
-    StreamChildDelta,
-    StreamDelta,
-    StreamEnd,
-    StreamRetry,
-    TenantToolCall,
-    TenantToolCallPage,
-    ToolCall,
-)
 
 __all__ = [
     "ApiError", "AsyncClient", "AsyncPage", "AsyncTurn", "Client", "ClientError", "Conflict",

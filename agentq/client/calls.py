@@ -2,7 +2,7 @@
 
 `Client` and `AsyncClient` differ only in how they send: what a method sends, which
 model reads its answer and whether it may be sent again are declared once here.
-The models are the API's own (agentq/web models), so the SDK cannot drift from the
+The models are the API's own (agentq.api), so the SDK cannot drift from the
 server or its OpenAPI document.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-import agentq.web.models as models
+import agentq.api as api
 from agentq.client.errors import ApiError, error_for
 
 T = TypeVar("T")
@@ -101,47 +101,47 @@ def _settings(settings: BaseModel | Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def create_conversation(settings: BaseModel | Mapping[str, Any] | None, agent: str | None,
-                        user: str | None) -> Call[models.Conversation]:
+                        user: str | None) -> Call[api.Conversation]:
     body: dict[str, Any] = {}
     if agent is not None:
         body["agent"] = agent
     if settings is not None or agent is None:
         body["settings"] = _settings(settings)
-    return Call("POST", "/v1/conversations", models.Conversation, json=body, headers=_user(user))
+    return Call("POST", "/v1/conversations", api.Conversation, json=body, headers=_user(user))
 
 
 def list_conversations(status: str | None, cursor: str | None, limit: int,
-                       user: str | None) -> Call[models.ConversationPage]:
-    return Call("GET", "/v1/conversations", models.ConversationPage,
+                       user: str | None) -> Call[api.ConversationPage]:
+    return Call("GET", "/v1/conversations", api.ConversationPage,
                 params=_drop_none(status=status, cursor=cursor, limit=limit), headers=_user(user),
                 idempotent=True, listing=Listing("conversations", "next_cursor"))
 
 
-def get_conversation(cid: str, user: str | None) -> Call[models.Conversation]:
-    return Call("GET", f"/v1/conversations/{cid}", models.Conversation, headers=_user(user),
+def get_conversation(cid: str, user: str | None) -> Call[api.Conversation]:
+    return Call("GET", f"/v1/conversations/{cid}", api.Conversation, headers=_user(user),
                 idempotent=True)
 
 
-def end_conversation(cid: str, user: str | None) -> Call[models.Conversation]:
-    return Call("DELETE", f"/v1/conversations/{cid}", models.Conversation, headers=_user(user),
+def end_conversation(cid: str, user: str | None) -> Call[api.Conversation]:
+    return Call("DELETE", f"/v1/conversations/{cid}", api.Conversation, headers=_user(user),
                 idempotent=True)
 
 
-def cancel(cid: str, user: str | None) -> Call[models.Conversation]:
-    return Call("POST", f"/v1/conversations/{cid}/cancel", models.Conversation, headers=_user(user))
+def cancel(cid: str, user: str | None) -> Call[api.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/cancel", api.Conversation, headers=_user(user))
 
 
-def retry(cid: str, user: str | None) -> Call[models.Conversation]:
-    return Call("POST", f"/v1/conversations/{cid}/retry", models.Conversation, headers=_user(user))
+def retry(cid: str, user: str | None) -> Call[api.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/retry", api.Conversation, headers=_user(user))
 
 
-def fork(cid: str, at_seq: int, user: str | None) -> Call[models.Conversation]:
-    return Call("POST", f"/v1/conversations/{cid}/fork", models.Conversation,
+def fork(cid: str, at_seq: int, user: str | None) -> Call[api.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/fork", api.Conversation,
                 json={"at_seq": at_seq}, headers=_user(user))
 
 
-def context(cid: str, user: str | None) -> Call[models.Context]:
-    return Call("GET", f"/v1/conversations/{cid}/context", models.Context, headers=_user(user),
+def context(cid: str, user: str | None) -> Call[api.Context]:
+    return Call("GET", f"/v1/conversations/{cid}/context", api.Context, headers=_user(user),
                 idempotent=True)
 
 
@@ -149,17 +149,17 @@ def context(cid: str, user: str | None) -> Call[models.Context]:
 
 
 def send(cid: str, content: str | list[Any], on_busy: str, idempotency_key: str | None,
-         user: str | None) -> Call[models.MessageAnswer]:
+         user: str | None) -> Call[api.MessageAnswer]:
     """Always with an Idempotency-Key (a fresh one if none is given): a retry after a lost
     answer replays the first answer instead of posting the message twice."""
     key = idempotency_key or f"sdk-{uuid.uuid4()}"
-    return Call("POST", f"/v1/conversations/{cid}/messages", models.MessageAnswer,
+    return Call("POST", f"/v1/conversations/{cid}/messages", api.MessageAnswer,
                 json={"content": content, "on_busy": on_busy},
                 headers={"Idempotency-Key": key, **_user(user)}, idempotent=True)
 
 
-def events(cid: str, after_seq: int, limit: int, user: str | None) -> Call[models.EventPage]:
-    return Call("GET", f"/v1/conversations/{cid}/events", models.EventPage,
+def events(cid: str, after_seq: int, limit: int, user: str | None) -> Call[api.EventPage]:
+    return Call("GET", f"/v1/conversations/{cid}/events", api.EventPage,
                 params={"after_seq": after_seq, "limit": limit}, headers=_user(user),
                 idempotent=True, listing=Listing("events", "next_after_seq", "after_seq"))
 
@@ -178,45 +178,45 @@ def stream(cid: str, turn_id: str, last_seq: int | None, user: str | None,
 # -- tool calls ---------------------------------------------------------------------------
 
 
-def tool_calls(cid: str, status: str | None, user: str | None) -> Call[models.ToolCallList]:
-    return Call("GET", f"/v1/conversations/{cid}/tool-calls", models.ToolCallList,
+def tool_calls(cid: str, status: str | None, user: str | None) -> Call[api.ToolCallList]:
+    return Call("GET", f"/v1/conversations/{cid}/tool-calls", api.ToolCallList,
                 params=_drop_none(status=status), headers=_user(user), idempotent=True,
                 listing=Listing("tool_calls"))
 
 
 def pending_calls(executor: str | None, status: str | None, cursor: str | None, limit: int,
-                  user: str | None) -> Call[models.TenantToolCallPage]:
-    return Call("GET", "/v1/tool-calls", models.TenantToolCallPage,
+                  user: str | None) -> Call[api.TenantToolCallPage]:
+    return Call("GET", "/v1/tool-calls", api.TenantToolCallPage,
                 params=_drop_none(status=status, executor=executor, cursor=cursor, limit=limit),
                 headers=_user(user), idempotent=True, listing=Listing("tool_calls", "next_cursor"))
 
 
 def resolve(cid: str, call_id: str, status: str, result: Any,
-            user: str | None) -> Call[models.ToolCall]:
+            user: str | None) -> Call[api.ToolCall]:
     """The same answer twice is 200 both times: safe to send again."""
     return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
-                models.ToolCall, json={"status": status, "result": result},
+                api.ToolCall, json={"status": status, "result": result},
                 headers=_user(user), idempotent=True)
 
 
 def decide(cid: str, call_id: str, status: str, reason: str | None,
-           user: str | None) -> Call[models.ToolCall]:
+           user: str | None) -> Call[api.ToolCall]:
     """A person's yes or no: a gated call runs as shown or never; a human call's result
     becomes {"approved": …, "reason": …}. The same decision twice is 200 both times."""
     body: dict[str, Any] = {"status": status, **({} if reason is None else {"reason": reason})}
     return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
-                models.ToolCall, json=body, headers=_user(user), idempotent=True)
+                api.ToolCall, json=body, headers=_user(user), idempotent=True)
 
 
 def reply(cid: str, call_id: str, action: str, content: Mapping[str, Any] | None,
-          user: str | None) -> Call[models.ToolCall]:
+          user: str | None) -> Call[api.ToolCall]:
     """A person's answer to a tool server's question (the call's `elicitation`); the same
     answer twice is 200 both times."""
     body: dict[str, Any] = {"status": "answered", "action": action}
     if content is not None:
         body["content"] = dict(content)
     return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
-                models.ToolCall, json=body, headers=_user(user), idempotent=True)
+                api.ToolCall, json=body, headers=_user(user), idempotent=True)
 
 
 # -- agents -------------------------------------------------------------------------------
@@ -229,42 +229,42 @@ def _definition(settings: BaseModel | Mapping[str, Any] | None, description: str
 
 
 def create_agent(name: str, settings: BaseModel | Mapping[str, Any] | None, description: str,
-                 overridable: Sequence[str], user: str | None) -> Call[models.AgentOut]:
-    return Call("POST", "/v1/agents", models.AgentOut,
+                 overridable: Sequence[str], user: str | None) -> Call[api.AgentOut]:
+    return Call("POST", "/v1/agents", api.AgentOut,
                 json={"name": name, **_definition(settings, description, overridable)},
                 headers=_user(user))
 
 
 def publish_agent_version(name: str, settings: BaseModel | Mapping[str, Any] | None,
                           description: str, overridable: Sequence[str],
-                          user: str | None) -> Call[models.AgentOut]:
-    return Call("POST", f"/v1/agents/{name}/versions", models.AgentOut,
+                          user: str | None) -> Call[api.AgentOut]:
+    return Call("POST", f"/v1/agents/{name}/versions", api.AgentOut,
                 json=_definition(settings, description, overridable), headers=_user(user))
 
 
-def list_agents(cursor: str | None, limit: int, user: str | None) -> Call[models.AgentList]:
-    return Call("GET", "/v1/agents", models.AgentList,
+def list_agents(cursor: str | None, limit: int, user: str | None) -> Call[api.AgentList]:
+    return Call("GET", "/v1/agents", api.AgentList,
                 params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
                 idempotent=True, listing=Listing("agents", "next_cursor"))
 
 
 def list_agent_versions(name: str, cursor: int | None, limit: int,
-                        user: str | None) -> Call[models.AgentVersionPage]:
-    return Call("GET", f"/v1/agents/{name}/versions", models.AgentVersionPage,
+                        user: str | None) -> Call[api.AgentVersionPage]:
+    return Call("GET", f"/v1/agents/{name}/versions", api.AgentVersionPage,
                 params=_drop_none(cursor=cursor, limit=limit), headers=_user(user),
                 idempotent=True, listing=Listing("versions", "next_cursor"))
 
 
-def get_agent(name: str, version: int | None, user: str | None) -> Call[models.AgentOut]:
+def get_agent(name: str, version: int | None, user: str | None) -> Call[api.AgentOut]:
     path = f"/v1/agents/{name}" if version is None else f"/v1/agents/{name}/versions/{version}"
-    return Call("GET", path, models.AgentOut, headers=_user(user), idempotent=True)
+    return Call("GET", path, api.AgentOut, headers=_user(user), idempotent=True)
 
 
 # -- profiles -----------------------------------------------------------------------------
 
 
-def profiles() -> Call[models.ProfileList]:
-    return Call("GET", "/v1/profiles", models.ProfileList, idempotent=True,
+def profiles() -> Call[api.ProfileList]:
+    return Call("GET", "/v1/profiles", api.ProfileList, idempotent=True,
                 listing=Listing("profiles"))
 
 
@@ -277,37 +277,37 @@ def delete_provider_key(profile: str) -> Call[None]:
     return Call("DELETE", f"/v1/profiles/{profile}/key", None, idempotent=True)
 
 
-def call_context(cid: str, call_id: str, user: str | None) -> Call[models.CallContext]:
+def call_context(cid: str, call_id: str, user: str | None) -> Call[api.CallContext]:
     return Call("GET", f"/v1/conversations/{cid}/tool-calls/{call_id}/context",
-                models.CallContext, headers=_user(user), idempotent=True)
+                api.CallContext, headers=_user(user), idempotent=True)
 
 
-def create_webhook(url: str, event_types: Sequence[str]) -> Call[models.WebhookWithSecret]:
+def create_webhook(url: str, event_types: Sequence[str]) -> Call[api.WebhookWithSecret]:
     """Not sent twice: a lost answer would leave an endpoint whose secret nobody saw."""
-    return Call("POST", "/v1/webhooks", models.WebhookWithSecret,
+    return Call("POST", "/v1/webhooks", api.WebhookWithSecret,
                 json={"url": url, "event_types": list(event_types)})
 
 
-def list_webhooks() -> Call[models.WebhookList]:
-    return Call("GET", "/v1/webhooks", models.WebhookList, idempotent=True,
+def list_webhooks() -> Call[api.WebhookList]:
+    return Call("GET", "/v1/webhooks", api.WebhookList, idempotent=True,
                 listing=Listing("webhooks"))
 
 
-def get_webhook(webhook_id: str) -> Call[models.WebhookOut]:
-    return Call("GET", f"/v1/webhooks/{webhook_id}", models.WebhookOut, idempotent=True)
+def get_webhook(webhook_id: str) -> Call[api.WebhookOut]:
+    return Call("GET", f"/v1/webhooks/{webhook_id}", api.WebhookOut, idempotent=True)
 
 
 def update_webhook(webhook_id: str, url: str | None, event_types: Sequence[str] | None,
-                   enabled: bool | None) -> Call[models.WebhookOut]:
+                   enabled: bool | None) -> Call[api.WebhookOut]:
     body = _drop_none(url=url, enabled=enabled,
                       event_types=None if event_types is None else list(event_types))
-    return Call("PATCH", f"/v1/webhooks/{webhook_id}", models.WebhookOut, json=body,
+    return Call("PATCH", f"/v1/webhooks/{webhook_id}", api.WebhookOut, json=body,
                 idempotent=True)
 
 
-def rotate_webhook_secret(webhook_id: str, grace_s: float) -> Call[models.WebhookWithSecret]:
+def rotate_webhook_secret(webhook_id: str, grace_s: float) -> Call[api.WebhookWithSecret]:
     """Not sent twice: a second rotation would retire the secret the first one showed."""
-    return Call("POST", f"/v1/webhooks/{webhook_id}/rotate", models.WebhookWithSecret,
+    return Call("POST", f"/v1/webhooks/{webhook_id}/rotate", api.WebhookWithSecret,
                 json={"grace_s": grace_s})
 
 
@@ -315,8 +315,8 @@ def delete_webhook(webhook_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/webhooks/{webhook_id}", None, idempotent=True)
 
 
-def webhook_deliveries(webhook_id: str, limit: int) -> Call[models.DeliveryList]:
-    return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", models.DeliveryList,
+def webhook_deliveries(webhook_id: str, limit: int) -> Call[api.DeliveryList]:
+    return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", api.DeliveryList,
                 params={"limit": limit}, idempotent=True, listing=Listing("deliveries"))
 
 
@@ -353,10 +353,10 @@ def _from_iso(text: str) -> date | datetime:
 
 
 def usage(start: Instant, end: Instant, group_by: str, by: Sequence[str],
-          tenant: str | None, limit: int) -> Call[models.UsageReport]:
+          tenant: str | None, limit: int) -> Call[api.UsageReport]:
     params = _drop_none(**{"from": _rfc3339(start), "to": _rfc3339(end)}, group_by=group_by,
                         by=",".join(by), tenant=tenant, limit=limit)
-    return Call("GET", "/v1/usage", models.UsageReport, params=params, idempotent=True)
+    return Call("GET", "/v1/usage", api.UsageReport, params=params, idempotent=True)
 
 
 __all__ = ["ApiError", "Call", "Instant", "Listing", "retry_after"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from agentq.web.models import (
+from agentq.api import (
     Conversation,
     EventOut,
     PendingCall,

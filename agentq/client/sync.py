@@ -13,7 +13,7 @@ from typing import Any, Literal
 import httpx2
 from pydantic import BaseModel
 
-import agentq.web.models as models
+import agentq.api as api
 from agentq.client import calls
 from agentq.client.config import Endpoint, endpoint
 from agentq.client.errors import ApiError, StreamBroken, Unreachable, error_for
@@ -54,40 +54,40 @@ class Client:
     # -- conversations ---------------------------------------------------------------------
 
     def create_conversation(self, settings: BaseModel | Mapping[str, Any] | None = None, *,
-                            agent: str | None = None, user: str | None = None) -> models.Conversation:
+                            agent: str | None = None, user: str | None = None) -> api.Conversation:
         """A new conversation from raw settings, or from an agent (`"support"`, `"support@3"`)."""
         return self._run(calls.create_conversation(settings, agent, self._who(user)))
 
     def list_conversations(self, *, status: str | None = None, cursor: str | None = None,
-                           limit: int = 50, user: str | None = None) -> Page[models.ConversationItem]:
+                           limit: int = 50, user: str | None = None) -> Page[api.ConversationItem]:
         """Conversations, oldest first, `limit` a page; iterating the page goes on to the next."""
         return self._list(calls.list_conversations(status, cursor, limit, self._who(user)))
 
     def iter_conversations(self, *, status: str | None = None,
-                           user: str | None = None) -> Iterator[models.ConversationItem]:
+                           user: str | None = None) -> Iterator[api.ConversationItem]:
         """Every conversation, page after page."""
         yield from self.list_conversations(status=status, limit=200, user=user)
 
-    def get_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+    def get_conversation(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:
         return self._run(calls.get_conversation(conversation_id, self._who(user)))
 
-    def end_conversation(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+    def end_conversation(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:
         """End it: no new message is taken; its log is kept."""
         return self._run(calls.end_conversation(conversation_id, self._who(user)))
 
-    def cancel(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+    def cancel(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:
         """Interrupt the running turn; Conflict if none runs."""
         return self._run(calls.cancel(conversation_id, self._who(user)))
 
-    def retry(self, conversation_id: str, *, user: str | None = None) -> models.Conversation:
+    def retry(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:
         """Re-drive a failed turn; Conflict if the conversation has not failed."""
         return self._run(calls.retry(conversation_id, self._who(user)))
 
-    def fork(self, conversation_id: str, at_seq: int, *, user: str | None = None) -> models.Conversation:
+    def fork(self, conversation_id: str, at_seq: int, *, user: str | None = None) -> api.Conversation:
         """A new conversation with a copy of the log through `at_seq` (the end of a turn)."""
         return self._run(calls.fork(conversation_id, at_seq, self._who(user)))
 
-    def context(self, conversation_id: str, *, user: str | None = None) -> models.Context:
+    def context(self, conversation_id: str, *, user: str | None = None) -> api.Context:
         """The next model request, as it would be sent, and its validation."""
         return self._run(calls.context(conversation_id, self._who(user)))
 
@@ -106,84 +106,84 @@ class Client:
 
     def turn(self, conversation_id: str, turn_id: str, *, user: str | None = None) -> Turn:
         """A turn by its id (from a message's answer, or a conversation's `turn_id`)."""
-        answer = models.MessageAnswer(message_id="", turn_id=turn_id, queued=False)
+        answer = api.MessageAnswer(message_id="", turn_id=turn_id, queued=False)
         return Turn(self, conversation_id, answer, self._who(user))
 
     def events(self, conversation_id: str, *, after_seq: int = 0, limit: int = 100,
-               user: str | None = None) -> Page[models.EventOut]:
+               user: str | None = None) -> Page[api.EventOut]:
         """The log after `after_seq`, `limit` events a page; iterating the page goes on to the next."""
         return self._list(calls.events(conversation_id, after_seq, limit, self._who(user)))
 
     def iter_events(self, conversation_id: str, *, after_seq: int = 0,
-                    user: str | None = None) -> Iterator[models.EventOut]:
+                    user: str | None = None) -> Iterator[api.EventOut]:
         """The whole log after `after_seq`, page after page."""
         yield from self.events(conversation_id, after_seq=after_seq, limit=1000, user=user)
 
     # -- tool calls ------------------------------------------------------------------------
 
     def tool_calls(self, conversation_id: str, *, status: str | None = None,
-                   user: str | None = None) -> Page[models.ToolCall]:
+                   user: str | None = None) -> Page[api.ToolCall]:
         """The conversation's calls (`status="pending"`: with its sub-agents' that wait for a
         person), all in one page."""
         return self._list(calls.tool_calls(conversation_id, status, self._who(user)))
 
     def pending_calls(self, *, executor: str | None = None, cursor: str | None = None,
-                      limit: int = 50, user: str | None = None) -> Page[models.TenantToolCall]:
+                      limit: int = 50, user: str | None = None) -> Page[api.TenantToolCall]:
         """Calls waiting for a person or a client, across the tenant's conversations, oldest
         first, `limit` a page; iterating the page goes on to the next."""
         return self._list(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
 
-    def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> models.ToolCall:
+    def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> api.ToolCall:
         """Say yes to a call waiting for a person: a gated call runs as shown; a human call's
         result is {"approved": true}."""
         return self._run(calls.decide(conversation_id, call_id, "approved", None, self._who(user)))
 
     def reject(self, conversation_id: str, call_id: str, reason: str | None = None, *,
-               user: str | None = None) -> models.ToolCall:
+               user: str | None = None) -> api.ToolCall:
         """Say no: a gated call never runs and the model reads why; a human call's result is
         {"approved": false, "reason": …}."""
         return self._run(calls.decide(conversation_id, call_id, "rejected", reason, self._who(user)))
 
     def reply(self, conversation_id: str, call_id: str, content: Mapping[str, Any] | None = None,
-              *, action: str = "accept", user: str | None = None) -> models.ToolCall:
+              *, action: str = "accept", user: str | None = None) -> api.ToolCall:
         """Answer the question a call's tool server asked (`call.elicitation`): `content`
         fits its `requested_schema`; `action` "decline" or "cancel" says no, with none."""
         return self._run(calls.reply(conversation_id, call_id, action, content, self._who(user)))
 
     def answer(self, conversation_id: str, call_id: str, result: Any, *, error: bool = False,
-               user: str | None = None) -> models.ToolCall:
+               user: str | None = None) -> api.ToolCall:
         """Resolve a pending call with `result` (or as failed, with `error=True`)."""
         status = "errored" if error else "resolved"
         return self._run(calls.resolve(conversation_id, call_id, status, result, self._who(user)))
 
     def call_context(self, conversation_id: str, call_id: str, *,
-                     user: str | None = None) -> models.CallContext:
+                     user: str | None = None) -> api.CallContext:
         """What a person decides a pending call on: the turn's message, the model's text, the
         tool's description and the turn's earlier calls."""
         return self._run(calls.call_context(conversation_id, call_id, self._who(user)))
 
     # -- webhooks ----------------------------------------------------------------------------
 
-    def create_webhook(self, url: str, event_types: Sequence[str]) -> models.WebhookWithSecret:
+    def create_webhook(self, url: str, event_types: Sequence[str]) -> api.WebhookWithSecret:
         """Register an endpoint for these event types; its signing secret is in this answer only."""
         return self._run(calls.create_webhook(url, event_types))
 
-    def list_webhooks(self) -> Page[models.WebhookOut]:
+    def list_webhooks(self) -> Page[api.WebhookOut]:
         """Your webhook endpoints, all in one page."""
         return self._list(calls.list_webhooks())
 
-    def get_webhook(self, webhook_id: str) -> models.WebhookOut:
+    def get_webhook(self, webhook_id: str) -> api.WebhookOut:
         """One endpoint: its URL, event types, whether it is enabled and why not."""
         return self._run(calls.get_webhook(webhook_id))
 
     def update_webhook(self, webhook_id: str, *, url: str | None = None,
                        event_types: Sequence[str] | None = None,
-                       enabled: bool | None = None) -> models.WebhookOut:
+                       enabled: bool | None = None) -> api.WebhookOut:
         """Change an endpoint's URL or event types, or disable / enable it."""
         return self._run(calls.update_webhook(webhook_id, url, event_types, enabled))
 
     def rotate_webhook_secret(self, webhook_id: str, *,
-                              grace_s: float = 86_400.0) -> models.WebhookWithSecret:
+                              grace_s: float = 86_400.0) -> api.WebhookWithSecret:
         """A new signing secret (in this answer only); the old one signs too for `grace_s`."""
         return self._run(calls.rotate_webhook_secret(webhook_id, grace_s))
 
@@ -191,7 +191,7 @@ class Client:
         """Remove an endpoint and its deliveries."""
         self._run(calls.delete_webhook(webhook_id))
 
-    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> Page[models.DeliveryOut]:
+    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> Page[api.DeliveryOut]:
         """The endpoint's latest `limit` deliveries, newest first, with each attempt's status code."""
         return self._list(calls.webhook_deliveries(webhook_id, limit))
 
@@ -199,44 +199,44 @@ class Client:
 
     def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,
                      description: str = "", overridable: Sequence[str] = (),
-                     user: str | None = None) -> models.AgentOut:
+                     user: str | None = None) -> api.AgentOut:
         """A new agent of the tenant, at version 1; Conflict if the name is taken."""
         return self._run(calls.create_agent(name, settings, description, overridable,
                                              self._who(user)))
 
     def publish_agent_version(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None,
                               *, description: str = "", overridable: Sequence[str] = (),
-                              user: str | None = None) -> models.AgentOut:
+                              user: str | None = None) -> api.AgentOut:
         """The agent's next version: a whole definition; earlier versions stay as they were."""
         return self._run(calls.publish_agent_version(name, settings, description, overridable,
                                                       self._who(user)))
 
     def list_agents(self, *, cursor: str | None = None, limit: int = 100,
-                    user: str | None = None) -> Page[models.AgentOut]:
+                    user: str | None = None) -> Page[api.AgentOut]:
         """The agents the tenant may use (its own and the operator's), latest version each,
         by name, `limit` a page; iterating the page goes on to the next."""
         return self._list(calls.list_agents(cursor, limit, self._who(user)))
 
     def list_agent_versions(self, name: str, *, cursor: int | None = None, limit: int = 100,
-                            user: str | None = None) -> Page[models.AgentOut]:
+                            user: str | None = None) -> Page[api.AgentOut]:
         """An agent's versions, oldest first, `limit` a page; iterating the page goes on to the next."""
         return self._list(calls.list_agent_versions(name, cursor, limit, self._who(user)))
 
     def get_agent(self, name: str, version: int | None = None, *,
-                  user: str | None = None) -> models.AgentOut:
+                  user: str | None = None) -> api.AgentOut:
         """An agent's latest version, or the one numbered `version`."""
         return self._run(calls.get_agent(name, version, self._who(user)))
 
     def usage(self, start: calls.Instant, end: calls.Instant, *,
               group_by: Literal["day", "hour"] = "day", by: Sequence[str] = (),
-              tenant: str | None = None, limit: int = 1000) -> models.UsageReport:
+              tenant: str | None = None, limit: int = 1000) -> api.UsageReport:
         """Tokens and model calls spent in [start, end), per UTC `group_by` ("day" or "hour")
         and per `by` (agent, model, profile, conversation; tenant for the operator). Your
         own usage; with the operator's key, every tenant's, or `tenant`'s. `start` and `end`
         are timezone-aware datetimes, dates (UTC days) or ISO 8601 strings."""
         return self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
-    def profiles(self) -> Page[models.ProfileOut]:
+    def profiles(self) -> Page[api.ProfileOut]:
         """The model profiles you may use, all in one page."""
         return self._list(calls.profiles())
 
@@ -278,7 +278,7 @@ class Client:
 class Turn:
     """One message's turn: `stream()` its events and text from the first delta, or `wait()`."""
 
-    def __init__(self, client: Client, conversation_id: str, answer: models.MessageAnswer,
+    def __init__(self, client: Client, conversation_id: str, answer: api.MessageAnswer,
                  user: str | None) -> None:
         self.client, self.conversation_id, self.answer, self.user = client, conversation_id, answer, user
 
@@ -349,7 +349,7 @@ class Turn:
         waits = Waits(self.turn_id)
         with closing(self.stream()) as items:  # returning early closes the connection now
             for item in items:
-                if isinstance(item, models.StreamEnd):
+                if isinstance(item, api.StreamEnd):
                     return waits.result(item.state)
                 if waits.saw(item) and stop_for_input:
                     conversation = self.client.get_conversation(self.conversation_id, user=self.user)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from flask import request
 from pydantic import TypeAdapter, ValidationError
 
+from agentq.api.common import Token
 from agentq.core.scope import Scope
 from agentq.store import Store
 from agentq.store.api_keys import hash_secret
 from agentq.web.errors import ApiError, validation_details
-from agentq.web.models import Token
 
 USER_HEADER = "X-Agentq-User"
 CACHE_SIZE = 10_000

@@ -14,8 +14,9 @@ from flask import Flask
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from agentq.api.common import ID_PATTERN, ErrorAnswer, Token
+from agentq.api.events import STREAM_DATA
 from agentq.web.auth import USER_HEADER
-from agentq.web.models import ID_PATTERN, STREAM_DATA, ErrorAnswer, Token
 from agentq.web.operation import SSE, Operation
 
 REF = "#/components/schemas/{model}"

@@ -1,7 +1,7 @@
 """One page of a keyset-paginated list: the rows up to `limit`, and the cursor of the next page.
 
 Each list route reads one row more than it answers: whether that row exists says whether
-another page follows, without a count. The query models (web/models.py) bound `limit` and
+another page follows, without a count. The query models (agentq/api) bound `limit` and
 check the cursor's shape, so a tenant's hostile `limit` or cursor is a 400 before any read.
 """
 from __future__ import annotations

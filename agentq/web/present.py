@@ -1,32 +1,38 @@
-"""Domain values as the API's JSON answers (docs/design.md §10), built via agentq.web.models."""
+"""Domain values as the API's JSON answers (docs/design.md §10), built via the models of agentq.api."""
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from agentq.api.agents import AgentOut, AgentRefOut
+from agentq.api.common import States
+from agentq.api.conversations import Conversation, ConversationItem, ParentOut, PendingCall, SummarySpan
+from agentq.api.events import EventOut
+from agentq.api.tool_calls import ToolCall
 from agentq.core.agents import AgentVersion
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.timefmt import format_ts
 from agentq.store import ConversationInfo
 from agentq.store.overview import Overview
-from agentq.web import models
 
 
-def state_of(info: ConversationInfo) -> models.States:
+def state_of(info: ConversationInfo) -> States:
     """`ended` once the conversation is ended, else the state of its machine."""
     return "ended" if info.status == "ended" else info.fsm.state
 
 
-def conversation(overview: Overview) -> models.Conversation:
+def conversation(overview: Overview) -> Conversation:
     """The full state: pending calls with their arguments, inbox length, latest summary span."""
     info = overview.conversation
     span = overview.summary
-    return models.Conversation(
+    return Conversation(
         id=info.id,
         state=state_of(info),
         last_seq=info.next_seq - 1,
         turn_id=info.fsm.turn_id,
         pending=[
-            models.PendingCall(
+            PendingCall(
                 tool_call_id=call.id, name=call.name, args=call.args, executor=call.executor,
                 expires_at=None if call.expires_at is None else format_ts(call.expires_at),
                 needs_approval=call.needs_approval,
@@ -36,18 +42,18 @@ def conversation(overview: Overview) -> models.Conversation:
             for call in overview.pending
         ],
         inbox=overview.inbox,
-        summary=None if span is None else models.SummarySpan(from_seq=span[0], to_seq=span[1]),
+        summary=None if span is None else SummarySpan(from_seq=span[0], to_seq=span[1]),
         agent=agent_ref(info),
-        parent=None if info.parent is None else models.ParentOut(**info.parent.to_json()),
+        parent=None if info.parent is None else ParentOut(**info.parent.to_json()),
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
     )
 
 
-def conversation_item(info: ConversationInfo, title: str | None = None) -> models.ConversationItem:
+def conversation_item(info: ConversationInfo, title: str | None = None) -> ConversationItem:
     scope = info.fsm.scope or {}
-    return models.ConversationItem(
+    return ConversationItem(
         id=info.id,
         title=title,
         acting_user=scope.get("user") if scope.get("tenant") != "system" else None,
@@ -59,8 +65,8 @@ def conversation_item(info: ConversationInfo, title: str | None = None) -> model
     )
 
 
-def event(item: Event) -> models.EventOut:
-    return models.EventOut(
+def event(item: Event) -> EventOut:
+    return EventOut(
         id=item.id,
         seq=item.seq,
         type=item.type,
@@ -71,24 +77,24 @@ def event(item: Event) -> models.EventOut:
     )
 
 
-def tool_call(record: ToolCallRecord, **where: str | None) -> models.ToolCall:
+def tool_call(record: ToolCallRecord, **where: str | None) -> ToolCall:
     """A call as the API shows it; `where` (conversation_id, agent) for a sub-agent's call
     listed with its parent's."""
-    return models.ToolCall.model_validate({**record.to_json(), **where})
+    return ToolCall.model_validate({**record.to_json(), **where})
 
 
-def agent_ref(info: ConversationInfo) -> models.AgentRefOut | None:
+def agent_ref(info: ConversationInfo) -> AgentRefOut | None:
     """The agent version the conversation was started from, if it was."""
     if info.agent is None or info.agent.version is None:
         return None
-    return models.AgentRefOut(name=info.agent.name, version=info.agent.version)
+    return AgentRefOut(name=info.agent.name, version=info.agent.version)
 
 
 def agent(version: AgentVersion) -> dict[str, Any]:
     """One version of an agent; its settings as set, so that what the profile presets for
     what it leaves unset still shows as unset."""
     definition = version.definition
-    answer = dump(models.AgentOut(
+    answer = dump(AgentOut(
         name=definition.name, version=version.version, digest=version.digest,
         source=version.source, description=definition.description, settings=definition.settings,
         overridable=list(definition.overridable), created_at=format_ts(version.created_at),
@@ -97,5 +103,5 @@ def agent(version: AgentVersion) -> dict[str, Any]:
     return answer
 
 
-def dump(answer: models.BaseModel) -> dict[str, Any]:
+def dump(answer: BaseModel) -> dict[str, Any]:
     return answer.model_dump(mode="json")

@@ -12,6 +12,7 @@ import dataclasses
 
 from flask import Blueprint, g
 
+from agentq.api.context import Context, ContextValidation, Eviction, SummaryInUse
 from agentq.core.budget import plan_context
 from agentq.core.compaction import request_tokens
 from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
@@ -19,7 +20,7 @@ from agentq.core.responses_wire import check_responses, to_responses
 from agentq.core.settings import FUNCTION_PROFILE
 from agentq.errors import NotFound
 from agentq.runtime.model_step import offered_specs
-from agentq.web import models, present
+from agentq.web import present
 from agentq.web.operation import operation
 from agentq.web.services import services
 
@@ -30,7 +31,7 @@ bp = Blueprint("context", __name__, url_prefix="/v1/conversations")
 
 
 @bp.get("/<id:conversation_id>/context")
-@operation("Show the next model request and its validation", answers={200: models.Context})
+@operation("Show the next model request and its validation", answers={200: Context})
 def context(conversation_id: str):
     svc = services()
     svc.conversation(conversation_id, g.scope)
@@ -51,19 +52,19 @@ def context(conversation_id: str):
     to_wire, check_wire = _WIRES.get(kind or "", (to_openai, check_openai))
     wire = to_wire(request)
     problems += validate(request) + check_wire(wire)
-    return present.dump(models.Context(
+    return present.dump(Context(
         profile=view.settings.profile,
         kind=kind,
         model=request.model,
         request=dataclasses.asdict(request),
         wire=wire,
-        validation=models.ContextValidation(
+        validation=ContextValidation(
             valid=not problems, problems=problems, repairs=list(request.repairs)
         ),
-        summary=None if view.summary is None else models.SummaryInUse(
+        summary=None if view.summary is None else SummaryInUse(
             from_seq=view.summary.from_seq, to_seq=view.summary.to_seq,
             version=view.summary.version, text=view.summary.content.get("text", ""),
         ),
-        evictions=[models.Eviction(**eviction) for eviction in evictions],
+        evictions=[Eviction(**eviction) for eviction in evictions],
         context_tokens=request_tokens(request),
     ))

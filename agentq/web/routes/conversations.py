@@ -3,7 +3,14 @@ from __future__ import annotations
 
 from flask import Blueprint, g, url_for
 
-from agentq.web import models, present
+from agentq.api.conversations import (
+    Conversation,
+    ConversationPage,
+    CreateConversation,
+    Fork,
+    ListConversations,
+)
+from agentq.web import present
 from agentq.web.operation import operation
 from agentq.web.pagination import page_of
 from agentq.web.services import services
@@ -19,9 +26,9 @@ _FILTERS = {
 
 
 @bp.post("")
-@operation("Create a conversation", body=models.CreateConversation,
-           answers={201: models.Conversation})
-def create(body: models.CreateConversation):
+@operation("Create a conversation", body=CreateConversation,
+           answers={201: Conversation})
+def create(body: CreateConversation):
     svc = services()
     info = svc.commands.create_conversation(g.scope, body.settings, agent=body.agent)
     answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
@@ -30,16 +37,16 @@ def create(body: models.CreateConversation):
 
 
 @bp.get("")
-@operation("List conversations, oldest first, a page at a time", query=models.ListConversations,
-           answers={200: models.ConversationPage})
-def listing(query: models.ListConversations):
+@operation("List conversations, oldest first, a page at a time", query=ListConversations,
+           answers={200: ConversationPage})
+def listing(query: ListConversations):
     status, state = _FILTERS.get(query.status or "", (None, None))
     store = services().store
     page = page_of(lambda limit: store.list_conversations(
         tenant=g.scope.tenant, status=status, state=state, after_id=query.cursor, limit=limit,
     ), query.limit, lambda info: info.id)
     titles = store.list_first_messages([info.id for info in page.rows])
-    return present.dump(models.ConversationPage(
+    return present.dump(ConversationPage(
         conversations=[present.conversation_item(info, payloads.title_of(titles.get(info.id)))
                        for info in page.rows],
         next_cursor=page.next_cursor,
@@ -47,14 +54,14 @@ def listing(query: models.ListConversations):
 
 
 @bp.get("/<id:conversation_id>")
-@operation("Read a conversation's state", answers={200: models.Conversation})
+@operation("Read a conversation's state", answers={200: Conversation})
 def read(conversation_id: str):
     svc = services()
     return present.dump(present.conversation(svc.overview(conversation_id, g.scope)))
 
 
 @bp.delete("/<id:conversation_id>")
-@operation("End a conversation; its log is kept", answers={200: models.Conversation})
+@operation("End a conversation; its log is kept", answers={200: Conversation})
 def end(conversation_id: str):
     svc = services()
     svc.commands.end(conversation_id, g.scope)
@@ -63,7 +70,7 @@ def end(conversation_id: str):
 
 @bp.post("/<id:conversation_id>/cancel")
 @operation("Interrupt the running turn: the stream is closed, open calls are cancelled",
-           answers={200: models.Conversation}, errors=(409,))
+           answers={200: Conversation}, errors=(409,))
 def cancel(conversation_id: str):
     svc = services()
     followups = svc.commands.cancel(conversation_id, g.scope)
@@ -72,7 +79,7 @@ def cancel(conversation_id: str):
 
 @bp.post("/<id:conversation_id>/retry")
 @operation("Re-drive a failed conversation; the failure stays in the log",
-           answers={200: models.Conversation}, errors=(409,))
+           answers={200: Conversation}, errors=(409,))
 def retry(conversation_id: str):
     svc = services()
     followups = svc.commands.retry(conversation_id, g.scope)
@@ -81,8 +88,8 @@ def retry(conversation_id: str):
 
 @bp.post("/<id:conversation_id>/fork")
 @operation("Fork: a new conversation with this one's log up to a turn boundary",
-           body=models.Fork, answers={201: models.Conversation}, errors=(409,))
-def fork(conversation_id: str, body: models.Fork):
+           body=Fork, answers={201: Conversation}, errors=(409,))
+def fork(conversation_id: str, body: Fork):
     svc = services()
     info = svc.commands.fork(conversation_id, g.scope, at_seq=body.at_seq)
     answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))

@@ -10,7 +10,8 @@ from typing import cast
 from flask import Blueprint, Response, current_app, g, request
 from werkzeug.wsgi import ClosingIterator
 
-from agentq.web import models, present
+from agentq.api.events import EventPage, ListEvents, StreamHeaders, StreamQuery
+from agentq.web import present
 from agentq.web.errors import ApiError
 from agentq.web.operation import SSE, operation
 from agentq.web.services import services
@@ -24,23 +25,23 @@ bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
 
 
 @bp.get("/<id:conversation_id>/events")
-@operation("Read the log, a page of events after a seq", query=models.ListEvents,
-           answers={200: models.EventPage})
-def listing(conversation_id: str, query: models.ListEvents):
+@operation("Read the log, a page of events after a seq", query=ListEvents,
+           answers={200: EventPage})
+def listing(conversation_id: str, query: ListEvents):
     svc = services()
     svc.conversation(conversation_id, g.scope)
     events = svc.store.list_events(conversation_id, after_seq=query.after_seq, limit=query.limit)
     full = len(events) == query.limit
-    return present.dump(models.EventPage(
+    return present.dump(EventPage(
         events=[present.event(e) for e in events],
         next_after_seq=events[-1].seq if full else None,
     ))
 
 
 @bp.get("/<id:conversation_id>/stream")
-@operation("Follow the conversation live (Server-Sent Events)", query=models.StreamQuery,
-           headers=models.StreamHeaders, answers={200: SSE}, errors=(429, 503))
-def stream(conversation_id: str, query: models.StreamQuery, headers: models.StreamHeaders):
+@operation("Follow the conversation live (Server-Sent Events)", query=StreamQuery,
+           headers=StreamHeaders, answers={200: SSE}, errors=(429, 503))
+def stream(conversation_id: str, query: StreamQuery, headers: StreamHeaders):
     """Replays events after `Last-Event-ID` (which wins: a reconnecting browser sends it) or `after_seq`.
 
     With `turn_id`, replays that turn's events from its start (or from `Last-Event-ID`)."""

@@ -5,7 +5,8 @@ import logging
 
 from flask import Blueprint, current_app
 
-from agentq.web import models, present
+from agentq.api.health import Health, Readiness
+from agentq.web import present
 from agentq.web.openapi import build_spec
 from agentq.web.operation import operation
 from agentq.web.services import services
@@ -15,14 +16,14 @@ bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
-@operation("Liveness: the process answers", answers={200: models.Health}, public=True)
+@operation("Liveness: the process answers", answers={200: Health}, public=True)
 def healthz():
-    return present.dump(models.Health(status="ok"))
+    return present.dump(Health(status="ok"))
 
 
 @bp.get("/readyz")
 @operation("Readiness: the database and the broker answer",
-           answers={200: models.Readiness, 503: models.Readiness}, public=True)
+           answers={200: Readiness, 503: Readiness}, public=True)
 def readyz():
     checks: dict[str, str] = {}
     for name, check in services().checks.items():
@@ -33,7 +34,7 @@ def readyz():
             log.warning("readiness check %s failed: %s", name, exc)
             checks[name] = f"failed: {type(exc).__name__}"
     ready = all(value == "ok" for value in checks.values())
-    answer = models.Readiness(status="ready" if ready else "not_ready", checks=checks)
+    answer = Readiness(status="ready" if ready else "not_ready", checks=checks)
     return present.dump(answer), 200 if ready else 503
 
 

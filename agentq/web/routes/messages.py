@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
-from agentq.web import models, present
+from agentq.api.messages import MessageAnswer, MessageHeaders, PostMessage
+from agentq.web import present
 from agentq.web.operation import operation
 from agentq.web.services import services
 
@@ -11,9 +12,9 @@ bp = Blueprint("messages", __name__, url_prefix="/v1/conversations")
 
 
 @bp.post("/<id:conversation_id>/messages")
-@operation("Send a user message", body=models.PostMessage, headers=models.MessageHeaders,
-           answers={202: models.MessageAnswer}, errors=(409,))
-def post(conversation_id: str, body: models.PostMessage, headers: models.MessageHeaders):
+@operation("Send a user message", body=PostMessage, headers=MessageHeaders,
+           answers={202: MessageAnswer}, errors=(409,))
+def post(conversation_id: str, body: PostMessage, headers: MessageHeaders):
     """Write first, then send follow-ups (docs/design.md §2); the same key gets the same answer."""
     svc = services()
     answer, followups = svc.commands.post_message(  # a Conflict's details say the state
@@ -23,4 +24,4 @@ def post(conversation_id: str, body: models.PostMessage, headers: models.Message
     if followups and not answer.queued:
         svc.announce(conversation_id)
     svc.dispatch(followups)
-    return present.dump(models.MessageAnswer(**answer.to_json())), 202
+    return present.dump(MessageAnswer(**answer.to_json())), 202

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
+from agentq.api.profiles import ProfileList, ProfileOut, PutKey
 from agentq.errors import NotFound
 from agentq.tenancy.own_keys import OwnKeys
-from agentq.web import models, present
+from agentq.web import present
 from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
@@ -19,13 +20,13 @@ bp = Blueprint("profiles", __name__, url_prefix="/v1/profiles")
 
 
 @bp.get("")
-@operation("List the model profiles you may use", answers={200: models.ProfileList})
+@operation("List the model profiles you may use", answers={200: ProfileList})
 def listing():
     svc = services()
     tenant = g.scope.tenant
     own = svc.own_keys.profiles_with_keys(tenant) if svc.own_keys is not None else set()
-    return present.dump(models.ProfileList(profiles=[
-        models.ProfileOut(
+    return present.dump(ProfileList(profiles=[
+        ProfileOut(
             name=p.name, kind=p.kind, models=list(p.models), default_model=p.chosen_model,
             tenant_keys=p.tenant_keys, own_key_set=p.name in own, extra_body=list(p.extra_body),
         )
@@ -35,8 +36,8 @@ def listing():
 
 @bp.put("/<id:profile>/key")
 @operation("Set your own API key for a profile that takes one (write-only)",
-           body=models.PutKey, answers={204: None}, errors=(409, 503))
-def put_key(profile: str, body: models.PutKey):
+           body=PutKey, answers={204: None}, errors=(409, 503))
+def put_key(profile: str, body: PutKey):
     _own_keys().put(g.scope.tenant, profile, body.api_key)
     return "", 204
 

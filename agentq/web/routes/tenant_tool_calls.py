@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
+from agentq.api.tenant_tool_calls import ListTenantToolCalls, TenantToolCall, TenantToolCallPage
 from agentq.core.events import ToolCallRecord
 from agentq.web import present
-from agentq.web.models import ListTenantToolCalls, TenantToolCall, TenantToolCallPage
 from agentq.web.operation import operation
 from agentq.web.pagination import page_of
 from agentq.web.services import services

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
+from agentq.api.tool_calls import CallContext, ListToolCalls, Resolution, ToolCall, ToolCallList
 from agentq.errors import NotFound
-from agentq.web import models, present
+from agentq.web import present
 from agentq.web.operation import operation
 from agentq.web.services import services
 from agentq.webhooks import payloads
@@ -14,9 +15,9 @@ bp = Blueprint("tool_calls", __name__, url_prefix="/v1/conversations")
 
 
 @bp.get("/<id:conversation_id>/tool-calls")
-@operation("List the conversation's tool calls", query=models.ListToolCalls,
-           answers={200: models.ToolCallList})
-def listing(conversation_id: str, query: models.ListToolCalls):
+@operation("List the conversation's tool calls", query=ListToolCalls,
+           answers={200: ToolCallList})
+def listing(conversation_id: str, query: ListToolCalls):
     """Pending calls (`?status=pending`) include those of its sub-agents' conversations that
     wait for a person, each naming its conversation and agent: the parent's people answer
     them too."""
@@ -26,12 +27,12 @@ def listing(conversation_id: str, query: models.ListToolCalls):
                                                                       status=query.status)]
     if query.status == "pending":
         calls.extend(_pending_below(conversation_id))
-    return present.dump(models.ToolCallList(tool_calls=calls))
+    return present.dump(ToolCallList(tool_calls=calls))
 
 
-def _pending_below(conversation_id: str) -> list[models.ToolCall]:
+def _pending_below(conversation_id: str) -> list[ToolCall]:
     store = services().store
-    found: list[models.ToolCall] = []
+    found: list[ToolCall] = []
     for child in store.list_descendants(conversation_id):
         agent = child.agent.name if child.agent else None
         found.extend(present.tool_call(call, conversation_id=child.id, agent=agent)
@@ -43,7 +44,7 @@ def _pending_below(conversation_id: str) -> list[models.ToolCall]:
 @bp.get("/<id:conversation_id>/tool-calls/<id:call_id>/context")
 @operation("What a person needs to decide on a call: the conversation's title, the message "
            "that started the turn, who it acts for, what the model said before the call, the "
-           "tool's description and the turn's earlier calls", answers={200: models.CallContext})
+           "tool's description and the turn's earlier calls", answers={200: CallContext})
 def call_context(conversation_id: str, call_id: str):
     svc = services()
     svc.conversation(conversation_id, g.scope)
@@ -58,7 +59,7 @@ def call_context(conversation_id: str, call_id: str):
         tool = registry.get(name)
         return tool.description if tool is not None else None
 
-    return present.dump(models.CallContext(
+    return present.dump(CallContext(
         conversation={"id": conversation_id, "title": payloads.title_of(first)},
         call=payloads.call_info(turn, call_id, describe),
         context=payloads.call_context(turn, call_id),
@@ -67,8 +68,8 @@ def call_context(conversation_id: str, call_id: str):
 
 @bp.post("/<id:conversation_id>/tool-calls/<id:call_id>/resolution")
 @operation("Resolve a pending call; the same answer twice is 200 both times",
-           body=models.Resolution, answers={200: models.ToolCall}, errors=(409,))
-def resolve(conversation_id: str, call_id: str, body: models.Resolution):
+           body=Resolution, answers={200: ToolCall}, errors=(409,))
+def resolve(conversation_id: str, call_id: str, body: Resolution):
     """Idempotent on the tool_call_id: a different late answer is 409 with the call's status."""
     svc = services()
     answer = body.root

@@ -11,11 +11,12 @@ import hmac
 
 from flask import Blueprint, g, request
 
+from agentq.api import usage
 from agentq.core.scope import Scope
 from agentq.core.timefmt import format_ts
 from agentq.core.usage import hour_of
 from agentq.store.usage import UsageRow
-from agentq.web import models, present
+from agentq.web import present
 from agentq.web.auth import authenticate
 from agentq.web.errors import ApiError
 from agentq.web.operation import operation
@@ -41,9 +42,9 @@ def _tenant_or_operator() -> None:
 @bp.get("")
 @operation("Tokens and model calls spent, per hour or day, by agent, model, profile or "
            "conversation (the operator's key reads across tenants)",
-           query=models.UsageQuery, answers={200: models.UsageReport}, errors=(403,),
+           query=usage.UsageQuery, answers={200: usage.UsageReport}, errors=(403,),
            auth=_tenant_or_operator)
-def report(query: models.UsageQuery):
+def report(query: usage.UsageQuery):
     by = query.dimensions()
     if g.operator:
         tenant = query.tenant
@@ -56,13 +57,12 @@ def report(query: models.UsageQuery):
         tenant = g.scope.tenant
     rows = services().store.usage_report(tenant=tenant, start=query.start, end=query.end,
                                          group_by=query.group_by, by=by, limit=query.limit + 1)
-    return present.dump(models.UsageReport(
+    return present.dump(usage.UsageReport(
         start=format_ts(hour_of(query.start)), end=format_ts(query.end),
         group_by=query.group_by, by=list(by), tenant=tenant,
         rows=[_row(row) for row in rows[: query.limit]], truncated=len(rows) > query.limit,
     ))
 
 
-def _row(row: UsageRow) -> models.UsageRow:
-    return models.UsageRow(start=format_ts(row.start), group=row.keys,
-                           **row.tokens.to_json())
+def _row(row: UsageRow) -> usage.UsageRow:
+    return usage.UsageRow(start=format_ts(row.start), group=row.keys, **row.tokens.to_json())

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
-from agentq.core.timefmt import format_ts
-from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
-from agentq.web import present
-from agentq.web.errors import ApiError
-from agentq.web.models import (
+from agentq.api.webhooks import (
     Attempt,
     ChangeWebhook,
     CreateWebhook,
@@ -25,6 +21,10 @@ from agentq.web.models import (
     WebhookOut,
     WebhookWithSecret,
 )
+from agentq.core.timefmt import format_ts
+from agentq.store.webhooks import WebhookDelivery, WebhookEndpoint
+from agentq.web import present
+from agentq.web.errors import ApiError
 from agentq.web.operation import operation
 from agentq.web.services import services
 from agentq.webhooks.endpoints import WebhookEndpoints

@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentq.api.events import StreamEnd
 from agentq.core.events import Event
 from agentq.live.pubsub import Feed, FeedEnded, Notice, Partial, channel
 from agentq.store import Store
 from agentq.web import present
-from agentq.web.models import StreamEnd
 from agentq.web.streaming.children import ChildDeltas, child_delta
 from agentq.web.streaming.shared_reads import SharedReads
 from agentq.web.streaming.turn_text import TurnText
