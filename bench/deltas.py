@@ -45,6 +45,7 @@ from agentq.providers.base import CallContext  # noqa: E402
 from agentq.providers.scripted import ScriptedProvider, split_text  # noqa: E402
 from agentq.runtime.model_call import ModelCall, RoundInfo  # noqa: E402
 from agentq.runtime.timers import Timers  # noqa: E402
+from agentq.live.announcer import LiveAnnouncer
 from bench.places import redis_database  # noqa: E402
 
 REQUEST = Request(system="", messages=(Message(role="user", text="go"),))
@@ -120,8 +121,8 @@ def run(url: str, args, window_s: float) -> dict:
     sent: dict[str, list[float]] = {cid: [] for cid in cids}
 
     def one(cid: str) -> None:
-        call = ModelCall(Timed(sent[cid]), lambda kind, data: pubsub.publish(cid, kind, data),
-                         lambda: None, timers=timers, max_attempts=1, delta_window_s=window_s)
+        call = ModelCall(Timed(sent[cid]), LiveAnnouncer(pubsub),
+                         lambda step_key: None, timers=timers, max_attempts=1, delta_window_s=window_s)
         ctx = CallContext(conversation_id=cid, step_key=f"{cid}:1", round_id=cid, attempt=1,
                           rounds_committed=0, settings=settings)
         call.run(REQUEST, ctx, RoundInfo(cid, "t", cid, f"{cid}:1"), threading.Event(),

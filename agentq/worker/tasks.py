@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from celery import Celery, Task
 from kombu.exceptions import OperationalError
@@ -14,12 +15,23 @@ from agentq.process.logs import log_context
 from agentq.runtime import Runtime
 from agentq.worker.queues import NO_TOOL_QUEUES
 
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
+
 log = logging.getLogger(__name__)
 
 
+def no_deliveries() -> Deliveries | None:
+    """A process whose workers send no webhooks (the API's, a test's)."""
+    return None
+
+
 def register_tasks(
-    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str]
+    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str],
+    deliveries: Callable[[], Deliveries | None] = no_deliveries,
 ) -> None:
+    """The tasks of `app`, each calling the process's `runtime()` (or, for webhooks, its
+    `deliveries()`: None where no encryption key seals secrets)."""
     def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
         """Run a step and send its follow-ups, then wake what its freed slot lets run
         (`wakes_held`: the conversation's next step waits for no read), then publish its
@@ -61,10 +73,10 @@ def register_tasks(
     @app.task(name="agentq.webhooks.relay", shared=False)
     def webhooks_relay() -> int:
         """Claim the webhook deliveries that are due and send one deliver task each."""
-        deliveries = runtime().webhooks
-        if deliveries is None:
+        sender = deliveries()
+        if sender is None:
             return 0
-        claimed = deliveries.relay()
+        claimed = sender.relay()
         for item in claimed:
             app.send_task("agentq.webhooks.deliver", args=[item.id, item.attempts],
                           task_id=f"{item.id}:{item.attempts}",
@@ -74,8 +86,8 @@ def register_tasks(
     @app.task(name="agentq.webhooks.deliver", shared=False)
     def webhooks_deliver(delivery_id: str, attempt: int) -> str | None:
         """POST one attempt of a delivery; its outcome (never the receiver's body) is kept."""
-        deliveries = runtime().webhooks
-        answer = None if deliveries is None else deliveries.deliver(delivery_id, attempt)
+        sender = deliveries()
+        answer = None if sender is None else sender.deliver(delivery_id, attempt)
         return None if answer is None else answer.outcome
 
     @app.task(name="agentq.ping", shared=False)

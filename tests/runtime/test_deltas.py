@@ -17,6 +17,7 @@ from agentq.providers.errors import ProviderError
 from agentq.runtime.deltas import CoalescedDeltas
 from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from agentq.live.announcer import LiveAnnouncer
 
 WINDOW_S = 0.04
 REQUEST = Request(system="", messages=(Message(role="user", text="hi"),))
@@ -292,7 +293,7 @@ class Streaming:
 
 
 def call(pubsub: PubSub, cid: str, model: Streaming, window_s: float = 0.005) -> ModelCall:
-    return ModelCall(model, lambda kind, data: pubsub.publish(cid, kind, data), lambda: None,
+    return ModelCall(model, LiveAnnouncer(pubsub), lambda step_key: None,
                      timers=Timers(), max_attempts=3, sleep=lambda s: None,
                      delta_window_s=window_s)
 
