@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from celery import Celery, Task
@@ -32,35 +33,42 @@ def register_tasks(
 ) -> None:
     """The tasks of `app`, each calling the process's `runtime()` (or, for webhooks, its
     `deliveries()`: None where no encryption key seals secrets)."""
-    def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
-        """Run a step and send its follow-ups, then wake what its freed slot lets run
-        (`wakes_held`: the conversation's next step waits for no read), then publish its
-        notices (Notices.held)."""
+    @contextmanager
+    def stepping(conversation_id: str) -> Iterator[Runtime]:
+        """The runtime, for one step run in the block, which `send`s its follow-ups; then
+        wake what its freed slot lets run (`wakes_held`: the conversation's next step waits
+        for no read), then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
             freed: list = []
             try:
                 with rt.wakes_held() as freed:
-                    enqueue(app, work(rt), tool_queues=tool_queues)
+                    yield rt
             finally:  # a step that raised freed its slot too: what waits for it is woken
                 enqueue(app, rt.wake(freed), tool_queues=tool_queues)
 
+    def send(followups: list[FollowUp]) -> None:
+        enqueue(app, followups, tool_queues=tool_queues)
+
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
-        step(conversation_id, lambda rt: rt.advance(conversation_id, task_id=self.request.id))
+        with stepping(conversation_id) as rt:
+            send(rt.advance(conversation_id, task_id=self.request.id))
 
     @app.task(name="agentq.run_tool", shared=False)
     def run_tool(conversation_id: str, tool_call_id: str) -> None:
-        step(conversation_id, lambda rt: rt.run_tool(conversation_id, tool_call_id))
+        with stepping(conversation_id) as rt:
+            send(rt.run_tool(conversation_id, tool_call_id))
 
     @app.task(name="agentq.compact", shared=False, bind=True)
     def compact(self: Task, conversation_id: str, to_seq: int) -> None:
-        step(conversation_id,
-             lambda rt: rt.compact(conversation_id, to_seq, task_id=self.request.id))
+        with stepping(conversation_id) as rt:
+            send(rt.compact(conversation_id, to_seq, task_id=self.request.id))
 
     @app.task(name="agentq.expire", shared=False)
     def expire(conversation_id: str, tool_call_id: str) -> None:
-        step(conversation_id, lambda rt: rt.expire(conversation_id, tool_call_id))
+        with stepping(conversation_id) as rt:
+            send(rt.expire(conversation_id, tool_call_id))
 
     @app.task(name="agentq.sweep", shared=False)
     def sweep() -> None:
