@@ -40,12 +40,12 @@ import redis  # noqa: E402
 
 from agentq.core.request import Message, Request  # noqa: E402
 from agentq.core.settings import Settings  # noqa: E402
+from agentq.live.announcer import LiveAnnouncer  # noqa: E402
 from agentq.live.pubsub import PubSub, channel  # noqa: E402
 from agentq.providers.base import CallContext  # noqa: E402
 from agentq.providers.scripted import ScriptedProvider, split_text  # noqa: E402
 from agentq.runtime.model_call import ModelCall, RoundInfo  # noqa: E402
 from agentq.runtime.timers import Timers  # noqa: E402
-from agentq.live.announcer import LiveAnnouncer
 from bench.places import redis_database  # noqa: E402
 
 REQUEST = Request(system="", messages=(Message(role="user", text="go"),))

@@ -70,7 +70,7 @@ class Runtime:
         self.registry = registry
         self.pubsub = pubsub
         self.config = config
-        self.rules: TenantRules = rules or NoPolicy()
+        self.rules: TenantRules = NoPolicy() if rules is None else rules
         self.clock = clock
         self._sleep = sleep
         self.announcer = LiveAnnouncer(pubsub)

@@ -17,10 +17,10 @@ from agentq.providers.answer import Answer
 from agentq.providers.errors import ProviderError
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import recording, unheard
 from tests.support.emulators import AnthropicEmulator, Fail, Reply
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.shapes import SHAPES
-from tests.support.announce import recording, unheard
 
 
 served, kit = kit_fixtures("anthropic")

@@ -33,12 +33,12 @@ from agentq.tools import Registry
 from agentq.core.scope import Scope
 from tests.core import builders as b
 from tests.core.strategies import conversation_logs
+from tests.support.announce import recording, unheard
 from tests.support.drive import drain
 from tests.support.emulators import Call, Fail, Reply, Reset, Stall
 from tests.support.emulators.kit import HELLO, Kit, MAX_TOKENS_FIELD, WEATHER, kit_fixtures, running
 from tests.support.emulators.shapes import SHAPES
 from tests.support.rules import Rules
-from tests.support.announce import recording, unheard
 
 PROVIDERS = ["openai", "anthropic", "openai_responses"]
 SCOPE = Scope(tenant="t1", user="u1")

@@ -18,10 +18,10 @@ from agentq.providers.errors import ProviderError
 from agentq.providers.openai_chat import _ChunkReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Fail, OpenAIEmulator
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.shapes import SHAPES
-from tests.support.announce import unheard
 
 
 served, kit = kit_fixtures("openai")

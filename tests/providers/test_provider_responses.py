@@ -23,11 +23,11 @@ from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.providers.openai_responses import EventReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Call, Fail, Reply
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.responses_api import ResponsesEmulator
 from tests.support.emulators.responses_rules import Memory, check
-from tests.support.announce import unheard
 
 REASONER = "emu-reasoner-1"
 TWO_CITIES = (Call("get_weather", {"city": "Oslo"}), Call("get_weather", {"city": "Bergen"}))

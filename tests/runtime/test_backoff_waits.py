@@ -13,9 +13,9 @@ import pytest
 
 from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Fail
 from tests.support.emulators.kit import HELLO, Kit, running
-from tests.support.announce import unheard
 
 INFO = RoundInfo("conv-1", "turn-1", "round-1", "step-1")
 

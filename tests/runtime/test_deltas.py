@@ -11,13 +11,13 @@ import pytest
 
 from agentq.core.request import Message, Request
 from agentq.core.settings import Settings
+from agentq.live.announcer import LiveAnnouncer
 from agentq.live.pubsub import Notice, PubSub
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.errors import ProviderError
 from agentq.runtime.deltas import CoalescedDeltas
 from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
-from agentq.live.announcer import LiveAnnouncer
 
 WINDOW_S = 0.04
 REQUEST = Request(system="", messages=(Message(role="user", text="hi"),))

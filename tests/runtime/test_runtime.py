@@ -21,8 +21,8 @@ from agentq.tenancy.access import provider_for
 from agentq.tools import Registry, ToolOutcome
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
-from tests.support.store import claim
 from tests.support.rules import Rules
+from tests.support.store import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
 
