@@ -40,6 +40,7 @@ import redis  # noqa: E402
 
 from agentq.core.request import Message, Request  # noqa: E402
 from agentq.core.settings import Settings  # noqa: E402
+from agentq.live.announcer import LiveAnnouncer  # noqa: E402
 from agentq.live.pubsub import PubSub, channel  # noqa: E402
 from agentq.providers.base import CallContext  # noqa: E402
 from agentq.providers.scripted import ScriptedProvider, split_text  # noqa: E402
@@ -120,8 +121,8 @@ def run(url: str, args, window_s: float) -> dict:
     sent: dict[str, list[float]] = {cid: [] for cid in cids}
 
     def one(cid: str) -> None:
-        call = ModelCall(Timed(sent[cid]), lambda kind, data: pubsub.publish(cid, kind, data),
-                         lambda: None, timers=timers, max_attempts=1, delta_window_s=window_s)
+        call = ModelCall(Timed(sent[cid]), LiveAnnouncer(pubsub),
+                         lambda step_key: None, timers=timers, max_attempts=1, delta_window_s=window_s)
         ctx = CallContext(conversation_id=cid, step_key=f"{cid}:1", round_id=cid, attempt=1,
                           rounds_committed=0, settings=settings)
         call.run(REQUEST, ctx, RoundInfo(cid, "t", cid, f"{cid}:1"), threading.Event(),

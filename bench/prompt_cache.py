@@ -27,6 +27,7 @@ from agentq.core.scope import Scope  # noqa: E402
 from tests.support.drive import drain  # noqa: E402
 from tests.support.emulators import Call, Reply  # noqa: E402
 from tests.support.emulators.kit import Kit, running  # noqa: E402
+from tests.support.rules import Rules  # noqa: E402
 
 SYSTEM = "You are a careful assistant for weather questions. " * 20
 
@@ -35,7 +36,8 @@ def cache_usage(kit: Kit, store: Store, turns: int = 20) -> dict[str, int]:
     """Input tokens of every model call of a `turns`-turn conversation, by kind."""
     registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://prompt-cache"),
-                      config=Config(), providers=kit.access().provider_for, sleep=lambda s: None)
+                      config=Config(), rules=Rules(providers=kit.access().provider_for),
+                      sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())
     scope = Scope(tenant="t1", user="u1")
     settings = kit.settings(tools=["get_weather"], system=SYSTEM)

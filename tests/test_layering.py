@@ -482,3 +482,35 @@ def test_the_direction_check_sees_a_package_left_out_or_in_the_wrong_layer():
     assert {"agentq.tools", "agentq.client"} <= set(missing_from_the_direction(layers))
     moved = [{"agentq.core", "agentq.api"}, layers[1] - {"agentq.api"}, *layers[2:]]
     assert "agentq.api" in missing_from_the_direction(moved)
+
+
+# ---- seams ---------------------------------------------------------------------------------
+# The runtime is built from a handful of named objects (agentq/runtime/seams.py): a
+# new need of a step goes into one of them (the tenant rules, the announcer, the config),
+# not into one more callable handed to Runtime.
+MAX_RUNTIME_PARAMETERS = 7
+
+
+def parameters_of(source: str, cls: str, method: str = "__init__") -> list[str]:
+    """The names `cls.method` in `source` takes, `self` left out."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    args = item.args
+                    every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                    every += [a for a in (args.vararg, args.kwarg) if a is not None]
+                    return [a.arg for a in every if a.arg != "self"]
+    raise AssertionError(f"no {cls}.{method} in the source")
+
+
+def test_the_runtime_is_built_from_at_most_seven_objects():
+    taken = parameters_of((ROOT / "agentq/runtime/runtime.py").read_text(), "Runtime")
+    assert len(taken) <= MAX_RUNTIME_PARAMETERS, (
+        f"Runtime.__init__ takes {len(taken)} parameters: {taken}")
+
+
+def test_the_parameter_count_sees_every_kind_of_parameter():
+    source = "class R:\n    def __init__(self, a, /, b, *c, d, **e):\n        pass\n"
+    assert parameters_of(source, "R") == ["a", "b", "d", "c", "e"]
+    assert len(parameters_of(source, "R")) > 4

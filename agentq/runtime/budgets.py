@@ -19,7 +19,7 @@ def within_budget(ctx: StepContext, view: View) -> None:
     BudgetWaits (the operator's `on_exceeded = "wait"`, for a budget that resets) or
     BudgetExceeded (the turn fails, its `error` event saying which budget and when it
     resets)."""
-    budgets = ctx.budgets(view.tenant)
+    budgets = ctx.rules.budgets_for(view.tenant)
     if not budgets.any():
         return
     spent = ctx.store.budget_spent(view.conversation_id)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,7 +27,6 @@ from typing import Any
 from agentq.core import drafts, subagents
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
-from agentq.core.ceilings import Ceilings
 from agentq.core.decide import Step
 from agentq.core.events import Event, FsmState, ToolCallRecord
 from agentq.core.settings import Settings
@@ -36,6 +34,7 @@ from agentq.errors import InvalidInput, Stale
 from agentq.followups import Advance, FollowUp
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
+from agentq.runtime.seams import TenantRules
 from agentq.store import ConversationInfo, ConversationTxn
 from agentq.store.agents import CODE_OWNER
 from agentq.telemetry import tracing
@@ -52,27 +51,21 @@ class ChildAgent:
     settings: Settings
 
 
-# (tenant, agent name) -> the child's agent, or why it cannot run (a message the model reads)
-FindAgent = Callable[[str, str], "ChildAgent | str"]
-
-
-def agents_in_store(store: Any, policy: Any = None) -> FindAgent:
-    """The tenant's own agent of the name, else the code's that the policy offers it, with
-    its settings admitted as a new conversation's would be (without a policy: as stored)."""
-    def find(tenant: str, name: str) -> ChildAgent | str:
-        found = store.load_agent_version(tenant, name)
-        if found is None and (policy is None or policy.offers_agent(name, tenant)):
-            found = store.load_agent_version(CODE_OWNER, name)
-        if found is None:
-            return f"no agent named {name!r}"
-        settings = found.definition.settings
-        if policy is not None:
-            try:
-                settings = policy.settings_for(settings, tenant, from_code=found.source == "code")
-            except InvalidInput as exc:
-                return f"the agent {name!r} cannot start: {exc}"
-        return ChildAgent(found.ref, settings)
-    return find
+def find_agent(store: Any, rules: TenantRules, tenant: str, name: str) -> ChildAgent | str:
+    """The agent a child of `tenant`'s runs, or why it cannot run (a message the model reads):
+    the tenant's own agent of the name, else the code's that the rules offer it, with its
+    settings admitted as a new conversation's would be."""
+    found = store.load_agent_version(tenant, name)
+    if found is None and rules.offers_agent(name, tenant):
+        found = store.load_agent_version(CODE_OWNER, name)
+    if found is None:
+        return f"no agent named {name!r}"
+    try:
+        settings = rules.settings_for(found.definition.settings, tenant,
+                                      from_code=found.source == "code")
+    except InvalidInput as exc:
+        return f"the agent {name!r} cannot start: {exc}"
+    return ChildAgent(found.ref, settings)
 
 
 @dataclass(frozen=True)
@@ -84,13 +77,13 @@ class Start:
     traceparent: str | None = None
 
 
-def run_agent_call(lifecycle: Lifecycle, find: FindAgent, ceilings: Callable[[str], Ceilings],
-                   conversation: ConversationInfo, call: ToolCallRecord) -> list[FollowUp]:
+def run_agent_call(lifecycle: Lifecycle, conversation: ConversationInfo, call: ToolCallRecord
+                   ) -> list[FollowUp]:
     """The step an agent call is at: start its child (scheduled), or collect its answer
     (pending, once the child's ended turn scheduled the handover: a start task delivered
     again finds no handover yet, and does nothing)."""
     if call.status == "scheduled":
-        return lifecycle.run(StartChild(lifecycle.ctx, find, ceilings, conversation, call))
+        return lifecycle.run(StartChild(lifecycle.ctx, conversation, call))
     if call.status == "pending":
         work = CollectChild(lifecycle.ctx, conversation, call)
         if lifecycle.ctx.store.load_step(work.step.key) is not None:
@@ -101,10 +94,9 @@ def run_agent_call(lifecycle: Lifecycle, find: FindAgent, ceilings: Callable[[st
 class StartChild(StepWork["Start | str"]):
     """The agent call's tool step: the child conversation, started in the parent's commit."""
 
-    def __init__(self, ctx: StepContext, find: FindAgent, ceilings: Callable[[str], Ceilings],
-                 conversation: ConversationInfo, call: ToolCallRecord) -> None:
+    def __init__(self, ctx: StepContext, conversation: ConversationInfo, call: ToolCallRecord
+                 ) -> None:
         super().__init__(ctx, conversation.id, conversation.tenant, Step.tool(conversation.id, call.id))
-        self.find, self.ceilings = find, ceilings
         self.conversation, self.call = conversation, call
         self.tool = call.name
 
@@ -120,7 +112,7 @@ class StartChild(StepWork["Start | str"]):
         text = subagents.child_input(tool, call.args)
         if text is None:
             return f"invalid arguments for {call.name!r}: give one string argument, 'input'"
-        limits = self.ceilings(conversation.tenant)
+        limits = self.ctx.rules.ceilings_for(conversation.tenant)
         turn = self.ctx.store.load_view(conversation.id, turn_only=True)
         nth = subagents.nth_agent_call(turn.events if turn else (), call.id)
         refused = subagents.refusal(depth=conversation.depth, nth_child=nth,
@@ -128,7 +120,7 @@ class StartChild(StepWork["Start | str"]):
                                     max_children=limits.max_children_per_turn)
         if refused is not None:
             return refused
-        found = self.find(conversation.tenant, call.name)
+        found = find_agent(self.ctx.store, self.ctx.rules, conversation.tenant, call.name)
         if isinstance(found, str):
             return found
         child_id = subagents.child_conversation_id(conversation.id, call.id)
@@ -150,7 +142,7 @@ class StartChild(StepWork["Start | str"]):
                 closed = None
                 self._start(tx, child_id, result, now)
         if closed is not None:
-            self.ctx.notify(self.conversation_id, closed[0])
+            self.ctx.notices.notify(self.conversation_id, closed[0])
             return after_result(self.conversation_id, closed[1])
         log.info("sub-agent %s runs as conversation %s", call.name, child_id,
                  extra={"status": "succeeded"})
@@ -221,7 +213,7 @@ class CollectChild(StepWork["tuple[str, Any]"]):
             events, fsm = tx.append_and_fold([drafts.tool_result(
                 call.id, status, output, turn_id=call.turn_id, round_id=call.round_id,
                 step_key=self.step.key, created_at=now)], now=now)
-        self.ctx.notify(self.conversation_id, events)
+        self.ctx.notices.notify(self.conversation_id, events)
         log.info("sub-agent %s answered: %s", call.name, status, extra={"status": "succeeded"})
         return after_result(self.conversation_id, fsm)
 
@@ -247,5 +239,5 @@ def close_with_error(ctx: StepContext, conversation_id: str, call_id: str, messa
                 step_key=None, created_at=now)], now=now)
     except Stale:
         return []
-    ctx.notify(conversation_id, events)
+    ctx.notices.notify(conversation_id, events)
     return after_result(conversation_id, fsm)

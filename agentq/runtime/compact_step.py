@@ -51,7 +51,7 @@ def compact(
         return [Advance(conversation_id)]  # done already; its advance may have been lost
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         step = Step.compact(conversation_id, to_seq)
-        return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
+        return hold_for_breaker(lifecycle.ctx, calls.announcer, view, step, wait)
     return lifecycle.run(CompactStep(lifecycle.ctx, calls, view, to_seq), task_id=task_id)
 
 
@@ -107,7 +107,7 @@ class CompactStep(StepWork[Summary]):
                 return summary, usage, tokens
 
     def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
-        return hold_waiting_call(self.ctx, self.calls.publish, self.view, self.step, opened,
+        return hold_waiting_call(self.ctx, self.calls.announcer, self.view, self.step, opened,
                                  worker=claim.worker)
 
     def commit(self, claim: Claim, result: Summary) -> list[FollowUp]:

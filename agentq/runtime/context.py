@@ -1,37 +1,24 @@
 """What every step kind is given instead of the whole Runtime: the store, the clock, the config,
-where to announce new events and how to render a view, with the two writes they share.
+where to announce new events, the tenant rules and how to render a view, with the two writes
+they share.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from agentq.config import Config
 from agentq.core import drafts
 from agentq.core.budget import Renderer
 from agentq.core.decide import Step
-from agentq.core.events import Event, FsmState
+from agentq.core.events import FsmState
 from agentq.core.fsm import round_closed
 from agentq.core.render import render
-from agentq.core.token_budgets import TokenBudgets
 from agentq.followups import Advance, FollowUp, RunTool
+from agentq.runtime.notices import Notices
+from agentq.runtime.seams import NoPolicy, TenantRules
 from agentq.store import ConversationInfo, Store
-
-
-def no_cap(tenant: str) -> int | None:
-    """Every tenant may run any number of steps at once."""
-    return None
-
-
-def no_queue(kind: str, tool: str | None) -> str | None:
-    """Where a step's task goes is not known here (no worker queues: no default shares)."""
-    return None
-
-
-def no_budgets(tenant: str) -> TokenBudgets:
-    """No tenant has a token budget."""
-    return TokenBudgets()
 
 
 @dataclass(frozen=True)
@@ -41,16 +28,11 @@ class StepContext:
     store: Store
     clock: Callable[[], datetime]
     config: Config
-    notify: Callable[[str, Sequence[Event]], None]
-    # How many of a tenant's steps may run at once on all workers (the operator's policy).
-    running_steps: Callable[[str], int | None] = no_cap
+    notices: Notices  # tells live streams of the events a step appended
+    # What the operator allows a tenant's steps: running steps, budgets, ceilings, queues.
+    rules: TenantRules = field(default_factory=NoPolicy)
     # How a model step renders its view: `render`, or a worker's transcripts that give the same.
     render: Renderer = render
-    # The queue a step's task goes to, by kind and tool: its tenant's default share is of the
-    # slots that queue's workers offer (`agentq.runtime.shares`).
-    queue_of: Callable[[str, str | None], str | None] = no_queue
-    # A tenant's token budgets (the operator's policy): checked before each model call.
-    budgets: Callable[[str], TokenBudgets] = no_budgets
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str,
@@ -64,7 +46,7 @@ class StepContext:
                 turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,
                 details=details,
             )], now=now)
-        self.notify(conversation_id, events)
+        self.notices.notify(conversation_id, events)
         return to_parent(tx.conversation)
 
 

@@ -86,5 +86,5 @@ def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[Fo
             span.outcome("succeeded")
     except Stale:
         return []
-    ctx.notify(conversation_id, events)
+    ctx.notices.notify(conversation_id, events)
     return after_result(conversation_id, fsm)

@@ -8,7 +8,6 @@ advance goes with that time as its ETA.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 
 from agentq.core.breaker import Wait
@@ -21,6 +20,7 @@ from agentq.followups import Advance, FollowUp
 from agentq.providers.errors import BudgetWaits, CallWaits
 from agentq.runtime.context import StepContext
 from agentq.runtime.expire_step import eta
+from agentq.runtime.seams import Announcer
 from agentq.store import NewStep
 
 log = logging.getLogger(__name__)
@@ -32,18 +32,18 @@ MAX_SPREAD_S = 15.0
 
 
 def hold_for_breaker(
-    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    ctx: StepContext, announcer: Announcer, view: View, step: Step,
     wait: Wait, *, worker: str | None = None,
 ) -> list[FollowUp]:
     """Hold `step` until the breaker lets it call; with `worker`, the step was ours, running.
 
     A step held again for the same time (a sweeper's re-drive) sends nothing more.
     """
-    return _hold(ctx, publish, view, step, wait, worker=worker, notice={"circuit": "open"})
+    return _hold(ctx, announcer, view, step, wait, worker=worker, notice={"circuit": "open"})
 
 
 def hold_waiting_call(
-    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    ctx: StepContext, announcer: Announcer, view: View, step: Step,
     waits: CallWaits, *, worker: str,
 ) -> list[FollowUp]:
     """Hold our running `step`, whose call may not go out before `waits.until`: its
@@ -51,14 +51,14 @@ def hold_waiting_call(
     `budget.exceeded` webhook is sent, once per wait: its key is the log's last seq)."""
     wait = Wait(waits.until, waits.message)
     if not isinstance(waits, BudgetWaits):
-        return hold_for_breaker(ctx, publish, view, step, wait, worker=worker)
+        return hold_for_breaker(ctx, announcer, view, step, wait, worker=worker)
     details = waits.details or {}
-    return _hold(ctx, publish, view, step, wait, worker=worker, notice={"budget": details},
+    return _hold(ctx, announcer, view, step, wait, worker=worker, notice={"budget": details},
                  occurrence=Occurrence("budget.exceeded", view.last_seq, details))
 
 
 def _hold(
-    ctx: StepContext, publish: Callable[[str, str, dict], object], view: View, step: Step,
+    ctx: StepContext, announcer: Announcer, view: View, step: Step,
     wait: Wait, *, worker: str | None, notice: dict, occurrence: Occurrence | None = None,
 ) -> list[FollowUp]:
     now = ctx.clock()
@@ -71,9 +71,8 @@ def _hold(
         return []
     log.warning("step held until %s: %s", format_ts(until), wait.reason,
                 extra={"status": "scheduled"})
-    publish(view.conversation_id, "retry", {
-        "round_id": step.round_id, "turn_id": view.fsm.turn_id, "attempt": None,
-        "error": wait.reason, "next_delay_s": round((until - now).total_seconds(), 3),
-        "until": format_ts(until), "transient": True, **notice,
-    })
+    announced = announcer.round(view.conversation_id, turn_id=view.fsm.turn_id,
+                                round_id=step.round_id)
+    announced.retry(None, wait.reason, round((until - now).total_seconds(), 3), transient=True,
+                    until=format_ts(until), **notice)
     return [Advance(view.conversation_id, eta=eta(until, now, ctx.config.eta_horizon_s))]

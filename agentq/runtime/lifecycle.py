@@ -175,7 +175,7 @@ class Lifecycle:
         self.leases = leases
         self.admission: Admission[FollowUp] = admission or Admission(
             limit=ctx.config.steps_in_flight, starting=ctx.store.pool_size())
-        self.shares = Shares(ctx.store, ctx.clock, ctx.running_steps)
+        self.shares = Shares(ctx.store, ctx.clock, ctx.rules.running_steps)
         self.faults = Faults(ctx)
 
     def run(self, work: StepWork[Result], *, task_id: str | None = None) -> list[FollowUp]:
@@ -185,7 +185,7 @@ class Lifecycle:
         default the step's own deterministic task id, which tool tasks are sent with).
         """
         kind = work.step.kind
-        cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.queue_of(kind, work.tool))
+        cap, kinds = self.shares.cap(work.tenant, kind, self.ctx.rules.queue_of(kind, work.tool))
         try:
             with self.admission.among_others(work.redrive) as place:
                 claim = self.claim(work, task_id, cap=cap, cap_kinds=kinds)

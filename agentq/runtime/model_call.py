@@ -6,6 +6,7 @@ Every delta carries the round id of *this* step (inv. 6), never a conversation-w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from agentq.providers.breakers import CircuitBreakers
 from agentq.providers.errors import ProviderError
 from agentq.providers.retry import retrying
 from agentq.runtime.deltas import CoalescedDeltas
+from agentq.runtime.seams import Announcer, RoundAnnouncer, TenantRules
 from agentq.runtime.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -47,23 +49,24 @@ class RoundInfo:
 
 
 class ModelCall:
-    """Streams one response, publishing deltas and retries as they happen."""
+    """Streams one response, announcing its round's deltas and retries as they happen."""
 
     def __init__(
         self,
         provider: Provider,
-        publish: Callable[[str, dict], object],
-        count_retry: Callable[[], object],
+        announcer: Announcer,
+        count_retry: Callable[[str], object],
         *,
         timers: Timers,
         max_attempts: int = 5,
         sleep: Callable[[float], None] | None = None,
         delta_window_s: float = 0.0,
     ) -> None:
-        """`delta_window_s`: how long deltas are held to be published together (0: each
-        delta at once; `runtime.deltas`)."""
+        """`count_retry(step_key)` counts a retry of the step (`Store.add_step_retry`);
+        `delta_window_s`: how long deltas are held to be published together (0: each delta
+        at once; `runtime.deltas`)."""
         self._provider = provider
-        self._publish = publish
+        self._announcer = announcer
         self._count_retry = count_retry
         self._timers = timers
         self._max_attempts = max_attempts
@@ -92,16 +95,19 @@ class ModelCall:
 
         timer = self._timers.call_later(timeout_s, on_timeout)
         tries = iter(range(ctx.attempt, ctx.attempt + self._max_attempts))
+        announced = self._announcer.round(info.conversation_id, turn_id=info.turn_id,
+                                          round_id=info.round_id)
 
         def attempt() -> ModelResponse:
             _stop_if_cancelled(cancel, timed_out, ctx)
-            return self._stream_once(request, ctx, info, cancel, next(tries), timed_out)
+            return self._stream_once(request, ctx, announced, cancel, next(tries), timed_out)
 
         try:
             return retrying(
                 attempt,
                 max_attempts=self._max_attempts,
-                on_retry=lambda attempt, err, delay: self._on_retry(info, attempt, err, delay),
+                on_retry=lambda attempt, err, delay: self._on_retry(
+                    info, announced, attempt, err, delay),
                 sleep=self._sleep or (lambda delay_s: _wait(cancel, delay_s)),
             )
         finally:
@@ -111,7 +117,7 @@ class ModelCall:
         self,
         request: Request,
         ctx: CallContext,
-        info: RoundInfo,
+        announced: RoundAnnouncer,
         cancel: threading.Event,
         attempt: int,
         timed_out: threading.Event,
@@ -119,17 +125,9 @@ class ModelCall:
         parts: list[str] = []
         final: ModelResponse | None = None
         this_try = dataclasses.replace(ctx, attempt=attempt)
-
-        def send(index: int, text: str) -> None:
-            self._publish("delta", {
-                "round_id": info.round_id,
-                "turn_id": info.turn_id,
-                "index": index,
-                "attempt": attempt,
-                "text": text,
-            })
-
-        deltas = CoalescedDeltas(send, self._timers, window_s=self._delta_window_s)
+        # each send is `announced.delta(attempt, index, text)`
+        deltas = CoalescedDeltas(functools.partial(announced.delta, attempt), self._timers,
+                                 window_s=self._delta_window_s)
         try:
             for item in self._provider.stream(request, this_try, cancel):
                 if isinstance(item, Delta):
@@ -146,39 +144,33 @@ class ModelCall:
             raise Cancelled("".join(parts))
         return final
 
-    def _on_retry(self, info: RoundInfo, attempt: int, err: ProviderError, delay_s: float) -> None:
+    def _on_retry(self, info: RoundInfo, announced: RoundAnnouncer, attempt: int,
+                  err: ProviderError, delay_s: float) -> None:
         log.warning("model call attempt %d failed, retrying in %.1f s: %s", attempt, delay_s, err)
-        self._count_retry()
-        self._publish("retry", {
-            "round_id": info.round_id,
-            "turn_id": info.turn_id,
-            "attempt": attempt,
-            "error": str(err),
-            "next_delay_s": round(delay_s, 3),
-            "transient": err.transient,
-        })
+        self._count_retry(info.step_key)
+        announced.retry(attempt, str(err), round(delay_s, 3), transient=err.transient)
 
 
 @dataclass(frozen=True)
 class ModelCalls:
-    """How this worker makes model calls: its providers, where deltas and retries go, its
-    timers, and the circuit breakers of the endpoints the calls go to."""
+    """How this worker makes model calls: the rules that pick each call's provider and
+    endpoint, where deltas and retries are announced, its timers, and the circuit breakers
+    of the endpoints the calls go to."""
 
-    providers: Callable[[Settings], Provider]
-    publish: Callable[[str, str, dict], object]  # conversation id, kind, data
-    count_retry: Callable[[str], object]  # step key
+    rules: TenantRules
+    announcer: Announcer
+    count_retry: Callable[[str], object]  # step key (`Store.add_step_retry`)
     timers: Timers
     max_attempts: int
     sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)
     delta_window_s: float = 0.0  # AGENTQ_DELTA_WINDOW_S: deltas published together
-    breakers: CircuitBreakers | None = None
-    endpoints: Callable[[Settings], str | None] = lambda settings: None  # the breaker's key
+    breakers: CircuitBreakers | None = None  # kept by `rules.endpoint_url` (None: no breaker)
 
     def breaker_wait(self, settings: Settings) -> Wait | None:
         """None if a step may call its endpoint now (maybe as the breaker's probe), else when."""
         if self.breakers is None:
             return None
-        return self.breakers.before_call(self.endpoints(settings))
+        return self.breakers.before_call(self.rules.endpoint_url(settings))
 
     def start(self, settings: Settings, info: RoundInfo, *, deltas: bool = True) -> ModelCall:
         """A call for one step, its first attempt let through by the breaker already; without
@@ -186,21 +178,44 @@ class ModelCalls:
 
         Each attempt after the first asks the breaker again, and every outcome is recorded.
         """
-        cid = info.conversation_id
-
-        def publish(kind: str, data: dict) -> None:
-            if deltas or kind == "retry":
-                self.publish(cid, kind, data)
-
-        provider = self.providers(settings)
+        provider = self.rules.provider_for(settings)
         if self.breakers is not None:
-            provider = self.breakers.guard(provider, self.endpoints(settings))
+            provider = self.breakers.guard(provider, self.rules.endpoint_url(settings))
         sleep = {} if self.sleep is None else {"sleep": self.sleep}
         return ModelCall(
-            provider, publish, lambda: self.count_retry(info.step_key),
-            timers=self.timers, max_attempts=self.max_attempts,
+            provider, self.announcer if deltas else RetriesOnly(self.announcer),
+            self.count_retry, timers=self.timers, max_attempts=self.max_attempts,
             delta_window_s=self.delta_window_s, **sleep,
         )
+
+
+class RetriesOnly:
+    """An announcer that passes on a round's retries and drops its deltas (a summary's call,
+    whose text is no answer a stream shows)."""
+
+    def __init__(self, announcer: Announcer) -> None:
+        self._announcer = announcer
+
+    def round(self, conversation_id: str, *, turn_id: str | None, round_id: str | None
+              ) -> RoundAnnouncer:
+        return _RetriesOf(self._announcer.round(conversation_id, turn_id=turn_id,
+                                                round_id=round_id))
+
+    def new_events(self, conversation_id: str, last_seq: int | None) -> object:
+        return self._announcer.new_events(conversation_id, last_seq)
+
+
+class _RetriesOf:
+    def __init__(self, announced: RoundAnnouncer) -> None:
+        self._announced = announced
+
+    def delta(self, attempt: int, index: int, text: str) -> object:
+        return None
+
+    def retry(self, attempt: int | None, error: str, next_delay_s: float, *, transient: bool,
+              until: str | None = None, **why: object) -> object:
+        return self._announced.retry(attempt, error, next_delay_s, transient=transient,
+                                     until=until, **why)
 
 
 def _stop_if_cancelled(

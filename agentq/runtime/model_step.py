@@ -63,7 +63,7 @@ def call_model(
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
-        return hold_for_breaker(lifecycle.ctx, calls.publish, view, step, wait)
+        return hold_for_breaker(lifecycle.ctx, calls.announcer, view, step, wait)
     work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
     return lifecycle.run(work, task_id=task_id)
 
@@ -138,7 +138,7 @@ class LlmStep(StepWork[ModelResponse]):
         return replace(context, request=request, evictions=evictions)
 
     def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
-        return hold_waiting_call(self.ctx, self.calls.publish, self.view, self.step, opened,
+        return hold_waiting_call(self.ctx, self.calls.announcer, self.view, self.step, opened,
                                  worker=claim.worker)
 
     def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
@@ -162,7 +162,7 @@ class LlmStep(StepWork[ModelResponse]):
             worker=claim.worker, finish=finish, now=now)
         if isinstance(finish, SeeingInbox):  # the turn is over: only a waiting message goes on
             follow = ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)
-        self.ctx.notify(cid, done.events)
+        self.ctx.notices.notify(cid, done.events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
         return follow
 

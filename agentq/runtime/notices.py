@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from agentq.core.events import Event
-from agentq.live.pubsub import PubSub
+from agentq.runtime.seams import Announcer
 
 # Notices of the running task, held until it has sent its follow-ups (Notices.held).
 _HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
@@ -15,10 +15,10 @@ _HELD_NOTICES: contextvars.ContextVar[dict[str, int] | None] = contextvars.Conte
 
 
 class Notices:
-    """Publishes "events" notices on the pub/sub, at once or when `held` ends."""
+    """Announces new events to live streams, at once or when `held` ends."""
 
-    def __init__(self, pubsub: PubSub) -> None:
-        self.pubsub = pubsub
+    def __init__(self, announcer: Announcer) -> None:
+        self.announcer = announcer
 
     def notify(self, conversation_id: str, events: Sequence[Event]) -> None:
         """Tell streams that `events` are in the log (now, or when `held` ends)."""
@@ -26,7 +26,7 @@ class Notices:
             return
         held = _HELD_NOTICES.get()
         if held is None:
-            self.pubsub.publish(conversation_id, "events", {"last_seq": events[-1].seq})
+            self.announcer.new_events(conversation_id, events[-1].seq)
         else:
             held[conversation_id] = max(held.get(conversation_id, 0), events[-1].seq)
 
@@ -45,4 +45,4 @@ class Notices:
         finally:
             _HELD_NOTICES.reset(token)
             for conversation_id, last_seq in held.items():
-                self.pubsub.publish(conversation_id, "events", {"last_seq": last_seq})
+                self.announcer.new_events(conversation_id, last_seq)

@@ -77,7 +77,7 @@ def _waiting_with_a_free_slot(ctx: StepContext) -> list[FollowUp]:
     taken: dict[str, int] = dict(running)
     follow: list[FollowUp] = []
     for step, tool in waiting:
-        cap = ctx.running_steps(step.tenant)
+        cap = ctx.rules.running_steps(step.tenant)
         if cap is not None and taken.get(step.tenant, 0) >= cap:
             continue
         taken[step.tenant] = taken.get(step.tenant, 0) + 1

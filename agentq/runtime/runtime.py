@@ -11,11 +11,9 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from agentq.config import Config
 from agentq.core.breaker import BreakerPolicy
-from agentq.core.ceilings import Ceilings
 from agentq.core.decide import (
     AwaitInput,
     CallModel,
@@ -29,35 +27,29 @@ from agentq.core.decide import (
     decide,
 )
 from agentq.core.events import View
-from agentq.core.settings import Settings
-from agentq.core.token_budgets import TokenBudgets
 from agentq.followups import FollowUp
+from agentq.live.announcer import LiveAnnouncer
 from agentq.live.pubsub import PubSub
 from agentq.process.clock import utcnow
-from agentq.providers.base import Provider
 from agentq.providers.breakers import CircuitBreakers, board_for
-from agentq.runtime import children, compact_step, expire_step, model_step, repair, tool_step, turns
-from agentq.runtime.children import FindAgent
-from agentq.runtime.context import StepContext, no_budgets, no_cap, no_queue
+from agentq.runtime import compact_step, expire_step, model_step, repair, tool_step, turns
+from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle, wakes_held
 from agentq.runtime.model_call import ModelCalls
 from agentq.runtime.notices import Notices
+from agentq.runtime.seams import NoPolicy, TenantRules
 from agentq.runtime.sweeper import Sweeper
 from agentq.runtime.timers import Timers
 from agentq.runtime.transcripts import Transcripts
 from agentq.store import Store
-from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
-
-if TYPE_CHECKING:
-    from agentq.webhooks.delivery import Deliveries
 
 log = logging.getLogger(__name__)
 
 
 class Runtime:
-    """The worker side of agentq, wired to one store, registry and pub/sub."""
+    """The worker side of agentq, wired to one store, registry, pub/sub and tenant rules."""
 
     def __init__(
         self,
@@ -66,48 +58,33 @@ class Runtime:
         registry: Registry,
         pubsub: PubSub,
         config: Config,
+        rules: TenantRules | None = None,
         clock: Callable[[], datetime] = utcnow,
-        providers: Callable[..., Provider] = provider_for,
         sleep: Callable[[float], None] | None = None,
-        endpoints: Callable[[Settings], str | None] | None = None,
-        running_steps: Callable[[str], int | None] = no_cap,
-        webhooks: Deliveries | None = None,
-        queue_of: Callable[[str, str | None], str | None] = no_queue,
-        budgets: Callable[[str], TokenBudgets] = no_budgets,
-        agents: FindAgent | None = None,
-        ceilings: Callable[[str], Ceilings] = lambda tenant: Ceilings(),
     ) -> None:
-        """`endpoints` gives the endpoint (base URL) a conversation's calls go to, which its
-        circuit breaker is kept by (`ModelAccess.endpoint_url`); without it, no breaker.
-        `running_steps` says how many of a tenant's steps may run at once (its share of the
-        workers, `Policy.running_steps`); without it, a fair share of the slots the workers of
-        the step's queue announce, which `queue_of` (kind, tool) names; without both, no cap.
-        `webhooks` sends the outbox's deliveries (None: this deployment seals no secrets, so
-        has no webhooks). `agents` finds the agent a sub-agent call's child runs, admitted
-        for its tenant (None: the store's, unadmitted); `ceilings` cap how deep children nest
-        and how many a turn starts."""
-        self.webhooks = webhooks
+        """`rules` are what the operator allows each tenant's steps (`agentq.tenancy.rules`;
+        None: `NoPolicy`, the built-in providers and no caps). Deltas, retries and new
+        events are announced on `pubsub` (`agentq.live.announcer`). `sleep` waits between a
+        model call's attempts (None: a wait that an interrupt ends)."""
         self.store = store
         self.registry = registry
         self.pubsub = pubsub
         self.config = config
+        self.rules: TenantRules = NoPolicy() if rules is None else rules
         self.clock = clock
-        self.providers = providers
         self._sleep = sleep
+        self.announcer = LiveAnnouncer(pubsub)
         self.timers = Timers()  # leases and time limits of this process's steps
-        self.notices = Notices(pubsub)  # held by a task while it sends its follow-ups
+        self.notices = Notices(self.announcer)  # held by a task while it sends its follow-ups
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
         self.transcripts = Transcripts(config.event_cache, config.event_cache_bytes)
-        self._ctx = StepContext(store, clock, config, self.notices.notify, running_steps,
-                                self.transcripts.render, queue_of, budgets)
+        self._ctx = StepContext(store=store, clock=clock, config=config, notices=self.notices,
+                                rules=self.rules, render=self.transcripts.render)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
                                open_s=config.breaker_open_s)
         self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
-        self._endpoints = endpoints
-        self._agents = agents or children.agents_in_store(store)
-        self._ceilings = ceilings
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (docs/design.md §2).
@@ -171,9 +148,7 @@ class Runtime:
     def run_tool(self, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
         """Run one server tool call once, and commit its result (inv. 3, 5)."""
         return tool_step.run_tool(
-            self._lifecycle, self.registry, conversation_id, tool_call_id, self.breakers,
-            agent_call=lambda conversation, call: children.run_agent_call(
-                self._lifecycle, self._agents, self._ceilings, conversation, call))
+            self._lifecycle, self.registry, conversation_id, tool_call_id, self.breakers)
 
     def compact(self, conversation_id: str, to_seq: int, *, task_id: str | None = None) -> list[FollowUp]:
         """Summarize the log through `to_seq` (the model call waits for it), then advance.
@@ -203,8 +178,7 @@ class Runtime:
 
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
-        breakers: dict[str, Any] = {} if self._endpoints is None else {
-            "breakers": self.breakers, "endpoints": self._endpoints}
-        return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
-                          self.timers, self.config.max_attempts, self._sleep,
-                          delta_window_s=self.config.delta_window_s, **breakers)
+        return ModelCalls(rules=self.rules, announcer=self.announcer,
+                          count_retry=self.store.add_step_retry, timers=self.timers,
+                          max_attempts=self.config.max_attempts, sleep=self._sleep,
+                          delta_window_s=self.config.delta_window_s, breakers=self.breakers)

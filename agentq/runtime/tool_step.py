@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 
 from agentq.core import drafts
@@ -18,6 +18,7 @@ from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.subagents import AGENT_EXECUTOR
 from agentq.errors import LogMoved, Stale
 from agentq.followups import Expire, FollowUp, RunTool
+from agentq.runtime.children import run_agent_call
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
@@ -48,16 +49,15 @@ def dispatch_tools(view: View, steps: Sequence[Step]) -> list[FollowUp]:
 def run_tool(
     lifecycle: Lifecycle, registry: Registry, conversation_id: str, tool_call_id: str,
     breakers: ServerBreakers | None = None,
-    *, agent_call: Callable[[ConversationInfo, ToolCallRecord], list[FollowUp]] | None = None,
 ) -> list[FollowUp]:
     """Run one server tool call once, if it is still scheduled, and commit its result;
-    a sub-agent's call goes to `agent_call` (agentq.runtime.children)."""
+    a sub-agent's call is its child's to start or collect (agentq.runtime.children)."""
     found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
     if found is None:
         return []
     conversation, call = found
     if call.executor == AGENT_EXECUTOR:
-        return [] if agent_call is None else agent_call(conversation, call)
+        return run_agent_call(lifecycle, conversation, call)
     if call.status != "scheduled":
         return []
     return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call, breakers))
@@ -129,7 +129,7 @@ class ToolStep(StepWork[ToolOutcome]):
             with store.locked(self.conversation_id) as tx:
                 tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)
                 events, fsm = tx.append_and_fold([draft], now=now)
-        self.ctx.notify(self.conversation_id, events)
+        self.ctx.notices.notify(self.conversation_id, events)
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})
         return after_result(self.conversation_id, fsm)
@@ -151,7 +151,7 @@ class ToolStep(StepWork[ToolOutcome]):
             if not tx.ask(call.id, elicitation=record, expires_at=expires_at):
                 raise Stale("the call was closed meanwhile")
             events, _ = tx.append_and_fold([draft], now=now)
-        self.ctx.notify(self.conversation_id, events)
+        self.ctx.notices.notify(self.conversation_id, events)
         log.info("step committed: %s asked a person", call.name, extra={"status": "succeeded"})
         when = eta(expires_at, now, self.ctx.config.eta_horizon_s)
         return [Expire(self.conversation_id, call.id, Step.expire(self.conversation_id,
@@ -174,5 +174,5 @@ class ToolStep(StepWork[ToolOutcome]):
                 )], now=now)
         except Stale:
             return []
-        self.ctx.notify(self.conversation_id, events)
+        self.ctx.notices.notify(self.conversation_id, events)
         return after_result(self.conversation_id, fsm)

@@ -36,7 +36,7 @@ def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
             events, _ = tx.append_and_fold([draft], now=now)
     except Stale:
         return []
-    ctx.notify(view.conversation_id, events)
+    ctx.notices.notify(view.conversation_id, events)
     return [Advance(view.conversation_id)]
 
 
@@ -54,5 +54,5 @@ def fail_turn(ctx: StepContext, view: View, code: str, message: str) -> list[Fol
             events, _ = tx.append_and_fold([draft], now=now)
     except Stale:
         return []
-    ctx.notify(view.conversation_id, events)
+    ctx.notices.notify(view.conversation_id, events)
     return to_parent(tx.conversation)

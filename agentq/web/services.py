@@ -18,7 +18,8 @@ from agentq.config import Config
 from agentq.core.scope import Scope
 from agentq.errors import NotFound
 from agentq.followups import FollowUp
-from agentq.live.pubsub import PubSub
+from agentq.live.announcer import LiveAnnouncer
+from agentq.live.pubsub import Feed, PubSub
 from agentq.mcp import tool_servers
 from agentq.process.clock import utcnow
 from agentq.process.cooperative import check_drivers
@@ -115,7 +116,37 @@ class Services:
 
         The notice is only a trigger: a stream reads the log after the last seq it sent.
         """
-        self.pubsub.publish(conversation_id, "events", {"last_seq": None})
+        LiveAnnouncer(self.pubsub).new_events(conversation_id, None)
+
+    def subscription(self, conversation_id: str, *, keepalive_s: float) -> Subscription:
+        """What a stream of the conversation subscribes to once it is admitted."""
+        return Subscription(self.pubsub, conversation_id, keepalive_s)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One conversation's notices on the pub/sub, for a stream to subscribe to."""
+
+    pubsub: PubSub
+    conversation_id: str
+    keepalive_s: float  # the feed's wait for a notice before the stream sends a keepalive
+
+    def feed(self, capacity: int) -> Feed:
+        """A feed of the conversation's notices holding up to `capacity`; close it after."""
+        return self.pubsub.subscribe(self.conversation_id, timeout_s=self.keepalive_s,
+                                     capacity=capacity)
+
+
+class TaskSender:
+    """Sends follow-ups to the workers, as tasks on the broker (`worker.tasks.enqueue`)."""
+
+    def __init__(self, celery) -> None:
+        self.celery = celery
+
+    def send(self, followups: list[FollowUp]) -> None:
+        from agentq.worker.tasks import enqueue  # celery is loaded only where tasks are sent
+
+        enqueue(self.celery, followups)
 
 
 def services() -> Services:
@@ -126,7 +157,6 @@ def services() -> Services:
 def build_services(config: Config) -> Services:
     """Services for a standalone API process: its own store, broker connection and pub/sub."""
     from agentq.worker.factory import create_celery
-    from agentq.worker.tasks import enqueue
 
     check_drivers()
     store = Store.open(config.database_url, pool_size=DB_POOL_SIZE, max_overflow=DB_POOL_OVERFLOW)
@@ -152,7 +182,7 @@ def build_services(config: Config) -> Services:
         commands=Commands(store, registry, close_round=pubsub.close_round, policy=policy,
                           catalog=catalog),
         pubsub=pubsub,
-        send=lambda followups: enqueue(celery, followups),
+        send=TaskSender(celery).send,
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,

@@ -10,6 +10,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from celery.exceptions import SecurityWarning
 
@@ -24,7 +25,10 @@ from agentq.tenancy.policy import Policy
 from agentq.worker.factory import create_celery
 from agentq.worker.signals import connect_process
 from agentq.worker.tasks import enqueue
-from agentq.worker.wiring import build_runtime
+from agentq.worker.wiring import build_runtime, deliveries_for
+
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,7 @@ class Embedded:
         self.config = config
         policy = Policy.from_config(config)
         self.runtime: Runtime = build_runtime(config, policy)
+        self.webhooks: Deliveries | None = deliveries_for(self.runtime)
         self.runtime.store.migrate()
         agents = CodeAgents.from_modules(list(config.tools), self.runtime.registry)
         self.commands = Commands(
@@ -45,9 +50,18 @@ class Embedded:
         )
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.tool_queues = self.runtime.registry.queues
-        self.app = create_celery(config, lambda: self.runtime, tool_queues=self.tool_queues)
+        self.app = create_celery(config, self.the_runtime, tool_queues=self.tool_queues,
+                                 deliveries=self.the_webhooks)
         self.stopping = threading.Event()
         connect_process(config.log_format)
+
+    def the_runtime(self) -> Runtime:
+        """The runtime every task of this process calls."""
+        return self.runtime
+
+    def the_webhooks(self) -> Deliveries | None:
+        """The webhook sender of this process's tasks (None: no secrets are sealed)."""
+        return self.webhooks
 
     def send(self, followups) -> None:
         enqueue(self.app, followups, tool_queues=self.tool_queues)
@@ -74,7 +88,7 @@ class Embedded:
         sweeper = self.runtime.sweeper(self.send)  # what falls due, when it does
         sweeper.start()
         threading.Thread(target=self._sweep_forever, name="agentq-beat", daemon=True).start()
-        if self.runtime.webhooks is not None:
+        if self.webhooks is not None:
             threading.Thread(target=self._relay_forever, name="agentq-webhooks-beat",
                              daemon=True).start()
         threading.Thread(target=drive, name="agentq-main", daemon=True).start()

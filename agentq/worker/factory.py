@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from celery.app.amqp import AMQP
@@ -21,7 +22,10 @@ from agentq.runtime import Runtime
 from agentq.worker import rabbitmq, transport
 from agentq.worker.queues import MODEL, NO_TOOL_QUEUES, TASK_QUEUES, all_queues
 from agentq.worker.task_events import BatchedTaskEvents
-from agentq.worker.tasks import register_tasks
+from agentq.worker.tasks import no_deliveries, register_tasks
+
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
 
 # What agentq's workers run with. An operator tunes the few that are theirs to tune in
 # celeryconfig.py (task events, the visibility timeout, the ETA limit); the rest is what
@@ -75,8 +79,10 @@ def _project_overrides() -> dict:
 def create_celery(
     config: Config, runtime: Callable[[], Runtime],
     *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
+    deliveries: Callable[[], Deliveries | None] = no_deliveries,
 ) -> Celery:
-    """A Celery app for `config`; `runtime` builds the Runtime once per worker process.
+    """A Celery app for `config`; `runtime` builds the Runtime once per worker process, and
+    `deliveries` its webhook sender (`wiring.deliveries_for`).
 
     `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
     `-Q` takes them too, and their calls are sent there.
@@ -98,7 +104,7 @@ def create_celery(
         app.conf.update(worker_send_task_events=False, task_send_sent_event=False,
                         worker_enable_remote_control=False,
                         broker_transport_options={"polling_interval": EMBEDDED_POLL_S})
-    register_tasks(app, runtime, tool_queues)
+    register_tasks(app, runtime, tool_queues, deliveries)
     return app
 
 

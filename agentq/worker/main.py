@@ -18,7 +18,7 @@ from agentq.tools import Registry
 from agentq.worker import signals
 from agentq.worker.factory import create_celery
 from agentq.worker.tasks import enqueue
-from agentq.worker.wiring import build_runtime
+from agentq.worker.wiring import build_runtime, deliveries_for
 
 _config = Config.from_env()
 # A policy the processes cannot use stops them at start, not at their first task.
@@ -29,7 +29,8 @@ for _problem in _policy.unusable(os.environ):  # said at start, not at a tenant'
 # The tools, for the queues they name: a worker without -Q takes those too, Flower shows them.
 _registry = Registry.from_modules(list(_config.tools), tool_servers(_policy.mcp))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
-app = create_celery(_config, _runtime, tool_queues=_registry.queues)
+_deliveries = functools.cache(lambda: deliveries_for(_runtime()))
+app = create_celery(_config, _runtime, tool_queues=_registry.queues, deliveries=_deliveries)
 signals.connect_process(_config.log_format)
 signals.connect_sweeper(app, _runtime, lambda due: enqueue(app, due, tool_queues=_registry.queues))
 signals.connect_slots(app, _runtime)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from celery import Celery, Task
 from kombu.exceptions import OperationalError
@@ -14,41 +16,59 @@ from agentq.process.logs import log_context
 from agentq.runtime import Runtime
 from agentq.worker.queues import NO_TOOL_QUEUES
 
+if TYPE_CHECKING:
+    from agentq.webhooks.delivery import Deliveries
+
 log = logging.getLogger(__name__)
 
 
+def no_deliveries() -> Deliveries | None:
+    """A process whose workers send no webhooks (the API's, a test's)."""
+    return None
+
+
 def register_tasks(
-    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str]
+    app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str],
+    deliveries: Callable[[], Deliveries | None] = no_deliveries,
 ) -> None:
-    def step(conversation_id: str, work: Callable[[Runtime], list[FollowUp]]) -> None:
-        """Run a step and send its follow-ups, then wake what its freed slot lets run
-        (`wakes_held`: the conversation's next step waits for no read), then publish its
-        notices (Notices.held)."""
+    """The tasks of `app`, each calling the process's `runtime()` (or, for webhooks, its
+    `deliveries()`: None where no encryption key seals secrets)."""
+    @contextmanager
+    def stepping(conversation_id: str) -> Iterator[Runtime]:
+        """The runtime, for one step run in the block, which `send`s its follow-ups; then
+        wake what its freed slot lets run (`wakes_held`: the conversation's next step waits
+        for no read), then publish its notices (Notices.held)."""
         rt = runtime()
         with log_context(conversation_id=conversation_id), rt.notices.held():
             freed: list = []
             try:
                 with rt.wakes_held() as freed:
-                    enqueue(app, work(rt), tool_queues=tool_queues)
+                    yield rt
             finally:  # a step that raised freed its slot too: what waits for it is woken
                 enqueue(app, rt.wake(freed), tool_queues=tool_queues)
 
+    def send(followups: list[FollowUp]) -> None:
+        enqueue(app, followups, tool_queues=tool_queues)
+
     @app.task(name="agentq.advance", shared=False, bind=True)
     def advance(self: Task, conversation_id: str) -> None:
-        step(conversation_id, lambda rt: rt.advance(conversation_id, task_id=self.request.id))
+        with stepping(conversation_id) as rt:
+            send(rt.advance(conversation_id, task_id=self.request.id))
 
     @app.task(name="agentq.run_tool", shared=False)
     def run_tool(conversation_id: str, tool_call_id: str) -> None:
-        step(conversation_id, lambda rt: rt.run_tool(conversation_id, tool_call_id))
+        with stepping(conversation_id) as rt:
+            send(rt.run_tool(conversation_id, tool_call_id))
 
     @app.task(name="agentq.compact", shared=False, bind=True)
     def compact(self: Task, conversation_id: str, to_seq: int) -> None:
-        step(conversation_id,
-             lambda rt: rt.compact(conversation_id, to_seq, task_id=self.request.id))
+        with stepping(conversation_id) as rt:
+            send(rt.compact(conversation_id, to_seq, task_id=self.request.id))
 
     @app.task(name="agentq.expire", shared=False)
     def expire(conversation_id: str, tool_call_id: str) -> None:
-        step(conversation_id, lambda rt: rt.expire(conversation_id, tool_call_id))
+        with stepping(conversation_id) as rt:
+            send(rt.expire(conversation_id, tool_call_id))
 
     @app.task(name="agentq.sweep", shared=False)
     def sweep() -> None:
@@ -61,10 +81,10 @@ def register_tasks(
     @app.task(name="agentq.webhooks.relay", shared=False)
     def webhooks_relay() -> int:
         """Claim the webhook deliveries that are due and send one deliver task each."""
-        deliveries = runtime().webhooks
-        if deliveries is None:
+        sender = deliveries()
+        if sender is None:
             return 0
-        claimed = deliveries.relay()
+        claimed = sender.relay()
         for item in claimed:
             app.send_task("agentq.webhooks.deliver", args=[item.id, item.attempts],
                           task_id=f"{item.id}:{item.attempts}",
@@ -74,8 +94,8 @@ def register_tasks(
     @app.task(name="agentq.webhooks.deliver", shared=False)
     def webhooks_deliver(delivery_id: str, attempt: int) -> str | None:
         """POST one attempt of a delivery; its outcome (never the receiver's body) is kept."""
-        deliveries = runtime().webhooks
-        answer = None if deliveries is None else deliveries.deliver(delivery_id, attempt)
+        sender = deliveries()
+        answer = None if sender is None else sender.deliver(delivery_id, attempt)
         return None if answer is None else answer.outcome
 
     @app.task(name="agentq.ping", shared=False)

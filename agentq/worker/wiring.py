@@ -1,31 +1,44 @@
-"""Build one process's Runtime from its config: store, tool registry, pub/sub and the operator's policy."""
+"""Build one process's Runtime from its config: store, tool registry, pub/sub and the operator's
+rules, and the webhook deliveries its tasks send."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from agentq.agents import CodeAgents
 from agentq.config import Config
 from agentq.runtime import Runtime
-from agentq.runtime.children import agents_in_store
+from agentq.tenancy.access import ModelAccess
 from agentq.tenancy.own_keys import OwnKeys
 from agentq.tenancy.policy import Policy
+from agentq.tenancy.rules import PolicyRules
 from agentq.tools import Registry
 from agentq.worker.queues import queue_of
+
+
+class WorkerRules(PolicyRules):
+    """The policy's rules, and the queue each step's task goes to on these workers."""
+
+    def __init__(self, policy: Policy, access: ModelAccess, tool_queues: Mapping[str, str]) -> None:
+        super().__init__(policy, access)
+        self.tool_queues = tool_queues
+
+    def queue_of(self, kind: str, tool: str | None) -> str | None:
+        return queue_of(kind, tool, self.tool_queues)
 
 
 def build_runtime(
     config: Config, policy: Policy | None = None, registry: Registry | None = None
 ) -> Runtime:
-    """Wire store, registry, pub/sub and the operator's policy for one process."""
+    """Wire store, registry, pub/sub and the operator's rules for one process."""
     from agentq.live.pubsub import PubSub
     from agentq.mcp import tool_servers
     from agentq.process.clock import utcnow
     from agentq.store import Store
-    from agentq.tenancy.access import ModelAccess
 
     store = Store.open(config.database_url, event_cache=config.event_cache,
                        event_cache_bytes=config.event_cache_bytes)
     policy = policy or Policy.from_config(config)
     registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
-    tool_queues = registry.queues
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
     # the model functions of the agents the code defines (their tools are checked where
     # they are published: the API, or agentq dev)
@@ -34,24 +47,18 @@ def build_runtime(
     return Runtime(
         store=store,
         registry=registry,
-        webhooks=deliveries_for(config, store, registry),
         pubsub=PubSub(config.redis_url),
         config=config,
-        providers=access.provider_for,
-        endpoints=access.endpoint_url,
-        running_steps=policy.running_steps,
-        budgets=policy.budgets_for,
-        queue_of=lambda kind, tool: queue_of(kind, tool, tool_queues),
-        agents=agents_in_store(store, policy),
-        ceilings=policy.ceilings_for,
+        rules=WorkerRules(policy, access, registry.queues),
     )
 
 
-def deliveries_for(config: Config, store, registry: Registry):
-    """The webhook sender of a worker; None where no encryption key seals secrets."""
+def deliveries_for(runtime: Runtime):
+    """The webhook sender of a worker's runtime; None where no encryption key seals secrets."""
     from agentq.process.clock import utcnow
     from agentq.webhooks.delivery import Deliveries
     from agentq.webhooks.wiring import webhook_endpoints
 
-    endpoints = webhook_endpoints(config, store, utcnow)
-    return None if endpoints is None else Deliveries(store, endpoints, registry, utcnow)
+    endpoints = webhook_endpoints(runtime.config, runtime.store, utcnow)
+    return None if endpoints is None else Deliveries(runtime.store, endpoints, runtime.registry,
+                                                     utcnow)

@@ -28,6 +28,7 @@ from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.emulators import Fail, Reply
 from tests.support.emulators.kit import Kit, kit_fixtures
+from tests.support.rules import Rules
 
 SCOPE = Scope(tenant="t1", user="u1")
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
@@ -113,7 +114,7 @@ def make_runtime(kit: Kit, store) -> Runtime:
     return Runtime(store=store, registry=Registry.from_modules(["agentq.tools.demo"]),
                    pubsub=Recorder(), clock=Clock(), sleep=lambda s: None,
                    config=Config(max_attempts=3, breaker_failures=3, breaker_open_s=30.0),
-                   providers=access.provider_for, endpoints=access.endpoint_url)
+                   rules=Rules(providers=access.provider_for, endpoints=access.endpoint_url))
 
 
 def start_turn(runtime: Runtime, kit: Kit, text: str = "Weather?"):

@@ -20,6 +20,7 @@ from agentq.core.scope import Scope
 from tests.support.drive import drain
 from tests.support.emulators import ByRequest, Call, Reply, anthropic_api
 from tests.support.emulators.kit import Kit, kit_fixtures
+from tests.support.rules import Rules
 
 SCOPE = Scope(tenant="t1", user="u1")
 TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests"]
@@ -70,7 +71,7 @@ def conversation_through(kit: Kit, store, budget: int, *, turns: int, min_keep_t
     kit.emulator.default = a_model_that_uses_tools(summary_chars, result_chars)
     registry = Registry.from_modules(TOOLS)
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://compaction-providers"),
-                      config=Config(), providers=kit.access().provider_for,
+                      config=Config(), rules=Rules(providers=kit.access().provider_for),
                       sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(

@@ -16,13 +16,13 @@ from agentq.core.scope import Scope
 from agentq.core.settings import FUNCTION_PROFILE
 from agentq.providers.function import FunctionModel, FunctionModels, ModelRequest
 from agentq.runtime import Runtime
-from agentq.runtime.children import agents_in_store
 from agentq.tenancy.access import ModelAccess
 from agentq.tenancy.policy import Policy
 from agentq.tools import Registry
 from tests.support import function_agents, tools_for_tests
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 ALICE = Scope(tenant="t1", user="alice")
 PERSON = Scope(tenant="t1", user="bob")
@@ -77,7 +77,7 @@ def runtime(store, clock, code):
     access = ModelAccess(Policy.default(), functions=agents.functions)
     return Runtime(store=store, registry=registry, pubsub=Recorder(),
                    config=Config(lease_s=30.0, delta_window_s=0), clock=clock, sleep=lambda s: None,
-                   providers=access.provider_for, agents=agents_in_store(store, Policy.default()))
+                   rules=Rules(providers=access.provider_for, policy=Policy.default()))
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_a_process_that_lacks_the_function_fails_the_turn_naming_it(store, clock
     registry, agents = code
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                       clock=clock, sleep=lambda s: None,
-                      providers=ModelAccess(Policy.default(), functions=FunctionModels()).provider_for)
+                      rules=Rules(providers=ModelAccess(Policy.default(), functions=FunctionModels()).provider_for))
     catalog = Catalog.published(store, lambda name, tenant: True, agents, now=clock())
     commands = Commands(store, registry, clock=clock, catalog=catalog)
     cid = ask(commands, runtime, "refunder")

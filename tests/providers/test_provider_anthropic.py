@@ -17,6 +17,7 @@ from agentq.providers.answer import Answer
 from agentq.providers.errors import ProviderError
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import recording, unheard
 from tests.support.emulators import AnthropicEmulator, Fail, Reply
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.shapes import SHAPES
@@ -72,7 +73,7 @@ def test_the_system_prompt_is_the_top_level_system_field(kit: Kit) -> None:
 
 def test_a_spend_limit_429_is_permanent(kit: Kit) -> None:
     kit.emulator.then(Fail(429, "spend limit reached", code="enforced_spend_limit_reached"))
-    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3,
+    call = ModelCall(kit.provider(), unheard(), lambda step_key: None, timers=Timers(), max_attempts=3,
                      sleep=lambda s: None)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
@@ -82,11 +83,11 @@ def test_a_spend_limit_429_is_permanent(kit: Kit) -> None:
 
 def test_a_529_overloaded_is_retried_and_says_so(kit: Kit) -> None:
     kit.emulator.then(Fail(529, "Overloaded"), Reply(text="back"))
-    notices = []
-    call = ModelCall(kit.provider(), lambda kind, data: notices.append(data), lambda: None,
+    notices: list = []
+    call = ModelCall(kit.provider(), recording(notices), lambda step_key: None,
                      timers=Timers(), max_attempts=3, sleep=lambda s: None)
     response = call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
-    assert response.text == "back" and "overloaded_error" in notices[0]["error"]
+    assert response.text == "back" and "overloaded_error" in notices[0][1]["error"]
 
 
 # ---- assembling events --------------------------------------------------------------------------------

@@ -33,10 +33,12 @@ from agentq.tools import Registry
 from agentq.core.scope import Scope
 from tests.core import builders as b
 from tests.core.strategies import conversation_logs
+from tests.support.announce import recording, unheard
 from tests.support.drive import drain
 from tests.support.emulators import Call, Fail, Reply, Reset, Stall
 from tests.support.emulators.kit import HELLO, Kit, MAX_TOKENS_FIELD, WEATHER, kit_fixtures, running
 from tests.support.emulators.shapes import SHAPES
+from tests.support.rules import Rules
 
 PROVIDERS = ["openai", "anthropic", "openai_responses"]
 SCOPE = Scope(tenant="t1", user="u1")
@@ -55,10 +57,10 @@ class Recorded:
         self.sleeps: list[float] = []
 
     def model_call(self, kit: Kit, max_attempts: int = 4) -> ModelCall:
-        def count() -> None:
+        def count(step_key: str) -> None:
             self.retries += 1
 
-        return ModelCall(kit.provider(), lambda kind, data: self.published.append((kind, data)),
+        return ModelCall(kit.provider(), recording(self.published),
                          count, timers=Timers(), max_attempts=max_attempts,
                          sleep=self.sleeps.append)
 
@@ -326,8 +328,8 @@ def test_the_key_is_never_logged_even_at_debug_level(kit: Kit, caplog: pytest.Lo
 
 def test_error_messages_never_carry_the_key(kit: Kit) -> None:
     secret = "sk-proj-Secret0123456789abcdefghij"
-    call = ModelCall(kit.provider({**kit.env, kit.key_variable: secret}), lambda *a: None,
-                     lambda: None, timers=Timers(), max_attempts=1)
+    call = ModelCall(kit.provider({**kit.env, kit.key_variable: secret}), unheard(),
+                     lambda step_key: None, timers=Timers(), max_attempts=1)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)
     assert raised.value.status == 401
@@ -405,7 +407,7 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
                       Reply(text="Cold in Oslo; the second call was malformed."))
     registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://provider-tests"),
-                      config=Config(), providers=kit.access().provider_for,
+                      config=Config(), rules=Rules(providers=kit.access().provider_for),
                       sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"]))

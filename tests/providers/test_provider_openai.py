@@ -18,6 +18,7 @@ from agentq.providers.errors import ProviderError
 from agentq.providers.openai_chat import _ChunkReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Fail, OpenAIEmulator
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.shapes import SHAPES
@@ -76,7 +77,7 @@ def test_the_sdk_sends_the_key_as_a_bearer_and_retries_nothing_itself(kit: Kit) 
 def test_an_insufficient_quota_429_is_permanent(kit: Kit) -> None:
     kit.emulator.then(Fail(429, "You exceeded your current quota", type="insufficient_quota",
                            code="insufficient_quota"))
-    call = ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3,
+    call = ModelCall(kit.provider(), unheard(), lambda step_key: None, timers=Timers(), max_attempts=3,
                      sleep=lambda s: None)
     with pytest.raises(ProviderError) as raised:
         call.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)

@@ -23,6 +23,7 @@ from agentq.providers.errors import ContextTooLong, ProviderError
 from agentq.providers.openai_responses import EventReader
 from agentq.runtime.model_call import ModelCall, RoundInfo
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Call, Fail, Reply
 from tests.support.emulators.kit import HELLO, Kit, WEATHER, kit_fixtures
 from tests.support.emulators.responses_api import ResponsesEmulator
@@ -317,7 +318,7 @@ def test_a_failed_response_is_transient_for_a_server_error_and_compacts_for_a_lo
 
 def test_an_insufficient_quota_429_is_permanent_and_a_context_too_long_is_its_own_error(kit: Kit) -> None:
     kit.emulator.then(Fail(429, "You exceeded your current quota", code="insufficient_quota"))
-    calls = ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3,
+    calls = ModelCall(kit.provider(), unheard(), lambda step_key: None, timers=Timers(), max_attempts=3,
                       sleep=lambda s: None)
     with pytest.raises(ProviderError) as raised:
         calls.run(HELLO, kit.ctx(), RoundInfo("c", None, "r", "s"), threading.Event(), timeout_s=30)

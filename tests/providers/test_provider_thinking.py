@@ -23,6 +23,7 @@ from tests.support.drive import drain
 from tests.support.emulators import Call, Reply
 from tests.support.emulators import anthropic_thinking as rules
 from tests.support.emulators.kit import Kit, MODEL, WEATHER, kit_fixtures
+from tests.support.rules import Rules
 
 SCOPE = Scope(tenant="t1", user="u1")
 THINKING = {"thinking": {"budget_tokens": 2048}}
@@ -35,7 +36,7 @@ def _turn(kit: Kit, store, *replies: Reply, **settings) -> str:
     kit.emulator.then(*replies)
     registry = Registry.from_modules(["agentq.tools.demo"])
     runtime = Runtime(store=store, registry=registry, pubsub=PubSub("embedded://thinking-tests"),
-                      config=Config(), providers=kit.access().provider_for, sleep=lambda s: None)
+                      config=Config(), rules=Rules(providers=kit.access().provider_for), sleep=lambda s: None)
     commands = Commands(store, registry, policy=kit.policy())
     conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"], **settings))
     _, follow = commands.post_message(conversation.id, "Weather in Oslo and Bergen?", SCOPE)

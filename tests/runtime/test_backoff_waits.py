@@ -13,6 +13,7 @@ import pytest
 
 from agentq.runtime.model_call import Cancelled, ModelCall, RoundInfo, StepTimedOut
 from agentq.runtime.timers import Timers
+from tests.support.announce import unheard
 from tests.support.emulators import Fail
 from tests.support.emulators.kit import HELLO, Kit, running
 
@@ -26,7 +27,8 @@ def kit(request: pytest.FixtureRequest) -> Iterator[Kit]:
 
 
 def model_call(kit: Kit) -> ModelCall:
-    return ModelCall(kit.provider(), lambda *a: None, lambda: None, timers=Timers(), max_attempts=3)
+    return ModelCall(kit.provider(), unheard(), lambda step_key: None, timers=Timers(),
+                     max_attempts=3)
 
 
 def test_a_retry_after_longer_than_the_time_limit_fails_the_step_at_the_limit(kit: Kit) -> None:

@@ -23,6 +23,7 @@ from agentq.tools import Registry
 from agentq.webhooks.payloads import payload
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 ACME = Scope(tenant="acme", user="u1")
 OTHER = Scope(tenant="other", user="u2")
@@ -62,8 +63,9 @@ def providers():
 def runtime_with(store, clock, providers, budgets):
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
-                   clock=clock, providers=providers, sleep=lambda s: None,
-                   budgets=lambda tenant: budgets.get(tenant, TokenBudgets()))
+                   clock=clock, sleep=lambda s: None,
+                   rules=Rules(providers=providers,
+                               budgets=lambda tenant: budgets.get(tenant, TokenBudgets())))
 
 
 def turn(runtime, clock, scope, script=WEATHER, text="hello"):

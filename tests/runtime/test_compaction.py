@@ -22,6 +22,7 @@ from agentq.core.scope import Scope
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.emulators import anthropic_api, openai_api
+from tests.support.rules import Rules
 
 SCOPE = Scope(tenant="t1", user="u1")
 TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests"]
@@ -60,7 +61,7 @@ class RecordingProviders:
 def make_runtime(store, providers, **config):
     return Runtime(
         store=store, registry=Registry.from_modules(TOOLS), pubsub=Recorder(),
-        config=Config(**config), clock=Clock(), providers=providers, sleep=lambda s: None,
+        config=Config(**config), clock=Clock(), rules=Rules(providers=providers), sleep=lambda s: None,
     )
 
 

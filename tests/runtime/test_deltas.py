@@ -11,6 +11,7 @@ import pytest
 
 from agentq.core.request import Message, Request
 from agentq.core.settings import Settings
+from agentq.live.announcer import LiveAnnouncer
 from agentq.live.pubsub import Notice, PubSub
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.errors import ProviderError
@@ -292,7 +293,7 @@ class Streaming:
 
 
 def call(pubsub: PubSub, cid: str, model: Streaming, window_s: float = 0.005) -> ModelCall:
-    return ModelCall(model, lambda kind, data: pubsub.publish(cid, kind, data), lambda: None,
+    return ModelCall(model, LiveAnnouncer(pubsub), lambda step_key: None,
                      timers=Timers(), max_attempts=3, sleep=lambda s: None,
                      delta_window_s=window_s)
 

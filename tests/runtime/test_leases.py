@@ -15,6 +15,7 @@ from agentq.core.settings import Settings
 from agentq.runtime.context import StepContext
 from agentq.runtime.leases import Leases
 from agentq.runtime.lifecycle import Lifecycle, StepWork
+from agentq.runtime.notices import Notices
 from agentq.runtime.timers import Timers
 from agentq.store import NewStep, Store
 from tests.support.clock import T0
@@ -123,12 +124,20 @@ class CommitsWhenLetGo(StepWork[str]):
         return []
 
 
+class Unheard:
+    """An announcer no stream listens to."""
+
+    def new_events(self, conversation_id, last_seq):
+        return None
+
+
 def test_a_step_keeps_its_lease_while_its_commit_waits(sqlite_store):
     """Its lease let go before the commit, the step would be claimed again (its model called
     twice) while its first commit still waited, and that commit refused as stale."""
     store = sqlite_store
     cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
-    ctx = StepContext(store, utcnow, Config(lease_s=0.9), lambda *_: None)
+    ctx = StepContext(store=store, clock=utcnow, config=Config(lease_s=0.9),
+                      notices=Notices(Unheard()))
     lifecycle = Lifecycle(ctx, Leases(store, utcnow, Timers(), lease_s=0.9))
     work = CommitsWhenLetGo(ctx, cid)
     running = threading.Thread(target=lifecycle.run, args=(work,), daemon=True)

@@ -21,6 +21,7 @@ from agentq.tenancy.access import provider_for
 from agentq.tools import Registry, ToolOutcome
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 from tests.support.store import claim
 
 SCOPE = Scope(tenant="t1", user="u1")
@@ -75,7 +76,7 @@ def runtime(store, clock, providers):
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     return Runtime(
         store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
-        clock=clock, providers=providers, sleep=lambda s: None,
+        clock=clock, rules=Rules(providers=providers), sleep=lambda s: None,
     )
 
 
@@ -429,7 +430,7 @@ def test_a_failed_conversation_can_be_retried_once_the_provider_recovers(
     assert store.load_conversation(cid).fsm.state == "failed"
     with pytest.raises(NotFound):
         commands.retry(cid, Scope(tenant="someone-else", user="u1"))
-    runtime.providers = RecoveredProviders(runtime.providers)
+    runtime.rules.providers = RecoveredProviders(runtime.rules.providers)
     drain(runtime, commands.retry(cid, SCOPE))
     events = store.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error", "error", "assistant_msg"]

@@ -20,6 +20,7 @@ from agentq.runtime import Runtime
 from agentq.tools import Registry
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 ALICE = Scope(tenant="t1", user="alice")
 
@@ -135,7 +136,7 @@ def test_a_failed_child_gives_its_parent_an_error_result(store, runtime, command
 
 
 def test_a_call_past_the_depth_ceiling_is_an_error_result_and_starts_no_child(store, clock):
-    runtime = make_runtime(store, clock, ceilings=lambda tenant: Ceilings(max_agent_depth=0))
+    runtime = make_runtime(store, clock, rules=Rules(ceilings=lambda tenant: Ceilings(max_agent_depth=0)))
     commands = Commands(store, runtime.registry, clock=clock, close_round=runtime.pubsub.close_round)
     define(store, clock, "researcher", script=[{"text": "never"}])
     conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "alone"}])
@@ -146,7 +147,7 @@ def test_a_call_past_the_depth_ceiling_is_an_error_result_and_starts_no_child(st
 
 
 def test_children_past_the_per_turn_ceiling_get_error_results(store, clock):
-    runtime = make_runtime(store, clock, ceilings=lambda t: Ceilings(max_children_per_turn=1))
+    runtime = make_runtime(store, clock, rules=Rules(ceilings=lambda t: Ceilings(max_children_per_turn=1)))
     commands = Commands(store, runtime.registry, clock=clock, close_round=runtime.pubsub.close_round)
     define(store, clock, "researcher", script=[{"text": "one"}], script_repeat=True)
     conv = parent(commands, [{"tool_calls": [ask("researcher", "a"), ask("researcher", "b")]},

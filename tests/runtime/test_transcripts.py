@@ -18,6 +18,7 @@ from agentq.core.scope import Scope
 from tests.support.clock import Clock
 from tests.core import builders as b
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 SCOPE = Scope(tenant="t1", user="u1")
 SCRIPT = [
@@ -72,7 +73,7 @@ def test_every_model_call_sends_what_a_full_render_of_its_view_gives(store, budg
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     providers = CheckedProviders(store, registry)
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
-                      clock=Clock(), providers=providers, sleep=lambda s: None)
+                      clock=Clock(), rules=Rules(providers=providers), sleep=lambda s: None)
     commands = Commands(store, registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {
         "script": SCRIPT, "script_repeat": True,

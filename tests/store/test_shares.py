@@ -23,6 +23,7 @@ from agentq.tools import Registry
 from agentq.core.scope import Scope
 from tests.support.clock import T0, Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 LEASE_S = 30
 
@@ -201,8 +202,8 @@ def providers() -> HeldProviders:
 @pytest.fixture
 def runtime(store, providers) -> Runtime:
     return Runtime(store=store, registry=Registry([]), pubsub=Recorder(), config=Config(lease_s=LEASE_S),
-                   clock=Clock(), providers=providers, sleep=lambda s: None,
-                   running_steps=lambda tenant: 1)
+                   clock=Clock(), sleep=lambda s: None,
+                   rules=Rules(providers=providers, running=lambda tenant: 1))
 
 
 @pytest.fixture
@@ -317,8 +318,8 @@ def test_two_slots_freed_at_once_fill_both_though_their_wake_reads_name_the_same
     when the first ends (and a collision per pair of finishes no longer leaks a slot until
     none runs at all: no beat here)."""
     runtime = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
-                      config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
-                      sleep=lambda s: None, running_steps=lambda tenant: 2)
+                      config=Config(lease_s=LEASE_S), clock=Clock(), sleep=lambda s: None,
+                      rules=Rules(providers=providers, running=lambda tenant: 2))
     first, second = posted(commands)[0], posted(commands)[0]
     hold_a_slot(store, first, runtime.clock)
     other = NewStep("elsewhere-2", second, "llm", {"after_seq": 0}, None, "task-e2", "acme")
@@ -358,8 +359,8 @@ def test_a_step_run_where_no_slots_were_seen_yet_still_wakes_a_step_waiting_else
     it: otherwise, with no beat, it would wait for good."""
     store.announce_slots("elsewhere:1", {"agentq.model": 2}, now=T0, ttl_s=3600)
     capped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
-                     config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
-                     sleep=lambda s: None, queue_of=queue_of)
+                     config=Config(lease_s=LEASE_S), clock=Clock(), sleep=lambda s: None,
+                     rules=Rules(providers=providers, queues=queue_of))
     first, first_follow = posted(commands)
     hold_a_slot(store, first, capped.clock)
     waiting, follow = posted(commands)
@@ -367,8 +368,8 @@ def test_a_step_run_where_no_slots_were_seen_yet_still_wakes_a_step_waiting_else
     assert llm_step(store, waiting).status == "waiting"  # the fair share of 2 slots is 1
     store.withdraw_slots("elsewhere:1")
     uncapped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
-                       config=Config(lease_s=LEASE_S), clock=Clock(), providers=providers,
-                       sleep=lambda s: None, queue_of=queue_of)
+                       config=Config(lease_s=LEASE_S), clock=Clock(), sleep=lambda s: None,
+                       rules=Rules(providers=providers, queues=queue_of))
     finish(store, first, "elsewhere", worker="elsewhere")
     third, third_follow = posted(commands)
     woken = drain(uncapped, third_follow)  # runs uncapped, and wakes the waiting one at its end

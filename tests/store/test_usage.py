@@ -20,6 +20,7 @@ from agentq.tenancy.access import provider_for
 from agentq.tools import Registry
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 ACME = Scope(tenant="acme", user="u1")
 EVIL = Scope(tenant="evil", user="u2")
@@ -143,7 +144,7 @@ def test_summary_calls_count_too(store, clock):
 
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
-                      clock=clock, providers=counting, sleep=lambda s: None)
+                      clock=clock, rules=Rules(providers=counting), sleep=lambda s: None)
     commands = Commands(store, registry, clock=clock)
     conv = commands.create_conversation(ACME, {
         "script": [{"text": "A long enough answer to fill the context. " * 8}],

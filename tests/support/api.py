@@ -22,7 +22,6 @@ from agentq.tenancy.access import ModelAccess
 from agentq.live.pubsub import PubSub
 from agentq.mcp import tool_servers
 from agentq.runtime import Runtime
-from agentq.runtime.children import agents_in_store
 from agentq.tools import Registry
 from agentq.webhooks.endpoints import WebhookEndpoints
 from agentq.webhooks.policy import WebhookPolicy
@@ -31,6 +30,7 @@ from tests.support.drive import drain
 from agentq.web.app import create_app
 from agentq.web.auth import KeyRing
 from agentq.web.services import Services
+from tests.support.rules import Rules
 
 TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests"]
 WEATHER = [
@@ -67,8 +67,7 @@ class Api:
         access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env,
                              functions=code.functions)
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
-                               clock=self.clock, sleep=lambda s: None, providers=access.provider_for,
-                               agents=agents_in_store(store, self.policy))
+                               clock=self.clock, sleep=lambda s: None, rules=Rules(providers=access.provider_for, policy=self.policy))
         self.sent: list = []
         catalog = Catalog.published(store, self.policy.offers_agent, code, now=self.clock())
         self.services = Services(

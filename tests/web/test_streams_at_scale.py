@@ -30,6 +30,7 @@ from agentq.tools import Registry
 from tests.support.clock import Clock
 from tests.support.drive import drain
 from tests.support.processes import wait_for, worker_env
+from tests.support.rules import Rules
 from tests.web.test_api_e2e import ApiProcess, Http
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -132,7 +133,7 @@ def _runtime(store, redis_url: str) -> Runtime:
     access = ModelAccess(policy, lambda *a, **k: None, env={})
     return Runtime(store=store, registry=registry, pubsub=PubSub(redis_url), config=Config(),
                    clock=Clock(datetime.now(timezone.utc)), sleep=lambda s: None,
-                   providers=access.provider_for)
+                   rules=Rules(providers=access.provider_for))
 
 
 @pytest.fixture

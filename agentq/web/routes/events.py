@@ -135,8 +135,9 @@ def _children(svc, feed, plan: sse.StreamPlan, tenant: str) -> ChildDeltas:
 def _open(svc, streams, plan: sse.StreamPlan, tenant: str):
     """Admit and subscribe the stream: 429 past the tenant's cap, 503 if pub/sub is down."""
     try:
-        return streams.open(tenant, lambda buffer: svc.pubsub.subscribe(
-            plan.conversation_id, timeout_s=plan.keepalive_s, capacity=buffer), request.environ)
+        return streams.open(tenant, svc.subscription(plan.conversation_id,
+                                                     keepalive_s=plan.keepalive_s),
+                            request.environ)
     except TooManyStreams:
         raise ApiError(429, "too_many_streams",
                        f"this tenant holds {streams.limits.per_tenant} open streams, the most it "

@@ -20,9 +20,9 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from werkzeug.wsgi import ClosingIterator
 
@@ -41,6 +41,12 @@ class StreamLimits:
     stall_s: float = 30.0  # AGENTQ_STREAM_STALL_S: longest write without progress
     check_s: float = 0.5  # how often the watcher looks at every stream
     opening: int = 16  # streams that may be opening at once (checks, subscription)
+
+
+class Subscribable(Protocol):
+    """What a stream subscribes to: `feed(capacity)` subscribes and returns its feed."""
+
+    def feed(self, capacity: int) -> Feed: ...
 
 
 class TooManyStreams(Exception):
@@ -81,8 +87,9 @@ class OpenStreams:
         with self._opening:
             yield
 
-    def open(self, tenant: str, subscribe: Callable[[int], Feed], environ: dict[str, Any]) -> Stream:
-        """Admit a stream of `tenant` (or TooManyStreams), then `subscribe(buffer)` its feed."""
+    def open(self, tenant: str, subscription: Subscribable, environ: dict[str, Any]) -> Stream:
+        """Admit a stream of `tenant` (or TooManyStreams), then subscribe its feed
+        (`subscription.feed(buffer)`: `agentq.web.services.Subscription`)."""
         with self._lock:
             if self._per_tenant[tenant] >= self.limits.per_tenant:
                 self.refused += 1
@@ -90,7 +97,7 @@ class OpenStreams:
             self._per_tenant[tenant] += 1
             self._start_watcher()
         try:
-            feed = subscribe(self.limits.buffer)
+            feed = subscription.feed(self.limits.buffer)
         except BaseException:
             self._forget_tenant(tenant)
             raise
