@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,28 @@ def test_every_module_says_what_it_is_for_in_a_docstring():
     missing = [path.relative_to(ROOT).as_posix() for path in modules("agentq")
                if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
     assert not missing, f"modules without a docstring: {missing}"
+
+
+# Where PostgreSQL and SQLite differ is said once, by a Dialect (agentq/store/dialects/):
+# nothing else tells the databases apart by name.
+DIALECT_BY_NAME = re.compile(r"dialect\.name\b|dialect_name\b|==\s*[\"'](postgresql|sqlite)[\"']")
+
+
+def dialect_tests_in(source: str) -> list[int]:
+    """The numbers of the lines of `source` that test a dialect by its name."""
+    return [n for n, line in enumerate(source.splitlines(), 1) if DIALECT_BY_NAME.search(line)]
+
+
+def test_only_the_dialects_tell_postgresql_and_sqlite_apart_by_name():
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in modules("agentq")
+                 if "store/dialects" not in path.as_posix()
+                 for n in dialect_tests_in(path.read_text())]
+    assert not offenders, f"the dialect tested by name outside agentq/store/dialects: {offenders}"
+
+
+def test_the_dialect_check_sees_each_way_of_testing_a_name():
+    source = ('if conn.dialect.name == "postgresql":\n'
+              "module = pg if dialect_name == 'sqlite' else lite\n"
+              'if engine.name == "postgresql": pass\n'
+              "return dialects.of(conn).running_state\n")
+    assert dialect_tests_in(source) == [1, 2, 3]

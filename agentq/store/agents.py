@@ -109,7 +109,7 @@ def _insert_txn(conn: Connection, tenant: str, definition: AgentDefinition, *, v
         "settings": canonical["settings"], "overridable": canonical["overridable"],
         "created_at": now,
     }
-    if not conn.execute(insert_ignoring(conn.dialect, agent_versions), row).rowcount:
+    if not conn.execute(insert_ignoring(conn, agent_versions), row).rowcount:
         return None
     return AgentVersion(definition=definition, version=version, digest=row["digest"],
                         source=source, created_at=now)

@@ -28,7 +28,7 @@ def swap_breaker_txn(conn: Connection, old: Breaker, new: Breaker, *, now: datet
     values = {name: getattr(new, name) for name in _FIELDS}
     values.update(version=old.version + 1, updated_at=now)
     if old.version == 0:
-        statement = insert_ignoring(conn.dialect, provider_breakers)
+        statement = insert_ignoring(conn, provider_breakers)
         return conn.execute(statement, {"endpoint": new.endpoint, **values}).rowcount == 1
     c = provider_breakers.c
     result = conn.execute(

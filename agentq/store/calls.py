@@ -25,7 +25,7 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
     """Insert records; one that exists already is left as it is (inv. 5)."""
     if not records:
         return
-    conn.execute(insert_ignoring(conn.dialect, tool_calls), [call_values(r) for r in records])
+    conn.execute(insert_ignoring(conn, tool_calls), [call_values(r) for r in records])
 
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",

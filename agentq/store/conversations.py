@@ -15,8 +15,9 @@ from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
+from agentq.store import dialects
 from agentq.store.engine import param
-from agentq.store.schema import RUNNING_STATE, conversations, inbox, steps
+from agentq.store.schema import conversations, inbox, steps
 
 STATUSES = ("active", "ended")
 
@@ -211,7 +212,7 @@ def list_stalled_conversations_txn(
     # Each half reads an index of only the conversations it can find (ix_conversations_running,
     # ix_inbox_untaken), so idle conversations cost it nothing, however many.
     in_turn = select(c.id, c.updated_at).where(
-        c.status == literal_column("'active'"), text(RUNNING_STATE[conn.dialect.name]),
+        c.status == literal_column("'active'"), text(dialects.of(conn).running_state),
         c.updated_at < updated_before)
     with_inbox = (
         select(c.id, c.updated_at)

@@ -30,6 +30,7 @@ from agentq.core.fsm import fold
 from agentq.core.keys import task_id
 from agentq.core.occurrences import occurrences
 from agentq.errors import Conflict
+from agentq.store import dialects
 from agentq.store.calls import list_open_calls_txn
 from agentq.store.conversations import (
     MOVE_NEXT_SEQ,
@@ -100,7 +101,7 @@ def append_at_txn(
     endpoints = None  # the tenant's webhook endpoints, when read with the move
     move: dict[str, Any] = {"old_seq": next_seq, "new_seq": next_seq + len(appended),
             "fsm": state_after(appended), "now": now}
-    if conn.dialect.name == "postgresql" and 0 < len(appended) <= MERGED_EVENTS:
+    if dialects.of(conn).one_statement_commit and 0 < len(appended) <= MERGED_EVENTS:
         params = {**move_params(conversation_id, **move),
                   **row_parameters("e", map(event_values, appended))}
         row = conn.execute(_move_and_insert(len(appended)), params).first()
@@ -201,7 +202,7 @@ def start_child_txn(conn: Connection, info: ConversationInfo, first: EventDraft,
               "agent_name": None if info.agent is None else info.agent.name,
               "agent_version": None if info.agent is None else info.agent.version,
               **parent_values(info.parent)}
-    if conn.execute(insert_ignoring(conn.dialect, conversations), values).rowcount != 1:
+    if conn.execute(insert_ignoring(conn, conversations), values).rowcount != 1:
         return False
     append_at_txn(conn, info.id, [first], next_seq=1, now=now,
                   state_after=lambda appended: fold(appended, FsmState()))
@@ -255,7 +256,7 @@ def save_summary_txn(
         "version": version,
         "created_at": now,
     }
-    result = conn.execute(insert_ignoring(conn.dialect, summaries), values)
+    result = conn.execute(insert_ignoring(conn, summaries), values)
     return result.rowcount == 1
 
 

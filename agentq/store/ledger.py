@@ -40,14 +40,15 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.decide import Step
+from agentq.store import cap_rule, dialects
+from agentq.store.cap_rule import WAITING
+from agentq.store.dialects import Dialect
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.schema import record_from_row, record_values, steps
 
 READY = ("scheduled", "failed_recoverable")  # a worker may take these as soon as it gets them
-WAITING = "waiting"  # refused a slot by its tenant's cap; taken in arrival order as slots free
 CLAIMABLE = (*READY, WAITING)
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
@@ -104,7 +105,7 @@ def step_from_row(row: Row[Any]) -> StepRecord:
 def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool:
     values = schedule_values(step, now=now)
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
-    result = conn.execute(insert_ignoring(conn.dialect, steps), values)
+    result = conn.execute(insert_ignoring(conn, steps), values)
     return result.rowcount == 1
 
 
@@ -171,7 +172,7 @@ def schedule_and_claim_step_txn(
     by_kind = cap is not None and cap_kinds is not None
     if cap is not None and cap_kinds is not None:
         params.update(kinds=list(cap_kinds))
-    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None, by_kind=by_kind)
+    statement = _schedule_and_claim(dialects.of(conn), capped=cap is not None, by_kind=by_kind)
     row = conn.execute(statement, params).first()
     return None if row is None else step_from_row(row)
 
@@ -182,63 +183,50 @@ def tenant_lock_key(tenant: str) -> int:
     return int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
 
 
-def _slots_taken(dialect_name: str, now: Any, *, by_kind: bool) -> ColumnElement[int]:
-    """How many of the tenant's steps run under a live lease or wait ahead of this one (up
-    to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
-
-    On PostgreSQL the count is `agentq_slots_taken` (migration 0004): it takes the tenant's
-    advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
-    so it sees every claim that held the lock before; counted in this statement's snapshot,
-    two claims at once could both take the last slot. SQLite runs one writer at a time.
-    `by_kind`: only steps of the kinds in :kinds count (`agentq_kind_slots_taken`, 0008).
-    """
-    key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
+def _slots_taken(dialect: Dialect, tenant: Any, step_key: Any, now: Any, *,
+                 by_kind: bool) -> ColumnElement[int]:
+    """How many of the tenant's steps run under a live lease or wait ahead of this one (up to
+    :cap), by the cap rule (`agentq.store.cap_rule`): counted in the claim on SQLite, which
+    runs one writer at a time; on PostgreSQL by `agentq_slots_taken`, the same rule under the
+    tenant's advisory lock. `by_kind`: only steps of the kinds in :kinds count."""
     cap = bindparam("cap", type_=Integer)
-    if dialect_name == "postgresql":
-        lock_key = bindparam("lock_key", type_=Integer)
-        if by_kind:
-            kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type))
-            return func.agentq_kind_slots_taken(tenant, key, now, cap, lock_key, kinds,
-                                                type_=Integer)
-        return func.agentq_slots_taken(tenant, key, now, cap, lock_key, type_=Integer)
     mine, other = steps.alias("mine"), steps.alias("other")
-    arrival = func.coalesce(
-        select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
-    )
-    running = and_(other.c.status == "running", other.c.lease_until >= now)
-    ahead = and_(other.c.status == WAITING,
-                 tuple_(other.c.created_at, other.c.step_key) < tuple_(arrival, key))
-    counted = [other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead)]
-    if by_kind:
-        counted.append(other.c.kind.in_(bindparam("kinds", expanding=True)))
-    taken = select(literal(1).label("one")).select_from(other).where(*counted).limit(cap).subquery()
-    return select(func.count()).select_from(taken).scalar_subquery()
+    inline = cap_rule.slots_taken(
+        other, tenant=tenant, step_key=step_key, now=now, cap=cap,
+        arrived=cap_rule.arrival(mine, step_key=step_key, now=now),
+        kinds=_in_kinds if by_kind else None).scalar_subquery()
+    return dialect.slots_taken(inline, steps, tenant=tenant, step_key=step_key, now=now,
+                               cap=cap, lock_key=bindparam("lock_key", type_=Integer),
+                               by_kind=by_kind)
+
+
+def _in_kinds(kind: ColumnElement[Any]) -> ColumnElement[bool]:
+    return kind.in_(bindparam("kinds", expanding=True))
 
 
 _GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "celery_task_id")
 
 
 @cache
-def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = False) -> Any:
+def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False) -> Any:
     c = steps.c
     now = param(c.started_at, "now")
-    module = postgresql if dialect_name == "postgresql" else sqlite
     values = {name: param(c[name], "new_" + name) for name in _GIVEN}
     claimed = {"status": literal("running"), "worker": param(c.worker, "new_worker"),
                "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
                "created_at": now, "started_at": now}
     if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
-        taken = _slots_taken(dialect_name, now, by_kind=by_kind)
+        taken = _slots_taken(dialect, values["tenant"], values["step_key"], now, by_kind=by_kind)
         slot = select((taken < bindparam("cap", type_=Integer))
                       .label("free")).subquery("slot")
         waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
         chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
                   for name, value in claimed.items()}
         row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
-        statement = module.insert(steps).from_select(
+        statement = dialect.insert(steps).from_select(
             [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
     else:
-        statement = module.insert(steps).values({**values, **claimed})
+        statement = dialect.insert(steps).values({**values, **claimed})
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],
@@ -282,18 +270,17 @@ def fault_step_txn(conn: Connection, step: NewStep, *, error: str, now: datetime
     re-drives) count nothing more. The row as counted; None if it counted nothing (the
     step runs, is done, or is held)."""
     params = {"new_" + name: value for name, value in record_values(step).items()}
-    row = conn.execute(_fault(conn.dialect.name),
+    row = conn.execute(_fault(dialects.of(conn)),
                        {**params, "now": now, "error": error, "retry_at": retry_at}).first()
     return None if row is None else step_from_row(row)
 
 
 @cache
-def _fault(dialect_name: str) -> Any:
+def _fault(dialect: Dialect) -> Any:
     c = steps.c
-    module = postgresql if dialect_name == "postgresql" else sqlite
     values = {name: param(c[name], "new_" + name) for name in _GIVEN}
     now = param(c.created_at, "now")
-    statement = module.insert(steps).values({
+    statement = dialect.insert(steps).values({
         **values, "status": literal("scheduled"), "attempts": literal(1), "faults": literal(1),
         "last_error": param(c.last_error, "error"),
         "lease_until": param(c.lease_until, "retry_at"), "created_at": now})

@@ -27,10 +27,11 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from agentq.core.timefmt import format_ts, parse_ts, to_utc
+from agentq.store import dialects
+from agentq.store.dialects import postgres, sqlite
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -52,23 +53,13 @@ class Timestamp(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(TIMESTAMP(timezone=True))
-        return dialect.type_descriptor(String(27))
+        return dialect.type_descriptor(dialects.of(dialect).timestamp_type())
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if dialect.name == "postgresql":
-            return to_utc(value)
-        return format_ts(value)
+        return None if value is None else dialects.of(dialect).timestamp_in()(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if dialect.name == "postgresql":
-            return to_utc(value)
-        return parse_ts(value)
+        return None if value is None else dialects.of(dialect).timestamp_out()(value)
 
 
 # JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL.
@@ -88,10 +79,6 @@ def _conversation_fk() -> Column[str]:
 
 # A conversation in a running turn, per dialect, as literal SQL: a partial index's
 # predicate and the query it serves must read the same (no bound parameters).
-RUNNING_STATE = {
-    "postgresql": "(fsm_state ->> 'state') = 'running'",
-    "sqlite": "json_extract(fsm_state, '$.state') = 'running'",
-}
 
 conversations = Table(
     "conversations",
@@ -119,8 +106,8 @@ conversations = Table(
     # The active conversations in a running turn, by when they last moved: what the sweeper
     # looks through for stalled ones (`list_stalled_conversations_txn`), however many idle.
     Index("ix_conversations_running", "updated_at", "id",
-          postgresql_where=text(f"status = 'active' AND {RUNNING_STATE['postgresql']}"),
-          sqlite_where=text(f"status = 'active' AND {RUNNING_STATE['sqlite']}")),
+          postgresql_where=text(f"status = 'active' AND {postgres.RUNNING_STATE}"),
+          sqlite_where=text(f"status = 'active' AND {sqlite.RUNNING_STATE}")),
 )
 
 events = Table(

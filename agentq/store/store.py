@@ -22,6 +22,7 @@ from agentq.store import (
     backlog,
     calls,
     conversations,
+    dialects,
     eventlog,
     fork,
     inbox,
@@ -102,7 +103,7 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
-        if self._lease_engine is not None:
+        if self._lease_engine not in (None, self.engine):
             self._lease_engine.dispose()
 
     # conversations
@@ -315,7 +316,7 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
         (`whole_commit`); else, or when that wrote nothing, a transaction that raises
         LogMoved if the log moved and Stale if the step (or its call) is no longer ours.
         """
-        if self.engine.dialect.name == "postgresql":
+        if dialects.of(self.engine).one_statement_commit:
             appended = eventlog.as_events(conversation_id, next_seq, drafts)
             with begin_write(self.engine, one_statement=True) as conn:
                 moved = whole_commit.commit_whole_txn(
@@ -397,11 +398,8 @@ class Store(AgentVersions, ApiKeys, TenantKeys, Breakers, Overviews, Metrics, Sw
     def _leases(self) -> Engine:
         """A connection of its own for the lease keeper: a renewal must not queue behind
         the steps of a busy process for a pooled connection while their leases run out."""
-        if self.engine.dialect.name != "postgresql":
-            return self.engine
         if self._lease_engine is None:
-            url = self.engine.url.render_as_string(hide_password=False)
-            self._lease_engine = create_engine(url, pool_size=1)
+            self._lease_engine = dialects.of(self.engine).lease_engine(self.engine)
         return self._lease_engine
 
     def release_step(

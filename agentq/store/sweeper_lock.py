@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.pool import NullPool
 
 from agentq.core.events import ToolCallRecord
+from agentq.store import dialects
 from agentq.store.deadlines import (
     Deadlines,
     list_calls_due_txn,
@@ -43,7 +44,7 @@ class SweeperLock:
         """Take the lock if free; True while this candidate holds it (one statement a try)."""
         if self.held:
             return True
-        if self._engine.dialect.name != "postgresql":
+        if not dialects.of(self._engine).server_locks:
             self.held = True
             return True
         if self._conn is None:  # a connection of its own: it never takes one from the pool

@@ -32,7 +32,7 @@ class TenantKeys:
         """Store (or replace) the tenant's sealed key for the profile."""
         c = tenant_keys.c
         with begin_write(self.engine) as conn:
-            inserted = conn.execute(insert_ignoring(conn.dialect, tenant_keys), {
+            inserted = conn.execute(insert_ignoring(conn, tenant_keys), {
                 "tenant": tenant, "profile": profile, "sealed": sealed,
                 "created_at": now, "updated_at": now,
             }).rowcount

@@ -16,15 +16,16 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, func, select, type_coerce
 
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.settings import Settings
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
+from agentq.store import dialects
 from agentq.store.budget_totals import Spent, spent_txn
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
 from agentq.store.schema import Timestamp, usage_rollups
 
@@ -69,7 +70,7 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    conn.execute(upsert_usage(conn.dialect.name), usage_values(key, tokens, at=at))
+    conn.execute(upsert_usage(dialects.of(conn)), usage_values(key, tokens, at=at))
 
 
 def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = ""
@@ -83,17 +84,16 @@ def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = "
 
 
 @cache
-def upsert_usage(dialect_name: str, prefix: str = "", *, where: Any = None) -> Any:
+def upsert_usage(dialect: Dialect, prefix: str = "", *, where: Any = None) -> Any:
     """The upsert that adds counts to one rollup row, its parameters named `<prefix><column>`:
     built once per dialect, and a part of a larger statement with a `prefix` (and, with
     `where`, a no-op unless it holds)."""
-    module: Any = postgresql if dialect_name == "postgresql" else sqlite
     c = usage_rollups.c
     names = ("tenant", "hour", "agent", "profile", "model", "conversation_id",
              "root_conversation_id", *COUNTS)
     values = {name: param(c[name], prefix + name) for name in names}
-    statement = (module.insert(usage_rollups).values(values) if where is None else
-                 module.insert(usage_rollups).from_select(
+    statement = (dialect.insert(usage_rollups).values(values) if where is None else
+                 dialect.insert(usage_rollups).from_select(
                      list(names), select(*(v.label(n) for n, v in values.items())).where(where)))
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
@@ -108,7 +108,7 @@ def report_txn(
     """The counts of the hours in [hour_of(start), end), summed per period (`group_by`: hour
     or day) and per dimension in `by`; at most `limit` rows, in period then key order."""
     c = usage_rollups.c
-    bucket = _bucket(conn.dialect.name, group_by).label("start")
+    bucket = _bucket(dialects.of(conn), group_by).label("start")
     dims = [_dimension(name).label(name) for name in by]
     query = (
         select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
@@ -138,16 +138,12 @@ def _dimension(name: str) -> Any:
     return c[DIMENSIONS[name]]
 
 
-def _bucket(dialect_name: str, group_by: str) -> Any:
+def _bucket(dialect: Dialect, group_by: str) -> Any:
     """The start of a rollup row's period, as a Timestamp: its hour, or its UTC day."""
     hour = usage_rollups.c.hour
     if group_by == "hour":
         return hour
-    if dialect_name == "postgresql":
-        return type_coerce(func.date_trunc("day", hour, literal("UTC")), Timestamp)
-    # SQLite keeps `format_ts` text (2026-11-21T22:00:00.000000Z): the day is its first 10.
-    day = func.substr(type_coerce(hour, String), 1, 10).op("||")(literal("T00:00:00.000000Z"))
-    return type_coerce(day, Timestamp)
+    return type_coerce(dialect.utc_day(hour), Timestamp)
 
 
 class Usage:

@@ -802,7 +802,7 @@ def test_a_lone_postgres_statement_runs_in_autocommit_and_the_pool_forgets_it(pg
 def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_use(pg_url, monkeypatch):
     import psycopg
 
-    from agentq.store import engine as engines
+    from agentq.store.dialects import postgres as engines
 
     monkeypatch.setattr(engines, "PING_AFTER_IDLE_S", 0.0)
     store = Store.open(pg_url)
