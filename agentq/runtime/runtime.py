@@ -104,7 +104,7 @@ class Runtime:
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
                                open_s=config.breaker_open_s)
-        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
+        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store.breakers), policy, clock)
         self._endpoints = endpoints
         self._agents = agents or children.agents_in_store(store)
         self._ceilings = ceilings
@@ -129,7 +129,7 @@ class Runtime:
 
     def _decide(self, conversation_id: str) -> tuple[View, Decision] | None:
         """The view and what to do next; a model call's view holds the history it reads."""
-        with self.store.reader(conversation_id) as reader:
+        with self.store.log.reader(conversation_id) as reader:
             view = reader.view(turn_only=True)
             if view is None:
                 return None
@@ -205,6 +205,6 @@ class Runtime:
         """How this runtime's steps call models, with the providers it has now."""
         breakers: dict[str, Any] = {} if self._endpoints is None else {
             "breakers": self.breakers, "endpoints": self._endpoints}
-        return ModelCalls(self.providers, self.pubsub.publish, self.store.add_step_retry,
+        return ModelCalls(self.providers, self.pubsub.publish, self.store.steps.add_retry,
                           self.timers, self.config.max_attempts, self._sleep,
                           delta_window_s=self.config.delta_window_s, **breakers)

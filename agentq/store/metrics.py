@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Connection, Engine, case, func, select
 
 from agentq.store import dialects
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read
 from agentq.store.schema import inbox, steps, tool_calls
 
@@ -101,11 +102,13 @@ def waiting_inbox_txn(conn: Connection) -> int:
 class Metrics:
     """The metrics verb of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def load_metrics(self, *, latency_bounds_s: Sequence[float] = LATENCY_BOUNDS_S) -> StoreMetrics:
+    def load(self, *, latency_bounds_s: Sequence[float] = LATENCY_BOUNDS_S) -> StoreMetrics:
         """Every aggregate GET /metrics exposes, from one read snapshot."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             by_status, retries = steps_by_kind_and_status_txn(conn)
             pending, oldest = pending_calls_txn(conn)
             return StoreMetrics(

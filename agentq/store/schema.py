@@ -6,15 +6,12 @@ are named as the fields of the records they hold, so a row maps to its record by
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     Column,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
@@ -27,10 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from agentq.store import dialects
+from agentq.store.column_types import Json, Timestamp
 from agentq.store.dialects import postgres, sqlite
 
 NAMING = {
@@ -42,28 +37,8 @@ NAMING = {
 metadata = MetaData(naming_convention=NAMING)
 
 
-class Timestamp(TypeDecorator[datetime]):
-    """A UTC-aware datetime that loads back equal to what was stored (inv. 7).
-
-    SQLite has no datetime type, so it stores the fixed-width `format_ts` text, whose
-    text order is time order; PostgreSQL stores TIMESTAMPTZ, exact to the microsecond.
-    """
-
-    impl = String(27)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        return dialect.type_descriptor(dialects.of(dialect).timestamp_type())
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        return None if value is None else dialects.of(dialect).timestamp_in()(value)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        return None if value is None else dialects.of(dialect).timestamp_out()(value)
 
 
-# JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL.
-Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 ID = 255  # uuid4 text for our ids; tool call ids come from providers and vary in length
 

@@ -4,9 +4,9 @@ A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction
 appends its assistant_msg, which commits once per step (on PostgreSQL the upsert is a part
 of the statement that finishes the step, `agentq.store.step_commit`): a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
-nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
+nothing was counted). Reads (`Usage.report`) sum rollup rows only, never events,
 over a bounded range; budget checks read the running totals beside them
-(agentq.store.budget_totals). `Usage` is mixed into `Store`, like `ApiKeys`.
+(agentq.store.budget_totals).
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
 from agentq.store import dialects
 from agentq.store.budget_totals import Spent, spent_txn
+from agentq.store.column_types import Timestamp
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
-from agentq.store.schema import Timestamp, usage_rollups
+from agentq.store.schema import usage_rollups
 
 # The dimensions a report may group by, and the column each reads.
 DIMENSIONS = {
@@ -149,20 +150,22 @@ def _bucket(dialect: Dialect, group_by: str) -> Any:
 class Usage:
     """The usage reads of the store (the writes are in the model step's commit)."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def usage_report(
+    def report(
         self, *, tenant: str | None, start: datetime, end: datetime, group_by: str,
         by: Sequence[str], limit: int,
     ) -> list[UsageRow]:
         """See `report_txn`; `tenant` None is every tenant (the operator's read)."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
                               by=by, limit=limit)
 
-    def budget_spent(self, conversation_id: str) -> Spent | None:
+    def load_spent(self, conversation_id: str) -> Spent | None:
         """See `spent_txn`: what a budget check reads, by primary key."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return spent_txn(conn, conversation_id)
 
     def token_totals(self) -> dict[tuple[str, str], Tokens]:
@@ -170,7 +173,7 @@ class Usage:
         c = usage_rollups.c
         query = (select(c.profile, c.model, *(func.sum(c[n]) for n in COUNTS))
                  .group_by(c.profile, c.model))
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return {(row[0], row[1]): Tokens(*(int(v) for v in row[2:]))
                     for row in conn.execute(query)}
 

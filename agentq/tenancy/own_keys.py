@@ -56,21 +56,21 @@ class OwnKeys:
             raise Unavailable("this deployment cannot store keys: the operator has not set "
                               "AGENTQ_ENCRYPTION_KEYS", code="own_keys_unavailable")
         sealed = self.keybox.seal(tenant, profile.name, secret)
-        self.store.put_tenant_key(tenant, profile.name, sealed, now=self.clock())
+        self.store.tenant_keys.put(tenant, profile.name, sealed, now=self.clock())
         log.info("tenant %s set its key for profile %s", tenant, profile.name)
 
     def delete(self, tenant: str, profile_name: str) -> bool:
         """Forget the tenant's key for a profile; False if none was set."""
         if self.policy.profile(profile_name, tenant) is None:
             raise NotFound(f"no profile {profile_name}")
-        return self.store.delete_tenant_key(tenant, profile_name)
+        return self.store.tenant_keys.delete(tenant, profile_name)
 
     def profiles_with_keys(self, tenant: str) -> set[str]:
-        return set(self.store.list_tenant_key_profiles(tenant))
+        return set(self.store.tenant_keys.list_profiles(tenant))
 
     def owner(self, conversation_id: str, profile_name: str) -> Owner | None:
         """The conversation's tenant and its key for the profile, opened (a worker's lookup)."""
-        found = self.store.load_conversation_key(conversation_id, profile_name)
+        found = self.store.tenant_keys.load_for_conversation(conversation_id, profile_name)
         if found is None:
             return None
         if not found.sealed or self.keybox is None:
@@ -87,9 +87,9 @@ class OwnKeys:
         if self.keybox is None:
             raise Unavailable("AGENTQ_ENCRYPTION_KEYS is not set", code="own_keys_unavailable")
         moved = 0
-        for key in self.store.list_sealed_keys():
+        for key in self.store.tenant_keys.list_sealed():
             resealed = self.keybox.reseal(key.sealed)
-            moved += self.store.reseal_tenant_key(key, resealed, now=self.clock())
+            moved += self.store.tenant_keys.reseal(key, resealed, now=self.clock())
         return moved
 
     def _taking_keys(self, tenant: str, profile_name: str) -> Profile:

@@ -54,16 +54,16 @@ class WebhookEndpoints:
             previous_sealed=None, previous_until=None, enabled=True, disabled_reason=None,
             failing_since=None, created_at=now, updated_at=now,
         )
-        if not self.store.add_webhook_endpoint(endpoint, max_per_tenant=self.policy.max_endpoints):
+        if not self.store.webhooks.add_endpoint(endpoint, max_per_tenant=self.policy.max_endpoints):
             raise Conflict(f"a tenant may have at most {self.policy.max_endpoints} webhook endpoints",
                            code="too_many_endpoints")
         return endpoint, secret
 
     def list_for(self, tenant: str) -> list[WebhookEndpoint]:
-        return self.store.list_webhook_endpoints(tenant)
+        return self.store.webhooks.list_endpoints(tenant)
 
     def get(self, tenant: str, endpoint_id: str) -> WebhookEndpoint:
-        found = self.store.load_webhook_endpoint(endpoint_id, tenant=tenant)
+        found = self.store.webhooks.load_endpoint(endpoint_id, tenant=tenant)
         if found is None:
             raise NotFound(f"no webhook endpoint {endpoint_id}")
         return found
@@ -86,7 +86,7 @@ class WebhookEndpoints:
             else:
                 values["disabled_reason"] = "disabled by the tenant"
         if values:
-            self.store.update_webhook_endpoint(endpoint_id, tenant=tenant, now=self.clock(),
+            self.store.webhooks.update_endpoint(endpoint_id, tenant=tenant, now=self.clock(),
                                                **values)
         return self.get(tenant, endpoint_id)
 
@@ -97,7 +97,7 @@ class WebhookEndpoints:
         current = self.get(tenant, endpoint_id)
         secret = new_secret()
         now = self.clock()
-        self.store.update_webhook_endpoint(
+        self.store.webhooks.update_endpoint(
             endpoint_id, tenant=tenant, now=now,
             sealed_secret=self.keybox.seal(tenant, _bound_to(endpoint_id), secret),
             previous_sealed=current.sealed_secret if grace_s > 0 else None,
@@ -106,7 +106,7 @@ class WebhookEndpoints:
         return self.get(tenant, endpoint_id), secret
 
     def delete(self, tenant: str, endpoint_id: str) -> None:
-        if not self.store.delete_webhook_endpoint(endpoint_id, tenant=tenant):
+        if not self.store.webhooks.delete_endpoint(endpoint_id, tenant=tenant):
             raise NotFound(f"no webhook endpoint {endpoint_id}")
 
     def signing_secrets(self, endpoint: WebhookEndpoint, now: datetime) -> list[str]:

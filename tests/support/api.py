@@ -83,7 +83,7 @@ class Api:
         self.client = self.app.test_client()
 
     def key(self, tenant: str, user: str | None = None) -> dict[str, str]:
-        _, secret = self.store.create_api_key(tenant, self.clock())
+        _, secret = self.store.keys.create(tenant, self.clock())
         headers = {"Authorization": f"Bearer {secret}"}
         if user:
             headers["X-Agentq-User"] = user
@@ -107,7 +107,7 @@ class Api:
         return self.client.get(path, headers=headers, **kwargs)
 
     def types(self, cid: str) -> list[str]:
-        return [e.type for e in self.store.list_events(cid)]
+        return [e.type for e in self.store.log.list_events(cid)]
 
 
 @dataclass

@@ -59,7 +59,7 @@ def test_every_event_of_an_approved_turn_arrives_signed_across_a_worker_killed_m
         client.close()
         workers("w2", **env)
         wait_for(lambda: len(receiver.requests) >= 2, what="the delivery to be sent again")
-        (call_id,) = store.load_conversation(conv.id).fsm.pending
+        (call_id,) = store.conversations.load(conv.id).fsm.pending
         enqueue(broker, commands.resolve(conv.id, call_id, PERSON, status="approved",
                                          result=None)[1])
         wait_for(lambda: {"call.resolved", "turn.completed"} <= set(kinds(receiver, secret)),

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from agentq.store import dialects
-from agentq.store.schema import Timestamp
+from agentq.store.column_types import Timestamp
 
 revision = "0008"
 down_revision = "0006"
