@@ -13,6 +13,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 POOL_SIZE = 10  # PostgreSQL connections per process
+# Set on every connection of a read (`engine.begin_read`): its transaction only reads.
+READ_OPTION = "agentq_read"
 
 
 class Dialect(ABC):

@@ -27,7 +27,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from agentq.core.timefmt import to_utc
-from agentq.store.dialects.contract import Dialect
+from agentq.store.dialects.contract import READ_OPTION, Dialect
 
 POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before use
@@ -37,9 +37,10 @@ RUNNING_STATE = "(fsm_state ->> 'state') = 'running'"
 
 # psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
 # SQLAlchemy puts the connection back to the defaults when it returns to the pool.
-_READ = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+_SNAPSHOT = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True, READ_OPTION: True}
 # psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
 _AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
+_AUTOCOMMIT_READ = {**_AUTOCOMMIT, READ_OPTION: True}
 
 
 class Postgres(Dialect):
@@ -79,7 +80,7 @@ class Postgres(Dialect):
         return engine
 
     def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
-        return _READ if one_snapshot else _AUTOCOMMIT
+        return _SNAPSHOT if one_snapshot else _AUTOCOMMIT_READ
 
     def write_options(self, *, one_statement: bool) -> dict[str, Any]:
         return _AUTOCOMMIT if one_statement else {}

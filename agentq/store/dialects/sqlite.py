@@ -23,11 +23,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from agentq.core.timefmt import format_ts, parse_ts
-from agentq.store.dialects.contract import Dialect
+from agentq.store.dialects.contract import READ_OPTION, Dialect
 
 BUSY_TIMEOUT_MS = 30_000
 RUNNING_STATE = "json_extract(fsm_state, '$.state') = 'running'"
-READ_OPTION = "agentq_read"  # a connection's execution option: its transaction only reads
 
 
 class Sqlite(Dialect):
