@@ -275,7 +275,7 @@ def test_a_setting_above_the_operators_ceiling_is_422_naming_the_ceiling(hostile
     assert error["code"] == "above_ceiling" and ceiling in error["message"]
     assert error["details"][0]["ceiling"] == ceiling
     assert hostile.store.conversations.list_page(tenant="acme", status=None, state=None, after_id=None,
-                                            limit=10) == []
+                                                 limit=10) == []
 
 
 def test_a_demo_tool_cannot_be_asked_to_sleep_for_ten_minutes(hostile):
@@ -433,7 +433,7 @@ def test_a_tenant_cannot_name_a_model_function(store, path, body):
     assert response.json["error"]["code"] == "unknown_profile"
     assert "only the operator's own agents" in response.json["error"]["message"]
     assert api.store.conversations.list_page(tenant="acme", status=None, state=None, after_id=None,
-                                        limit=10) == []
+                                             limit=10) == []
     assert api.store.agents.list_latest("acme") == []
     started = api.client.post("/v1/conversations", json={"agent": "refunder"}, headers=acme)
     assert started.status_code == 201  # the operator's agent runs its function

@@ -86,7 +86,7 @@ class Commands:
         if agent is None:
             admitted = self.settings_for(parsed, scope)
             return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
-                                                  now=self.clock())
+                                                   now=self.clock())
         version = self._agent_version(scope, agent)
         try:
             merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
@@ -99,7 +99,7 @@ class Commands:
                                f"{_first_error(exc)}", code="invalid_overrides") from None
         admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged))
         return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
-                                              now=self.clock(), agent=version.ref)
+                                               now=self.clock(), agent=version.ref)
 
     def _agent_version(self, scope: Scope, agent: str):
         try:

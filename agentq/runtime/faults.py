@@ -54,7 +54,7 @@ class Faults:
         turn why, naming the last error the step recorded."""
         max_attempts = self.ctx.config.max_attempts
         record = self.ctx.store.steps.give_up(step_key, max_attempts=max_attempts,
-                                             now=self.ctx.clock())
+                                              now=self.ctx.clock())
         if record is None:
             return []
         log.warning("step given up after %d attempts", max_attempts,
@@ -87,7 +87,7 @@ class Faults:
         now = self.ctx.clock()
         new = NewStep.of(blamed, conversation_id, task_id(blamed.key), tenant=info.tenant)
         record = self.ctx.store.steps.fault(new, error=error, now=now,
-                                           retry_at=now + timedelta(seconds=config.lease_s))
+                                            retry_at=now + timedelta(seconds=config.lease_s))
         if record is None:
             log.warning("task raised %s before it claimed its step; another attempt of the"
                         " step counts", error)

@@ -153,8 +153,8 @@ class StepWork(ABC, Generic[Result]):
         opened, or a budget is spent): a model step is held until then (`runtime.held`);
         anything else is retried later."""
         self.ctx.store.steps.release(self.step.key, worker=claim.worker,
-                                    status="failed_recoverable", now=self.ctx.clock(),
-                                    error=opened.message)
+                                     status="failed_recoverable", now=self.ctx.clock(),
+                                     error=opened.message)
         return []
 
     def turn(self) -> tuple[str | None, str | None]:
@@ -349,14 +349,14 @@ class Lifecycle:
         log.info("step released as %s%s", status, f": {error}" if error else "",
                  extra={"status": status})
         self.ctx.store.steps.release(claim.step.key, worker=claim.worker, status=status,
-                                    now=self.ctx.clock(), error=error, fault=fault)
+                                     now=self.ctx.clock(), error=error, fault=fault)
 
     def fail(self, claim: Claim, status: str, code: str, message: str,
              details: dict | None = None) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
         log.warning("step failed as %s (%s): %s", status, code, message, extra={"status": status})
         self.ctx.store.steps.release(claim.step.key, worker=claim.worker, status=status,
-                                    now=self.ctx.clock(), error=message)
+                                     now=self.ctx.clock(), error=message)
         return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message,
                                      details=details)
 
@@ -400,7 +400,7 @@ class Lifecycle:
         error = cause(exc)
         log.error("step raised %s", error, exc_info=exc, extra={"status": "failed_recoverable"})
         if self.ctx.store.steps.release(work.step.key, worker=claim.worker,
-                                       status="failed_recoverable", now=self.ctx.clock(),
-                                       error=error, fault=True):
+                                        status="failed_recoverable", now=self.ctx.clock(),
+                                        error=error, fault=True):
             return []
         return [work.redrive()]

@@ -51,7 +51,7 @@ def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: floa
         key = Step.expire(call.conversation_id, call.id).key
         follow.append(Expire(call.conversation_id, call.id, key, None))
     lapsed = store.sweeps.list_lapsed_steps(lease_after=after, lease_now=now, hold_after=after - grace,
-                                     hold_now=now - grace, limit=LAPSED_PAGE)
+                                            hold_now=now - grace, limit=LAPSED_PAGE)
     follow.extend(redrive(step, tool) for step, tool in lapsed)
     if lapsed:  # a dead worker's slots are free again
         follow.extend(_waiting_with_a_free_slot(ctx))

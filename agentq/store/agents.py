@@ -29,13 +29,13 @@ class Agents:
         self._dialect = dialect
 
     def create(self, tenant: str, definition: AgentDefinition, *, now: datetime
-                     ) -> AgentVersion | None:
+               ) -> AgentVersion | None:
         """Version 1 of a new agent of `tenant`; None if it has one of that name already."""
         with begin_write(self._engine) as conn:
             return _insert_txn(conn, tenant, definition, version=1, source="api", now=now)
 
     def add_version(self, tenant: str, definition: AgentDefinition, *, now: datetime
-                          ) -> AgentVersion | None:
+                    ) -> AgentVersion | None:
         """The next version of `tenant`'s agent; None if it has no agent of that name."""
         for _ in range(_RACES):
             with begin_write(self._engine) as conn:
@@ -49,7 +49,7 @@ class Agents:
         raise RuntimeError(f"could not add a version of agent {definition.name!r}")
 
     def publish_code(self, definition: AgentDefinition, *, now: datetime
-                           ) -> tuple[AgentVersion, bool]:
+                     ) -> tuple[AgentVersion, bool]:
         """The latest version of an agent defined in code, and whether this call published it:
         a new version when the definition differs from the latest one, none when it is the same."""
         for _ in range(_RACES):
@@ -65,7 +65,7 @@ class Agents:
         raise RuntimeError(f"could not publish agent {definition.name!r}")
 
     def load_version(self, tenant: str, name: str, *, version: int | None = None
-                           ) -> AgentVersion | None:
+                     ) -> AgentVersion | None:
         """Version `version` of `tenant`'s agent `name` (the latest when None), or None."""
         with begin_read(self._engine, one_snapshot=False) as conn:
             return _load_txn(conn, tenant, name, version=version)
@@ -85,7 +85,7 @@ class Agents:
             return [_version_from_row(row) for row in conn.execute(query)]
 
     def list_versions(self, tenant: str, name: str, *, after_version: int = 0,
-                            limit: int | None = None) -> list[AgentVersion]:
+                      limit: int | None = None) -> list[AgentVersion]:
         """Versions of `tenant`'s agent `name`, oldest first, after `after_version`."""
         a = agent_versions.c
         query = (select(agent_versions)

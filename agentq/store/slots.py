@@ -53,7 +53,7 @@ class Slots:
         self._dialect = dialect
 
     def announce(self, worker: str, offers: Mapping[str, int], *, now: datetime,
-                       ttl_s: float) -> None:
+                 ttl_s: float) -> None:
         """Say `worker` offers these slots per queue, until `ttl_s` from now."""
         with begin_write(self._engine) as conn:
             announce_slots_txn(conn, worker, offers, now=now, ttl_s=ttl_s)

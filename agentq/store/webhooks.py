@@ -90,7 +90,7 @@ class Webhooks:
             return [record_from_row(WebhookEndpoint, row) for row in rows]
 
     def load_endpoint(self, endpoint_id: str, *, tenant: str | None = None
-                              ) -> WebhookEndpoint | None:
+                      ) -> WebhookEndpoint | None:
         """The endpoint, or None if absent or another `tenant`'s."""
         e = webhook_endpoints.c
         with begin_read(self._engine, one_snapshot=False) as conn:
@@ -101,7 +101,7 @@ class Webhooks:
         return found
 
     def update_endpoint(self, endpoint_id: str, *, tenant: str, now: datetime,
-                                **values: Any) -> bool:
+                        **values: Any) -> bool:
         """Change the named columns of the tenant's endpoint; False if it has none such."""
         e = webhook_endpoints.c
         with begin_write(self._engine) as conn:

@@ -91,10 +91,10 @@ class Deliveries:
         now = self.clock()
         if answer.delivered:
             self.store.webhooks.finish_delivery(delivery, status="delivered", status_code=answer.status_code,
-                                       outcome=answer.outcome, now=now, next_attempt_at=None)
+                                                outcome=answer.outcome, now=now, next_attempt_at=None)
             if endpoint is not None and endpoint.failing_since is not None:
                 self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                                   failing_since=None)
+                                                    failing_since=None)
             return
         delays = self.policy.retry_delays_s
         retry = not final and delivery.attempts <= len(delays)
@@ -111,11 +111,11 @@ class Deliveries:
         """Start the endpoint's failure record, or disable it once it is a day old."""
         if endpoint.failing_since is None:
             self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                               failing_since=now)
+                                                failing_since=now)
         elif now - endpoint.failing_since >= timedelta(seconds=self.policy.disable_after_s):
             reason = (f"disabled by agentq: every delivery failed since "
                       f"{endpoint.failing_since.isoformat()}")
             self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                               enabled=False, disabled_reason=reason)
+                                                enabled=False, disabled_reason=reason)
             log.warning("webhook endpoint %s of tenant %s disabled after a day of failures",
                         endpoint.id, endpoint.tenant)

@@ -87,7 +87,7 @@ class WebhookEndpoints:
                 values["disabled_reason"] = "disabled by the tenant"
         if values:
             self.store.webhooks.update_endpoint(endpoint_id, tenant=tenant, now=self.clock(),
-                                               **values)
+                                                **values)
         return self.get(tenant, endpoint_id)
 
     def rotate(self, tenant: str, endpoint_id: str, *, grace_s: float) -> tuple[WebhookEndpoint, str]:

@@ -203,7 +203,7 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
     assert cut is not None
     step = Step.compact(conv.id, cut - 1)
     store.steps.schedule_and_claim(NewStep.of(step, conv.id, "dead", tenant=conv.tenant), worker="dead-worker",
-                                  lease_s=5.0, now=runtime.clock(), max_attempts=5)
+                                   lease_s=5.0, now=runtime.clock(), max_attempts=5)
     assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
     assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's
     runtime.clock.tick(6)

@@ -90,7 +90,7 @@ def test_a_renewal_goes_through_while_steps_hold_every_pooled_connection(pg_url)
     store = Store.open(pg_url, pool_size=2)
     cid = store.conversations.create(tenant="acme", settings=Settings(), now=utcnow()).id
     store.steps.schedule_and_claim(NewStep("busy", cid, "llm", {"after_seq": 1}, "r1", "t-busy",
-                                          "acme"), worker="w1", lease_s=30, now=utcnow(),
+                                           "acme"), worker="w1", lease_s=30, now=utcnow(),
                                   max_attempts=5)
     renewed, owned = [], []
 

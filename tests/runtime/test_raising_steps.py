@@ -164,7 +164,7 @@ def test_agentq_check_flags_a_model_step_given_up_without_the_error_event_of_its
     step = Step.model(cid, 1)
     for _ in range(MAX_ATTEMPTS):
         store.steps.fault(NewStep.of(step, cid, "task", tenant="acme"), error="KeyError: x",
-                         now=clock(), retry_at=clock())
+                          now=clock(), retry_at=clock())
     assert store.steps.give_up(step.key, max_attempts=MAX_ATTEMPTS, now=clock()).last_error == (
         "KeyError: x")
     (violation,) = check_conversation(store, cid)  # given up, but its turn still runs

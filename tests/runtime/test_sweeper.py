@@ -158,7 +158,7 @@ def test_a_held_step_is_re_driven_a_grace_after_its_hold_ends(runtime):
     step = Step.model(conv.id, 0)
     until = runtime.clock() + timedelta(seconds=2)
     runtime.store.steps.hold(NewStep.of(step, conv.id, task_id(step.key), tenant="t1"),
-                            until=until, reason="breaker open", now=runtime.clock())
+                             until=until, reason="breaker open", now=runtime.clock())
     runtime.clock.now = until + timedelta(seconds=ETA_GRACE_S)
     assert sweeper.wake(lock) == 0.0
     assert sent == [Advance(conv.id)]

@@ -85,7 +85,7 @@ def test_processes_that_start_at_once_with_the_same_code_publish_one_version(sto
 
 def test_a_conversation_remembers_the_agent_version_it_was_started_from_and_a_fork_too(store):
     conv = store.conversations.create(tenant="acme", settings=Settings(), now=T0,
-                                     agent=AgentRef("support", 2))
+                                      agent=AgentRef("support", 2))
     assert store.conversations.load(conv.id).agent == AgentRef("support", 2)
     assert store.overview.load(conv.id).conversation.agent == AgentRef("support", 2)
     fork = store.log.fork(conv.id, at_seq=0, now=T0)

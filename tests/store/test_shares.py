@@ -40,7 +40,7 @@ def claim(store: Store, cid: str, key: str, *, cap: int | None, seconds: float =
     """Schedule-and-claim step `key` of `cid` for `worker`, held to `cap`."""
     step = NewStep(key, cid, kind, {"after_seq": 1}, None, f"task-{key}", tenant)
     return store.steps.schedule_and_claim(step, worker=worker, lease_s=LEASE_S, now=at(seconds),
-                                         max_attempts=5, cap=cap)
+                                          max_attempts=5, cap=cap)
 
 
 def status(store: Store, key: str) -> str:
@@ -225,7 +225,7 @@ def hold_a_slot(store: Store, cid: str, clock: Clock) -> None:
     """A step of the conversation's tenant that another worker runs, under a live lease."""
     step = NewStep("elsewhere", cid, "llm", {"after_seq": 0}, None, "task-elsewhere", "acme")
     assert store.steps.schedule_and_claim(step, worker="elsewhere", lease_s=LEASE_S, now=clock(),
-                                         max_attempts=5, cap=1).status == "running"
+                                          max_attempts=5, cap=1).status == "running"
 
 
 def idle_with_answer(store: Store, cid: str) -> bool:
@@ -323,7 +323,7 @@ def test_two_slots_freed_at_once_fill_both_though_their_wake_reads_name_the_same
     hold_a_slot(store, first, runtime.clock)
     other = NewStep("elsewhere-2", second, "llm", {"after_seq": 0}, None, "task-e2", "acme")
     assert store.steps.schedule_and_claim(other, worker="elsewhere", lease_s=LEASE_S,
-                                         now=runtime.clock(), max_attempts=5, cap=2).status == "running"
+                                          now=runtime.clock(), max_attempts=5, cap=2).status == "running"
     third, third_follow = posted(commands)
     fourth, fourth_follow = posted(commands)
     providers.held.update({third, fourth})  # their model calls wait for `go`
@@ -420,12 +420,12 @@ def test_a_cap_by_kind_counts_only_the_tenants_steps_of_those_kinds(store):
     assert claim(store, cid, "model", cap=None).status == "running"
     tool = NewStep("t1", cid, "tool", {"tool_call_id": "c1"}, None, "task-t1", "acme")
     taken = store.steps.schedule_and_claim(tool, worker="w1", lease_s=LEASE_S, now=at(1),
-                                          max_attempts=5, cap=1, cap_kinds=("tool",))
+                                           max_attempts=5, cap=1, cap_kinds=("tool",))
     assert taken.status == "running"  # the running model step is not one of its queue's
     second = NewStep("t2", cid, "tool", {"tool_call_id": "c2"}, None, "task-t2", "acme")
     assert store.steps.schedule_and_claim(second, worker="w1", lease_s=LEASE_S, now=at(2),
-                                         max_attempts=5, cap=1, cap_kinds=("tool",)
-                                         ).status == "waiting"
+                                          max_attempts=5, cap=1, cap_kinds=("tool",)
+                                          ).status == "waiting"
 
 
 def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(store):

@@ -70,7 +70,7 @@ def schedule_and_claim(store: Store, cid: str, key: str, worker: str, *, seconds
                        max_attempts: int = 5):
     step = NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}-{worker}", "acme")
     return store.steps.schedule_and_claim(step, worker=worker, lease_s=30, now=at(seconds),
-                                         max_attempts=max_attempts)
+                                          max_attempts=max_attempts)
 
 
 # the log
@@ -203,7 +203,7 @@ def test_appending_where_the_log_ends_appends_and_writes_the_rest_under_the_lock
     append(store, cid, user("a"))
     running = FsmState(state="running", turn_id="t1")
     with store.writes.appending(cid, [user("b", 1), user("c", 1)], next_seq=2,
-                         state_after=lambda appended: running, now=at(2)) as (tx, events):
+                                state_after=lambda appended: running, now=at(2)) as (tx, events):
         assert [event.seq for event in events] == [2, 3]
         assert tx.conversation.next_seq == 4 and tx.conversation.fsm == running
         tx.put_tool_calls([call(cid, "c1")])
@@ -249,7 +249,7 @@ def test_appending_waits_for_the_lock_holder_then_finds_the_log_moved(store):
         holding.wait(5)
         try:
             with store.writes.appending(cid, [user("second")], next_seq=1,
-                                 state_after=lambda appended: FsmState(), now=at(2)):
+                                        state_after=lambda appended: FsmState(), now=at(2)):
                 outcome.append("appended")
         except Stale:
             outcome.append("stale")
@@ -602,7 +602,7 @@ def test_schedule_and_claim_follows_the_claim_rules_on_an_existing_step(store):
     assert (taken.worker, taken.attempts, taken.created_at, taken.started_at) == ("w2", 2, at(0), at(31))
     assert taken.celery_task_id == "task-s1-w2"  # the ledger names the task running it now
     assert store.steps.release("s1", worker="w2", status="failed_recoverable", now=at(32),
-                              fault=True)
+                               fault=True)
     assert schedule_and_claim(store, cid, "s1", "w3", seconds=33, max_attempts=1) is None  # used up
     assert schedule_and_claim(store, cid, "s1", "w3", seconds=33).attempts == 3
     with store.writes.locked(cid) as tx:
@@ -616,7 +616,7 @@ def test_giving_up_a_used_up_step_marks_it_failed_permanent_once(store):
     schedule(store, cid, "s1")
     claim(store, "s1", worker="w1", lease_s=30, now=at(0), max_attempts=1)
     assert store.steps.release("s1", worker="w1", status="failed_recoverable", now=at(1),
-                              fault=True)
+                               fault=True)
     assert not store.steps.give_up("s1", max_attempts=2, now=at(31))
     assert store.steps.give_up("s1", max_attempts=1, now=at(31))
     assert not store.steps.give_up("s1", max_attempts=1, now=at(32))

@@ -155,7 +155,7 @@ def committing(store: Store, cid: str):
     """A commit's transaction: one event appended, which takes the lock."""
     next_seq = store.conversations.load(cid).next_seq
     return store.writes.appending(cid, [user("answer", 2)], next_seq=next_seq,
-                           state_after=lambda _: FsmState(), now=at(2))
+                                  state_after=lambda _: FsmState(), now=at(2))
 
 
 def test_finishing_with_the_rounds_calls_writes_the_calls_and_schedules_their_steps(store):
@@ -271,7 +271,7 @@ def test_an_append_of_several_events_from_a_moved_log_inserts_none(store):
     append(store, cid, user("a"))
     with pytest.raises(Stale):
         with store.writes.appending(cid, [user("b"), user("c")], next_seq=1,
-                             state_after=lambda _: FsmState(), now=at(2)):
+                                    state_after=lambda _: FsmState(), now=at(2)):
             pass
     assert [e.seq for e in store.log.list_events(cid)] == [1]
     assert store.conversations.load(cid).next_seq == 2
@@ -281,7 +281,7 @@ def test_an_append_longer_than_one_statement_holds_lands_whole(store):
     cid = new_conversation(store).id
     drafts = [user(str(n)) for n in range(MERGED_EVENTS * 2 + 1)]
     with store.writes.appending(cid, drafts, next_seq=1, state_after=lambda _: FsmState(),
-                         now=at(2)) as (_, appended):
+                                now=at(2)) as (_, appended):
         pass
     assert [e.seq for e in store.log.list_events(cid)] == [e.seq for e in appended]
     assert store.conversations.load(cid).next_seq == len(drafts) + 1

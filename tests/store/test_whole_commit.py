@@ -32,8 +32,8 @@ def commit(store: Store, cid: str, drafts: list[EventDraft], *, key: str, worker
            finish, state: FsmState | None = None, next_seq: int = 1):
     """The step's commit, where a new conversation's log ends unless `next_seq` says."""
     return store.writes.commit_step(cid, drafts, next_seq=next_seq,
-                             state_after=lambda _: state or FsmState(state="running"),
-                             step_key=key, worker=worker, finish=finish, now=at(2))
+                                    state_after=lambda _: state or FsmState(state="running"),
+                                    step_key=key, worker=worker, finish=finish, now=at(2))
 
 
 def nothing_written(store: Store, cid: str, before) -> bool:

@@ -25,7 +25,7 @@ def claim(store: Store, step_key: str, *, worker: str, lease_s: float, now: date
     step = NewStep(step_key, row.conversation_id, row.kind, row.ref, row.round_id,
                    row.celery_task_id, row.tenant)
     return store.steps.schedule_and_claim(step, worker=worker, lease_s=lease_s, now=now,
-                                         max_attempts=max_attempts, alone=alone)
+                                          max_attempts=max_attempts, alone=alone)
 
 
 def schedule_step(store: Store, *, step_key: str, conversation_id: str, kind: str,

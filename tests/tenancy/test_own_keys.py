@@ -130,7 +130,7 @@ def test_reseal_moves_every_stored_key_to_the_newest_encryption_key(sqlite_url_f
     store = Store.open(url)
     try:
         store.tenant_keys.put("acme", "byok", KeyBox([old]).seal("acme", "byok", TENANT_KEY),
-                             now=datetime.now(timezone.utc))
+                              now=datetime.now(timezone.utc))
         monkeypatch.setenv("AGENTQ_ENCRYPTION_KEYS", f"{new},{old}")
         assert cli.main(["tenant-keys", "reseal"]) == 0
         [stored] = store.tenant_keys.list_sealed()

@@ -53,7 +53,7 @@ def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int =
                 celery_task_id=key)
     if claimed:
         store.steps.schedule_and_claim(NewStep(**args, tenant=SCOPE.tenant), worker="w1",
-                                      lease_s=30, now=T0, max_attempts=5)
+                                       lease_s=30, now=T0, max_attempts=5)
     else:
         schedule_step(store, **args, now=T0)
     return key

@@ -180,7 +180,7 @@ def test_a_stored_url_whose_host_dns_cannot_hold_is_refused_for_good_in_one_log_
     endpoints, deliveries = hooks(store, registry, clock)
     endpoint, _ = endpoints.create("t1", url="https://hooks.example.com/h", event_types=["turn.completed"])
     store.webhooks.update_endpoint(endpoint.id, tenant="t1", now=clock(),  # as stored before the check
-                                  url=f"https://{'a' * 64}.example.com/h")
+                                   url=f"https://{'a' * 64}.example.com/h")
     start(commands, runtime, script=[{"text": "Done."}])
     with caplog.at_level(logging.INFO, logger="agentq"):
         flush(deliveries)
@@ -230,7 +230,7 @@ def test_a_sealed_secret_copied_to_another_endpoint_does_not_open(store, registr
     first, _ = endpoints.create("t1", url="https://a.example.com/h", event_types=["call.waiting"])
     second, _ = endpoints.create("t1", url="https://b.example.com/h", event_types=["call.waiting"])
     store.webhooks.update_endpoint(second.id, tenant="t1", now=clock(),
-                                  sealed_secret=first.sealed_secret)
+                                   sealed_secret=first.sealed_secret)
     with pytest.raises(KeyBoxError):
         endpoints.signing_secrets(endpoints.get("t1", second.id), clock())
 
