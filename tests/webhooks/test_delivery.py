@@ -56,7 +56,7 @@ def commands(runtime, clock):
 
 
 def hooks(store, registry, clock, policy=TEST_POLICY):
-    endpoints = WebhookEndpoints(store, KeyBox([new_encryption_key()]), policy, clock)
+    endpoints = WebhookEndpoints(store.webhooks, KeyBox([new_encryption_key()]), policy, clock)
     return endpoints, Deliveries(store, endpoints, registry, clock)
 
 
@@ -255,7 +255,7 @@ def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
     endpoints, _ = hooks(store, registry, clock)
     with Receiver() as receiver:
         endpoint, _ = endpoints.create("t1", url=receiver.url, event_types=["call.waiting"])
-        stricter = WebhookEndpoints(store, endpoints.keybox, WebhookPolicy(), clock)  # https only
+        stricter = WebhookEndpoints(store.webhooks, endpoints.keybox, WebhookPolicy(), clock)  # https only
         deliveries = Deliveries(store, stricter, registry, clock)
         start(commands, runtime)
         flush(deliveries)
