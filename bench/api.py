@@ -237,7 +237,7 @@ def stream_capacity(port: int, key: str, store: Store, redis_url: str, *, max_st
             if time.monotonic() - started > time_limit_s:
                 break
             for _ in range(level - len(cids)):
-                cid = store.create_conversation(tenant="bench", settings=_settings(), now=utcnow()).id
+                cid = store.conversations.create(tenant="bench", settings=_settings(), now=utcnow()).id
                 cids.append(cid)
                 streams.open(cid)
             if not _wait(lambda: len(streams.ready) >= len(cids), 30):
@@ -300,7 +300,7 @@ def main() -> int:
     with postgres_database() as database_url, redis_database() as redis_url:
         store = Store.open(database_url)
         store.migrate()
-        _, key = store.create_api_key("bench", utcnow())
+        _, key = store.keys.create("bench", utcnow())
         env = _env(database_url, redis_url)
         with gunicorn(env, workers=args.workers, threads=args.threads) as port:
             post = measure(port, key, args.clients, args.requests, post_message, 202)

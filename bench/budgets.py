@@ -40,7 +40,7 @@ PERIODS = ("hour", "day", "month")
 
 def seed(store: Store, conversations: int) -> str:
     """A tenant whose conversations each spent in every hour of the month; one of their ids."""
-    cids = [store.create_conversation(tenant="acme", settings=Settings(), now=NOW).id
+    cids = [store.conversations.create(tenant="acme", settings=Settings(), now=NOW).id
             for _ in range(conversations)]
     start = period_start("month", NOW)
     hours = int((NOW - start).total_seconds() // 3600) + 1
@@ -92,10 +92,10 @@ def measure(name: str, url: str, conversations: int, calls: int
     store = Store.open(url)
     store.migrate()
     cid = seed(store, conversations)
-    store.budget_spent(cid)  # warm the pool
+    store.usage.load_spent(cid)  # warm the pool
     rows = [(f"{name}: sum of rollups", *timed(lambda: summed_rollups(store),
                                                 max(calls // 10, 20))),
-            (f"{name}: running totals", *timed(lambda: store.budget_spent(cid), calls))]
+            (f"{name}: running totals", *timed(lambda: store.usage.load_spent(cid), calls))]
     rows += [(f"{name}: {what}", median, p95) for what, median, p95 in commits(store, cid, calls)]
     store.dispose()
     return rows

@@ -336,7 +336,7 @@ def write_lost(out: Path, url: str, key: str, database_url: str, people: list[Co
                 record = {"client": {"outcome": person.outcome, "error": person.error, "seen": person.seen},
                           "events": [e.model_dump() for e in client.iter_events(person.id)],
                           "tool_calls": [c.model_dump() for c in client.tool_calls(person.id)],
-                          "steps": [dataclasses.asdict(step) for step in store.list_steps(person.id)]}
+                          "steps": [dataclasses.asdict(step) for step in store.steps.list_of(person.id)]}
                 (folder / f"{person.id}.json").write_text(json.dumps(record, indent=1, default=str))
     finally:
         store.dispose()
@@ -470,7 +470,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
 
     store = Store.open(database_url)
     store.migrate()
-    _, key = store.create_api_key("chaos", utcnow())
+    _, key = store.keys.create("chaos", utcnow())
     store.dispose()
     ledger = args.out / "executions.txt"
     ledger.unlink(missing_ok=True)

@@ -41,7 +41,7 @@ def prefill(store, cid: str, turns: int) -> None:
     """Write `turns` whole turns into the log, 500 to a transaction."""
     now = datetime.now(timezone.utc)
     for start in range(0, turns, 500):
-        with store.locked(cid) as tx:
+        with store.writes.locked(cid) as tx:
             batch, calls = [], []
             for turn in range(start, min(start + 500, turns)):
                 batch.extend(_turn(cid, turn, now, calls))
@@ -71,11 +71,11 @@ def _turn(cid: str, turn: int, now: datetime, calls: list) -> list:
 
 def summarize_all_but_last(store, cid: str, keep_turns: int) -> None:
     """The summary a compactor would have left: everything before the last turns."""
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     starts = [e.seq for e in events if e.type == "user_msg"]
     if len(starts) <= keep_turns:
         return
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.save_summary(
             from_seq=1, to_seq=starts[-keep_turns] - 1,
             content={"text": f"{len(starts) - keep_turns} earlier turns, each a no-op tool call."},

@@ -110,10 +110,10 @@ def sweeper_queries(runtime) -> dict[str, object]:
     earlier = now - timedelta(seconds=60)
     return {
         "full sweep (repair.sweep)": lambda: repair.sweep(ctx),
-        "  overdue calls": lambda: store.list_overdue_calls(now=now),
-        "  stale steps": lambda: store.list_stale_steps(now=now, scheduled_before=earlier),
-        "  waiting steps": lambda: store.list_waiting_steps(now=now),
-        "  stalled conversations": lambda: store.list_stalled_conversations(
+        "  overdue calls": lambda: store.backlog.list_overdue_calls(now=now),
+        "  stale steps": lambda: store.backlog.list_stale_steps(now=now, scheduled_before=earlier),
+        "  waiting steps": lambda: store.backlog.list_waiting_steps(now=now),
+        "  stalled conversations": lambda: store.backlog.list_stalled_conversations(
             updated_before=earlier, now=now),
         "due window (repair.sweep_due)": lambda: repair.sweep_due(
             ctx, after=earlier, now=now, grace_s=5.0),

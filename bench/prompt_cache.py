@@ -48,7 +48,7 @@ def cache_usage(kit: Kit, store: Store, turns: int = 20) -> dict[str, int]:
         _, follow = commands.post_message(conversation.id, f"Weather in City {turn}?", scope)
         drain(runtime, follow)
     totals = {"input_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-    for event in store.list_events(conversation.id, limit=10_000):
+    for event in store.log.list_events(conversation.id, limit=10_000):
         if event.type == "assistant_msg":
             for name in totals:
                 totals[name] += event.content.get("usage", {}).get(name, 0)

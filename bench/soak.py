@@ -453,7 +453,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
 
     store = Store.open(database_url)
     store.migrate()
-    _, key = store.create_api_key("soak", utcnow())
+    _, key = store.keys.create("soak", utcnow())
     store.dispose()
     env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": args.broker or redis_url,
            "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",

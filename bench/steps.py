@@ -84,7 +84,7 @@ def worker_processes(count: int, db_url: str, broker_url: str, log_dir: Path):
 def wait_rounds(store: Store, cid: str, rounds: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        fsm = store.load_conversation(cid).fsm
+        fsm = store.conversations.load(cid).fsm
         if fsm.rounds >= rounds and fsm.state == "idle":
             return
         time.sleep(0.002)
@@ -96,7 +96,7 @@ def run_turns(commands: Commands, send, cid: str, turns: int) -> list[float]:
     store = commands.store
     took = []
     for _ in range(turns):
-        rounds = store.load_conversation(cid).fsm.rounds
+        rounds = store.conversations.load(cid).fsm.rounds
         start = time.perf_counter()
         _, follow = commands.post_message(cid, "go", SCOPE)
         send(follow)
@@ -121,11 +121,11 @@ def run_concurrent(commands: Commands, send, count: int, turns: int) -> float:
 
 def step_added_s(store: Store, cid: str) -> list[float]:
     """For every step: its commit time minus the previous commit (or the message) time."""
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     starts = {e.turn_id: e.created_at for e in events if e.type == "user_msg"}
     turn_of = {e.step_key: e.turn_id for e in events if e.step_key}
     added, last_turn, last_at = [], None, None
-    for step in sorted(store.list_steps(cid), key=lambda s: s.finished_at):
+    for step in sorted(store.steps.list_of(cid), key=lambda s: s.finished_at):
         turn = turn_of.get(step.step_key)
         previous = last_at if turn == last_turn else starts[turn]
         added.append((step.finished_at - previous).total_seconds())

@@ -283,7 +283,7 @@ def percentiles(values: list[float]) -> str:
 def run(args: argparse.Namespace, database_url: str, redis_url: str) -> None:
     store = Store.open(database_url)
     store.migrate()
-    _, key = store.create_api_key("bench", utcnow())
+    _, key = store.keys.create("bench", utcnow())
     store.dispose()
     env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": redis_url,
            "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",

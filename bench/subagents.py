@@ -58,7 +58,7 @@ def _turns(store: Store, runtime: Runtime, commands: Commands, settings: dict, t
         started = time.perf_counter()
         drain(runtime, commands.post_message(conv.id, "go", SCOPE)[1])
         elapsed = time.perf_counter() - started
-        assert store.load_conversation(conv.id).fsm.rounds == 2
+        assert store.conversations.load(conv.id).fsm.rounds == 2
         return elapsed
 
     for _ in range(5):  # warm the caches and the pool
@@ -79,7 +79,7 @@ def main(turns: int = 200) -> None:
         runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                           sleep=lambda s: None)
         commands = Commands(store, registry)
-        store.create_agent("bench", AgentDefinition(name="helper", settings=Settings(
+        store.agents.create("bench", AgentDefinition(name="helper", settings=Settings(
             script=[{"text": "hello"}])), now=commands.clock())
         local = _turns(store, runtime, commands, LOCAL, turns)
         delegated = _turns(store, runtime, commands, DELEGATE, turns)

@@ -122,7 +122,7 @@ class Stack:
         return conv.id
 
     def step(self, cid: str, kind: str):
-        return next((s for s in self.store.list_steps(cid) if s.kind == kind), None)
+        return next((s for s in self.store.steps.list_of(cid) if s.kind == kind), None)
 
     def ready(self, worker: WorkerProcess) -> WorkerProcess:
         """Wait until the worker answers a remote-control ping."""
@@ -196,7 +196,7 @@ def expiry(stack: Stack, rounds: int) -> None:
     stack.worker(STEPS)
     for i in range(2 * rounds):
         cid = stack.begin(WAIT)
-        (call,) = wait(lambda: stack.store.list_tool_calls(cid, status="pending"), what="pending")
+        (call,) = wait(lambda: stack.store.calls.list_of(cid, status="pending"), what="pending")
         losing = i % 2 == 0
         if losing:
             expire_id = task_id(Step.expire(cid, call.id).key)
@@ -204,7 +204,7 @@ def expiry(stack: Stack, rounds: int) -> None:
             holder.kill()
             stack.flush_broker()
             timers = [w for w in timers if w is not holder]
-        closed = wait(lambda: next((e for e in stack.store.list_events(cid)
+        closed = wait(lambda: next((e for e in stack.store.log.list_events(cid)
                                     if e.type == "resolution"), None), what="expiry")
         (lost if losing else kept).append((closed.created_at - call.expires_at).total_seconds())
         if losing:
@@ -275,7 +275,7 @@ def _claimed_model_call(runtime: Runtime, i: int) -> Step:
         _conversations.append(commands.create_conversation(SCOPE, {"script": []}).id)
     cid = _conversations[-1]
     step = Step.model(cid, i % 10)
-    runtime.store.schedule_and_claim_step(
+    runtime.store.steps.schedule_and_claim(
         NewStep.of(step, cid, task_id(step.key), tenant="bench"), worker="bench:1:1",
         lease_s=runtime.config.lease_s, now=utcnow(), max_attempts=5)
     return step

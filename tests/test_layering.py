@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import ast
-import re
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -514,3 +514,83 @@ def test_the_parameter_count_sees_every_kind_of_parameter():
     source = "class R:\n    def __init__(self, a, /, b, *c, d, **e):\n        pass\n"
     assert parameters_of(source, "R") == ["a", "b", "d", "c", "e"]
     assert len(parameters_of(source, "R")) > 4
+
+
+# Where PostgreSQL and SQLite differ is said once, by a Dialect (agentq/store/dialects/):
+# nothing else tells the databases apart by name.
+DIALECT_BY_NAME = re.compile(r"dialect\.name\b|dialect_name\b|==\s*[\"'](postgresql|sqlite)[\"']")
+
+
+def dialect_tests_in(source: str) -> list[int]:
+    """The numbers of the lines of `source` that test a dialect by its name."""
+    return [n for n, line in enumerate(source.splitlines(), 1) if DIALECT_BY_NAME.search(line)]
+
+
+def test_only_the_dialects_tell_postgresql_and_sqlite_apart_by_name():
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in modules("agentq")
+                 if "store/dialects" not in path.as_posix()
+                 for n in dialect_tests_in(path.read_text())]
+    assert not offenders, f"the dialect tested by name outside agentq/store/dialects: {offenders}"
+
+
+def test_the_dialect_check_sees_each_way_of_testing_a_name():
+    source = ('if conn.dialect.name == "postgresql":\n'
+              "module = pg if dialect_name == 'sqlite' else lite\n"
+              'if engine.name == "postgresql": pass\n'
+              "return dialects.of(conn).running_state\n")
+    assert dialect_tests_in(source) == [1, 2, 3]
+
+
+# A class with more verbs than this is a facade of several things (the store was one class
+# of 89 methods, assembled from ten mixins): split it by role instead.
+MAX_PUBLIC_METHODS = 30
+# The SDK's clients hold one method per operation of the HTTP API, declared once for both
+# in agentq/client/calls.py and kept in step with the API by a test: their size is the API's.
+WIDE_CLASSES = {"agentq/client/sync.py:Client", "agentq/client/aio.py:AsyncClient"}
+
+
+def public_methods(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Per `path:Class`, its public methods, with those of its bases defined in `sources`."""
+    own: dict[str, tuple[str, set[str], list[str]]] = {}
+    for path, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                names = {item.name for item in node.body
+                         if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                         and not item.name.startswith("_")}
+                bases = [base.id for base in node.bases if isinstance(base, ast.Name)]
+                own[f"{path}:{node.name}"] = (node.name, names, bases)
+    by_name = {name: methods_and_bases for name, *methods_and_bases in own.values()}
+
+    def inherited(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        if name not in by_name or name in seen:
+            return set()
+        methods, bases = by_name[name]
+        return methods.union(*(inherited(base, seen | {name}) for base in bases))
+
+    return {key: names | set().union(*(inherited(b) for b in bases))
+            for key, (_, names, bases) in own.items()}
+
+
+def test_no_class_of_agentq_has_more_than_thirty_public_methods():
+    sources = {path.relative_to(ROOT).as_posix(): path.read_text() for path in modules("agentq")}
+    wide = {key: len(names) for key, names in public_methods(sources).items()
+            if len(names) > MAX_PUBLIC_METHODS and key not in WIDE_CLASSES}
+    assert not wide, f"classes with more than {MAX_PUBLIC_METHODS} public methods: {wide}"
+
+
+def test_the_method_count_sees_methods_a_class_takes_from_its_mixins():
+    verbs = "".join(f"    def verb_{i}(self): ...\n" for i in range(20))
+    source = (f"class A:\n{verbs}\nclass B:\n{verbs.replace('verb', 'other')}\n"
+              "class Facade(A, B):\n    def own(self): ...\n    def _private(self): ...\n")
+    assert len(public_methods({"m.py": source})["m.py:Facade"]) == 41
+
+
+# Modules of the store stay readable in one sitting: split one that grows past this by idea.
+MAX_STORE_MODULE_LINES = 400
+
+
+def test_no_module_of_the_store_is_longer_than_four_hundred_lines():
+    long = {path.relative_to(ROOT).as_posix(): length for path in modules("agentq/store")
+            if (length := len(path.read_text().splitlines())) > MAX_STORE_MODULE_LINES}
+    assert not long, f"store modules over {MAX_STORE_MODULE_LINES} lines: {long}"

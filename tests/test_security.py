@@ -274,8 +274,8 @@ def test_a_setting_above_the_operators_ceiling_is_422_naming_the_ceiling(hostile
     error = response.json["error"]
     assert error["code"] == "above_ceiling" and ceiling in error["message"]
     assert error["details"][0]["ceiling"] == ceiling
-    assert hostile.store.list_conversations(tenant="acme", status=None, state=None, after_id=None,
-                                            limit=10) == []
+    assert hostile.store.conversations.list_page(tenant="acme", status=None, state=None, after_id=None,
+                                                 limit=10) == []
 
 
 def test_a_demo_tool_cannot_be_asked_to_sleep_for_ten_minutes(hostile):
@@ -309,7 +309,7 @@ def test_a_tenant_with_four_slow_steps_on_four_slots_leaves_room_for_another_ten
     def bulk_steps() -> dict[str, list[str]]:
         statuses: dict[str, list[str]] = {}
         for cid in slow:
-            for step in store.list_steps(cid):
+            for step in store.steps.list_of(cid):
                 statuses.setdefault(step.status, []).append(cid)
         return statuses
 
@@ -318,15 +318,15 @@ def test_a_tenant_with_four_slow_steps_on_four_slots_leaves_room_for_another_ten
     # the fourth waits in the ledger, holding no worker: the other tenant's turn takes the slot
     quick = commands.create_conversation(small, {"script": [{"text": "quick"}]}).id
     enqueue(broker, commands.post_message(quick, "now, please", small)[1])
-    wait_for(lambda: store.load_conversation(quick).fsm.state == "idle"
-             and store.load_conversation(quick).fsm.rounds == 1,
+    wait_for(lambda: store.conversations.load(quick).fsm.state == "idle"
+             and store.conversations.load(quick).fsm.rounds == 1,
              timeout_s=2.0, what=f"the other tenant's turn; worker log:\n{worker.log_text()}")
     assert bulk_steps() == held  # meanwhile the slow tenant still runs three, one waiting
 
     # a slot of its own frees (a turn cancelled): the waiting step takes it
     [waiting] = held["waiting"]
     enqueue(broker, commands.cancel(held["running"][0], bulk))
-    wait_for(lambda: [s.status for s in store.list_steps(waiting)] == ["running"], timeout_s=30,
+    wait_for(lambda: [s.status for s in store.steps.list_of(waiting)] == ["running"], timeout_s=30,
              what=f"the waiting step to start; worker log:\n{worker.log_text()}")
     assert len(bulk_steps()["running"]) == 3
 
@@ -356,7 +356,7 @@ def test_a_client_supplied_created_at_is_recorded_but_turns_start_in_arrival_ord
         body = {"created_at": created_at} if created_at else {}
         assert api.say(cid, text, acme, **body).json["queued"] is True
     api.run()
-    users = [e for e in api.store.list_events(cid) if e.type == "user_msg"]
+    users = [e for e in api.store.log.list_events(cid) if e.type == "user_msg"]
     assert [e.content["text"] for e in users] == ["first", "second", "third"]
     assert users[2].created_at == datetime(2001, 1, 1, tzinfo=timezone.utc)  # recorded as sent
 
@@ -371,7 +371,7 @@ def test_an_idempotency_key_reused_with_another_body_is_422_and_the_same_body_re
                  {"content": "pay Bob 20", "created_at": "2026-01-01T00:00:00Z"}):
         refused = api.client.post(f"/v1/conversations/{cid}/messages", json=body, headers=keyed)
         assert refused.status_code == 422 and refused.json["error"]["code"] == "idempotency_key_reused"
-    assert [e.content["text"] for e in api.store.list_events(cid)] == ["pay Bob 20"]
+    assert [e.content["text"] for e in api.store.log.list_events(cid)] == ["pay Bob 20"]
 
 
 @pytest.mark.parametrize("at_seq", [False, True, "0", 0.5, None, [0]])
@@ -432,14 +432,14 @@ def test_a_tenant_cannot_name_a_model_function(store, path, body):
     assert response.status_code == 422, response.json
     assert response.json["error"]["code"] == "unknown_profile"
     assert "only the operator's own agents" in response.json["error"]["message"]
-    assert api.store.list_conversations(tenant="acme", status=None, state=None, after_id=None,
-                                        limit=10) == []
-    assert api.store.list_agents("acme") == []
+    assert api.store.conversations.list_page(tenant="acme", status=None, state=None, after_id=None,
+                                             limit=10) == []
+    assert api.store.agents.list_latest("acme") == []
     started = api.client.post("/v1/conversations", json={"agent": "refunder"}, headers=acme)
     assert started.status_code == 201  # the operator's agent runs its function
     api.say(started.json["id"], "refund", acme)
     api.run()
-    assert api.store.load_conversation(started.json["id"]).fsm.state == "awaiting_input"
+    assert api.store.conversations.load(started.json["id"]).fsm.state == "awaiting_input"
     context = api.get(f"/v1/conversations/{started.json['id']}/context", acme).json
     assert (context["profile"], context["kind"], context["model"]) == ("function", "function",
                                                                        "refunds")

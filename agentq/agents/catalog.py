@@ -65,7 +65,7 @@ class Catalog:
         owner, latest = self._latest(tenant, name)
         if latest is None or version is None or version == latest.version:
             return latest
-        return self.store.load_agent_version(owner, name, version=version)
+        return self.store.agents.load_version(owner, name, version=version)
 
     def versions(self, tenant: str, name: str, *, after_version: int = 0,
                  limit: int | None = None) -> list[AgentVersion] | None:
@@ -73,14 +73,14 @@ class Catalog:
         owner, latest = self._latest(tenant, name)
         if latest is None:
             return None
-        return self.store.list_agent_versions(owner, name, after_version=after_version, limit=limit)
+        return self.store.agents.list_versions(owner, name, after_version=after_version, limit=limit)
 
     def _latest(self, tenant: str, name: str) -> tuple[str, AgentVersion | None]:
         """Whose agent `name` is, for `tenant`, and its latest version."""
         self._ready()
-        latest = self.store.load_agent_version(tenant, name)
+        latest = self.store.agents.load_version(tenant, name)
         if latest is None and self.offered_in_code(name, tenant):
-            return CODE_OWNER, self.store.load_agent_version(CODE_OWNER, name)
+            return CODE_OWNER, self.store.agents.load_version(CODE_OWNER, name)
         return tenant, latest
 
     def list(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
@@ -93,8 +93,8 @@ class Catalog:
         not hidden or past the page.
         """
         self._ready()
-        own = self.store.list_agents(tenant, after_name=after_name, limit=limit)
+        own = self.store.agents.list_latest(tenant, after_name=after_name, limit=limit)
         mine = {item.name for item in own}
-        code = [item for item in self.store.list_agents(CODE_OWNER, after_name=after_name)
+        code = [item for item in self.store.agents.list_latest(CODE_OWNER, after_name=after_name)
                 if item.name not in mine and self.offered_in_code(item.name, tenant)]
         return sorted(own + code, key=lambda item: item.name)[:limit]

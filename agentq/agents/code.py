@@ -161,7 +161,7 @@ class CodeAgents:
         """Publish each agent whose definition changed; the latest version of each."""
         latest = []
         for item in self._agents.values():
-            version, published = store.publish_code_agent(item.definition, now=now)
+            version, published = store.agents.publish_code(item.definition, now=now)
             if published:
                 log.info("published agent %s version %d (%s)", item.name, version.version,
                          version.digest[:12])

@@ -34,11 +34,11 @@ class Violation:
 
 def check_conversation(store: Store, conversation_id: str) -> list[Violation]:
     """Every violation found in one conversation (empty when it is sound)."""
-    info = store.load_conversation(conversation_id)
+    info = store.conversations.load(conversation_id)
     if info is None:
         return [Violation(conversation_id, "exists", "no such conversation")]
-    events = store.list_events(conversation_id)
-    calls = store.list_tool_calls(conversation_id)
+    events = store.log.list_events(conversation_id)
+    calls = store.calls.list_of(conversation_id)
     found: list[Violation] = []
     for invariant, message in _all_checks(store, info, events, calls):
         found.append(Violation(conversation_id, invariant, message))
@@ -61,7 +61,7 @@ def _no_failure_hides(store: Store, info: ConversationInfo, events: Sequence[Eve
     """inv. 12: a model or compact step that failed for good failed its turn with an
     `error` event (a tool step's failure is its call's error result instead)."""
     errors = {e.content.get("step_key") for e in events if e.type == "error"}
-    for step in store.list_steps(info.id):
+    for step in store.steps.list_of(info.id):
         if step.kind in TURN_STEPS and step.status in FAILED and step.step_key not in errors:
             yield ("12 no failure hides",
                    f"{step.kind} step {step.step_key} is {step.status} but no error event says so")
@@ -72,7 +72,7 @@ def _child_of_its_call(store: Store, info: ConversationInfo) -> Iterator[tuple[s
     parent = info.parent
     if parent is None:
         return
-    call = store.load_tool_call(parent.conversation_id, parent.tool_call_id)
+    call = store.calls.load(parent.conversation_id, parent.tool_call_id)
     if call is None or call.executor != AGENT_EXECUTOR:
         yield "10 one child per call", f"its parent has no agent call {parent.tool_call_id}"
     elif child_conversation_id(parent.conversation_id, call.id) != info.id:
@@ -169,7 +169,7 @@ def _one_response_per_round(events: Sequence[Event]) -> Iterator[tuple[str, str]
 
 def _context_is_valid(store: Store, info: ConversationInfo) -> Iterator[tuple[str, str]]:
     """inv. 3: what the next model call would be sent passes validation."""
-    view = store.load_view(info.id)
+    view = store.log.load_view(info.id)
     if view is None:
         return
     for problem in validate(render(view)):
@@ -177,5 +177,5 @@ def _context_is_valid(store: Store, info: ConversationInfo) -> Iterator[tuple[st
 
 
 def check_all(store: Store) -> Iterator[Violation]:
-    for conversation_id in store.list_conversation_ids(status=None):
+    for conversation_id in store.conversations.list_ids(status=None):
         yield from check_conversation(store, conversation_id)

@@ -72,7 +72,7 @@ def _drive(embedded: Embedded) -> int:
 def _wait(store, cid: str, ready: Callable[[ConversationInfo], bool]) -> ConversationInfo:
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        info = store.load_conversation(cid)
+        info = store.conversations.load(cid)
         if info is not None and info.fsm.state == "failed":
             raise RuntimeError(f"the conversation failed: {info.fsm.to_json()}")
         if info is not None and ready(info):
@@ -83,7 +83,7 @@ def _wait(store, cid: str, ready: Callable[[ConversationInfo], bool]) -> Convers
 
 def _print_transcript(store, cid: str) -> None:
     print(f"\n{'seq':>3}  {'type':<13} {'turn':<8} {'round':<8} content")
-    for event in store.list_events(cid):
+    for event in store.log.list_events(cid):
         turn = (event.turn_id or "")[:8]
         round_ = (event.round_id or "")[:8]
         print(f"{event.seq:>3}  {event.type:<13} {turn:<8} {round_:<8} {_describe(event)}")

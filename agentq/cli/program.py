@@ -150,14 +150,14 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
                 print("agentq: --tenant names the tenant the key acts for; it may not be empty",
                       file=sys.stderr)
                 return 2
-            key_id, secret = store.create_api_key(args.tenant, utcnow())
+            key_id, secret = store.keys.create(args.tenant, utcnow())
             print(f"key {key_id} of tenant {args.tenant} (shown once, keep it):\n{secret}")
             return 0
         if args.action == "revoke":
-            revoked = store.revoke_api_key(args.key_id, utcnow())
+            revoked = store.keys.revoke(args.key_id, utcnow())
             print(f"revoked {args.key_id}" if revoked else f"no unrevoked key {args.key_id}")
             return 0 if revoked else 1
-        for key in store.list_api_keys(tenant=args.tenant):
+        for key in store.keys.list_all(tenant=args.tenant):
             print(f"{key.id}  {key.tenant}  created {key.created_at:%Y-%m-%d %H:%M}"
                   + ("  revoked" if key.revoked_at else ""))
         return 0

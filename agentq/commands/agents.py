@@ -33,11 +33,11 @@ class AgentCommands:
         if catalog.offered_in_code(definition.name, tenant):
             raise Conflict(f"agent {definition.name!r} is defined by the operator; "
                            "choose another name", code="agent_exists")
-        if catalog.store.count_agents(tenant) >= self.max_agents:
+        if catalog.store.agents.count(tenant) >= self.max_agents:
             raise Conflict(f"a tenant has at most {self.max_agents} agents",
                            code="too_many_agents")
         self._check_settings(definition, scope)
-        created = catalog.store.create_agent(tenant, definition, now=self.commands.clock())
+        created = catalog.store.agents.create(tenant, definition, now=self.commands.clock())
         if created is None:
             raise Conflict(f"agent {definition.name!r} exists; publish a new version with "
                            f"POST /v1/agents/{definition.name}/versions", code="agent_exists")
@@ -46,13 +46,13 @@ class AgentCommands:
     def add_version(self, scope: Scope, definition: AgentDefinition) -> AgentVersion:
         """The next, immutable version of one of the tenant's agents."""
         catalog, tenant = self.commands.catalog, scope.tenant
-        if catalog.store.load_agent_version(tenant, definition.name) is None:
+        if catalog.store.agents.load_version(tenant, definition.name) is None:
             if catalog.offered_in_code(definition.name, tenant):
                 raise Conflict(f"agent {definition.name!r} is defined by the operator's code; "
                                "its versions come from there", code="agent_in_code")
             raise NotFound(f"no agent {definition.name}")
         self._check_settings(definition, scope)
-        added = catalog.store.add_agent_version(tenant, definition, now=self.commands.clock())
+        added = catalog.store.agents.add_version(tenant, definition, now=self.commands.clock())
         if added is None:  # the agent was there a moment ago; agents are never deleted
             raise NotFound(f"no agent {definition.name}")
         return added

@@ -98,8 +98,8 @@ class Commands:
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
         if agent is None:
             admitted = self.settings_for(parsed, scope)
-            return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
-                                                  now=self.clock())
+            return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
+                                                   now=self.clock())
         version = self._agent_version(scope, agent)
         try:
             merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
@@ -111,8 +111,8 @@ class Commands:
             raise InvalidInput(f"the agent's settings with these overrides are not valid: "
                                f"{_first_error(exc)}", code="invalid_overrides") from None
         admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged))
-        return self.store.create_conversation(tenant=scope.tenant, settings=admitted,
-                                              now=self.clock(), agent=version.ref)
+        return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
+                                               now=self.clock(), agent=version.ref)
 
     def _agent_version(self, scope: Scope, agent: str):
         try:
@@ -165,7 +165,7 @@ class Commands:
             raise refused(request)
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
             verdict = classify_message(request, _locked_conversation(tx, conv, idempotency_key))
             written: tuple[MessageAnswer, list[FollowUp]]
@@ -233,7 +233,7 @@ class Commands:
         if isinstance(request, Refusal):
             raise refused(request)
         now = self.clock()
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             verdict = classify_resolution(request, tx.load_call(tool_call_id))
             written = _write_resolution(tx, verdict, by=_by(scope), now=now, content=content)
@@ -241,7 +241,7 @@ class Commands:
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Interrupt the running turn: the stream is closed, open calls are cancelled."""
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state not in ("running", "awaiting_input"):
                 raise Conflict(f"nothing to cancel: the conversation is {conv.fsm.state}")
@@ -251,7 +251,7 @@ class Commands:
     def retry(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
         """Re-drive a failed conversation: the failure stays in the log, the turn goes on."""
         now = self.clock()
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
             if conv.fsm.state != "failed":
                 raise Conflict(f"only a failed conversation can be retried; it is {conv.fsm.state}")
@@ -263,7 +263,7 @@ class Commands:
 
     def fork(self, conversation_id: str, scope: Scope, *, at_seq: int) -> ConversationInfo:
         """A new idle conversation with this one's log up to a turn boundary at `at_seq`."""
-        source = self.store.load_conversation(conversation_id, tenant=scope.tenant)
+        source = self.store.conversations.load(conversation_id, tenant=scope.tenant)
         if source is None:
             raise NotFound(f"no conversation {conversation_id}")
         last_seq = source.next_seq - 1
@@ -273,23 +273,23 @@ class Commands:
             raise Conflict(f"at_seq {at_seq} is past the end of the log ({last_seq})")
         # the prefix is immutable: checking it outside the copy's transaction is safe;
         # a fork copies the whole prefix anyway, so reading it costs nothing extra
-        prefix = self.store.list_events(conversation_id, before_seq=at_seq + 2)
+        prefix = self.store.log.list_events(conversation_id, before_seq=at_seq + 2)
         if not ends_a_turn(prefix, at_seq):
             raise Conflict(f"seq {at_seq} is inside a turn; fork at the end of a turn")
         # the policy may have changed since; a model function in stored settings came
         # from the operator's code agent they were created from
         self.settings_for(source.settings, scope,
                           from_code=source.settings.profile == FUNCTION_PROFILE)
-        return self.store.fork_conversation(conversation_id, at_seq=at_seq, now=self.clock())
+        return self.store.log.fork(conversation_id, at_seq=at_seq, now=self.clock())
 
     def end(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """End a conversation; its log is kept (inv. 1)."""
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             _own(tx, scope, conversation_id)
             now = self.clock()
             tx.set_status("ended", now=now)
             tx.cancel_waiting_steps(now=now)  # a step that waits for a slot would hold its place
-        info = self.store.load_conversation(conversation_id)
+        info = self.store.conversations.load(conversation_id)
         assert info is not None
         return info
 

@@ -112,11 +112,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def board_for(pubsub_url: str, client: redis.Redis, store: Board) -> Board:
+def board_for(pubsub_url: str, client: redis.Redis, database: Board) -> Board:
     """Redis (falling back to the database) when the deployment has one, else the database."""
     if pubsub_url.startswith(EMBEDDED_PUBSUB):  # in-process: not shared with other processes
-        return store
-    return FallbackBoard(RedisBoard(client), store)
+        return database
+    return FallbackBoard(RedisBoard(client), database)
 
 
 class FallbackBoard:

@@ -22,7 +22,7 @@ def within_budget(ctx: StepContext, view: View) -> None:
     budgets = ctx.rules.budgets_for(view.tenant)
     if not budgets.any():
         return
-    spent = ctx.store.budget_spent(view.conversation_id)
+    spent = ctx.store.usage.load_spent(view.conversation_id)
     if spent is None:
         return  # the conversation is gone: the step's commit finds out
     now = ctx.clock()

@@ -55,9 +55,9 @@ def find_agent(store: Any, rules: TenantRules, tenant: str, name: str) -> ChildA
     """The agent a child of `tenant`'s runs, or why it cannot run (a message the model reads):
     the tenant's own agent of the name, else the code's that the rules offer it, with its
     settings admitted as a new conversation's would be."""
-    found = store.load_agent_version(tenant, name)
+    found = store.agents.load_version(tenant, name)
     if found is None and rules.offers_agent(name, tenant):
-        found = store.load_agent_version(CODE_OWNER, name)
+        found = store.agents.load_version(CODE_OWNER, name)
     if found is None:
         return f"no agent named {name!r}"
     try:
@@ -86,7 +86,7 @@ def run_agent_call(lifecycle: Lifecycle, conversation: ConversationInfo, call: T
         return lifecycle.run(StartChild(lifecycle.ctx, conversation, call))
     if call.status == "pending":
         work = CollectChild(lifecycle.ctx, conversation, call)
-        if lifecycle.ctx.store.load_step(work.step.key) is not None:
+        if lifecycle.ctx.store.steps.load(work.step.key) is not None:
             return lifecycle.run(work)
     return []
 
@@ -113,7 +113,7 @@ class StartChild(StepWork["Start | str"]):
         if text is None:
             return f"invalid arguments for {call.name!r}: give one string argument, 'input'"
         limits = self.ctx.rules.ceilings_for(conversation.tenant)
-        turn = self.ctx.store.load_view(conversation.id, turn_only=True)
+        turn = self.ctx.store.log.load_view(conversation.id, turn_only=True)
         nth = subagents.nth_agent_call(turn.events if turn else (), call.id)
         refused = subagents.refusal(depth=conversation.depth, nth_child=nth,
                                     max_depth=limits.max_agent_depth,
@@ -133,7 +133,7 @@ class StartChild(StepWork["Start | str"]):
         now = self.ctx.clock()
         parent, call = self.conversation, self.call
         child_id = subagents.child_conversation_id(parent.id, call.id)
-        with self.ctx.store.locked(parent.id) as tx:
+        with self.ctx.store.writes.locked(parent.id) as tx:
             if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
                 raise Stale("the step is no longer ours")
             if isinstance(result, str):  # the model reads why no child was started
@@ -192,7 +192,7 @@ class CollectChild(StepWork["tuple[str, Any]"]):
 
     def run(self, claim: Claim, lost: threading.Event) -> tuple[str, Any]:
         child_id = subagents.child_conversation_id(self.conversation_id, self.call.id)
-        child = self.ctx.store.load_view(child_id, turn_only=True)
+        child = self.ctx.store.log.load_view(child_id, turn_only=True)
         if child is None:
             return "error", "the agent's conversation is gone"
         structured = child.settings.response_format is not None
@@ -204,7 +204,7 @@ class CollectChild(StepWork["tuple[str, Any]"]):
         if isinstance(output, str) and capped is not None and len(output) > capped:
             output = output[:capped] + f"\n[result cut: {len(output):,} characters]"
         now, call = self.ctx.clock(), self.call
-        with self.ctx.store.locked(self.conversation_id) as tx:
+        with self.ctx.store.writes.locked(self.conversation_id) as tx:
             if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
                 raise Stale("the step is no longer ours")
             if not tx.transition_call(call.id, from_statuses=["pending"], to_status="done",
@@ -227,7 +227,7 @@ def close_with_error(ctx: StepContext, conversation_id: str, call_id: str, messa
     """Close the call with an error result the model reads; the turn goes on."""
     now = ctx.clock()
     try:
-        with ctx.store.locked(conversation_id) as tx:
+        with ctx.store.writes.locked(conversation_id) as tx:
             call = tx.load_call(call_id)
             if call is None or not tx.transition_call(
                 call_id, from_statuses=from_statuses, to_status="done", now=now,

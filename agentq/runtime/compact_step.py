@@ -44,7 +44,7 @@ def compact(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Summarize the log through `to_seq` (the model call waits for it), then advance."""
-    view = lifecycle.ctx.store.load_view(conversation_id)
+    view = lifecycle.ctx.store.log.load_view(conversation_id)
     if view is None or to_seq > view.last_seq:
         return []
     if view.summary is not None and view.summary.to_seq >= to_seq:
@@ -114,7 +114,7 @@ class CompactStep(StepWork[Summary]):
         """Save the summary; a step no longer ours writes nothing, a later advance sorts it out."""
         previous = self.view.summary
         now = self.ctx.clock()
-        with self.ctx.store.locked(self.conversation_id) as tx:
+        with self.ctx.store.writes.locked(self.conversation_id) as tx:
             if tx.finish_step(self.step.key, worker=claim.worker, now=now):
                 tx.save_summary(
                     from_seq=previous.to_seq + 1 if previous else 1,

@@ -40,7 +40,7 @@ class StepContext:
     ) -> list[FollowUp]:
         """Append the `error` event of a step that failed its turn (a failed turn asks for nothing)."""
         now = self.clock()
-        with self.store.locked(conversation_id) as tx:
+        with self.store.writes.locked(conversation_id) as tx:
             events, _ = tx.append_and_fold([drafts.error(
                 code, message, status=status, step_key=step.key,
                 turn_id=tx.conversation.fsm.turn_id, round_id=step.round_id, created_at=now,

@@ -62,7 +62,7 @@ def _span(conversation: ConversationInfo, call: ToolCallRecord, key: str) -> NoS
 
 def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[FollowUp]:
     """Expire a pending call if it is due; re-arm if not."""
-    call = ctx.store.load_tool_call(conversation_id, tool_call_id)
+    call = ctx.store.calls.load(conversation_id, tool_call_id)
     if call is None or call.status != "pending" or call.expires_at is None:
         return []
     now = ctx.clock()
@@ -71,7 +71,7 @@ def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[Fo
         when = eta(call.expires_at, now, ctx.config.eta_horizon_s)
         return [Expire(conversation_id, tool_call_id, key, when)]
     try:
-        with ctx.store.locked(conversation_id) as tx, _span(tx.conversation, call, key) as span:
+        with ctx.store.writes.locked(conversation_id) as tx, _span(tx.conversation, call, key) as span:
             # conditional: a resolution that won the race leaves nothing to expire
             if not tx.transition_call(
                 tool_call_id, from_statuses=["pending"], to_status="expired", now=now,

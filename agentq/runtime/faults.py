@@ -53,8 +53,8 @@ class Faults:
         """Give the step up if its faults are used up (one caller does): `give_up` tells its
         turn why, naming the last error the step recorded."""
         max_attempts = self.ctx.config.max_attempts
-        record = self.ctx.store.give_up_step(step_key, max_attempts=max_attempts,
-                                             now=self.ctx.clock())
+        record = self.ctx.store.steps.give_up(step_key, max_attempts=max_attempts,
+                                              now=self.ctx.clock())
         if record is None:
             return []
         log.warning("step given up after %d attempts", max_attempts,
@@ -78,7 +78,7 @@ class Faults:
         what giving it up would close.
         """
         error, config = cause(exc), self.ctx.config
-        info = self.ctx.store.load_conversation(conversation_id)
+        info = self.ctx.store.conversations.load(conversation_id)
         blamed = self._blamed(info, step)
         if info is None or blamed is None:
             log.warning("task raised %s before it claimed a step; no running turn waits on it",
@@ -86,8 +86,8 @@ class Faults:
             return []
         now = self.ctx.clock()
         new = NewStep.of(blamed, conversation_id, task_id(blamed.key), tenant=info.tenant)
-        record = self.ctx.store.fault_step(new, error=error, now=now,
-                                           retry_at=now + timedelta(seconds=config.lease_s))
+        record = self.ctx.store.steps.fault(new, error=error, now=now,
+                                            retry_at=now + timedelta(seconds=config.lease_s))
         if record is None:
             log.warning("task raised %s before it claimed its step; another attempt of the"
                         " step counts", error)
@@ -111,6 +111,6 @@ class Faults:
         (scheduled, waiting, held or running): only the conversation's next advance would
         move it, and that is the task that raised."""
         step = Step.model(info.id, info.next_seq - 1)
-        open_steps = [s for s in self.ctx.store.list_steps(info.id)
+        open_steps = [s for s in self.ctx.store.steps.list_of(info.id)
                       if s.step_key != step.key and s.status in (*CLAIMABLE, "running")]
         return None if open_steps else step

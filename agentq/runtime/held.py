@@ -66,8 +66,8 @@ def _hold(
     share = int(step.key[:8], 16) / 0xFFFFFFFF
     until = wait.until + timedelta(seconds=min(wait_s * SPREAD, MAX_SPREAD_S) * share)
     new = NewStep.of(step, view.conversation_id, task_id(step.key), tenant=view.tenant)
-    if not ctx.store.hold_step(new, until=until, reason=wait.reason, now=now, worker=worker,
-                               occurrence=occurrence):
+    if not ctx.store.steps.hold(new, until=until, reason=wait.reason, now=now, worker=worker,
+                                occurrence=occurrence):
         return []
     log.warning("step held until %s: %s", format_ts(until), wait.reason,
                 extra={"status": "scheduled"})

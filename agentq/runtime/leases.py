@@ -107,11 +107,11 @@ class Leases:
             return
         try:
             if due:
-                ours = self._each_batch(beats, lambda held: self._store.renew_leases(
+                ours = self._each_batch(beats, lambda held: self._store.leases.renew(
                     held, lease_s=self.lease_s, now=self._clock()))
                 self._renewed_at = time.monotonic()
             else:
-                ours = self._each_batch(beats, self._store.list_owned_steps)
+                ours = self._each_batch(beats, self._store.leases.list_owned)
         except Exception:  # retried next period; a lease outlives two missed renewals
             log.warning("lease renewal failed", exc_info=True)
             return

@@ -152,9 +152,9 @@ class StepWork(ABC, Generic[Result]):
         """The step's call may not go out before `opened.until` (its endpoint's breaker
         opened, or a budget is spent): a model step is held until then (`runtime.held`);
         anything else is retried later."""
-        self.ctx.store.release_step(self.step.key, worker=claim.worker,
-                                    status="failed_recoverable", now=self.ctx.clock(),
-                                    error=opened.message)
+        self.ctx.store.steps.release(self.step.key, worker=claim.worker,
+                                     status="failed_recoverable", now=self.ctx.clock(),
+                                     error=opened.message)
         return []
 
     def turn(self) -> tuple[str | None, str | None]:
@@ -220,7 +220,7 @@ class Lifecycle:
 
     def _must_run_alone(self, work: StepWork[Result]) -> bool:
         """The claim was refused because the step died with others: it runs alone next."""
-        record = self.ctx.store.load_step(work.step.key)
+        record = self.ctx.store.steps.load(work.step.key)
         return record is not None and runs_alone(record, now=self.ctx.clock(),
                                                   max_attempts=self.ctx.config.max_attempts)
 
@@ -272,7 +272,7 @@ class Lifecycle:
             followups = work.commit(claim, result)
         except Stale:  # the conversation moved on (an interrupt, say): nothing was written
             span.outcome("lost")  # inv. 11: never a second successful span of the step
-            self.ctx.store.release_step(
+            self.ctx.store.steps.release(
                 work.step.key, worker=claim.worker, status="cancelled", now=self.ctx.clock()
             )
             return []
@@ -306,7 +306,7 @@ class Lifecycle:
             worker = f"{worker}{SPAN_MARK}{span}"
         new = NewStep.of(step, cid, task_id or step_task_id(step.key), tenant=work.tenant)
         for _look in range(2):
-            record = self.ctx.store.schedule_and_claim_step(
+            record = self.ctx.store.steps.schedule_and_claim(
                 new, worker=worker, lease_s=config.lease_s, now=self.ctx.clock,
                 max_attempts=config.max_attempts, cap=cap, cap_kinds=cap_kinds, alone=alone,
             )
@@ -336,7 +336,7 @@ class Lifecycle:
         tracer = tracing()
         if not tracer.enabled:
             return None, None
-        prior = self.ctx.store.load_step(work.step.key)
+        prior = self.ctx.store.steps.load(work.step.key)
         replaces = None
         if prior is not None and prior.worker and SPAN_MARK in prior.worker:
             replaces = prior.worker.rpartition(SPAN_MARK)[2]
@@ -348,15 +348,15 @@ class Lifecycle:
         `fault`, the attempt counts against the step."""
         log.info("step released as %s%s", status, f": {error}" if error else "",
                  extra={"status": status})
-        self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
-                                    now=self.ctx.clock(), error=error, fault=fault)
+        self.ctx.store.steps.release(claim.step.key, worker=claim.worker, status=status,
+                                     now=self.ctx.clock(), error=error, fault=fault)
 
     def fail(self, claim: Claim, status: str, code: str, message: str,
              details: dict | None = None) -> list[FollowUp]:
         """Release the step as failed and record why in the log (the turn fails with it)."""
         log.warning("step failed as %s (%s): %s", status, code, message, extra={"status": status})
-        self.ctx.store.release_step(claim.step.key, worker=claim.worker, status=status,
-                                    now=self.ctx.clock(), error=message)
+        self.ctx.store.steps.release(claim.step.key, worker=claim.worker, status=status,
+                                     now=self.ctx.clock(), error=message)
         return self.ctx.record_error(claim.conversation_id, claim.step, status, code, message,
                                      details=details)
 
@@ -383,7 +383,7 @@ class Lifecycle:
         alone, once none does (`Admission.released`).
         """
         woken = [redrive(*found) for tenant, kinds in dict.fromkeys(freed)
-                 for found in self.ctx.store.next_waiting_steps(tenant, kinds)]
+                 for found in self.ctx.store.backlog.next_waiting_steps(tenant, kinds)]
         return woken + self.admission.released()
 
     def _not_claimed(self, work: StepWork[Result]) -> list[FollowUp]:
@@ -399,8 +399,8 @@ class Lifecycle:
         have sent next was not sent."""
         error = cause(exc)
         log.error("step raised %s", error, exc_info=exc, extra={"status": "failed_recoverable"})
-        if self.ctx.store.release_step(work.step.key, worker=claim.worker,
-                                       status="failed_recoverable", now=self.ctx.clock(),
-                                       error=error, fault=True):
+        if self.ctx.store.steps.release(work.step.key, worker=claim.worker,
+                                        status="failed_recoverable", now=self.ctx.clock(),
+                                        error=error, fault=True):
             return []
         return [work.redrive()]

@@ -62,7 +62,7 @@ class ModelCall:
         sleep: Callable[[float], None] | None = None,
         delta_window_s: float = 0.0,
     ) -> None:
-        """`count_retry(step_key)` counts a retry of the step (`Store.add_step_retry`);
+        """`count_retry(step_key)` counts a retry of the step (`Steps.add_retry`);
         `delta_window_s`: how long deltas are held to be published together (0: each delta
         at once; `runtime.deltas`)."""
         self._provider = provider
@@ -159,7 +159,7 @@ class ModelCalls:
 
     rules: TenantRules
     announcer: Announcer
-    count_retry: Callable[[str], object]  # step key (`Store.add_step_retry`)
+    count_retry: Callable[[str], object]  # step key (`Steps.add_retry`)
     timers: Timers
     max_attempts: int
     sleep: Callable[[float], None] | None = None  # between retries (None: really sleep)

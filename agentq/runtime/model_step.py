@@ -156,7 +156,7 @@ class LlmStep(StepWork[ModelResponse]):
         finish, follow = self._finish(records, now, usage)
         # The append takes the lock, if the turn has not moved on while the model answered
         # (the log still ends at after_seq, so its cached state is view.fsm).
-        done = self.ctx.store.commit_step(
+        done = self.ctx.store.writes.commit_step(
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), step_key=step.key,
             worker=claim.worker, finish=finish, now=now)
@@ -171,7 +171,7 @@ class LlmStep(StepWork[ModelResponse]):
         if not self.ctx.config.audit:
             return
         view = self.view
-        self.ctx.store.record_model_call(ModelCallRecord(
+        self.ctx.store.audit.record(ModelCallRecord(
             id=str(uuid.uuid4()), conversation_id=view.conversation_id, step_key=self.step.key,
             rendered_context=response.sent, model=view.settings.model, usage=response.usage,
             latency_ms=response.latency_ms,

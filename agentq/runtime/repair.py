@@ -21,14 +21,14 @@ def sweep(ctx: StepContext) -> list[FollowUp]:
     waiting steps whose tenant has a free slot (a lease ran out, or a wake-up was missed)."""
     store, now = ctx.store, ctx.clock()
     follow: list[FollowUp] = []
-    for call in store.list_overdue_calls(now=now):
+    for call in store.backlog.list_overdue_calls(now=now):
         key = Step.expire(call.conversation_id, call.id).key
         follow.append(Expire(call.conversation_id, call.id, key, None))
     grace = timedelta(seconds=ctx.config.sweep_s)
-    for step, tool in store.list_stale_steps(now=now, scheduled_before=now - grace):
+    for step, tool in store.backlog.list_stale_steps(now=now, scheduled_before=now - grace):
         follow.append(redrive(step, tool))
     follow.extend(_waiting_with_a_free_slot(ctx))
-    for conversation_id in store.list_stalled_conversations(updated_before=now - grace, now=now):
+    for conversation_id in store.backlog.list_stalled_conversations(updated_before=now - grace, now=now):
         follow.append(Advance(conversation_id))
     return list(dict.fromkeys(follow))
 
@@ -47,11 +47,11 @@ def sweep_due(ctx: StepContext, *, after: datetime, now: datetime, grace_s: floa
     """
     store, grace = ctx.store, timedelta(seconds=grace_s)
     follow: list[FollowUp] = []
-    for call in store.list_calls_due(after=after - grace, now=now - grace):
+    for call in store.sweeps.list_calls_due(after=after - grace, now=now - grace):
         key = Step.expire(call.conversation_id, call.id).key
         follow.append(Expire(call.conversation_id, call.id, key, None))
-    lapsed = store.list_lapsed_steps(lease_after=after, lease_now=now, hold_after=after - grace,
-                                     hold_now=now - grace, limit=LAPSED_PAGE)
+    lapsed = store.sweeps.list_lapsed_steps(lease_after=after, lease_now=now, hold_after=after - grace,
+                                            hold_now=now - grace, limit=LAPSED_PAGE)
     follow.extend(redrive(step, tool) for step, tool in lapsed)
     if lapsed:  # a dead worker's slots are free again
         follow.extend(_waiting_with_a_free_slot(ctx))
@@ -73,7 +73,7 @@ def take_up(conversation_id: str, kind: str, ref: Mapping[str, Any], step_key: s
 
 def _waiting_with_a_free_slot(ctx: StepContext) -> list[FollowUp]:
     """Each tenant's first waiting steps, as many as it has slots free (in arrival order)."""
-    running, waiting = ctx.store.list_waiting_steps(now=ctx.clock())
+    running, waiting = ctx.store.backlog.list_waiting_steps(now=ctx.clock())
     taken: dict[str, int] = dict(running)
     follow: list[FollowUp] = []
     for step, tool in waiting:
@@ -91,8 +91,8 @@ def gc(ctx: StepContext, *, keep_s: float) -> int:
     The log keeps the story; both of these are bookkeeping. Returns rows dropped.
     """
     now = ctx.clock()
-    steps = ctx.store.delete_finished_steps(finished_before=now - timedelta(seconds=keep_s))
-    audits = ctx.store.delete_model_calls(
+    steps = ctx.store.steps.delete_finished(finished_before=now - timedelta(seconds=keep_s))
+    audits = ctx.store.audit.delete_before(
         before=now - timedelta(seconds=ctx.config.audit_ttl_s)
     )
     return steps + audits

@@ -84,7 +84,7 @@ class Runtime:
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,
                                open_s=config.breaker_open_s)
-        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store), policy, clock)
+        self.breakers = CircuitBreakers(board_for(pubsub.url, pubsub.client, store.breakers), policy, clock)
 
     def advance(self, conversation_id: str, *, task_id: str | None = None) -> list[FollowUp]:
         """Decide the next step of one conversation and run it (docs/design.md §2).
@@ -106,7 +106,7 @@ class Runtime:
 
     def _decide(self, conversation_id: str) -> tuple[View, Decision] | None:
         """The view and what to do next; a model call's view holds the history it reads."""
-        with self.store.reader(conversation_id) as reader:
+        with self.store.log.reader(conversation_id) as reader:
             view = reader.view(turn_only=True)
             if view is None:
                 return None
@@ -179,6 +179,6 @@ class Runtime:
     def _model_calls(self) -> ModelCalls:
         """How this runtime's steps call models, with the providers it has now."""
         return ModelCalls(rules=self.rules, announcer=self.announcer,
-                          count_retry=self.store.add_step_retry, timers=self.timers,
+                          count_retry=self.store.steps.add_retry, timers=self.timers,
                           max_attempts=self.config.max_attempts, sleep=self._sleep,
                           delta_window_s=self.config.delta_window_s, breakers=self.breakers)

@@ -4,7 +4,7 @@ the step's queue (`agentq.core.shares`), and the announcement of this process's 
 
 A share is read per claim, so its inputs are cached for a moment: the slots per queue for
 SLOTS_READ_S, the tenants busy on a queue for BUSY_READ_S. A claim counts the tenant's
-steps of the queue's kinds exactly (`ledger.schedule_and_claim_step_txn`); only who else is
+steps of the queue's kinds exactly (`claims.schedule_and_claim_step_txn`); only who else is
 busy may be that stale.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Shares:
             return slots
         with self._lock:
             if time.monotonic() - self._slots[0] >= SLOTS_READ_S:
-                self._slots = (time.monotonic(), self._store.load_queue_slots(now=self._clock()))
+                self._slots = (time.monotonic(), self._store.slots.load_per_queue(now=self._clock()))
             return self._slots[1]
 
     def _busy_tenants(self, kinds: tuple[str, ...]) -> set[str]:
@@ -82,7 +82,7 @@ class Shares:
         with self._lock:
             read_at, busy = self._busy.get(kinds, (float("-inf"), set()))
             if time.monotonic() - read_at >= BUSY_READ_S:
-                busy = self._store.list_busy_tenants(kinds, now=self._clock())
+                busy = self._store.slots.list_busy_tenants(kinds, now=self._clock())
                 self._busy[kinds] = (time.monotonic(), busy)
             return busy
 
@@ -110,14 +110,14 @@ class SlotOffer:
         if self._thread is not None:
             self._thread.join(timeout_s)
         try:
-            self._store.withdraw_slots(self.worker)
+            self._store.slots.withdraw(self.worker)
         except Exception:  # noqa: BLE001 - they expire anyway
             log.warning("could not withdraw the slots of %s", self.worker, exc_info=True)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                self._store.announce_slots(self.worker, self.offers, now=self._clock(),
+                self._store.slots.announce(self.worker, self.offers, now=self._clock(),
                                            ttl_s=ANNOUNCE_TTL_S)
             except Exception:  # noqa: BLE001 - the database is away: tried again next period
                 log.warning("could not announce the slots of %s", self.worker, exc_info=True)

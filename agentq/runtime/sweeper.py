@@ -69,7 +69,7 @@ class Sweeper:
         try:
             while not self._stopping.is_set():
                 try:
-                    lock = lock or self.ctx.store.sweeper_lock(idle_s=self.lock_idle_s)
+                    lock = lock or self.ctx.store.sweeps.lock(idle_s=self.lock_idle_s)
                     wait_s = self.wake(lock)
                 except Exception:  # the database went away, or our session did: start afresh
                     log.warning("sweeper: wake failed; retrying", exc_info=True)

@@ -52,7 +52,7 @@ def run_tool(
 ) -> list[FollowUp]:
     """Run one server tool call once, if it is still scheduled, and commit its result;
     a sub-agent's call is its child's to start or collect (agentq.runtime.children)."""
-    found = lifecycle.ctx.store.load_call_and_conversation(conversation_id, tool_call_id)
+    found = lifecycle.ctx.store.calls.load_with_conversation(conversation_id, tool_call_id)
     if found is None:
         return []
     conversation, call = found
@@ -120,13 +120,13 @@ class ToolStep(StepWork[ToolOutcome]):
         store = self.ctx.store
         closing = ClosingCall(call.id, {"status": result.status, "output": result.output})
         try:
-            done = store.commit_step(
+            done = store.writes.commit_step(
                 self.conversation_id, [draft], next_seq=conversation.next_seq,
                 state_after=lambda appended: fold(appended, conversation.fsm),
                 step_key=self.step.key, worker=claim.worker, finish=closing, now=now)
             events, fsm = done.events, done.conversation.fsm
         except LogMoved:
-            with store.locked(self.conversation_id) as tx:
+            with store.writes.locked(self.conversation_id) as tx:
                 tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)
                 events, fsm = tx.append_and_fold([draft], now=now)
         self.ctx.notices.notify(self.conversation_id, events)
@@ -145,7 +145,7 @@ class ToolStep(StepWork[ToolOutcome]):
                   "question": asked.question, "resume": asked.resume}
         draft = drafts.question(call, asked.question, expires_at=expires_at,
                                 step_key=self.step.key, created_at=now)
-        with self.ctx.store.locked(self.conversation_id) as tx:
+        with self.ctx.store.writes.locked(self.conversation_id) as tx:
             if not tx.finish_step(self.step.key, worker=claim.worker, now=now):
                 raise Stale("the step is no longer ours")
             if not tx.ask(call.id, elicitation=record, expires_at=expires_at):
@@ -161,7 +161,7 @@ class ToolStep(StepWork[ToolOutcome]):
         """Close the call with an error result the model can read; the turn goes on."""
         now = self.ctx.clock()
         try:
-            with self.ctx.store.locked(self.conversation_id) as tx:
+            with self.ctx.store.writes.locked(self.conversation_id) as tx:
                 call = tx.load_call(self.call.id)
                 if call is None or not tx.transition_call(
                     call.id, from_statuses=["scheduled"], to_status="done", now=now,

@@ -19,7 +19,7 @@ def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
     now = ctx.clock()
     turn_id = item.turn_id or str(uuid.uuid4())  # named when it arrived (not before this field)
     try:
-        with ctx.store.locked(view.conversation_id) as tx:
+        with ctx.store.writes.locked(view.conversation_id) as tx:
             if tx.conversation.fsm.state in ("running", "awaiting_input"):
                 raise Stale("a turn is still running")
             if not tx.take_inbox(item.id, turn_id=turn_id, now=now):
@@ -44,7 +44,7 @@ def fail_turn(ctx: StepContext, view: View, code: str, message: str) -> list[Fol
     """Record why the turn cannot go on (`decide` said so); the conversation is failed."""
     now = ctx.clock()
     try:
-        with ctx.store.locked(view.conversation_id) as tx:
+        with ctx.store.writes.locked(view.conversation_id) as tx:
             if tx.conversation.next_seq - 1 != view.last_seq:
                 raise Stale("the log moved")
             draft = drafts.error(

@@ -2,7 +2,7 @@
 
 Each write is an insert of the next version number that loses nothing in a race: two
 writers that read the same latest version try the same number, the primary key lets one
-in, and the other reads again. `AgentVersions` is mixed into `Store`, like `ApiKeys`.
+in, and the other reads again.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine, Row, func, select
 
 from agentq.core.agents import AgentDefinition, AgentVersion, Source
 from agentq.core.settings import Settings
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write, insert_ignoring
 from agentq.store.schema import agent_versions
 
@@ -20,22 +21,24 @@ CODE_OWNER = ""  # the owner of agents defined in code; a tenant's name is never
 _RACES = 20  # a writer that loses this many races in a row has met something else
 
 
-class AgentVersions:
+class Agents:
     """The agent verbs of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def create_agent(self, tenant: str, definition: AgentDefinition, *, now: datetime
-                     ) -> AgentVersion | None:
+    def create(self, tenant: str, definition: AgentDefinition, *, now: datetime
+               ) -> AgentVersion | None:
         """Version 1 of a new agent of `tenant`; None if it has one of that name already."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             return _insert_txn(conn, tenant, definition, version=1, source="api", now=now)
 
-    def add_agent_version(self, tenant: str, definition: AgentDefinition, *, now: datetime
-                          ) -> AgentVersion | None:
+    def add_version(self, tenant: str, definition: AgentDefinition, *, now: datetime
+                    ) -> AgentVersion | None:
         """The next version of `tenant`'s agent; None if it has no agent of that name."""
         for _ in range(_RACES):
-            with begin_write(self.engine) as conn:
+            with begin_write(self._engine) as conn:
                 latest = _latest_number_txn(conn, tenant, definition.name)
                 if latest is None:
                     return None
@@ -45,12 +48,12 @@ class AgentVersions:
                 return added
         raise RuntimeError(f"could not add a version of agent {definition.name!r}")
 
-    def publish_code_agent(self, definition: AgentDefinition, *, now: datetime
-                           ) -> tuple[AgentVersion, bool]:
+    def publish_code(self, definition: AgentDefinition, *, now: datetime
+                     ) -> tuple[AgentVersion, bool]:
         """The latest version of an agent defined in code, and whether this call published it:
         a new version when the definition differs from the latest one, none when it is the same."""
         for _ in range(_RACES):
-            with begin_write(self.engine) as conn:
+            with begin_write(self._engine) as conn:
                 latest = _load_txn(conn, CODE_OWNER, definition.name, version=None)
                 if latest is not None and latest.digest == definition.digest:
                     return latest, False
@@ -61,13 +64,13 @@ class AgentVersions:
                 return added, True
         raise RuntimeError(f"could not publish agent {definition.name!r}")
 
-    def load_agent_version(self, tenant: str, name: str, *, version: int | None = None
-                           ) -> AgentVersion | None:
+    def load_version(self, tenant: str, name: str, *, version: int | None = None
+                     ) -> AgentVersion | None:
         """Version `version` of `tenant`'s agent `name` (the latest when None), or None."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return _load_txn(conn, tenant, name, version=version)
 
-    def list_agents(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
+    def list_latest(self, tenant: str, *, after_name: str | None = None, limit: int | None = None
                     ) -> list[AgentVersion]:
         """The latest version of each of `tenant`'s agents, by name, the page after `after_name`."""
         a = agent_versions.c
@@ -78,24 +81,24 @@ class AgentVersions:
                  .order_by(a.name).limit(limit))
         if after_name is not None:
             query = query.where(a.name > after_name)
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return [_version_from_row(row) for row in conn.execute(query)]
 
-    def list_agent_versions(self, tenant: str, name: str, *, after_version: int = 0,
-                            limit: int | None = None) -> list[AgentVersion]:
+    def list_versions(self, tenant: str, name: str, *, after_version: int = 0,
+                      limit: int | None = None) -> list[AgentVersion]:
         """Versions of `tenant`'s agent `name`, oldest first, after `after_version`."""
         a = agent_versions.c
         query = (select(agent_versions)
                  .where(a.tenant == tenant, a.name == name, a.version > after_version)
                  .order_by(a.version).limit(limit))
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return [_version_from_row(row) for row in conn.execute(query)]
 
-    def count_agents(self, tenant: str) -> int:
+    def count(self, tenant: str) -> int:
         """How many agents (not versions) `tenant` has."""
         a = agent_versions.c
         query = select(func.count(func.distinct(a.name))).where(a.tenant == tenant)
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return int(conn.execute(query).scalar_one())
 
 
@@ -109,7 +112,7 @@ def _insert_txn(conn: Connection, tenant: str, definition: AgentDefinition, *, v
         "settings": canonical["settings"], "overridable": canonical["overridable"],
         "created_at": now,
     }
-    if not conn.execute(insert_ignoring(conn.dialect, agent_versions), row).rowcount:
+    if not conn.execute(insert_ignoring(conn, agent_versions), row).rowcount:
         return None
     return AgentVersion(definition=definition, version=version, digest=row["digest"],
                         source=source, created_at=now)

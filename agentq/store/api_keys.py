@@ -1,7 +1,7 @@
 """API keys: each belongs to one tenant and is stored only as the sha256 of its secret.
 
 A leaked table gives nobody a usable key, and a secret is shown once, when it is made.
-`ApiKeys` is mixed into `Store`, so a key is one more store verb, not a second store.
+The store's role is `ApiKeys` (`store.keys`), on the store's own engine.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine, select, update
 
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.schema import api_keys
 
@@ -72,28 +73,30 @@ def list_keys_txn(conn: Connection, *, tenant: str | None) -> list[ApiKeyInfo]:
 class ApiKeys:
     """The api_keys verbs of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def create_api_key(self, tenant: str, now: datetime) -> tuple[str, str]:
+    def create(self, tenant: str, now: datetime) -> tuple[str, str]:
         """A new key for `tenant`: (id, secret). The secret is not stored and cannot be shown again."""
         if not tenant.strip():
             raise ValueError("an API key acts for a tenant; '' owns the code's agents")
         secret = new_secret()
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             key_id = insert_key_txn(conn, tenant=tenant, key_hash=hash_secret(secret), now=now)
         return key_id, secret
 
     def find_tenant(self, secret: str) -> str | None:
         """The tenant of an unrevoked key with this secret, else None."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             return find_tenant_txn(conn, hash_secret(secret))
 
-    def revoke_api_key(self, key_id: str, now: datetime) -> bool:
+    def revoke(self, key_id: str, now: datetime) -> bool:
         """Revoke a key; False if it is unknown or already revoked."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             return revoke_key_txn(conn, key_id, now=now)
 
-    def list_api_keys(self, *, tenant: str | None = None) -> list[ApiKeyInfo]:
+    def list_all(self, *, tenant: str | None = None) -> list[ApiKeyInfo]:
         """Keys by creation time, without secrets."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             return list_keys_txn(conn, tenant=tenant)

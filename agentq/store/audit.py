@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select
+from sqlalchemy import Connection, Engine, Row, delete, select
 
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read, begin_write
 from agentq.store.schema import model_calls, record_from_row, record_values
 
 
@@ -51,3 +53,26 @@ def delete_model_calls_txn(conn: Connection, *, before: datetime) -> int:
 
 def _record_from_row(row: Row[Any]) -> ModelCallRecord:
     return record_from_row(ModelCallRecord, row)
+
+
+class Audit:
+    """The audited model calls: written after each call, read by people, expired on a TTL."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    def record(self, record: ModelCallRecord) -> None:
+        """Write one `model_calls` row: the request body exactly as sent, and its cost."""
+        with begin_write(self._engine) as conn:
+            insert_model_call_txn(conn, record)
+
+    def list_of(self, conversation_id: str) -> list[ModelCallRecord]:
+        """The conversation's audited model calls, oldest first."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_model_calls_txn(conn, conversation_id)
+
+    def delete_before(self, before: datetime) -> int:
+        """Delete audit rows older than `before` (their TTL); returns how many."""
+        with begin_write(self._engine) as conn:
+            return delete_model_calls_txn(conn, before=before)

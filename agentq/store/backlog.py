@@ -8,8 +8,13 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, or_, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select
 
+from agentq.core.events import ToolCallRecord
+from agentq.store.calls import list_overdue_calls_txn
+from agentq.store.conversations import list_stalled_conversations_txn
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read
 from agentq.store.ledger import READY, WAITING, StepRecord, step_from_row
 from agentq.store.schema import steps, tool_calls
 
@@ -109,3 +114,59 @@ def with_tool(query: Any, rows: Any = steps) -> Any:
 
 def steps_with_tools(result: Any) -> list[tuple[StepRecord, str | None]]:
     return [(step_from_row(row), row.tool) for row in result]
+
+
+class Backlog:
+    """What the sweeper and a freed slot look for: stale and waiting steps, overdue calls,
+    stalled conversations."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    def list_stale_steps(
+        self, *, now: datetime, scheduled_before: datetime, limit: int = 100
+    ) -> list[tuple[StepRecord, str | None]]:
+        """Running steps past their lease, and ready ones created before `scheduled_before`,
+        each with its tool's name (None for steps of other kinds)."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_stale_steps_txn(conn, now=now, scheduled_before=scheduled_before,
+                                        limit=limit)
+
+    def next_waiting_step(
+        self, tenant: str, kinds: tuple[str, ...] | None = None, *, others: bool = False
+    ) -> tuple[StepRecord, str | None] | None:
+        """The tenant's step (of `kinds`, else of any) that has waited longest for a slot,
+        with its tool's name; with `others`, that of any other tenant."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return next_waiting_step_txn(conn, tenant, kinds, others=others)
+
+    def next_waiting_steps(
+        self, tenant: str, kinds: tuple[str, ...] | None
+    ) -> list[tuple[StepRecord, str | None]]:
+        """What a freed slot of `tenant` wakes, in one read: its step that has waited
+        longest (of `kinds`, else of any) and, with `kinds`, that of any other tenant."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return next_waiting_steps_txn(conn, tenant, kinds)
+
+    def list_waiting_steps(
+        self, *, now: datetime, per_tenant: int = 100
+    ) -> tuple[dict[str, int], list[tuple[StepRecord, str | None]]]:
+        """Per tenant with waiting steps: its steps running now, and its first waiting ones."""
+        with begin_read(self._engine) as conn:
+            return list_waiting_steps_txn(conn, now=now, per_tenant=per_tenant)
+
+    def list_overdue_calls(self, *, now: datetime, limit: int = 100) -> list[ToolCallRecord]:
+        """Pending calls whose `expires_at` has come, soonest first, across conversations."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_overdue_calls_txn(conn, now=now, limit=limit)
+
+    def list_stalled_conversations(
+        self, *, updated_before: datetime, now: datetime | None = None, limit: int = 500
+    ) -> list[str]:
+        """Conversations with work to do that have not moved since `updated_before`, and
+        run no step under a lease live at `now` (by default, `updated_before`)."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_stalled_conversations_txn(
+                conn, updated_before=updated_before, now=now or updated_before, limit=limit
+            )

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, Row, select, update
 
 from agentq.core.breaker import Breaker
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write, insert_ignoring
 from agentq.store.schema import provider_breakers
 
@@ -28,7 +29,7 @@ def swap_breaker_txn(conn: Connection, old: Breaker, new: Breaker, *, now: datet
     values = {name: getattr(new, name) for name in _FIELDS}
     values.update(version=old.version + 1, updated_at=now)
     if old.version == 0:
-        statement = insert_ignoring(conn.dialect, provider_breakers)
+        statement = insert_ignoring(conn, provider_breakers)
         return conn.execute(statement, {"endpoint": new.endpoint, **values}).rowcount == 1
     c = provider_breakers.c
     result = conn.execute(
@@ -42,10 +43,12 @@ def swap_breaker_txn(conn: Connection, old: Breaker, new: Breaker, *, now: datet
 class Breakers:
     """The circuit breaker verbs of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
     def load_breaker(self, endpoint: str) -> Breaker | None:
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             row = conn.execute(
                 select(provider_breakers).where(provider_breakers.c.endpoint == endpoint)
             ).first()
@@ -53,12 +56,12 @@ class Breakers:
 
     def swap_breaker(self, old: Breaker, new: Breaker, *, now: datetime) -> Breaker | None:
         """`new` as stored (its version moved on), or None if another writer came first."""
-        with begin_write(self.engine, one_statement=True) as conn:
+        with begin_write(self._engine, one_statement=True) as conn:
             if not swap_breaker_txn(conn, old, new, now=now):
                 return None
         return replace(new, version=old.version + 1)
 
     def list_breakers(self) -> list[Breaker]:
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             rows = conn.execute(select(provider_breakers).order_by(provider_breakers.c.endpoint))
             return [breaker_from_row(row) for row in rows]

@@ -16,9 +16,11 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, and_, case, literal, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 
 from agentq.core.token_budgets import Meter
+from agentq.store import dialects
+from agentq.store.dialects import Dialect
 from agentq.store.engine import parameter_rows
 from agentq.store.schema import budget_totals, conversations
 
@@ -43,7 +45,7 @@ def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], token
 def add_total_rows_txn(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Add the rows `total_rows` made (one statement; none for no rows)."""
     if rows:
-        conn.execute(_adding(conn.dialect.name), [dict(row) for row in rows])
+        conn.execute(_adding(dialects.of(conn)), [dict(row) for row in rows])
 
 
 def total_rows(tenant: str, meters: Sequence[Meter], tokens: int) -> list[dict[str, Any]]:
@@ -58,10 +60,9 @@ TOTAL_COLUMNS = ("tenant", "scope", "name", "period", "period_start", "tokens")
 
 
 @cache
-def _adding(dialect_name: str) -> Any:
+def _adding(dialect: Dialect) -> Any:
     """The upsert of one total, built once per dialect (run for each meter of a call)."""
-    module: Any = postgresql if dialect_name == "postgresql" else sqlite
-    return _added(module.insert(budget_totals))
+    return _added(dialect.insert(budget_totals))
 
 
 @cache

@@ -6,11 +6,12 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Update, bindparam, select, update
+from sqlalchemy import Connection, Engine, Row, Update, bindparam, select, update
 
 from agentq.core.events import ToolCallRecord
 from agentq.store.conversations import ConversationInfo, conversation_from_row
-from agentq.store.engine import insert_ignoring, param
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read, insert_ignoring, param
 from agentq.store.schema import conversations, record_from_row, tool_calls
 
 OPEN_STATUSES = ("scheduled", "pending")
@@ -25,7 +26,7 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
     """Insert records; one that exists already is left as it is (inv. 5)."""
     if not records:
         return
-    conn.execute(insert_ignoring(conn.dialect, tool_calls), [call_values(r) for r in records])
+    conn.execute(insert_ignoring(conn, tool_calls), [call_values(r) for r in records])
 
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
@@ -176,3 +177,28 @@ def answer_txn(
         .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
         .values(status="scheduled", elicitation=elicitation))
     return moved.rowcount == 1
+
+
+class Calls:
+    """The tool calls of conversations, as a tool step and the API read them."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    def list_of(self, conversation_id: str, *, status: str | None = None) -> list[ToolCallRecord]:
+        """Calls ordered by (created_at, id), only those with `status` when given."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            statuses = None if status is None else (status,)
+            return list_calls_txn(conn, conversation_id, statuses=statuses)
+
+    def load(self, conversation_id: str, call_id: str) -> ToolCallRecord | None:
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return load_call_txn(conn, conversation_id, call_id)
+
+    def load_with_conversation(
+        self, conversation_id: str, call_id: str
+    ) -> tuple[ConversationInfo, ToolCallRecord] | None:
+        """A call with its conversation, read together: all a tool step reads."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return load_call_and_conversation_txn(conn, conversation_id, call_id)

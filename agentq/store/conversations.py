@@ -1,12 +1,14 @@
-"""Conversation rows: the settings, the cached fsm state, and the `next_seq` that orders the log."""
+"""Conversation rows: the settings, the cached fsm state, and the `next_seq` that orders the log;
+`Conversations` is the store's role that creates and reads them."""
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, literal_column, or_, select, text, union, update
+from sqlalchemy import Connection, Engine, Row, and_, literal_column, or_, select, text, union, update
 
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
@@ -15,8 +17,10 @@ from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight
-from agentq.store.engine import param
-from agentq.store.schema import RUNNING_STATE, conversations, inbox, steps
+from agentq.store import dialects
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read, begin_write, param
+from agentq.store.schema import conversations, inbox, steps
 
 STATUSES = ("active", "ended")
 
@@ -211,7 +215,7 @@ def list_stalled_conversations_txn(
     # Each half reads an index of only the conversations it can find (ix_conversations_running,
     # ix_inbox_untaken), so idle conversations cost it nothing, however many.
     in_turn = select(c.id, c.updated_at).where(
-        c.status == literal_column("'active'"), text(RUNNING_STATE[conn.dialect.name]),
+        c.status == literal_column("'active'"), text(dialects.of(conn).running_state),
         c.updated_at < updated_before)
     with_inbox = (
         select(c.id, c.updated_at)
@@ -288,3 +292,60 @@ def set_status_txn(conn: Connection, conversation_id: str, status: str, *, now: 
         .where(conversations.c.id == conversation_id)
         .values(status=status, updated_at=now)
     )
+
+
+class Conversations:
+    """Conversation rows: create one, read one, page through them."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    def create(
+        self, *, tenant: str, settings: Settings, now: datetime, conversation_id: str | None = None,
+        agent: AgentRef | None = None,
+    ) -> ConversationInfo:
+        """A new, active, idle conversation with an empty log (started from `agent`, if given)."""
+        info = ConversationInfo(
+            id=conversation_id or str(uuid.uuid4()), tenant=tenant, settings=settings,
+            fsm=FsmState(), status="active", next_seq=1, created_at=now, updated_at=now,
+            agent=agent,
+        )
+        with begin_write(self._engine) as conn:
+            insert_conversation_txn(conn, info)
+        return info
+
+    def load(self, conversation_id: str, *, tenant: str | None = None) -> ConversationInfo | None:
+        """The conversation, or None if absent or owned by another `tenant`."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            info = load_conversation_txn(conn, conversation_id)
+        if info is None or (tenant is not None and info.tenant != tenant):
+            return None
+        return info
+
+    def list_page(
+        self, *, tenant: str | None = None, status: str | None = None, state: str | None = None,
+        after_id: str | None = None, limit: int = 50,
+    ) -> list[ConversationInfo]:
+        """Conversations ordered by (created_at, id), the page after the one with `after_id`."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_conversations_txn(
+                conn, tenant=tenant, status=status, state=state, after_id=after_id, limit=limit
+            )
+
+    def list_ids(self, *, status: str | None = "active") -> list[str]:
+        """Ids of conversations with `status` (every one when None), oldest first."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_conversation_ids_txn(conn, status=status)
+
+    def list_descendants(self, conversation_id: str) -> list[ConversationInfo]:
+        """The sub-agents' conversations under this one, children before their own, each
+        generation in creation order."""
+        found: list[ConversationInfo] = []
+        generation = [conversation_id]
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            while generation:
+                children = list_children_txn(conn, generation)
+                found.extend(children)
+                generation = [child.id for child in children]
+        return found

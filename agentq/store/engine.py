@@ -1,4 +1,4 @@
-"""Engines for PostgreSQL and SQLite, and the few places where the two dialects differ.
+"""Engines for PostgreSQL and SQLite, and the transactions every store read and write runs in.
 
 Transactions are writes unless opened with `begin_read`: on SQLite a write starts with
 `BEGIN IMMEDIATE`, so writers queue on the database lock (busy_timeout) instead of
@@ -9,10 +9,8 @@ raises `Unavailable`, so callers answer "retry shortly" instead of failing.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import cache
 from typing import Any
 
 import sqlalchemy
@@ -20,99 +18,28 @@ from sqlalchemy import (
     BindParameter,
     Column,
     Connection,
-    Dialect,
     Engine,
     Table,
     bindparam,
-    event,
     select,
     union_all,
 )
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
 
 from agentq.errors import Unavailable
+from agentq.store import dialects
 
-_READ = "agentq_read"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-POOL_SIZE = 10  # PostgreSQL connections per process
-POOL_TIMEOUT_S = 60.0
-PING_AFTER_IDLE_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
+POOL_SIZE = dialects.POOL_SIZE
 
 
 def create_engine(url: str, *, pool_size: int = POOL_SIZE, max_overflow: int = 0) -> Engine:
-    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq.
+    """An engine for a `sqlite:///file` or `postgresql://` URL, set up for agentq by its
+    dialect (`agentq.store.dialects`).
 
-    The pool sizes matter on PostgreSQL only: a fixed pool by default, so a worker's many
-    green threads wait their turn for a connection (each holds one for one short
-    transaction) instead of opening and closing overflow connections, which costs both
-    sides a connection setup per step under load; an API process that serves thousands of
-    greenlets asks for more.
+    The pool sizes matter on PostgreSQL only: an API process that serves thousands of
+    greenlets asks for more than a worker.
     """
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        return _sqlite_engine(parsed)
-    if backend in ("postgresql", "postgres"):
-        if parsed.drivername in ("postgresql", "postgres"):
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        return _postgres_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
-    raise ValueError(f"unsupported database backend {backend!r}")
-
-
-def _sqlite_engine(url: sqlalchemy.URL) -> Engine:
-    engine = sqlalchemy.create_engine(url)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # pysqlite must not emit BEGIN itself: "begin" below chooses the kind.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        # inv. 8: writers take the database lock up front, one at a time.
-        read = conn.get_execution_options().get(_READ)
-        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
-
-    return engine
-
-
-def _postgres_engine(url: sqlalchemy.URL, *, pool_size: int, max_overflow: int) -> Engine:
-    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
-                                      pool_timeout=POOL_TIMEOUT_S)
-    dialect = engine.dialect
-
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        # Like pool_pre_ping, but only for a connection that sat idle: a worker running
-        # steps back to back would otherwise pay a round trip for every transaction. A
-        # connection lost while in use fails that one step, and the pool starts afresh.
-        idle_since = record.info.get("idle_since")
-        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except dialect.loaded_dbapi.Error as exc:
-            raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
-
-    return engine
-
-
-# psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
-# SQLAlchemy puts the connection back to the defaults when it returns to the pool.
-_POSTGRES_READ = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
-# psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
-_POSTGRES_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
+    dialect, parsed = dialects.for_url(url)
+    return dialect.create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
 
 
 # Driver errors that mean "the database cannot serve this now", not "this request is wrong".
@@ -140,9 +67,7 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     or bounds its later reads by what the first one saw.
     """
     with _reachable(), engine.connect() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execution_options(**(_POSTGRES_READ if one_snapshot else _POSTGRES_AUTOCOMMIT))
-        conn.execution_options(**{_READ: True})
+        conn.execution_options(**dialects.of(engine).read_options(one_snapshot=one_snapshot))
         with conn.begin():
             yield conn
 
@@ -155,8 +80,9 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     on PostgreSQL it runs in autocommit, one round trip instead of three.
     """
     with _reachable(), engine.connect() as conn:
-        if one_statement and engine.dialect.name == "postgresql":
-            conn.execution_options(**_POSTGRES_AUTOCOMMIT)
+        options = dialects.of(engine).write_options(one_statement=one_statement)
+        if options:
+            conn.execution_options(**options)
         with conn.begin():
             yield conn
 
@@ -188,15 +114,9 @@ def row_parameters(prefix: str, rows: Iterable[Mapping[str, Any]]) -> dict[str, 
             for i, row in enumerate(rows) for name, value in row.items()}
 
 
-def insert_ignoring(dialect: Dialect, table: Table) -> Any:
+def insert_ignoring(bind: Connection, table: Table) -> Any:
     """`INSERT … ON CONFLICT DO NOTHING` whose rowcount says whether the row went in."""
-    return _insert_ignoring(dialect.name, table)
-
-
-@cache
-def _insert_ignoring(dialect_name: str, table: Table) -> Any:
-    module = postgresql if dialect_name == "postgresql" else sqlite
-    return module.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+    return dialects.of(bind).insert_ignoring(table)
 
 
 def psycopg_waits_in_c() -> bool:

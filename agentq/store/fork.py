@@ -20,8 +20,9 @@ from agentq.store.conversations import (
     insert_conversation_txn,
     load_conversation_txn,
 )
-from agentq.store.eventlog import append_txn, list_events_txn, list_summaries_txn, save_summary_txn
+from agentq.store.eventlog import append_txn, save_summary_txn
 from agentq.store.schema import tool_calls
+from agentq.store.views import list_events_txn, list_summaries_txn
 
 
 def fork_conversation_txn(

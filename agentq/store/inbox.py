@@ -10,12 +10,13 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, func, select, update
+from sqlalchemy import Connection, Engine, Row, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agentq.core.events import InboxItem
 from agentq.errors import Conflict
-from agentq.store.engine import param
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read, param
 from agentq.store.schema import events, inbox, record_from_row
 
 
@@ -145,3 +146,21 @@ def find_turn_txn(conn: Connection, conversation_id: str, turn_id: str) -> TurnS
                                  inbox.c.turn_id == turn_id).limit(1)
     ).first()
     return TurnStart(None) if named is not None else None
+
+
+class Inbox:
+    """The inbox of conversations, and where each turn starts."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    def list_of(self, conversation_id: str, *, taken: bool | None = False) -> list[InboxItem]:
+        """Inbox items by (created_at, id): untaken by default, taken, or all (None)."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return list_inbox_txn(conn, conversation_id, taken=taken)
+
+    def find_turn(self, conversation_id: str, turn_id: str) -> TurnStart | None:
+        """Where the turn starts (its user_msg's seq, or None while it waits); None: no such turn."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return find_turn_txn(conn, conversation_id, turn_id)

@@ -15,39 +15,30 @@ holds no worker until a slot of its tenant frees.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 from sqlalchemy import (
     BindParameter,
-    Boolean,
     ColumnElement,
     Connection,
-    Integer,
     Row,
     and_,
-    bindparam,
     case,
     delete,
-    func,
-    literal,
     or_,
     select,
-    true,
     tuple_,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agentq.core.decide import Step
+from agentq.store.cap_rule import WAITING
 from agentq.store.engine import insert_ignoring, param
 from agentq.store.schema import record_from_row, record_values, steps
 
 READY = ("scheduled", "failed_recoverable")  # a worker may take these as soon as it gets them
-WAITING = "waiting"  # refused a slot by its tenant's cap; taken in arrival order as slots free
 CLAIMABLE = (*READY, WAITING)
 RELEASE_STATUSES = ("failed_recoverable", "failed_permanent", "timeout", "cancelled")
 FINISHED = ("succeeded", "cancelled", "failed_permanent", "timeout")
@@ -104,11 +95,11 @@ def step_from_row(row: Row[Any]) -> StepRecord:
 def schedule_step_txn(conn: Connection, step: NewStep, *, now: datetime) -> bool:
     values = schedule_values(step, now=now)
     # inv. 5: the step key is the primary key, so scheduling twice is a no-op.
-    result = conn.execute(insert_ignoring(conn.dialect, steps), values)
+    result = conn.execute(insert_ignoring(conn, steps), values)
     return result.rowcount == 1
 
 
-def _claimable(now: datetime | BindParameter[Any]) -> Any:
+def claimable(now: datetime | BindParameter[Any]) -> Any:
     """Scheduled, failed_recoverable, waiting for a slot, or running under a lease that ran
     out before `now`."""
     c = steps.c
@@ -121,13 +112,13 @@ def _died(now: Any) -> ColumnElement[bool]:
     return and_(c.status == "running", c.lease_until < now)
 
 
-def _faults_after(now: Any) -> ColumnElement[int]:
+def faults_after(now: Any) -> ColumnElement[int]:
     """The step's faults, counting an attempt that died while it ran alone."""
     c = steps.c
     return c.faults + case((and_(_died(now), c.deaths >= ALONE_AFTER_DEATHS), 1), else_=0)
 
 
-def _deaths_after(now: Any) -> ColumnElement[int]:
+def deaths_after(now: Any) -> ColumnElement[int]:
     """The step's deaths in company, counting an attempt that died among others."""
     c = steps.c
     return c.deaths + case((and_(_died(now), c.deaths < ALONE_AFTER_DEATHS), 1), else_=0)
@@ -143,169 +134,22 @@ def runs_alone(step: StepRecord, *, now: datetime, max_attempts: int) -> bool:
     return claimable and deaths >= ALONE_AFTER_DEATHS and faults < max_attempts
 
 
-def schedule_and_claim_step_txn(
-    conn: Connection, step: NewStep, *, worker: str, lease_s: float, now: datetime,
-    max_attempts: int, cap: int | None = None, alone: bool = False,
-    cap_kinds: tuple[str, ...] | None = None,
-) -> StepRecord | None:
-    """Insert the step already claimed, or claim the existing row, in one statement; None if it
-    is not ours to take.
-
-    It is the only way a step is claimed: the conflict branch takes a row that is
-    scheduled, failed_recoverable, waiting or running under a lapsed lease, with faults
-    left; a step running under a live lease, finished, or used up returns no row, and so
-    does a step that must run alone unless the claimant runs it `alone` (`runs_alone`).
-    Taking over a dead attempt counts its death: a fault if it ran alone, else a death in
-    company.
-
-    With a `cap`, the step runs only if fewer than `cap` steps of its tenant run under a
-    live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
-    attempt counted, and the row comes back with that status (inv. 9). With `cap_kinds`,
-    only the tenant's steps of those kinds count (a share of one queue's slots).
-    """
-    values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
-    params = {"new_" + name: value for name, value in values.items()}
-    params.update(now=now, max_attempts=max_attempts, alone=alone)
-    if cap is not None:
-        params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
-    by_kind = cap is not None and cap_kinds is not None
-    if cap is not None and cap_kinds is not None:
-        params.update(kinds=list(cap_kinds))
-    statement = _schedule_and_claim(conn.dialect.name, capped=cap is not None, by_kind=by_kind)
-    row = conn.execute(statement, params).first()
-    return None if row is None else step_from_row(row)
 
 
-def tenant_lock_key(tenant: str) -> int:
-    """The second key of the tenant's claim lock on PostgreSQL (a signed 32-bit hash; the
-    first, 0x61677471 "agtq", is agentq's, written in `agentq_slots_taken`)."""
-    return int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:4], "big", signed=True)
 
 
-def _slots_taken(dialect_name: str, now: Any, *, by_kind: bool) -> ColumnElement[int]:
-    """How many of the tenant's steps run under a live lease or wait ahead of this one (up
-    to :cap): a step arrived earlier (created_at, then step_key) keeps its place.
-
-    On PostgreSQL the count is `agentq_slots_taken` (migration 0004): it takes the tenant's
-    advisory lock, held until the claim commits, and counts in a fresh snapshot of its own,
-    so it sees every claim that held the lock before; counted in this statement's snapshot,
-    two claims at once could both take the last slot. SQLite runs one writer at a time.
-    `by_kind`: only steps of the kinds in :kinds count (`agentq_kind_slots_taken`, 0008).
-    """
-    key, tenant = param(steps.c.step_key, "new_step_key"), param(steps.c.tenant, "new_tenant")
-    cap = bindparam("cap", type_=Integer)
-    if dialect_name == "postgresql":
-        lock_key = bindparam("lock_key", type_=Integer)
-        if by_kind:
-            kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type))
-            return func.agentq_kind_slots_taken(tenant, key, now, cap, lock_key, kinds,
-                                                type_=Integer)
-        return func.agentq_slots_taken(tenant, key, now, cap, lock_key, type_=Integer)
-    mine, other = steps.alias("mine"), steps.alias("other")
-    arrival = func.coalesce(
-        select(mine.c.created_at).where(mine.c.step_key == key).scalar_subquery(), now
-    )
-    running = and_(other.c.status == "running", other.c.lease_until >= now)
-    ahead = and_(other.c.status == WAITING,
-                 tuple_(other.c.created_at, other.c.step_key) < tuple_(arrival, key))
-    counted = [other.c.tenant == tenant, other.c.step_key != key, or_(running, ahead)]
-    if by_kind:
-        counted.append(other.c.kind.in_(bindparam("kinds", expanding=True)))
-    taken = select(literal(1).label("one")).select_from(other).where(*counted).limit(cap).subquery()
-    return select(func.count()).select_from(taken).scalar_subquery()
 
 
-_GIVEN = ("step_key", "conversation_id", "tenant", "kind", "ref", "round_id", "celery_task_id")
 
 
-@cache
-def _schedule_and_claim(dialect_name: str, *, capped: bool, by_kind: bool = False) -> Any:
-    c = steps.c
-    now = param(c.started_at, "now")
-    module = postgresql if dialect_name == "postgresql" else sqlite
-    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
-    claimed = {"status": literal("running"), "worker": param(c.worker, "new_worker"),
-               "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
-               "created_at": now, "started_at": now}
-    if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
-        taken = _slots_taken(dialect_name, now, by_kind=by_kind)
-        slot = select((taken < bindparam("cap", type_=Integer))
-                      .label("free")).subquery("slot")
-        waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
-        chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
-                  for name, value in claimed.items()}
-        row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
-        statement = module.insert(steps).from_select(
-            [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
-    else:
-        statement = module.insert(steps).values({**values, **claimed})
-    new = statement.excluded
-    return statement.on_conflict_do_update(
-        index_elements=[c.step_key],
-        set_={
-            "status": new.status,  # running, or waiting for a slot
-            "lease_until": new.lease_until,
-            "attempts": c.attempts + new.attempts,
-            "faults": _faults_after(now),
-            "deaths": _deaths_after(now),
-            "worker": new.worker,
-            "started_at": func.coalesce(new.started_at, c.started_at),
-            "celery_task_id": new.celery_task_id,  # the task that took it up last
-        },
-        where=and_(_faults_after(now) < bindparam("max_attempts"), _claimable(now),
-                   or_(_deaths_after(now) < ALONE_AFTER_DEATHS,
-                       bindparam("alone", type_=Boolean))),
-    ).returning(*c)
 
 
-def give_up_step_txn(
-    conn: Connection, step_key: str, *, max_attempts: int, now: datetime
-) -> StepRecord | None:
-    """Mark a claimable step whose faults are used up failed_permanent; the row as given up
-    for the one caller that did (its `last_error` still what it last raised), else None."""
-    c = steps.c
-    row = conn.execute(
-        update(steps)
-        .where(c.step_key == step_key, _faults_after(now) >= max_attempts, _claimable(now))
-        .values(status="failed_permanent", lease_until=None, faults=_faults_after(now),
-                finished_at=now)
-        .returning(*c)
-    ).first()
-    return None if row is None else step_from_row(row)
 
 
-def fault_step_txn(conn: Connection, step: NewStep, *, error: str, now: datetime,
-                   retry_at: datetime) -> StepRecord | None:
-    """Count a fault of a step whose task raised before it could claim it (inv. 12), as an
-    attempt that failed, scheduling the step if new, and hold it until `retry_at`: the
-    sweeper re-drives it then, and the tasks that raised together meanwhile (a burst of
-    re-drives) count nothing more. The row as counted; None if it counted nothing (the
-    step runs, is done, or is held)."""
-    params = {"new_" + name: value for name, value in record_values(step).items()}
-    row = conn.execute(_fault(conn.dialect.name),
-                       {**params, "now": now, "error": error, "retry_at": retry_at}).first()
-    return None if row is None else step_from_row(row)
 
 
-@cache
-def _fault(dialect_name: str) -> Any:
-    c = steps.c
-    module = postgresql if dialect_name == "postgresql" else sqlite
-    values = {name: param(c[name], "new_" + name) for name in _GIVEN}
-    now = param(c.created_at, "now")
-    statement = module.insert(steps).values({
-        **values, "status": literal("scheduled"), "attempts": literal(1), "faults": literal(1),
-        "last_error": param(c.last_error, "error"),
-        "lease_until": param(c.lease_until, "retry_at"), "created_at": now})
-    new = statement.excluded
-    return statement.on_conflict_do_update(
-        index_elements=[c.step_key],
-        set_={"status": new.status, "lease_until": new.lease_until, "attempts": c.attempts + 1,
-              "faults": c.faults + 1, "last_error": new.last_error},
-        # not one running (that attempt is another's), nor one held (counted, or waiting on
-        # its endpoint's breaker: inv. 11)
-        where=and_(c.status.in_(CLAIMABLE), or_(c.lease_until.is_(None), c.lease_until <= now)),
-    ).returning(*c)
+
+
 
 
 def _owned(step_key: str, worker: str) -> Any:

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, Engine, Float, case, cast, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, case, func, select
 
+from agentq.store import dialects
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read
 from agentq.store.schema import inbox, steps, tool_calls
 
@@ -43,15 +45,8 @@ class StoreMetrics:
 
 
 def _duration_s(conn: Connection) -> ColumnElement[float]:
-    """finished_at - started_at in seconds.
-
-    SQLite keeps timestamps as ISO text and its date math works in milliseconds, so the
-    difference of two julian days is rounded to the millisecond it really knows.
-    """
-    c = steps.c
-    if conn.dialect.name == "postgresql":
-        return cast(func.extract("epoch", c.finished_at) - func.extract("epoch", c.started_at), Float)
-    return func.round((func.julianday(c.finished_at) - func.julianday(c.started_at)) * 86400.0, 3)
+    """finished_at - started_at in seconds."""
+    return dialects.of(conn).duration_s(steps.c.finished_at, steps.c.started_at)
 
 
 def steps_by_kind_and_status_txn(conn: Connection) -> tuple[dict, dict]:
@@ -107,11 +102,13 @@ def waiting_inbox_txn(conn: Connection) -> int:
 class Metrics:
     """The metrics verb of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def load_metrics(self, *, latency_bounds_s: Sequence[float] = LATENCY_BOUNDS_S) -> StoreMetrics:
+    def load(self, *, latency_bounds_s: Sequence[float] = LATENCY_BOUNDS_S) -> StoreMetrics:
         """Every aggregate GET /metrics exposes, from one read snapshot."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             by_status, retries = steps_by_kind_and_status_txn(conn)
             pending, oldest = pending_calls_txn(conn)
             return StoreMetrics(

@@ -66,5 +66,5 @@ def record_outbox_txn(
         for endpoint_id, types in wanted for o in occurrences if o.type in (types or ())
     ]
     if rows:
-        conn.execute(insert_ignoring(conn.dialect, webhook_deliveries), rows)
+        conn.execute(insert_ignoring(conn, webhook_deliveries), rows)
     return len(rows)

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, and_, func, or_, select
 from agentq.core.events import Event, ToolCallRecord
 from agentq.store.calls import call_from_row
 from agentq.store.conversations import ConversationInfo, conversation_from_row
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
 from agentq.store.eventlog import event_from_row
 from agentq.store.schema import conversations, events, inbox, summaries, tool_calls
@@ -114,11 +115,13 @@ def list_tenant_calls_txn(
 class Overviews:
     """The overview verbs of `Store`."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def load_overview(self, conversation_id: str, *, tenant: str | None = None) -> Overview | None:
+    def load(self, conversation_id: str, *, tenant: str | None = None) -> Overview | None:
         """The overview, or None if absent or owned by another `tenant`."""
-        with begin_read(self.engine, one_snapshot=False) as conn:  # one statement: one snapshot
+        with begin_read(self._engine, one_snapshot=False) as conn:  # one statement: one snapshot
             found = load_overview_txn(conn, conversation_id)
         if found is None or (tenant is not None and found.conversation.tenant != tenant):
             return None
@@ -134,7 +137,7 @@ class Overviews:
         limit: int = 50,
     ) -> list[ToolCallRecord]:
         """`tenant`'s tool calls across its conversations, oldest first, the page after `after`."""
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             return list_tenant_calls_txn(
                 conn, tenant=tenant, status=status, executor=executor, after=after, limit=limit
             )
@@ -144,7 +147,7 @@ class Overviews:
         if not conversation_ids:
             return {}
         e = events.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             rows = conn.execute(select(e.conversation_id, e.content).where(
                 e.conversation_id.in_(conversation_ids), e.seq == 1, e.type == "user_msg"))
             return {cid: (content or {}).get("text") or "" for cid, content in rows}
@@ -152,7 +155,7 @@ class Overviews:
     def list_events_of_turn(self, conversation_id: str, turn_id: str) -> list[Event]:
         """The events of one turn, in seq order."""
         e = events.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             rows = conn.execute(select(events).where(e.conversation_id == conversation_id,
                                                      e.turn_id == turn_id).order_by(e.seq))
             return [event_from_row(row) for row in rows]

@@ -6,15 +6,12 @@ are named as the fields of the records they hold, so a row maps to its record by
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     Column,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
@@ -27,10 +24,9 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from agentq.core.timefmt import format_ts, parse_ts, to_utc
+from agentq.store.column_types import Json, Timestamp
+from agentq.store.dialects import postgres, sqlite
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -41,38 +37,8 @@ NAMING = {
 metadata = MetaData(naming_convention=NAMING)
 
 
-class Timestamp(TypeDecorator[datetime]):
-    """A UTC-aware datetime that loads back equal to what was stored (inv. 7).
-
-    SQLite has no datetime type, so it stores the fixed-width `format_ts` text, whose
-    text order is time order; PostgreSQL stores TIMESTAMPTZ, exact to the microsecond.
-    """
-
-    impl = String(27)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(TIMESTAMP(timezone=True))
-        return dialect.type_descriptor(String(27))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if dialect.name == "postgresql":
-            return to_utc(value)
-        return format_ts(value)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if dialect.name == "postgresql":
-            return to_utc(value)
-        return parse_ts(value)
 
 
-# JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL.
-Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 ID = 255  # uuid4 text for our ids; tool call ids come from providers and vary in length
 
@@ -88,10 +54,6 @@ def _conversation_fk() -> Column[str]:
 
 # A conversation in a running turn, per dialect, as literal SQL: a partial index's
 # predicate and the query it serves must read the same (no bound parameters).
-RUNNING_STATE = {
-    "postgresql": "(fsm_state ->> 'state') = 'running'",
-    "sqlite": "json_extract(fsm_state, '$.state') = 'running'",
-}
 
 conversations = Table(
     "conversations",
@@ -119,8 +81,8 @@ conversations = Table(
     # The active conversations in a running turn, by when they last moved: what the sweeper
     # looks through for stalled ones (`list_stalled_conversations_txn`), however many idle.
     Index("ix_conversations_running", "updated_at", "id",
-          postgresql_where=text(f"status = 'active' AND {RUNNING_STATE['postgresql']}"),
-          sqlite_where=text(f"status = 'active' AND {RUNNING_STATE['sqlite']}")),
+          postgresql_where=text(f"status = 'active' AND {postgres.RUNNING_STATE}"),
+          sqlite_where=text(f"status = 'active' AND {sqlite.RUNNING_STATE}")),
 )
 
 events = Table(

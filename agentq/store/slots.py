@@ -2,8 +2,8 @@
 tenants busy on a queue: what a tenant's default share of the workers derives from (inv. 9).
 
 Each worker process announces its slots per queue it takes, and renews the announcement
-while it runs; a row past its `expires_at` is a process that died and counts no more.
-`Slots` is mixed into `Store`.
+while it runs; a row past its `expires_at` is a process that died and counts no more. The store's role
+is `Slots`.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, delete, func, select
 
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.schema import steps, worker_slots
 
@@ -47,25 +48,27 @@ def busy_tenants_txn(conn: Connection, kinds: Sequence[str], *, now: datetime) -
 class Slots:
     """Announcing a worker's slots, and reading what a tenant's default share derives from."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def announce_slots(self, worker: str, offers: Mapping[str, int], *, now: datetime,
-                       ttl_s: float) -> None:
+    def announce(self, worker: str, offers: Mapping[str, int], *, now: datetime,
+                 ttl_s: float) -> None:
         """Say `worker` offers these slots per queue, until `ttl_s` from now."""
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             announce_slots_txn(conn, worker, offers, now=now, ttl_s=ttl_s)
 
-    def withdraw_slots(self, worker: str) -> None:
+    def withdraw(self, worker: str) -> None:
         """`worker` stops: its slots are offered no more."""
-        with begin_write(self.engine, one_statement=True) as conn:
+        with begin_write(self._engine, one_statement=True) as conn:
             conn.execute(delete(worker_slots).where(worker_slots.c.worker == worker))
 
-    def load_queue_slots(self, *, now: datetime) -> dict[str, int]:
+    def load_per_queue(self, *, now: datetime) -> dict[str, int]:
         """Slots per queue offered by the workers alive now."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return queue_slots_txn(conn, now=now)
 
     def list_busy_tenants(self, kinds: Sequence[str], *, now: datetime) -> set[str]:
         """Tenants whose steps of `kinds` run or wait for a slot now."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return busy_tenants_txn(conn, kinds, now=now)

@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql
 from agentq.core.events import ToolCallRecord
 from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
+from agentq.store import dialects
 from agentq.store.budget_totals import add_total_rows_txn, adding_rows, total_rows
 from agentq.store.calls import (
     CALL_COLUMNS,
@@ -32,6 +33,7 @@ from agentq.store.calls import (
     transition_call_txn,
     transition_params,
 )
+from agentq.store.dialects.postgres import POSTGRES
 from agentq.store.engine import parameter_rows, row_parameters
 from agentq.store.inbox import MESSAGE_WAITS, inbox_waiting_txn
 from agentq.store.ledger import (
@@ -78,7 +80,7 @@ def finish_closing_call_txn(
     """Finish our step and move its call from `scheduled` to `done` with `result`:
     (the step was ours, the call was open)."""
     moved = {"from_statuses": ["scheduled"], "to_status": "done", "now": now, "result": result}
-    if conn.dialect.name != "postgresql":
+    if not dialects.of(conn).one_statement_commit:
         return (finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now),
                 transition_call_txn(conn, conversation_id, call_id, **moved))
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
@@ -94,7 +96,7 @@ def finish_scheduling_txn(
 ) -> bool:
     """Finish our step, insert the round's calls and schedule their steps (each insert a
     no-op if the row exists, inv. 5), and count `usage`; whether the step was ours."""
-    if conn.dialect.name != "postgresql" or max(len(calls), len(scheduled)) > MERGED_ROWS:
+    if not dialects.of(conn).one_statement_commit or max(len(calls), len(scheduled)) > MERGED_ROWS:
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False
         put_calls_txn(conn, calls)
@@ -120,7 +122,7 @@ def finish_seeing_inbox_txn(
     Under the lock no message comes in (posting one takes it), and this statement starts
     after the lock was taken, so it sees every message posted before.
     """
-    if conn.dialect.name != "postgresql":
+    if not dialects.of(conn).one_statement_commit:
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False, False
         _count_usage(conn, usage)
@@ -133,7 +135,7 @@ def finish_seeing_inbox_txn(
 
 def _count_usage(conn: Connection, usage: Usage) -> None:
     if usage is not None:
-        conn.execute(upsert_usage(conn.dialect.name), dict(usage.rollup))
+        conn.execute(upsert_usage(dialects.of(conn)), dict(usage.rollup))
         add_total_rows_txn(conn, usage.totals)
 
 
@@ -162,7 +164,7 @@ def with_usage(statement: Select[Any], usage: UsageShape, *, where: Any = None) 
     if usage is None:
         return statement
     statement = statement.add_cte(
-        upsert_usage("postgresql", USAGE_PREFIX, where=where).cte("usage"))
+        upsert_usage(POSTGRES, USAGE_PREFIX, where=where).cte("usage"))
     if usage:
         statement = statement.add_cte(
             adding_rows(usage, TOTALS_PREFIX, where=where).cte("totals"))

@@ -1,5 +1,5 @@
 """The sweeper's reads, and its own connection: a PostgreSQL advisory lock lets one sweeper
-run at a time. `Sweeps` is mixed into `Store`.
+run at a time.
 
 The lock is a session lock, so it goes when its holder does: a killed process's
 connection closes, and the server ends a session that sat idle past `idle_s` (a holder
@@ -17,12 +17,14 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.pool import NullPool
 
 from agentq.core.events import ToolCallRecord
+from agentq.store import dialects
 from agentq.store.deadlines import (
     Deadlines,
     list_calls_due_txn,
     list_lapsed_steps_txn,
     next_deadlines_txn,
 )
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read
 from agentq.store.ledger import StepRecord
 
@@ -43,7 +45,7 @@ class SweeperLock:
         """Take the lock if free; True while this candidate holds it (one statement a try)."""
         if self.held:
             return True
-        if self._engine.dialect.name != "postgresql":
+        if not dialects.of(self._engine).server_locks:
             self.held = True
             return True
         if self._conn is None:  # a connection of its own: it never takes one from the pool
@@ -84,14 +86,16 @@ class SweeperLock:
 class Sweeps:
     """What the sweeper reads: what fell due in a window, and the lock to lead by."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
     def list_lapsed_steps(
         self, *, lease_after: datetime, hold_after: datetime, lease_now: datetime,
         hold_now: datetime, limit: int = 100,
     ) -> list[tuple[StepRecord, str | None]]:
         """Steps whose lease ran out, or whose hold ended, within the windows given."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return list_lapsed_steps_txn(conn, lease_after=lease_after, hold_after=hold_after,
                                          lease_now=lease_now, hold_now=hold_now, limit=limit)
 
@@ -99,9 +103,9 @@ class Sweeps:
         self, *, after: datetime, now: datetime, limit: int = 100
     ) -> list[ToolCallRecord]:
         """Pending calls whose deadline came in (after, now], soonest first."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return list_calls_due_txn(conn, after=after, now=now, limit=limit)
 
-    def sweeper_lock(self, *, idle_s: float) -> SweeperLock:
+    def lock(self, *, idle_s: float) -> SweeperLock:
         """A candidate's hold on the sweeper lock (one sweeper at a time per database)."""
-        return SweeperLock(self.engine, idle_s=idle_s)
+        return SweeperLock(self._engine, idle_s=idle_s)

@@ -30,7 +30,7 @@ from agentq.store.conversations import (
     load_conversation_txn,
     set_status_txn,
 )
-from agentq.store.eventlog import append_txn, load_view_txn, save_summary_txn, start_child_txn
+from agentq.store.eventlog import append_txn, save_summary_txn, start_child_txn
 from agentq.store.inbox import (
     add_inbox_txn,
     find_inbox_by_key_txn,
@@ -45,11 +45,12 @@ from agentq.store.ledger import (
     finish_step_txn,
 )
 from agentq.store.usage import UsageKey, add_usage_txn, usage_key
+from agentq.store.views import load_view_txn
 from agentq.store.whole_commit import ClosingCall, Finish, Scheduling
 
 
 class ConversationTxn:
-    """One open transaction holding the conversation's lock; only valid inside `Store.locked`."""
+    """One open transaction holding the conversation's lock; only valid inside `Writes.locked`."""
 
     def __init__(self, conn: Connection, conversation: ConversationInfo) -> None:
         self._conn = conn
@@ -182,7 +183,7 @@ class ConversationTxn:
         return finish_step_txn(self._conn, self._id, step_key, worker=worker, now=now)
 
     def finish(self, step_key: str, *, worker: str, finish: Finish, now: datetime) -> bool:
-        """Finish our step as `finish` says (`Store.commit_step`): whether a message waits,
+        """Finish our step as `finish` says (`Writes.commit_step`): whether a message waits,
         for a turn's last step. Raises Stale, to roll back, if the step (or its call) is no
         longer ours."""
         if isinstance(finish, ClosingCall):

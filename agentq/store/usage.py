@@ -4,9 +4,9 @@ A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction
 appends its assistant_msg, which commits once per step (on PostgreSQL the upsert is a part
 of the statement that finishes the step, `agentq.store.step_commit`): a step that runs again after a
 crash either committed before (and its retry is Stale, writing nothing) or did not (and
-nothing was counted). Reads (`Usage.usage_report`) sum rollup rows only, never events,
+nothing was counted). Reads (`Usage.report`) sum rollup rows only, never events,
 over a bounded range; budget checks read the running totals beside them
-(agentq.store.budget_totals). `Usage` is mixed into `Store`, like `ApiKeys`.
+(agentq.store.budget_totals).
 """
 from __future__ import annotations
 
@@ -16,17 +16,19 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Engine, String, func, literal, select, type_coerce
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, func, select, type_coerce
 
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.settings import Settings
 from agentq.core.timefmt import to_utc
 from agentq.core.usage import COUNTS, Tokens, hour_of
+from agentq.store import dialects
 from agentq.store.budget_totals import Spent, spent_txn
+from agentq.store.column_types import Timestamp
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
-from agentq.store.schema import Timestamp, usage_rollups
+from agentq.store.schema import usage_rollups
 
 # The dimensions a report may group by, and the column each reads.
 DIMENSIONS = {
@@ -69,7 +71,7 @@ class UsageRow:
 
 def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
     """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    conn.execute(upsert_usage(conn.dialect.name), usage_values(key, tokens, at=at))
+    conn.execute(upsert_usage(dialects.of(conn)), usage_values(key, tokens, at=at))
 
 
 def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = ""
@@ -83,17 +85,16 @@ def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = "
 
 
 @cache
-def upsert_usage(dialect_name: str, prefix: str = "", *, where: Any = None) -> Any:
+def upsert_usage(dialect: Dialect, prefix: str = "", *, where: Any = None) -> Any:
     """The upsert that adds counts to one rollup row, its parameters named `<prefix><column>`:
     built once per dialect, and a part of a larger statement with a `prefix` (and, with
     `where`, a no-op unless it holds)."""
-    module: Any = postgresql if dialect_name == "postgresql" else sqlite
     c = usage_rollups.c
     names = ("tenant", "hour", "agent", "profile", "model", "conversation_id",
              "root_conversation_id", *COUNTS)
     values = {name: param(c[name], prefix + name) for name in names}
-    statement = (module.insert(usage_rollups).values(values) if where is None else
-                 module.insert(usage_rollups).from_select(
+    statement = (dialect.insert(usage_rollups).values(values) if where is None else
+                 dialect.insert(usage_rollups).from_select(
                      list(names), select(*(v.label(n) for n, v in values.items())).where(where)))
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
@@ -108,7 +109,7 @@ def report_txn(
     """The counts of the hours in [hour_of(start), end), summed per period (`group_by`: hour
     or day) and per dimension in `by`; at most `limit` rows, in period then key order."""
     c = usage_rollups.c
-    bucket = _bucket(conn.dialect.name, group_by).label("start")
+    bucket = _bucket(dialects.of(conn), group_by).label("start")
     dims = [_dimension(name).label(name) for name in by]
     query = (
         select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
@@ -138,35 +139,33 @@ def _dimension(name: str) -> Any:
     return c[DIMENSIONS[name]]
 
 
-def _bucket(dialect_name: str, group_by: str) -> Any:
+def _bucket(dialect: Dialect, group_by: str) -> Any:
     """The start of a rollup row's period, as a Timestamp: its hour, or its UTC day."""
     hour = usage_rollups.c.hour
     if group_by == "hour":
         return hour
-    if dialect_name == "postgresql":
-        return type_coerce(func.date_trunc("day", hour, literal("UTC")), Timestamp)
-    # SQLite keeps `format_ts` text (2026-11-21T22:00:00.000000Z): the day is its first 10.
-    day = func.substr(type_coerce(hour, String), 1, 10).op("||")(literal("T00:00:00.000000Z"))
-    return type_coerce(day, Timestamp)
+    return type_coerce(dialect.utc_day(hour), Timestamp)
 
 
 class Usage:
     """The usage reads of the store (the writes are in the model step's commit)."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
-    def usage_report(
+    def report(
         self, *, tenant: str | None, start: datetime, end: datetime, group_by: str,
         by: Sequence[str], limit: int,
     ) -> list[UsageRow]:
         """See `report_txn`; `tenant` None is every tenant (the operator's read)."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return report_txn(conn, tenant=tenant, start=start, end=end, group_by=group_by,
                               by=by, limit=limit)
 
-    def budget_spent(self, conversation_id: str) -> Spent | None:
+    def load_spent(self, conversation_id: str) -> Spent | None:
         """See `spent_txn`: what a budget check reads, by primary key."""
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return spent_txn(conn, conversation_id)
 
     def token_totals(self) -> dict[tuple[str, str], Tokens]:
@@ -174,7 +173,7 @@ class Usage:
         c = usage_rollups.c
         query = (select(c.profile, c.model, *(func.sum(c[n]) for n in COUNTS))
                  .group_by(c.profile, c.model))
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return {(row[0], row[1]): Tokens(*(int(v) for v in row[2:]))
                     for row in conn.execute(query)}
 

@@ -4,7 +4,7 @@ An endpoint's secret is sealed text here (agentq.tenancy.keybox seals and opens 
 delivery row is written in the transaction that appends the log event causing it
 (agentq.store.outbox). Deliveries move by conditional updates (`claim_due_deliveries`,
 `finish_delivery`), so a relay or a worker that runs twice changes nothing the second
-time. `Webhooks` is mixed into `Store`, like `ApiKeys`.
+time.
 """
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from typing import Any
 from sqlalchemy import Engine, and_, delete, func, or_, select, update
 
 from agentq.core.events import Event
+from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
-from agentq.store.eventlog import list_events_txn
 from agentq.store.schema import events, record_from_row, record_values, webhook_deliveries, webhook_endpoints
+from agentq.store.views import list_events_txn
 
 ATTEMPT_LOG_KEEP = 20  # the latest attempts a delivery row keeps
 
@@ -62,16 +63,18 @@ class WebhookDelivery:
 
 
 class Webhooks:
-    """The webhook verbs of `Store`."""
+    """Webhook endpoints and the outbox of their deliveries."""
 
-    engine: Engine
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
 
     # endpoints
 
-    def add_webhook_endpoint(self, endpoint: WebhookEndpoint, *, max_per_tenant: int) -> bool:
+    def add_endpoint(self, endpoint: WebhookEndpoint, *, max_per_tenant: int) -> bool:
         """Insert the endpoint unless its tenant already has `max_per_tenant`; False then."""
         e = webhook_endpoints.c
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             count = conn.execute(
                 select(func.count()).where(e.tenant == endpoint.tenant)).scalar_one()
             if count >= max_per_tenant:
@@ -79,37 +82,37 @@ class Webhooks:
             conn.execute(webhook_endpoints.insert(), [record_values(endpoint)])
         return True
 
-    def list_webhook_endpoints(self, tenant: str) -> list[WebhookEndpoint]:
+    def list_endpoints(self, tenant: str) -> list[WebhookEndpoint]:
         e = webhook_endpoints.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             rows = conn.execute(select(webhook_endpoints).where(e.tenant == tenant)
                                 .order_by(e.created_at, e.id))
             return [record_from_row(WebhookEndpoint, row) for row in rows]
 
-    def load_webhook_endpoint(self, endpoint_id: str, *, tenant: str | None = None
-                              ) -> WebhookEndpoint | None:
+    def load_endpoint(self, endpoint_id: str, *, tenant: str | None = None
+                      ) -> WebhookEndpoint | None:
         """The endpoint, or None if absent or another `tenant`'s."""
         e = webhook_endpoints.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             row = conn.execute(select(webhook_endpoints).where(e.id == endpoint_id)).first()
         found = None if row is None else record_from_row(WebhookEndpoint, row)
         if found is None or (tenant is not None and found.tenant != tenant):
             return None
         return found
 
-    def update_webhook_endpoint(self, endpoint_id: str, *, tenant: str, now: datetime,
-                                **values: Any) -> bool:
+    def update_endpoint(self, endpoint_id: str, *, tenant: str, now: datetime,
+                        **values: Any) -> bool:
         """Change the named columns of the tenant's endpoint; False if it has none such."""
         e = webhook_endpoints.c
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             done = conn.execute(update(webhook_endpoints)
                                 .where(e.id == endpoint_id, e.tenant == tenant)
                                 .values(**values, updated_at=now))
             return done.rowcount == 1
 
-    def delete_webhook_endpoint(self, endpoint_id: str, *, tenant: str) -> bool:
+    def delete_endpoint(self, endpoint_id: str, *, tenant: str) -> bool:
         e, d = webhook_endpoints.c, webhook_deliveries.c
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             conn.execute(delete(webhook_deliveries).where(d.endpoint_id == endpoint_id,
                                                           d.tenant == tenant))
             done = conn.execute(delete(webhook_endpoints)
@@ -118,17 +121,17 @@ class Webhooks:
 
     # deliveries
 
-    def list_webhook_deliveries(self, endpoint_id: str, *, limit: int) -> list[WebhookDelivery]:
+    def list_deliveries(self, endpoint_id: str, *, limit: int) -> list[WebhookDelivery]:
         """The endpoint's latest deliveries, newest first."""
         d = webhook_deliveries.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             rows = conn.execute(select(webhook_deliveries).where(d.endpoint_id == endpoint_id)
                                 .order_by(d.created_at.desc(), d.seq.desc(), d.id).limit(limit))
             return [record_from_row(WebhookDelivery, row) for row in rows]
 
-    def load_webhook_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+    def load_delivery(self, delivery_id: str) -> WebhookDelivery | None:
         d = webhook_deliveries.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             row = conn.execute(select(webhook_deliveries).where(d.id == delivery_id)).first()
         return None if row is None else record_from_row(WebhookDelivery, row)
 
@@ -145,7 +148,7 @@ class Webhooks:
         due = or_(and_(d.status == "pending", d.next_attempt_at <= now),
                   and_(d.status == "delivering", d.lease_until < now))
         claimed: list[WebhookDelivery] = []
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             in_flight: dict[str, int] = dict(conn.execute(
                 select(d.tenant, func.count()).where(d.status == "delivering",
                                                      d.lease_until >= now).group_by(d.tenant)
@@ -187,7 +190,7 @@ class Webhooks:
             values["delivered_at"] = now
         if next_attempt_at is not None:
             values["next_attempt_at"] = next_attempt_at
-        with begin_write(self.engine) as conn:
+        with begin_write(self._engine) as conn:
             done = conn.execute(
                 update(webhook_deliveries).where(
                     d.id == delivery.id, d.status == "delivering",
@@ -199,7 +202,7 @@ class Webhooks:
     def list_turn_events(self, conversation_id: str, *, through_seq: int) -> list[Event]:
         """The events of the turn that holds `through_seq`, from its user_msg to that seq."""
         ev = events.c
-        with begin_read(self.engine) as conn:
+        with begin_read(self._engine) as conn:
             start = conn.execute(select(func.max(ev.seq)).where(
                 ev.conversation_id == conversation_id, ev.type == "user_msg",
                 ev.seq <= through_seq)).scalar() or 1
@@ -209,6 +212,6 @@ class Webhooks:
     def count_deliveries(self) -> dict[str, int]:
         """Deliveries by status, for /metrics."""
         d = webhook_deliveries.c
-        with begin_read(self.engine, one_snapshot=False) as conn:
+        with begin_read(self._engine, one_snapshot=False) as conn:
             return dict(conn.execute(select(d.status, func.count()).group_by(d.status)).all())
 

@@ -8,7 +8,7 @@ them (the conversation's row, then the step's, then the call's): the log still e
 the step read it, the step is still ours, its call is still open. Each lock rechecks the
 newest version of its row, so either every write lands or none does.
 
-What one statement does not do goes the transactional way (`Store.commit_step`), which also
+What one statement does not do goes the transactional way (`Writes.commit_step`), which also
 says why a commit is refused (LogMoved, Stale): a guard that refused; an append whose
 occurrences (agentq.core.occurrences) an enabled webhook endpoint of the tenant may want, or
 that may end a child's turn (the outbox's rows and the hand-over are written there); more

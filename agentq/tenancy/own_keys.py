@@ -15,6 +15,7 @@ from agentq.config import Config
 from agentq.errors import Conflict, NotFound, Unavailable
 from agentq.providers.errors import ProviderError
 from agentq.store import Store
+from agentq.store.tenant_keys import TenantKeys
 from agentq.tenancy.access import Owner
 from agentq.tenancy.keybox import KeyBox, KeyBoxError
 from agentq.tenancy.policy import Policy, PolicyError
@@ -35,11 +36,11 @@ def keybox_for(config: Config, policy: Policy) -> KeyBox | None:
 
 
 class OwnKeys:
-    """The own-key verbs, over one store, policy and key box."""
+    """The own-key verbs, over the store's tenant keys, a policy and a key box."""
 
-    def __init__(self, store: Store, policy: Policy, keybox: KeyBox | None,
+    def __init__(self, keys: TenantKeys, policy: Policy, keybox: KeyBox | None,
                  clock: Callable[[], datetime]) -> None:
-        self.store = store
+        self.keys = keys
         self.policy = policy
         self.keybox = keybox
         self.clock = clock
@@ -47,7 +48,7 @@ class OwnKeys:
     @classmethod
     def from_config(cls, config: Config, store: Store, policy: Policy,
                     clock: Callable[[], datetime]) -> OwnKeys:
-        return cls(store, policy, keybox_for(config, policy), clock)
+        return cls(store.tenant_keys, policy, keybox_for(config, policy), clock)
 
     def put(self, tenant: str, profile_name: str, secret: str) -> None:
         """Set (or replace) the tenant's key for a profile that takes tenants' keys."""
@@ -56,21 +57,21 @@ class OwnKeys:
             raise Unavailable("this deployment cannot store keys: the operator has not set "
                               "AGENTQ_ENCRYPTION_KEYS", code="own_keys_unavailable")
         sealed = self.keybox.seal(tenant, profile.name, secret)
-        self.store.put_tenant_key(tenant, profile.name, sealed, now=self.clock())
+        self.keys.put(tenant, profile.name, sealed, now=self.clock())
         log.info("tenant %s set its key for profile %s", tenant, profile.name)
 
     def delete(self, tenant: str, profile_name: str) -> bool:
         """Forget the tenant's key for a profile; False if none was set."""
         if self.policy.profile(profile_name, tenant) is None:
             raise NotFound(f"no profile {profile_name}")
-        return self.store.delete_tenant_key(tenant, profile_name)
+        return self.keys.delete(tenant, profile_name)
 
     def profiles_with_keys(self, tenant: str) -> set[str]:
-        return set(self.store.list_tenant_key_profiles(tenant))
+        return set(self.keys.list_profiles(tenant))
 
     def owner(self, conversation_id: str, profile_name: str) -> Owner | None:
         """The conversation's tenant and its key for the profile, opened (a worker's lookup)."""
-        found = self.store.load_conversation_key(conversation_id, profile_name)
+        found = self.keys.load_for_conversation(conversation_id, profile_name)
         if found is None:
             return None
         if not found.sealed or self.keybox is None:
@@ -87,9 +88,9 @@ class OwnKeys:
         if self.keybox is None:
             raise Unavailable("AGENTQ_ENCRYPTION_KEYS is not set", code="own_keys_unavailable")
         moved = 0
-        for key in self.store.list_sealed_keys():
+        for key in self.keys.list_sealed():
             resealed = self.keybox.reseal(key.sealed)
-            moved += self.store.reseal_tenant_key(key, resealed, now=self.clock())
+            moved += self.keys.reseal(key, resealed, now=self.clock())
         return moved
 
     def _taking_keys(self, tenant: str, profile_name: str) -> Profile:

@@ -61,7 +61,7 @@ class KeyRing:
         cached = self._cache.get(digest)
         if cached is not None and cached[1] > self.clock():
             return cached[0]
-        found = self.store.find_tenant(secret)
+        found = self.store.keys.find_tenant(secret)
         if found is not None and self.cache_s > 0:
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.clear()

@@ -85,14 +85,14 @@ class Services:
 
     def conversation(self, conversation_id: str, scope: Scope) -> ConversationInfo:
         """The conversation if `scope`'s tenant owns it; another tenant's is NotFound too."""
-        info = self.store.load_conversation(conversation_id, tenant=scope.tenant)
+        info = self.store.conversations.load(conversation_id, tenant=scope.tenant)
         if info is None:
             raise NotFound(f"no conversation {conversation_id}")
         return info
 
     def overview(self, conversation_id: str, scope: Scope) -> Overview:
         """The conversation at a glance, if `scope`'s tenant owns it; else NotFound."""
-        found = self.store.load_overview(conversation_id, tenant=scope.tenant)
+        found = self.store.overview.load(conversation_id, tenant=scope.tenant)
         if found is None:
             raise NotFound(f"no conversation {conversation_id}")
         return found
@@ -164,7 +164,7 @@ def build_services(config: Config) -> Services:
     celery = create_celery(config, runtime=_no_runtime)
     pubsub = PubSub(config.redis_url)
     checks: dict[str, Check] = {
-        "database": lambda: store.load_conversation("readyz-probe"),
+        "database": lambda: store.conversations.load("readyz-probe"),
         "broker": lambda: _ping_broker(celery),
     }
     if not config.redis_url.startswith("embedded://"):
@@ -186,7 +186,7 @@ def build_services(config: Config) -> Services:
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
-        breakers=board_for(config.redis_url, pubsub.client, store),
+        breakers=board_for(config.redis_url, pubsub.client, store.breakers),
         metrics_token=config.metrics_token,
         operator_key=config.operator_key,
         own_keys=OwnKeys.from_config(config, store, policy, utcnow),
@@ -218,7 +218,7 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         pubsub=embedded.runtime.pubsub,
         send=embedded.send,
         keys=KeyRing(store, api_key),
-        checks={"database": lambda: store.load_conversation("readyz-probe")},
+        checks={"database": lambda: store.conversations.load("readyz-probe")},
         metrics_token=embedded.config.metrics_token,
         operator_key=embedded.config.operator_key,
         own_keys=embedded.own_keys,

@@ -38,7 +38,7 @@ class Deliveries:
 
     def relay(self) -> list[WebhookDelivery]:
         """Claim what is due (new, retries, and those a dead worker held); send each."""
-        return self.store.claim_due_deliveries(
+        return self.store.webhooks.claim_due_deliveries(
             now=self.clock(), lease_s=self.policy.lease_s,
             per_tenant=self.policy.max_in_flight, limit=RELAY_BATCH,
         )
@@ -46,10 +46,10 @@ class Deliveries:
     def deliver(self, delivery_id: str, attempt: int) -> Answer | None:
         """Make attempt `attempt` of a claimed delivery and record it; None if it is not
         (or no longer) that attempt's to make."""
-        delivery = self.store.load_webhook_delivery(delivery_id)
+        delivery = self.store.webhooks.load_delivery(delivery_id)
         if delivery is None or delivery.status != "delivering" or delivery.attempts != attempt:
             return None
-        endpoint = self.store.load_webhook_endpoint(delivery.endpoint_id)
+        endpoint = self.store.webhooks.load_endpoint(delivery.endpoint_id)
         if endpoint is None or not endpoint.enabled:
             self._record(delivery, endpoint, Answer(None, "endpoint_disabled"), final=True)
             return None
@@ -72,11 +72,11 @@ class Deliveries:
         return answer
 
     def _payload(self, delivery: WebhookDelivery) -> dict:
-        turn = self.store.list_turn_events(delivery.conversation_id, through_seq=delivery.seq)
-        first = self.store.list_events(delivery.conversation_id, after_seq=0, limit=1)
+        turn = self.store.webhooks.list_turn_events(delivery.conversation_id, through_seq=delivery.seq)
+        first = self.store.log.list_events(delivery.conversation_id, after_seq=0, limit=1)
         title = title_of(first[0].content.get("text")) if first and first[0].type == "user_msg" \
             else None
-        info = self.store.load_conversation(delivery.conversation_id)
+        info = self.store.conversations.load(delivery.conversation_id)
         return payload(delivery.event_type, conversation_id=delivery.conversation_id,
                        seq=delivery.seq, ref=delivery.ref, turn=turn, title=title,
                        describe=self._describe, belongs=belongs_to(info))
@@ -90,15 +90,15 @@ class Deliveries:
         """The attempt's outcome on the delivery, and on the endpoint's failure record."""
         now = self.clock()
         if answer.delivered:
-            self.store.finish_delivery(delivery, status="delivered", status_code=answer.status_code,
-                                       outcome=answer.outcome, now=now, next_attempt_at=None)
+            self.store.webhooks.finish_delivery(delivery, status="delivered", status_code=answer.status_code,
+                                                outcome=answer.outcome, now=now, next_attempt_at=None)
             if endpoint is not None and endpoint.failing_since is not None:
-                self.store.update_webhook_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                                   failing_since=None)
+                self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
+                                                    failing_since=None)
             return
         delays = self.policy.retry_delays_s
         retry = not final and delivery.attempts <= len(delays)
-        self.store.finish_delivery(
+        self.store.webhooks.finish_delivery(
             delivery, status="pending" if retry else "failed", status_code=answer.status_code,
             outcome=answer.outcome, now=now,
             next_attempt_at=now + timedelta(seconds=delays[delivery.attempts - 1]) if retry else None,
@@ -110,12 +110,12 @@ class Deliveries:
     def _note_failure(self, endpoint: WebhookEndpoint, now: datetime) -> None:
         """Start the endpoint's failure record, or disable it once it is a day old."""
         if endpoint.failing_since is None:
-            self.store.update_webhook_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                               failing_since=now)
+            self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
+                                                failing_since=now)
         elif now - endpoint.failing_since >= timedelta(seconds=self.policy.disable_after_s):
             reason = (f"disabled by agentq: every delivery failed since "
                       f"{endpoint.failing_since.isoformat()}")
-            self.store.update_webhook_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
-                                               enabled=False, disabled_reason=reason)
+            self.store.webhooks.update_endpoint(endpoint.id, tenant=endpoint.tenant, now=now,
+                                                enabled=False, disabled_reason=reason)
             log.warning("webhook endpoint %s of tenant %s disabled after a day of failures",
                         endpoint.id, endpoint.tenant)

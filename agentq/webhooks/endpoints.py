@@ -14,8 +14,7 @@ from datetime import datetime, timedelta
 
 from agentq.core.occurrences import EVENT_TYPES, MAX_GRACE_S
 from agentq.errors import Conflict, InvalidInput, NotFound
-from agentq.store import Store
-from agentq.store.webhooks import WebhookEndpoint
+from agentq.store.webhooks import WebhookEndpoint, Webhooks
 from agentq.tenancy.keybox import KeyBox
 from agentq.webhooks.addresses import check_url
 from agentq.webhooks.policy import WebhookPolicy
@@ -36,9 +35,9 @@ def _bound_to(endpoint_id: str) -> str:
 class WebhookEndpoints:
     """A tenant's endpoints; every verb takes the tenant, and another's endpoint is NotFound."""
 
-    def __init__(self, store: Store, keybox: KeyBox, policy: WebhookPolicy,
+    def __init__(self, webhooks: Webhooks, keybox: KeyBox, policy: WebhookPolicy,
                  clock: Callable[[], datetime]) -> None:
-        self.store, self.keybox, self.policy, self.clock = store, keybox, policy, clock
+        self.webhooks, self.keybox, self.policy, self.clock = webhooks, keybox, policy, clock
 
     def create(self, tenant: str, *, url: str, event_types: Sequence[str]
                ) -> tuple[WebhookEndpoint, str]:
@@ -54,16 +53,16 @@ class WebhookEndpoints:
             previous_sealed=None, previous_until=None, enabled=True, disabled_reason=None,
             failing_since=None, created_at=now, updated_at=now,
         )
-        if not self.store.add_webhook_endpoint(endpoint, max_per_tenant=self.policy.max_endpoints):
+        if not self.webhooks.add_endpoint(endpoint, max_per_tenant=self.policy.max_endpoints):
             raise Conflict(f"a tenant may have at most {self.policy.max_endpoints} webhook endpoints",
                            code="too_many_endpoints")
         return endpoint, secret
 
     def list_for(self, tenant: str) -> list[WebhookEndpoint]:
-        return self.store.list_webhook_endpoints(tenant)
+        return self.webhooks.list_endpoints(tenant)
 
     def get(self, tenant: str, endpoint_id: str) -> WebhookEndpoint:
-        found = self.store.load_webhook_endpoint(endpoint_id, tenant=tenant)
+        found = self.webhooks.load_endpoint(endpoint_id, tenant=tenant)
         if found is None:
             raise NotFound(f"no webhook endpoint {endpoint_id}")
         return found
@@ -86,8 +85,8 @@ class WebhookEndpoints:
             else:
                 values["disabled_reason"] = "disabled by the tenant"
         if values:
-            self.store.update_webhook_endpoint(endpoint_id, tenant=tenant, now=self.clock(),
-                                               **values)
+            self.webhooks.update_endpoint(endpoint_id, tenant=tenant, now=self.clock(),
+                                                **values)
         return self.get(tenant, endpoint_id)
 
     def rotate(self, tenant: str, endpoint_id: str, *, grace_s: float) -> tuple[WebhookEndpoint, str]:
@@ -97,7 +96,7 @@ class WebhookEndpoints:
         current = self.get(tenant, endpoint_id)
         secret = new_secret()
         now = self.clock()
-        self.store.update_webhook_endpoint(
+        self.webhooks.update_endpoint(
             endpoint_id, tenant=tenant, now=now,
             sealed_secret=self.keybox.seal(tenant, _bound_to(endpoint_id), secret),
             previous_sealed=current.sealed_secret if grace_s > 0 else None,
@@ -106,7 +105,7 @@ class WebhookEndpoints:
         return self.get(tenant, endpoint_id), secret
 
     def delete(self, tenant: str, endpoint_id: str) -> None:
-        if not self.store.delete_webhook_endpoint(endpoint_id, tenant=tenant):
+        if not self.webhooks.delete_endpoint(endpoint_id, tenant=tenant):
             raise NotFound(f"no webhook endpoint {endpoint_id}")
 
     def signing_secrets(self, endpoint: WebhookEndpoint, now: datetime) -> list[str]:

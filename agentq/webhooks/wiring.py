@@ -17,4 +17,4 @@ def webhook_endpoints(config: Config, store: Store, clock: Callable[[], datetime
     keybox = KeyBox.from_setting(config.encryption_keys)
     if keybox is None:
         return None
-    return WebhookEndpoints(store, keybox, WebhookPolicy.from_config(config), clock)
+    return WebhookEndpoints(store.webhooks, keybox, WebhookPolicy.from_config(config), clock)

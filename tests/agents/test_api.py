@@ -175,7 +175,7 @@ def test_the_agents_tool_runs_in_a_conversation_started_from_it(api, alice):
     api.say(cid, "where is order 7?", alice)
     api.run()
     assert api.types(cid) == ["user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"]
-    [result] = [e for e in api.store.list_events(cid) if e.type == "tool_result"]
+    [result] = [e for e in api.store.log.list_events(cid) if e.type == "tool_result"]
     assert result.content["output"] == "value of order-7"
 
 

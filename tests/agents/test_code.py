@@ -59,7 +59,7 @@ def test_a_changed_definition_is_published_as_the_next_version_and_the_old_one_s
     CodeAgents([agentq.agent("helper", system="v1")]).publish(store, now=T0)
     [changed] = CodeAgents([agentq.agent("helper", system="v2")]).publish(store, now=T0)
     assert (changed.version, changed.source, changed.definition.settings.system) == (2, "code", "v2")
-    first = store.load_agent_version(CODE_OWNER, "helper", version=1)
+    first = store.agents.load_version(CODE_OWNER, "helper", version=1)
     assert first.definition.settings.system == "v1"
 
 
@@ -85,7 +85,7 @@ def test_an_agent_removed_from_the_code_is_not_offered_any_more(store):
 def test_a_catalog_publishes_the_codes_agents_once_at_its_first_read(store):
     catalog = Catalog(store, lambda name, tenant: True, CodeAgents.from_modules(MODULES),
                       clock=lambda: T0)
-    assert store.list_agents(CODE_OWNER) == []  # a process starts without its database
+    assert store.agents.list_latest(CODE_OWNER) == []  # a process starts without its database
     assert [v.name for v in catalog.list("acme")] == ["concierge", "support"]
     catalog.list("acme")
-    assert [v.version for v in store.list_agents(CODE_OWNER)] == [1, 1]
+    assert [v.version for v in store.agents.list_latest(CODE_OWNER)] == [1, 1]

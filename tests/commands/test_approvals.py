@@ -57,8 +57,8 @@ def runs(call_id: str) -> int:
 
 
 def gated_call(store, cid):
-    (call_id,) = store.load_conversation(cid).fsm.pending
-    return store.load_tool_call(cid, call_id)
+    (call_id,) = store.conversations.load(cid).fsm.pending
+    return store.calls.load(cid, call_id)
 
 
 def test_a_call_that_needs_approval_waits_for_a_person_with_its_exact_arguments(
@@ -68,14 +68,14 @@ def test_a_call_that_needs_approval_waits_for_a_person_with_its_exact_arguments(
     call = gated_call(store, cid)
     assert call.status == "pending" and call.needs_approval and call.executor == "server"
     assert call.args == {"order": "A-17", "amount": 1299.0}
-    assert store.load_conversation(cid).fsm.state == "awaiting_input"
+    assert store.conversations.load(cid).fsm.state == "awaiting_input"
     assert [e.tool_call_id for e in later] == [call.id]  # its expiry is armed
     assert runs(call.id) == 0
 
 
 def test_a_call_the_rule_lets_through_runs_without_asking(store, runtime, commands):
     cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0)]}, {"text": "Done."}])
-    (call,) = store.list_tool_calls(cid)
+    (call,) = store.calls.list_of(cid)
     assert call.status == "done" and not call.needs_approval and runs(call.id) == 1
 
 
@@ -92,7 +92,7 @@ def test_a_call_that_stops_waiting_says_so_with_its_outcome(store, runtime, comm
 
 def test_every_tool_call_event_says_whether_it_needs_approval(store, runtime, commands):
     cid, _ = start(commands, runtime, [{"tool_calls": [refund(15.0), refund(1299.0, "B-2")]}])
-    gates = [e.content["needs_approval"] for e in store.list_events(cid) if e.type == "tool_call"]
+    gates = [e.content["needs_approval"] for e in store.log.list_events(cid) if e.type == "tool_call"]
     assert gates == [False, True]
 
 
@@ -103,12 +103,12 @@ def test_an_approved_call_runs_once_as_the_very_call_the_person_saw(store, runti
     assert decided.status == "scheduled"
     drain(runtime, follow + follow)  # a repeated delivery runs nothing twice
     assert runs(call.id) == 1
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events][3:] == ["suspension", "resolution", "tool_result",
                                             "assistant_msg"]
     assert events[4].content == {"tool_call_id": call.id, "status": "approved", "by": "bob"}
     assert events[5].content["output"] == "refunded 1299.00 on order A-17"
-    assert store.load_tool_call(cid, call.id).status == "done"
+    assert store.calls.load(cid, call.id).status == "done"
     assert check_conversation(store, cid) == []
 
 
@@ -118,12 +118,12 @@ def test_the_same_approval_twice_changes_nothing_and_a_later_rejection_conflicts
     cid, _ = start(commands, runtime, REFUND)
     call = gated_call(store, cid)
     drain(runtime, commands.resolve(cid, call.id, PERSON, status="approved", result=None)[1])
-    log = store.list_events(cid)
+    log = store.log.list_events(cid)
     again, follow = commands.resolve(cid, call.id, PERSON, status="approved", result=None)
     assert again.status == "done" and follow == []
     with pytest.raises(Conflict):
         commands.resolve(cid, call.id, PERSON, status="rejected", result=None)
-    assert store.list_events(cid) == log and runs(call.id) == 1
+    assert store.log.list_events(cid) == log and runs(call.id) == 1
 
 
 def test_a_rejected_call_never_runs_and_the_model_reads_the_refusal_and_its_reason(
@@ -135,15 +135,15 @@ def test_a_rejected_call_never_runs_and_the_model_reads_the_refusal_and_its_reas
                                  reason="the lookup said 129.90 EUR")
     drain(runtime, follow)
     assert runs(call.id) == 0
-    assert store.load_tool_call(cid, call.id).status == "rejected"
-    events = store.list_events(cid)
+    assert store.calls.load(cid, call.id).status == "rejected"
+    events = store.log.list_events(cid)
     resolution = next(e for e in events if e.type == "resolution")
     assert resolution.content == {"tool_call_id": call.id, "status": "rejected", "by": "bob",
                                   "reason": "the lookup said 129.90 EUR"}
     result = next(e for e in events if e.type == "tool_result")
     assert result.content["status"] == "rejected"
     assert events[-1].type == "assistant_msg"  # the model spoke again, after reading it
-    sent = render(store.load_view(cid)).messages
+    sent = render(store.log.load_view(cid)).messages
     refusal = next(m for m in sent if m.role == "tool")
     assert refusal.is_error and "refused" in refusal.text and "129.90 EUR" in refusal.text
     assert check_conversation(store, cid) == []
@@ -156,8 +156,8 @@ def test_an_approval_that_was_never_given_expires_as_a_refusal_by_the_system(
     call = gated_call(store, cid)
     clock.tick(61)
     drain(runtime, later)
-    assert runs(call.id) == 0 and store.load_tool_call(cid, call.id).status == "expired"
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert runs(call.id) == 0 and store.calls.load(cid, call.id).status == "expired"
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result.content["status"] == "expired"
     assert "refused by the system" in result.content["output"]
     with pytest.raises(Conflict):
@@ -167,19 +167,19 @@ def test_an_approval_that_was_never_given_expires_as_a_refusal_by_the_system(
 def test_a_person_cannot_send_arguments_or_a_result_with_a_decision(store, runtime, commands):
     cid, _ = start(commands, runtime, REFUND)
     call = gated_call(store, cid)
-    log = store.list_events(cid)
+    log = store.log.list_events(cid)
     with pytest.raises(InvalidInput):
         commands.resolve(cid, call.id, PERSON, status="approved", result={"amount": 12.99})
     with pytest.raises(Conflict) as refused:
         commands.resolve(cid, call.id, PERSON, status="resolved", result="refunded")
     assert refused.value.details == {"status": "pending"}
-    assert store.list_events(cid) == log and store.load_tool_call(cid, call.id).status == "pending"
+    assert store.log.list_events(cid) == log and store.calls.load(cid, call.id).status == "pending"
 
 
 def test_a_decision_on_a_human_call_becomes_its_result_for_the_model(store, runtime, commands):
     script = [{"tool_calls": [{"name": "approve", "args": {"amount": 5}}]}, {"text": "ok"}]
     cid, _ = start(commands, runtime, script)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     with pytest.raises(InvalidInput):
         commands.resolve(cid, call_id, PERSON, status="approved", result={"amount": 500})
     closed, _ = commands.resolve(cid, call_id, PERSON, status="rejected", result=None,
@@ -194,7 +194,7 @@ def test_a_decision_on_a_human_call_becomes_its_result_for_the_model(store, runt
 def test_a_decision_after_another_answer_to_a_human_call_is_a_conflict(store, runtime, commands):
     script = [{"tool_calls": [{"name": "approve", "args": {"amount": 5}}]}, {"text": "ok"}]
     cid, _ = start(commands, runtime, script)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     commands.resolve(cid, call_id, PERSON, status="resolved", result={"approved": True, "by": "x"})
     with pytest.raises(Conflict):
         commands.resolve(cid, call_id, PERSON, status="rejected", result=None)

@@ -46,7 +46,7 @@ def asked(store, policy, monkeypatch):
 
 
 def _call_id(api: Api, cid: str) -> str:
-    (call_id,) = [e.content["tool_call_id"] for e in api.store.list_events(cid)
+    (call_id,) = [e.content["tool_call_id"] for e in api.store.log.list_events(cid)
                   if e.type == "tool_call"]
     return call_id
 
@@ -66,12 +66,12 @@ def test_a_servers_question_leaves_the_call_pending_with_its_message_and_schema(
     assert question["mode"] == "form" and question["message"] == "Refund 5 for o-17?"
     assert question["requested_schema"]["required"] == ["confirm"]
     assert api.types(cid)[-1] == "suspension"
-    assert "request_state" not in str(api.store.list_events(cid)[-1].content)  # the server's own
+    assert "request_state" not in str(api.store.log.list_events(cid)[-1].content)  # the server's own
 
 
 def test_the_call_waiting_webhook_carries_the_question(asked):
     api, cid, _ = asked
-    info = call_info(api.store.list_events(cid), _call_id(api, cid), lambda name: None)
+    info = call_info(api.store.log.list_events(cid), _call_id(api, cid), lambda name: None)
     assert info["elicitation"]["message"] == "Refund 5 for o-17?"
     assert info["expires_at"] is not None
 
@@ -89,7 +89,7 @@ def test_an_answer_that_does_not_fit_the_schema_is_a_422_naming_why_and_nothing_
     assert refused.status_code == 422, refused.get_json()
     assert problem in refused.get_json()["error"]["message"]
     assert api.types(cid) == before and api.sent == []
-    assert api.store.load_tool_call(cid, _call_id(api, cid)).status == "pending"
+    assert api.store.calls.load(cid, _call_id(api, cid)).status == "pending"
 
 
 def test_hostile_answers_are_refused_with_a_4xx_and_change_nothing(asked):
@@ -103,7 +103,7 @@ def test_hostile_answers_are_refused_with_a_4xx_and_change_nothing(asked):
         refused = _answer(api, cid, alice, body)
         assert 400 <= refused.status_code < 500, (body, refused.get_json())
     assert api.types(cid) == before
-    assert api.store.load_tool_call(cid, _call_id(api, cid)).status == "pending"
+    assert api.store.calls.load(cid, _call_id(api, cid)).status == "pending"
 
 
 def test_an_accepted_answer_makes_the_call_again_with_it_and_the_model_reads_the_result(asked):
@@ -112,7 +112,7 @@ def test_an_accepted_answer_makes_the_call_again_with_it_and_the_model_reads_the
     answered = _answer(api, cid, alice, body)
     assert answered.status_code == 200, answered.get_json()
     api.run()
-    events = api.store.list_events(cid)
+    events = api.store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "assistant_msg", "tool_call", "suspension",
                                         "resolution", "tool_result", "assistant_msg"]
     assert events[4].content["action"] == "accept" and events[4].content["by"] == "alice"
@@ -121,7 +121,7 @@ def test_an_accepted_answer_makes_the_call_again_with_it_and_the_model_reads_the
     other = {"status": "answered", "content": {"confirm": False}}
     assert _answer(api, cid, alice, other).status_code == 409
     assert check_conversation(api.store, cid) == []
-    steps = [s for s in api.store.list_steps(cid) if s.kind == "tool"]
+    steps = [s for s in api.store.steps.list_of(cid) if s.kind == "tool"]
     assert sorted(s.ref.get("answers", 0) for s in steps) == [0, 1]
 
 
@@ -145,7 +145,7 @@ def test_the_sdk_shows_the_question_and_replies_to_it(asked):
         replied = client.reply(cid, pending.tool_call_id, {"confirm": True, "note": "sdk"})
     assert replied.status == "scheduled"
     api.run()
-    result = [e for e in api.store.list_events(cid) if e.type == "tool_result"][-1]
+    result = [e for e in api.store.log.list_events(cid) if e.type == "tool_result"][-1]
     assert result.content["output"] == "refunded 5 for o-17 (sdk)"
 
 
@@ -158,18 +158,18 @@ def test_declining_or_cancelling_is_passed_to_the_server_as_such(asked, body, sa
     api, cid, alice = asked
     assert _answer(api, cid, alice, body).status_code == 200
     api.run()
-    result = [e for e in api.store.list_events(cid) if e.type == "tool_result"][-1]
+    result = [e for e in api.store.log.list_events(cid) if e.type == "tool_result"][-1]
     assert result.content["output"] == said
 
 
 def test_an_unanswered_question_expires_like_any_pending_call(asked):
     api, cid, alice = asked
-    call = api.store.load_tool_call(cid, _call_id(api, cid))
+    call = api.store.calls.load(cid, _call_id(api, cid))
     api.clock.tick((call.expires_at - api.clock()).total_seconds() + 1)
     drain(api.runtime, api.runtime.expire(cid, call.id))
-    result = [e for e in api.store.list_events(cid) if e.type == "tool_result"][-1]
+    result = [e for e in api.store.log.list_events(cid) if e.type == "tool_result"][-1]
     assert result.content["status"] == "expired"
-    assert api.store.load_conversation(cid).fsm.state == "idle"
+    assert api.store.conversations.load(cid).fsm.state == "idle"
     late = _answer(api, cid, alice, {"status": "answered", "content": {"confirm": True}})
     assert late.status_code == 409
 
@@ -179,7 +179,7 @@ def test_an_interrupt_cancels_a_call_that_waits_on_its_servers_question(asked):
     assert api.client.post(f"/v1/conversations/{cid}/cancel", headers=alice).status_code in (
         200, 202)
     api.run()
-    assert api.store.load_tool_call(cid, _call_id(api, cid)).status == "cancelled"
+    assert api.store.calls.load(cid, _call_id(api, cid)).status == "cancelled"
     assert check_conversation(api.store, cid) == []
 
 
@@ -204,19 +204,19 @@ def test_a_question_survives_a_worker_kill_and_a_lost_task_and_the_answer_runs_o
     _, follow = commands.post_message(conv.id, "refund it", ACME)
     enqueue(broker, follow)
     store = pg_store_clean
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "awaiting_input",
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state == "awaiting_input",
              timeout_s=60, what=f"the question; worker log:\n{first.log_text()}")
     first.kill()  # SIGKILL: nothing of the question lives in the worker
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     assert call.status == "pending" and call.elicitation["question"]["message"].startswith("Refund 7")
     commands.resolve(conv.id, call.id, ACME, status="answered", result=None, action="accept",
                      content={"confirm": True, "note": "after the kill"})
     # the answer's task is never sent (a lost broker message): the sweeper finds the call
     workers("w2", **env)
     beat(**env)
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle",
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state == "idle",
              timeout_s=90, what="the turn to finish")
-    result = next(e for e in store.list_events(conv.id) if e.type == "tool_result").content
+    result = next(e for e in store.log.list_events(conv.id) if e.type == "tool_result").content
     assert (result["status"], result["output"]) == ("ok", f"refunded 7 for {order} (after the kill)")
     rounds = [line.split()[1:] for line in call_log.read_text().splitlines()
               if line.split()[0] == order]

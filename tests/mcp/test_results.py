@@ -58,9 +58,9 @@ def test_the_model_sees_the_image_where_its_api_takes_images_in_tool_results(sto
     cid = api.create(alice, tools=["mcp:crm/chart"], script=script)
     api.say(cid, "chart", alice)
     api.run()
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert [p["media_type"] for p in result.content["parts"]] == ["image/png"]
-    with store.reader(cid) as reader:
+    with store.log.reader(cid) as reader:
         request = render(reader.with_history(reader.view()))
     anthropic = [b for m in to_anthropic(request)["messages"] for b in m["content"]
                  if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -46,11 +46,11 @@ def test_a_stdio_server_is_listed_for_the_model_and_called_by_a_tool_step(
     started = [workers(name, pool=pool, queues=queues, AGENTQ_POLICY=str(policy),
                        EMU_KEY=model.api_key) for name, (pool, queues) in processes.items()]
     enqueue(broker, commands.post_message(conv.id, "Greet Ada.", SCOPE)[1])
-    wait_for(lambda: store.load_conversation(conv.id).fsm.rounds == 2, timeout_s=90,
+    wait_for(lambda: store.conversations.load(conv.id).fsm.rounds == 2, timeout_s=90,
              what=lambda: "the answer; logs:\n" + "\n".join(w.log_text() for w in started))
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert [e.type for e in events] == ["user_msg", "assistant_msg", "tool_call", "tool_result",
                                         "assistant_msg"]
     assert events[3].content["status"] == "ok" and events[3].content["output"] == "Hello, Ada!"
     assert events[-1].content["text"] == "The tool said: Hello, Ada!"
-    assert store.load_conversation(conv.id).fsm.state == "idle"
+    assert store.conversations.load(conv.id).fsm.state == "idle"

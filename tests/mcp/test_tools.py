@@ -168,7 +168,7 @@ def test_a_conversation_calls_an_mcp_tool_and_the_model_reads_its_result(store, 
     assert api.client.post(f"/v1/conversations/{cid}/messages", headers=alice,
                            json={"content": "Ada's tier?"}).status_code in (200, 201, 202)
     api.run()
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "assistant_msg", "tool_call", "tool_result",
                                         "assistant_msg"]
     call, result = events[2].content, events[3].content
@@ -216,15 +216,15 @@ def test_a_real_worker_runs_the_mcp_call_as_a_tool_step(pg_store_clean, broker, 
     _, follow = commands.post_message(conv.id, "Ada's tier?", ACME)
     enqueue(broker, follow)
     store = pg_store_clean
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
-             and store.load_conversation(conv.id).fsm.rounds == 2,
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state == "idle"
+             and store.conversations.load(conv.id).fsm.rounds == 2,
              timeout_s=60, what=f"the turn to finish; worker log:\n{worker.log_text()}")
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     result = next(e for e in events if e.type == "tool_result").content
     call = next(e for e in events if e.type == "tool_call").content
     assert result["status"] == "ok"
     assert result["output"]["seen_call_id"] == call["tool_call_id"]
-    tool_steps = [s for s in store.list_steps(conv.id) if s.kind == "tool"]
+    tool_steps = [s for s in store.steps.list_of(conv.id) if s.kind == "tool"]
     assert [(s.status, s.attempts, s.ref["tool_call_id"]) for s in tool_steps] == [
         ("succeeded", 1, call["tool_call_id"])]
 
@@ -280,15 +280,15 @@ def test_a_worker_killed_during_an_mcp_call_is_replaced_and_the_call_runs_again_
     workers("w2", **env)
     beat(**env)
     store = pg_store_clean
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
-             and store.load_conversation(conv.id).fsm.rounds == 2,
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state == "idle"
+             and store.conversations.load(conv.id).fsm.rounds == 2,
              timeout_s=90, what="the turn to finish")
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     (call_id,) = {e.content["tool_call_id"] for e in events if e.type == "tool_call"}
     assert calls() == [call_id, call_id]
     result = next(e for e in events if e.type == "tool_result").content
     assert (result["status"], result["output"]) == ("ok", f"{key} done")
-    llm_steps = [s for s in store.list_steps(conv.id) if s.kind == "llm"]
+    llm_steps = [s for s in store.steps.list_of(conv.id) if s.kind == "llm"]
     assert len(llm_steps) == 2 and all(s.attempts == 1 for s in llm_steps)
 
 

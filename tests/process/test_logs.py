@@ -85,7 +85,7 @@ def _run_turn(store: Store, script: list[dict]) -> str:
 def test_json_lines_of_a_step_carry_its_conversation_step_key_and_round(sqlite_store, json_lines):
     cid = _run_turn(sqlite_store, NOTE_SCRIPT)
     entries = [json.loads(line) for line in json_lines.getvalue().splitlines()]
-    steps = {s.step_key: s for s in sqlite_store.list_steps(cid)}
+    steps = {s.step_key: s for s in sqlite_store.steps.list_of(cid)}
     step_lines = [e for e in entries if e["message"].startswith("step ")]
     assert [(e["step_kind"], e["message"].split(":")[0]) for e in step_lines] == [
         ("llm", "step claimed"), ("llm", "step committed"),
@@ -105,7 +105,7 @@ def test_a_tool_logs_with_the_context_of_its_step_from_its_own_thread(sqlite_sto
     cid = _run_turn(sqlite_store, NOTE_SCRIPT)
     entries = [json.loads(line) for line in json_lines.getvalue().splitlines()]
     (noted,) = [e for e in entries if e["logger"] == "tests.process.test_logs.tool"]
-    (tool_step,) = [s for s in sqlite_store.list_steps(cid) if s.kind == "tool"]
+    (tool_step,) = [s for s in sqlite_store.steps.list_of(cid) if s.kind == "tool"]
     assert noted["message"] == "noting hello"
     assert (noted["conversation_id"], noted["step_key"]) == (cid, tool_step.step_key)
 
@@ -123,7 +123,7 @@ def test_retries_of_a_model_call_are_logged_with_their_step(sqlite_store, json_l
     cid = _run_turn(sqlite_store, [{"text": "x", "fail": {"status": 503, "times": 2}}])
     entries = [json.loads(line) for line in json_lines.getvalue().splitlines()]
     retries = [e for e in entries if "retrying" in e["message"]]
-    (llm,) = sqlite_store.list_steps(cid)
+    (llm,) = sqlite_store.steps.list_of(cid)
     assert len(retries) == 2 == llm.retries
     assert {e["step_key"] for e in retries} == {llm.step_key}
 
@@ -220,8 +220,8 @@ def test_every_line_a_celery_worker_logs_is_json_and_its_steps_carry_their_keys(
     try:
         _, follow = commands.post_message(conv.id, "weather?", SCOPE)
         enqueue(broker, follow)
-        wait_for(lambda: store.load_conversation(conv.id).fsm.rounds == 2
-                 and store.load_conversation(conv.id).fsm.state == "idle",
+        wait_for(lambda: store.conversations.load(conv.id).fsm.rounds == 2
+                 and store.conversations.load(conv.id).fsm.state == "idle",
                  timeout_s=60, what=f"the turn to finish; worker log:\n{log_path.read_text()}")
     finally:
         stop(proc)
@@ -229,7 +229,7 @@ def test_every_line_a_celery_worker_logs_is_json_and_its_steps_carry_their_keys(
     lines = [line for line in log_path.read_text().splitlines()
              if line.strip() and line != "worker: Warm shutdown (MainProcess)"]
     entries = [json.loads(line) for line in lines]
-    keys = {s.step_key: s.kind for s in store.list_steps(conv.id)}
+    keys = {s.step_key: s.kind for s in store.steps.list_of(conv.id)}
     committed = [e for e in entries if e["message"].startswith("step committed")]
     assert sorted(e["step_kind"] for e in committed) == ["llm", "llm", "tool"]
     assert all(e["conversation_id"] == conv.id and keys[e["step_key"]] == e["step_kind"]

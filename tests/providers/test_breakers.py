@@ -41,7 +41,7 @@ E = "https://api.example.test/v1"
 @pytest.fixture(params=["redis", "store"])
 def board(request: pytest.FixtureRequest, store):
     if request.param == "store":
-        return store
+        return store.breakers
     client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
     for key in client.scan_iter("agentq:breaker*"):
         client.delete(key)
@@ -80,17 +80,17 @@ def test_racing_callers_of_a_half_open_breaker_get_exactly_one_probe(board):
 def test_the_database_stands_in_when_redis_fails(store):
     dead = redis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.2,
                        retry=Retry(NoBackoff(), 0))
-    board = FallbackBoard(RedisBoard(dead), store)
+    board = FallbackBoard(RedisBoard(dead), store.breakers)
     breakers = CircuitBreakers(board, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
     breakers.record(E, ProviderError("HTTP 503", transient=True, status=503))
-    assert store.load_breaker(E).state == "open" and breakers.before_call(E) is not None
+    assert store.breakers.load_breaker(E).state == "open" and breakers.before_call(E) is not None
 
 
 def test_rate_limits_do_not_count_against_the_endpoint(store):
     breakers = CircuitBreakers(store, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
     breakers.record(E, ProviderError("slow down", transient=True, status=429, code="rate_limit_error"))
     breakers.record(E, ProviderError("bad request", status=400))
-    assert store.load_breaker(E) is None and breakers.before_call(E) is None
+    assert store.breakers.load_breaker(E) is None and breakers.before_call(E) is None
 
 
 def test_a_board_that_fails_altogether_lets_calls_through(store):
@@ -139,11 +139,11 @@ def test_an_endpoint_that_keeps_failing_opens_and_later_steps_wait_without_calli
         (advance,) = later
         assert isinstance(advance, Advance) and advance.conversation_id == cid
         assert advance.eta >= runtime.clock() + timedelta(seconds=30)
-        (step,) = [s for s in sqlite_store.list_steps(cid) if s.kind == "llm"]
+        (step,) = [s for s in sqlite_store.steps.list_of(cid) if s.kind == "llm"]
         assert step.status == "scheduled" and step.attempts == 0 and "circuit" in step.last_error
     notices = [data for kind, data in runtime.pubsub.notices if kind == "retry" and data.get("circuit")]
     assert len(notices) == 5 and all("upstream is down" in n["error"] for n in notices)
-    assert all(e.type != "error" for cid, _ in others for e in sqlite_store.list_events(cid))
+    assert all(e.type != "error" for cid, _ in others for e in sqlite_store.log.list_events(cid))
 
     # the sweeper holds the first step too (its retries ran out), and leaves held ones be
     runtime.clock.tick(16)
@@ -156,7 +156,7 @@ def test_an_endpoint_that_keeps_failing_opens_and_later_steps_wait_without_calli
     drain(runtime, [swept] + [a for later in held for a in later])
     assert runtime.breakers.list()[0].state == "closed"
     for cid in [first] + [cid for cid, _ in others]:
-        assert sqlite_store.list_events(cid)[-1].content["text"] == "back up"
+        assert sqlite_store.log.list_events(cid)[-1].content["text"] == "back up"
     assert len(kit.emulator.received) == 3 + 6  # one call each once closed
 
 
@@ -172,7 +172,7 @@ def test_a_failed_probe_opens_the_breaker_again_and_its_step_keeps_its_attempts(
     (breaker,) = runtime.breakers.list()
     assert breaker.state == "open" and breaker.trips == 2
     assert breaker.until >= runtime.clock() + timedelta(seconds=59)
-    (step,) = [s for s in sqlite_store.list_steps(cid) if s.kind == "llm"]
+    (step,) = [s for s in sqlite_store.steps.list_of(cid) if s.kind == "llm"]
     assert step.status == "scheduled" and step.attempts == 0  # waiting cost no attempt
     assert len(kit.emulator.received) == 3 + 1  # only the probe went
 
@@ -183,9 +183,9 @@ def test_a_failed_probe_opens_the_breaker_again_and_its_step_keeps_its_attempts(
 def test_metrics_show_each_breaker_state(store):
     from tests.web.test_metrics import _client
 
-    store.swap_breaker(Breaker(E), Breaker(E, state="open", failures=5, trips=1, until=T0), now=T0)
+    store.breakers.swap_breaker(Breaker(E), Breaker(E, state="open", failures=5, trips=1, until=T0), now=T0)
     other = "http://127.0.0.1:8081/v1"
-    store.swap_breaker(Breaker(other), Breaker(other, failures=2), now=T0)
+    store.breakers.swap_breaker(Breaker(other), Breaker(other, failures=2), now=T0)
     text = _client(store).get("/metrics").get_data(as_text=True)
     samples = {(s.name, s.labels.get("endpoint")): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}

@@ -81,7 +81,7 @@ def conversation_through(kit: Kit, store, budget: int, *, turns: int, min_keep_t
     for turn in range(turns):
         _, follow = commands.post_message(conversation.id, f"Weather in Oslo, take {turn}?", SCOPE)
         drain(runtime, follow)
-    return store.list_events(conversation.id), store.list_summaries(conversation.id)
+    return store.log.list_events(conversation.id), store.log.list_summaries(conversation.id)
 
 
 def assert_every_turn_answered(events, turns: int) -> None:

@@ -94,17 +94,17 @@ def ask(commands, runtime, agent: str, text: str = "refund my order") -> str:
 
 
 def gated(store, cid):
-    (call_id,) = store.load_conversation(cid).fsm.pending
-    return store.load_tool_call(cid, call_id)
+    (call_id,) = store.conversations.load(cid).fsm.pending
+    return store.calls.load(cid, call_id)
 
 
 def answer(store, cid) -> str:
-    return [e for e in store.list_events(cid) if e.type == "assistant_msg"][-1].content["text"]
+    return [e for e in store.log.list_events(cid) if e.type == "assistant_msg"][-1].content["text"]
 
 
 def test_a_code_agents_function_is_its_model_named_in_its_settings(store, commands):
     cid = commands.create_conversation(ALICE, {}, agent="refunder").id
-    settings = store.load_conversation(cid).settings
+    settings = store.conversations.load(cid).settings
     assert (settings.profile, settings.model) == (FUNCTION_PROFILE, "refunds")
 
 
@@ -154,7 +154,7 @@ def test_its_call_ids_derive_from_the_step_key_and_its_text_streams_in_its_chunk
     store, runtime, commands
 ):
     cid = ask(commands, runtime, "refunder")
-    (call_event,) = [e for e in store.list_events(cid) if e.type == "tool_call"]
+    (call_event,) = [e for e in store.log.list_events(cid) if e.type == "tool_call"]
     assert call_event.content["tool_call_id"] == scripted_call_id(call_event.step_key, 0)
     deltas = [d for kind, d in runtime.pubsub.notices if kind == "delta"]
     assert [d["index"] for d in deltas] == [0, 1, 2]
@@ -176,16 +176,16 @@ def test_a_failed_attempt_is_retried_and_the_function_sees_each_attempt(store, r
 ])
 def test_a_function_that_fails_fails_the_turn_saying_why(store, runtime, commands, agent, said):
     cid = ask(commands, runtime, agent, "hello")
-    (error,) = [e for e in store.list_events(cid) if e.type == "error"]
+    (error,) = [e for e in store.log.list_events(cid) if e.type == "error"]
     assert error.content["code"] == "model_function_failed"
     assert error.content["message"].startswith(said)
-    assert store.load_conversation(cid).fsm.state == "failed"
+    assert store.conversations.load(cid).fsm.state == "failed"
 
 
 def test_a_code_agent_with_a_function_model_runs_as_a_sub_agent(store, runtime, commands):
     cid = ask(commands, runtime, "lead", "refund A-17")
-    (child,) = [c.id for c in store.list_descendants(cid)]
-    assert store.load_conversation(child).settings.model == "refunds"
+    (child,) = [c.id for c in store.conversations.list_descendants(cid)]
+    assert store.conversations.load(child).settings.model == "refunds"
     refund = gated(store, child)
     drain(runtime, commands.resolve(child, refund.id, PERSON, status="rejected", result=None,
                                     reason="no")[1])
@@ -201,7 +201,7 @@ def test_a_process_that_lacks_the_function_fails_the_turn_naming_it(store, clock
     catalog = Catalog.published(store, lambda name, tenant: True, agents, now=clock())
     commands = Commands(store, registry, clock=clock, catalog=catalog)
     cid = ask(commands, runtime, "refunder")
-    (error,) = [e for e in store.list_events(cid) if e.type == "error"]
+    (error,) = [e for e in store.log.list_events(cid) if e.type == "error"]
     assert error.content["code"] == "model_not_offered"
     assert "no model function 'refunds'" in error.content["message"]
 
@@ -224,7 +224,7 @@ def test_a_summary_is_written_for_the_function_models_conversation_not_by_its_fu
     cid = commands.create_conversation(ALICE, {}, agent="chatty").id
     for turn in range(4):
         drain(runtime, commands.post_message(cid, f"question {turn}", ALICE)[1])
-    (summary, *_) = store.list_summaries(cid)
+    (summary, *_) = store.log.list_summaries(cid)
     assert summary.content["text"] == "1 user message(s), tools used: none; last asked: question 0"
     assert [r.text for r in function_agents.ASKED] == [f"question {n}" for n in range(4)]
     assert answer(store, cid).startswith("About question 3: many words")
@@ -232,5 +232,5 @@ def test_a_summary_is_written_for_the_function_models_conversation_not_by_its_fu
 
 def test_a_conversation_of_a_function_model_forks_with_its_model(store, runtime, commands):
     cid = ask(commands, runtime, "flaky", "hello")
-    fork = commands.fork(cid, ALICE, at_seq=store.list_events(cid)[-1].seq)
+    fork = commands.fork(cid, ALICE, at_seq=store.log.list_events(cid)[-1].seq)
     assert (fork.settings.profile, fork.settings.model) == (FUNCTION_PROFILE, "flaky")

@@ -362,8 +362,8 @@ def test_the_profiles_endpoint_is_the_only_one_the_environment_cannot_move_it(ki
 
 
 def test_stored_settings_name_the_profile_and_hold_no_key(kit: Kit, store) -> None:
-    info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
-    loaded = store.load_conversation(info.id).settings.model_dump()
+    info = store.conversations.create(tenant="t1", settings=kit.settings(), now=b.T0)
+    loaded = store.conversations.load(info.id).settings.model_dump()
     assert loaded["profile"] == kit.name and "base_url" not in loaded and "api_key_ref" not in loaded
     assert kit.emulator.api_key not in json.dumps(loaded)
 
@@ -372,30 +372,30 @@ def test_stored_settings_name_the_profile_and_hold_no_key(kit: Kit, store) -> No
 
 
 def test_an_audit_row_holds_exactly_the_body_that_was_sent(kit: Kit, store) -> None:
-    info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
+    info = store.conversations.create(tenant="t1", settings=kit.settings(), now=b.T0)
     request = render(SHAPES["multi_tool_rounds"], [WEATHER])
     response = kit.answer(request, settings=kit.settings(temperature=0.5))
-    store.record_model_call(ModelCallRecord(
+    store.audit.record(ModelCallRecord(
         id="audit-1", conversation_id=info.id, step_key="step-1", rendered_context=response.sent,
         model=kit.settings().model, usage=response.usage, latency_ms=response.latency_ms,
         summary_version=None, evictions=[], created_at=b.T0,
     ))
-    [row] = store.list_model_calls(info.id)
+    [row] = store.audit.list_of(info.id)
     assert row.rendered_context == kit.emulator.received[-1]
     assert row.usage == response.usage and row.latency_ms == response.latency_ms
     assert row.model == kit.settings().model and row.step_key == "step-1" and row.created_at == b.T0
 
 
 def test_old_audit_rows_are_deleted_by_their_ttl(kit: Kit, store) -> None:
-    info = store.create_conversation(tenant="t1", settings=kit.settings(), now=b.T0)
+    info = store.conversations.create(tenant="t1", settings=kit.settings(), now=b.T0)
     for hours in (0, 1, 2):
-        store.record_model_call(ModelCallRecord(
+        store.audit.record(ModelCallRecord(
             id=f"audit-{hours}", conversation_id=info.id, step_key=None, rendered_context={"n": hours},
             model="m", usage={}, latency_ms=1, summary_version=None, evictions=None,
             created_at=b.T0 + timedelta(hours=hours),
         ))
-    assert store.delete_model_calls(before=b.T0 + timedelta(hours=1, minutes=30)) == 2
-    assert [row.rendered_context for row in store.list_model_calls(info.id)] == [{"n": 2}]
+    assert store.audit.delete_before(before=b.T0 + timedelta(hours=1, minutes=30)) == 2
+    assert [row.rendered_context for row in store.audit.list_of(info.id)] == [{"n": 2}]
 
 
 # ---- the whole loop -------------------------------------------------------------------------------
@@ -413,12 +413,12 @@ def test_a_turn_through_the_runtime_answers_bad_arguments_to_the_model(kit: Kit,
     conversation = commands.create_conversation(SCOPE, kit.settings(tools=["get_weather"]))
     _, follow = commands.post_message(conversation.id, "Weather in Oslo?", SCOPE)
     drain(runtime, follow)
-    results = [e.content for e in store.list_events(conversation.id) if e.type == "tool_result"]
+    results = [e.content for e in store.log.list_events(conversation.id) if e.type == "tool_result"]
     assert [r["status"] for r in results] == ["error", "ok"]  # the bad call is answered at once
     assert "__raw__" in results[0]["output"]
     second = kit.emulator.received[-1]
     assert len(kit.emulator.received) == 2 and not kit.emulator.refused
-    assert "Cold in Oslo" in store.list_events(conversation.id)[-1].content["text"]
+    assert "Cold in Oslo" in store.log.list_events(conversation.id)[-1].content["text"]
     assert "__raw__" in json.dumps(second)  # the model is shown what it sent, and why it failed
 
 

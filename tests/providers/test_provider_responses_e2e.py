@@ -67,7 +67,7 @@ def test_reasoning_parallel_tools_human_calls_interrupt_fork_and_compaction_pass
     api.say(cid, "Weather in Oslo and Bergen?", alice)
     api.run()
     fork = api.client.post(f"/v1/conversations/{cid}/fork", headers=alice,
-                           json={"at_seq": api.store.list_events(cid)[-1].seq})
+                           json={"at_seq": api.store.log.list_events(cid)[-1].seq})
     assert fork.status_code == 201, fork.json
     sent_before_fork = len(kit.emulator.received)
     api.say(fork.json["id"], "Pay Dan 3", alice)
@@ -91,13 +91,13 @@ def test_reasoning_parallel_tools_human_calls_interrupt_fork_and_compaction_pass
         api.run()
 
     assert kit.emulator.refused == [] and kit.emulator.problems == []
-    events = api.store.list_events(cid)
+    events = api.store.log.list_events(cid)
     assert [e for e in events if e.type == "error"] == []
-    assert api.store.list_summaries(cid), "no compaction happened"
+    assert api.store.log.list_summaries(cid), "no compaction happened"
     check_reasoning_is_kept_and_sent_back(kit, events)
     check_interrupt_closed_the_human_call(events)
     check_the_fork_sent_the_reasoning_of_its_copied_log(
-        kit, api.store.list_events(fork.json["id"]), kit.emulator.received[sent_before_fork:sent_after_fork])
+        kit, api.store.log.list_events(fork.json["id"]), kit.emulator.received[sent_before_fork:sent_after_fork])
     context = api.get(f"/v1/conversations/{cid}/context", alice).json
     assert context["kind"] == "openai_responses" and context["validation"]["valid"], context["validation"]
     assert any(item.get("type") == "reasoning" for item in context["wire"]["input"])
@@ -120,7 +120,7 @@ def interrupt_mid_stream(api: Api, kit: Kit, cid: str, alice: dict[str, str]) ->
     worker.join(timeout=30)
     assert not worker.is_alive() and kit.emulator.wait_for_hangup() is not None
     api.run()
-    kept = [e for e in api.store.list_events(cid) if e.type == "assistant_msg" and e.content["interrupted"]]
+    kept = [e for e in api.store.log.list_events(cid) if e.type == "assistant_msg" and e.content["interrupted"]]
     assert kept[-1].content["text"].startswith("Once upon a time")
     assert "reasoning" not in kept[-1].content  # the response never completed
 

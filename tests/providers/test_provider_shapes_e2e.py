@@ -107,13 +107,13 @@ def test_every_shape_of_a_conversation_passes_the_strict_emulator(kit: Kit, sqli
     emulator = kit.emulator
     assert not emulator.refused, emulator.refused
     assert not model.replies  # every scripted answer was asked for
-    events = api.store.list_events(cid)
+    events = api.store.log.list_events(cid)
     results = [e.content["status"] for e in events if e.type == "tool_result"]
     assert results == ["ok", "ok", "ok", "cancelled", "ok"]
     assert events[-1].type == "assistant_msg" and events[-1].content["text"] == "Tromsø is cold."
     state = api.get(f"/v1/conversations/{cid}", alice).json
     assert state["state"] == "idle" and state["summary"] is not None and model.summaries >= 1
-    fork_events = api.store.list_events(fork.json["id"])
+    fork_events = api.store.log.list_events(fork.json["id"])
     assert fork_events[-1].content["text"] == "Windy."
     context = api.get(f"/v1/conversations/{cid}/context", alice).json
     assert context["validation"]["valid"], context["validation"]

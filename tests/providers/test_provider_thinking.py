@@ -52,7 +52,7 @@ def test_thinking_blocks_go_back_first_and_verbatim_in_every_round_of_a_tool_tur
                 Reply(text="Cold everywhere."), temperature=0.3, **THINKING)
     assert not kit.emulator.refused, kit.emulator.refused
     assert len(kit.emulator.received) == 3
-    events = sqlite_store.list_events(cid)
+    events = sqlite_store.log.list_events(cid)
     stored = [e.content.get("reasoning") for e in events if e.type == "assistant_msg"]
     issued = stored[0]
     assert [entry["item"]["type"] for entry in issued] == ["thinking", "redacted_thinking"]

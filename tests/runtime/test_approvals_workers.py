@@ -34,14 +34,14 @@ def begin(commands, broker, script):
 
 
 def pending_call(store, cid):
-    pending = wait_for(lambda: store.load_conversation(cid).fsm.pending,
+    pending = wait_for(lambda: store.conversations.load(cid).fsm.pending,
                        what="the call to wait for approval")
     (call_id,) = pending
-    return store.load_tool_call(cid, call_id)
+    return store.calls.load(cid, call_id)
 
 
 def finished(store, cid):
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     return info.fsm.state == "idle" and info.fsm.rounds >= 2
 
 
@@ -83,7 +83,7 @@ def test_an_approval_survives_the_worker_killed_right_after_it_and_a_flushed_bro
     beat()
     wait_for(lambda: finished(store, cid), what="the sweeper to run the approved call")
     assert runs(tool_log) == [{"call": call.id, "order": "A-17", "amount": 1299.0}]
-    kinds = [e.type for e in store.list_events(cid)]
+    kinds = [e.type for e in store.log.list_events(cid)]
     assert kinds == ["user_msg", "assistant_msg", "tool_call", "suspension", "resolution",
                      "tool_result", "assistant_msg"]
 
@@ -101,10 +101,10 @@ def test_a_rejected_call_never_runs_on_a_worker_and_the_next_model_call_reads_wh
     enqueue(broker, follow)
     wait_for(lambda: finished(store, cid), what="the turn to finish")
     assert runs(tool_log) == []
-    answer = store.list_events(cid)[-1]
+    answer = store.log.list_events(cid)[-1]
     assert answer.type == "assistant_msg" and answer.content["text"] == "Done."
     # what the model was sent for that answer: the log before it, rendered (deterministic)
-    view = store.load_view(cid)
+    view = store.log.load_view(cid)
     before = replace(view, events=tuple(e for e in view.events if e.seq < answer.seq))
     refusal = next(m for m in render(before).messages if m.role == "tool")
     assert refusal.is_error and "refused" in refusal.text and "129.90 EUR" in refusal.text
@@ -123,8 +123,8 @@ def test_a_call_nobody_approves_in_time_is_refused_by_the_system_and_never_runs(
     beat()
     call = pending_call(store, cid)
     wait_for(lambda: finished(store, cid), what="the call to expire")
-    assert store.load_tool_call(cid, call.id).status == "expired"
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    assert store.calls.load(cid, call.id).status == "expired"
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result.content["status"] == "expired"
     assert "refused by the system" in result.content["output"]
     assert "quick_refund:B-2" not in tools_for_tests.CALLS  # nor in this process

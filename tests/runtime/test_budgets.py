@@ -77,7 +77,7 @@ def turn(runtime, clock, scope, script=WEATHER, text="hello"):
 
 
 def failure(store, cid):
-    errors = [e.content for e in store.list_events(cid) if e.type == "error"]
+    errors = [e.content for e in store.log.list_events(cid) if e.type == "error"]
     return errors[-1] if errors else None
 
 
@@ -86,7 +86,7 @@ def test_past_its_budget_a_tenants_next_model_call_does_not_go_out_and_the_turn_
     runtime = runtime_with(store, clock, providers, {"acme": TokenBudgets(tokens_per_day=1)})
     cid, _ = turn(runtime, clock, ACME)
     assert providers.calls == [cid]  # the first call went out (nothing spent), the second not
-    assert store.load_conversation(cid).fsm.state == "failed"
+    assert store.conversations.load(cid).fsm.state == "failed"
     error = failure(store, cid)
     assert error["code"] == "budget_exceeded"
     assert "this day is spent" in error["message"] and "of 1 tokens" in error["message"]
@@ -96,7 +96,7 @@ def test_other_tenants_are_not_stopped_by_one_tenants_budget(store, clock, provi
     runtime = runtime_with(store, clock, providers, {"acme": TokenBudgets(tokens_per_hour=1)})
     turn(runtime, clock, ACME)
     theirs, _ = turn(runtime, clock, OTHER)
-    assert store.load_conversation(theirs).fsm.state == "idle"
+    assert store.conversations.load(theirs).fsm.state == "idle"
     assert failure(store, theirs) is None
 
 
@@ -109,7 +109,7 @@ def test_the_next_period_has_a_fresh_budget_and_a_retry_finishes_the_turn(store,
     clock.tick(3600)
     drain(runtime, commands.retry(cid, ACME))
     assert len(providers.calls) == 2
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert store.conversations.load(cid).fsm.state == "idle"
 
 
 def test_a_budget_counts_every_conversation_of_the_tenant(store, clock, providers):
@@ -117,14 +117,14 @@ def test_a_budget_counts_every_conversation_of_the_tenant(store, clock, provider
     runtime = runtime_with(store, clock, providers, {})
     first, _ = turn(runtime, clock, ACME, one_call)
     day = Meter("tenant", "", "day", period_start("day", clock()))
-    spent = store.budget_spent(first).of(day)
+    spent = store.usage.load_spent(first).of(day)
     assert spent > 0
     runtime = runtime_with(store, clock, providers,
                            {"acme": TokenBudgets(tokens_per_month=spent + 1)})
     second, _ = turn(runtime, clock, ACME, one_call)  # spent < budget: it goes out
     third, _ = turn(runtime, clock, ACME, one_call)  # now past it: stopped before the call
     assert providers.calls == [first, second]
-    assert store.load_conversation(second).fsm.state == "idle"
+    assert store.conversations.load(second).fsm.state == "idle"
     assert failure(store, third)["code"] == "budget_exceeded"
 
 
@@ -166,11 +166,11 @@ def test_with_wait_a_turn_past_its_budget_is_held_until_the_period_resets_then_g
     conv = commands.create_conversation(ACME, {"script": WEATHER})
     later = drain(runtime, commands.post_message(conv.id, "hello", ACME)[1])
     assert providers.calls == [conv.id]
-    assert failure(store, conv.id) is None and store.load_conversation(conv.id).fsm.state != "failed"
+    assert failure(store, conv.id) is None and store.conversations.load(conv.id).fsm.state != "failed"
     reset = datetime(2026, 11, 21, 23, 0, tzinfo=UTC)
     (advance,) = later  # a re-drive later (at the reset, or the ETA horizon if sooner)
     assert advance.eta is not None and clock() < advance.eta <= reset
-    held = [s for s in store.list_steps(conv.id) if s.kind == MODEL_STEP and s.status == "scheduled"]
+    held = [s for s in store.steps.list_of(conv.id) if s.kind == MODEL_STEP and s.status == "scheduled"]
     assert len(held) == 1 and held[0].lease_until >= reset
     retry = [data for kind, data in runtime.pubsub.notices if kind == "retry"][-1]
     assert retry["budget"]["period"] == "hour" and retry["budget"]["on_exceeded"] == "wait"
@@ -178,7 +178,7 @@ def test_with_wait_a_turn_past_its_budget_is_held_until_the_period_resets_then_g
     clock.tick(3600)
     assert drain(runtime, later) == []
     assert providers.calls == [conv.id, conv.id]
-    assert store.load_conversation(conv.id).fsm.state == "idle"
+    assert store.conversations.load(conv.id).fsm.state == "idle"
 
 
 def endpoint(store, tenant):
@@ -188,15 +188,15 @@ def endpoint(store, tenant):
         event_types=["turn.failed", "budget.exceeded"], sealed_secret="sealed",
         previous_sealed=None, previous_until=None, enabled=True, disabled_reason=None,
         failing_since=None, created_at=now, updated_at=now)
-    assert store.add_webhook_endpoint(found, max_per_tenant=10)
+    assert store.webhooks.add_endpoint(found, max_per_tenant=10)
     return found.id
 
 
 def sent(store, endpoint_id, cid):
     """The payloads of the endpoint's deliveries, as the relay would send them."""
     out = []
-    for d in store.list_webhook_deliveries(endpoint_id, limit=20):
-        events = store.list_turn_events(cid, through_seq=d.seq)
+    for d in store.webhooks.list_deliveries(endpoint_id, limit=20):
+        events = store.webhooks.list_turn_events(cid, through_seq=d.seq)
         out.append(payload(d.event_type, conversation_id=cid, seq=d.seq, ref=d.ref,
                            turn=events, title=None, describe=lambda name: None))
     return sorted(out, key=lambda p: p["type"])

@@ -25,7 +25,7 @@ def start(commands, broker, scope):
 
 
 def settled(store, cid):
-    state = store.load_conversation(cid).fsm.state
+    state = store.conversations.load(cid).fsm.state
     return state if state in ("idle", "failed") else None
 
 
@@ -43,9 +43,9 @@ def test_what_one_worker_spent_stops_the_tenants_next_call_on_another(
     stopped, other = start(commands, broker, ACME), start(commands, broker, OTHER)
     assert wait_for(lambda: settled(store, stopped), what="the second turn") == "failed"
     assert wait_for(lambda: settled(store, other), what="the other tenant's turn") == "idle"
-    (error,) = [e.content for e in store.list_events(stopped) if e.type == "error"]
+    (error,) = [e.content for e in store.log.list_events(stopped) if e.type == "error"]
     assert error["code"] == "budget_exceeded"
-    assert [e.type for e in store.list_events(stopped)] == ["user_msg", "error"]
+    assert [e.type for e in store.log.list_events(stopped)] == ["user_msg", "error"]
 
 
 def test_with_two_workers_running_at_once_no_call_of_a_spent_tenant_goes_out(
@@ -62,10 +62,10 @@ def test_with_two_workers_running_at_once_no_call_of_a_spent_tenant_goes_out(
     others = [start(commands, broker, OTHER) for _ in range(3)]
     for cid in stopped:
         assert wait_for(lambda: settled(store, cid), what="an acme turn") == "failed"
-        assert [e.type for e in store.list_events(cid)] == ["user_msg", "error"]
+        assert [e.type for e in store.log.list_events(cid)] == ["user_msg", "error"]
     for cid in others:
         assert wait_for(lambda: settled(store, cid), what="the other tenant's turn") == "idle"
-    totals = store.usage_report(tenant=None, start=store.load_conversation(spent).created_at,
+    totals = store.usage.report(tenant=None, start=store.conversations.load(spent).created_at,
                                 end=datetime.now(UTC) + timedelta(hours=1), group_by="day",
                                 by=["tenant"], limit=10)
     assert {row.keys["tenant"]: row.tokens.calls for row in totals} == {"acme": 1, "other": 3}

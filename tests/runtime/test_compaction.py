@@ -93,11 +93,11 @@ def test_a_long_tool_heavy_conversation_stays_within_budget_and_keeps_every_even
     conv = commands.create_conversation(SCOPE, settings(budget))
     run_turns(runtime, conv.id, 500)
 
-    events = sqlite_store.list_events(conv.id)
+    events = sqlite_store.log.list_events(conv.id)
     assert sum(e.type == "user_msg" for e in events) == 500
     assert sum(e.type == "tool_call" for e in events) == 250 * 10 + 250 * 2
     assert sum(e.type == "tool_result" for e in events) == 250 * 12
-    summaries = sqlite_store.list_summaries(conv.id)
+    summaries = sqlite_store.log.list_summaries(conv.id)
     assert len(summaries) > 10
     by_seq = {e.seq: e for e in events}
     for earlier, later in zip(summaries, summaries[1:]):
@@ -125,9 +125,9 @@ def test_a_single_turn_longer_than_the_budget_is_never_cut_and_still_answers(sql
     })
     run_turns(runtime, conv.id, 3)  # two short turns, then one of 40 calls
 
-    events = sqlite_store.list_events(conv.id)
+    events = sqlite_store.log.list_events(conv.id)
     long_turn_starts = [e.seq for e in events if e.type == "user_msg"][-1]
-    summaries = sqlite_store.list_summaries(conv.id)
+    summaries = sqlite_store.log.list_summaries(conv.id)
     assert summaries and all(s.to_seq < long_turn_starts for s in summaries)
     assert events[-1].type == "assistant_msg" and events[-1].content["text"] == "All forty looked up."
     last = [r for purpose, r in providers.requests if purpose == "answer"][-1]
@@ -143,11 +143,11 @@ def test_context_too_long_from_the_provider_compacts_and_retries_once(sqlite_sto
     run_turns(runtime, conv.id, 3)
     providers.fail_first = True
     run_turns(runtime, conv.id, 1)
-    events = sqlite_store.list_events(conv.id)
+    events = sqlite_store.log.list_events(conv.id)
     assert events[-1].content["text"] == "echo: question 0"
     assert "error" not in [e.type for e in events]
-    (summary,) = sqlite_store.list_summaries(conv.id)
-    assert sqlite_store.list_events(conv.id, after_seq=summary.to_seq)[0].type == "user_msg"
+    (summary,) = sqlite_store.log.list_summaries(conv.id)
+    assert sqlite_store.log.list_events(conv.id, after_seq=summary.to_seq)[0].type == "user_msg"
 
 
 def test_a_context_too_long_with_nothing_left_to_cut_or_shorten_fails_the_turn(sqlite_store):
@@ -156,9 +156,9 @@ def test_a_context_too_long_with_nothing_left_to_cut_or_shorten_fails_the_turn(s
     commands = Commands(sqlite_store, runtime.registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {"compaction": {"min_keep_turns": 1}})
     run_turns(runtime, conv.id, 1)
-    error = sqlite_store.list_events(conv.id)[-1]
+    error = sqlite_store.log.list_events(conv.id)[-1]
     assert error.type == "error" and error.content["code"] == "context_too_long"
-    assert sqlite_store.list_summaries(conv.id) == []
+    assert sqlite_store.log.list_summaries(conv.id) == []
 
 
 def test_two_compactions_racing_write_exactly_one_summary(store):
@@ -181,9 +181,9 @@ def test_two_compactions_racing_write_exactly_one_summary(store):
         thread.start()
     for thread in threads:
         thread.join()
-    spans = [(s.from_seq, s.to_seq) for s in store.list_summaries(conv.id)]
+    spans = [(s.from_seq, s.to_seq) for s in store.log.list_summaries(conv.id)]
     assert len(spans) == len(set(spans)) >= 1
-    compacts = [s for s in store.list_steps(conv.id) if s.kind == "compact"]
+    compacts = [s for s in store.steps.list_of(conv.id) if s.kind == "compact"]
     assert all(s.attempts == 1 for s in compacts) and len(compacts) == len(spans)
 
 
@@ -194,24 +194,24 @@ def test_a_compact_step_whose_worker_died_is_taken_over_and_writes_one_summary(s
     conv = commands.create_conversation(SCOPE, settings(400))
     before = set()
     for turn in range(12):  # run turns until the next model call needs a summary first
-        before = {s.to_seq for s in store.list_summaries(conv.id)}
+        before = {s.to_seq for s in store.log.list_summaries(conv.id)}
         _, follow = commands.post_message(conv.id, f"question {turn}", SCOPE)
-        view = store.load_view(conv.id)
+        view = store.log.load_view(conv.id)
         cut = plan_context(view, runtime.registry.specs(view.settings.tools)).cut
         if cut is not None:
             break
         drain(runtime, follow)
     assert cut is not None
     step = Step.compact(conv.id, cut - 1)
-    store.schedule_and_claim_step(NewStep.of(step, conv.id, "dead", tenant=conv.tenant), worker="dead-worker",
-                                  lease_s=5.0, now=runtime.clock(), max_attempts=5)
+    store.steps.schedule_and_claim(NewStep.of(step, conv.id, "dead", tenant=conv.tenant), worker="dead-worker",
+                                   lease_s=5.0, now=runtime.clock(), max_attempts=5)
     assert runtime.advance(conv.id) == [Compact(conv.id, cut - 1, step.key)]
     assert runtime.compact(conv.id, cut - 1) == []  # the lease is still the dead worker's
     runtime.clock.tick(6)
     drain(runtime, follow)
-    after = [s for s in store.list_summaries(conv.id) if s.to_seq not in before]
+    after = [s for s in store.log.list_summaries(conv.id) if s.to_seq not in before]
     assert [s.to_seq for s in after] == [cut - 1]
-    assert store.load_step(step.key).attempts == 2
+    assert store.steps.load(step.key).attempts == 2
 
 
 def test_forking_a_compacted_conversation_inside_a_summarized_span_works(store):
@@ -222,19 +222,19 @@ def test_forking_a_compacted_conversation_inside_a_summarized_span_works(store):
         "tools": [], "compaction": {"max_context_tokens": 400, "min_keep_turns": 1}
     })
     run_turns(runtime, conv.id, 15)
-    summaries = store.list_summaries(conv.id)
-    starts = [e.seq for e in store.list_events(conv.id) if e.type == "user_msg"]
+    summaries = store.log.list_summaries(conv.id)
+    starts = [e.seq for e in store.log.list_events(conv.id) if e.type == "user_msg"]
     inside = [(s, seq - 1) for s in summaries for seq in starts if s.from_seq < seq <= s.to_seq]
     assert inside, "no summary spans more than one turn"
     summary, boundary = inside[-1]
     assert summary.from_seq <= boundary < summary.to_seq
     fork = commands.fork(conv.id, SCOPE, at_seq=boundary)
-    assert [s.to_seq for s in store.list_summaries(fork.id)] == [
+    assert [s.to_seq for s in store.log.list_summaries(fork.id)] == [
         s.to_seq for s in summaries if s.to_seq <= boundary
     ]
     run_turns(runtime, fork.id, 2)
     assert check_conversation(store, fork.id) == []
-    assert store.list_events(fork.id)[-1].type == "assistant_msg"
+    assert store.log.list_events(fork.id)[-1].type == "assistant_msg"
 
 
 def test_an_oversized_tool_result_is_shortened_in_the_context_only_and_audited(sqlite_store):
@@ -246,13 +246,13 @@ def test_an_oversized_tool_result_is_shortened_in_the_context_only_and_audited(s
         "compaction": {"max_result_tokens": 100},
     })
     run_turns(runtime, conv.id, 1)
-    result = next(e for e in sqlite_store.list_events(conv.id) if e.type == "tool_result")
+    result = next(e for e in sqlite_store.log.list_events(conv.id) if e.type == "tool_result")
     assert len(result.content["output"]) == 20000  # the log keeps it whole
     last = [r for purpose, r in providers.requests if purpose == "answer"][-1]
     tool_text = next(m.text for m in last.messages if m.role == "tool")
     assert len(tool_text) < 1000 and tool_text.endswith(EVICTED_NOTE.format(evicted=20000 - 400, what="result"))
-    answer = sqlite_store.list_events(conv.id)[-1]
-    (audit,) = [a for a in sqlite_store.list_model_calls(conv.id) if a.step_key == answer.step_key]
+    answer = sqlite_store.log.list_events(conv.id)[-1]
+    (audit,) = [a for a in sqlite_store.audit.list_of(conv.id) if a.step_key == answer.step_key]
     assert audit.evictions == [
         {"kind": "tool_result", "tool_call_id": result.content["tool_call_id"], "chars": 20000,
          "kept_chars": 400}

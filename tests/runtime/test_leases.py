@@ -25,14 +25,14 @@ from tests.support.processes import wait_for
 def test_one_statement_per_period_keeps_every_lease_and_finds_the_interrupted_step(sqlite_store):
     store = sqlite_store
     store.migrate()
-    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
+    cid = store.conversations.create(tenant="acme", settings=Settings(), now=utcnow()).id
     keys = [f"s{i}" for i in range(50)]
     for key in keys:
-        store.schedule_and_claim_step(
+        store.steps.schedule_and_claim(
             NewStep(key, cid, "llm", {"after_seq": 1}, "r1", f"task-{key}", "acme"),
             worker="w1", lease_s=0.9, now=utcnow(), max_attempts=5)
     calls = {"renew": 0, "check": 0}
-    renew, check = store.renew_leases, store.list_owned_steps
+    renew, check = store.leases.renew, store.leases.list_owned
 
     def counted(name, fn):
         def call(*args, **kwargs):
@@ -40,19 +40,19 @@ def test_one_statement_per_period_keeps_every_lease_and_finds_the_interrupted_st
             return fn(*args, **kwargs)
         return call
 
-    store.renew_leases = counted("renew", renew)
-    store.list_owned_steps = counted("check", check)
+    store.leases.renew = counted("renew", renew)
+    store.leases.list_owned = counted("check", check)
     leases = Leases(store, utcnow, Timers(), lease_s=0.9)  # renewed every 0.3 s
     beats = [leases.kept(key, "w1", period_s=0.1) for key in keys]
     for beat in beats:
         beat.__enter__()
     started = time.monotonic()
     try:
-        store.release_step("s7", worker="w1", status="cancelled", now=utcnow())  # an interrupt
+        store.steps.release("s7", worker="w1", status="cancelled", now=utcnow())  # an interrupt
         wait_for(lambda: beats[7].lost.is_set(), timeout_s=10, what="the interrupt to be heard")
         time.sleep(1.5)  # past the first lease: only renewals keep the others
         assert all(not b.lost.is_set() for i, b in enumerate(beats) if i != 7)
-        assert all(store.load_step(key).lease_until > utcnow() for key in keys if key != "s7")
+        assert all(store.steps.load(key).lease_until > utcnow() for key in keys if key != "s7")
         assert leases.held() == 49
     finally:
         for beat in beats:
@@ -70,12 +70,12 @@ def test_a_claim_that_waits_for_a_connection_starts_its_lease_when_it_runs(pg_ur
     its claim's wait for one could run out before its first renewal, and the step be taken
     over again by a worker that never stopped running it."""
     store = Store.open(pg_url, pool_size=1)
-    cid = store.create_conversation(tenant="acme", settings=Settings(), now=T0).id
+    cid = store.conversations.create(tenant="acme", settings=Settings(), now=T0).id
     step = NewStep("waits", cid, "llm", {"after_seq": 1}, "r1", "task-waits", "acme")
     now = [T0]
     claimed = []
     with store.engine.connect():  # the pool's one connection: the claim waits for it
-        claiming = threading.Thread(target=lambda: claimed.append(store.schedule_and_claim_step(
+        claiming = threading.Thread(target=lambda: claimed.append(store.steps.schedule_and_claim(
             step, worker="w1", lease_s=30, now=lambda: now[0], max_attempts=5)))
         claiming.start()
         now[0] = T0 + timedelta(seconds=20)  # the wait took 20 s
@@ -89,15 +89,15 @@ def test_a_renewal_goes_through_while_steps_hold_every_pooled_connection(pg_url)
     """The lease keeper has a connection of its own: a worker whose steps hold all of theirs
     (hundreds of green threads, a pool of ten) still keeps every lease."""
     store = Store.open(pg_url, pool_size=2)
-    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
-    store.schedule_and_claim_step(NewStep("busy", cid, "llm", {"after_seq": 1}, "r1", "t-busy",
-                                          "acme"), worker="w1", lease_s=30, now=utcnow(),
+    cid = store.conversations.create(tenant="acme", settings=Settings(), now=utcnow()).id
+    store.steps.schedule_and_claim(NewStep("busy", cid, "llm", {"after_seq": 1}, "r1", "t-busy",
+                                           "acme"), worker="w1", lease_s=30, now=utcnow(),
                                   max_attempts=5)
     renewed, owned = [], []
 
     def keep() -> None:
-        renewed.append(store.renew_leases([("busy", "w1")], lease_s=60, now=utcnow()))
-        owned.append(store.list_owned_steps([("busy", "w1")]))
+        renewed.append(store.leases.renew([("busy", "w1")], lease_s=60, now=utcnow()))
+        owned.append(store.leases.list_owned([("busy", "w1")]))
 
     with store.engine.connect(), store.engine.connect():  # the pool's every connection
         keeper = threading.Thread(target=keep, daemon=True)
@@ -135,7 +135,7 @@ def test_a_step_keeps_its_lease_while_its_commit_waits(sqlite_store):
     """Its lease let go before the commit, the step would be claimed again (its model called
     twice) while its first commit still waited, and that commit refused as stale."""
     store = sqlite_store
-    cid = store.create_conversation(tenant="acme", settings=Settings(), now=utcnow()).id
+    cid = store.conversations.create(tenant="acme", settings=Settings(), now=utcnow()).id
     ctx = StepContext(store=store, clock=utcnow, config=Config(lease_s=0.9),
                       notices=Notices(Unheard()))
     lifecycle = Lifecycle(ctx, Leases(store, utcnow, Timers(), lease_s=0.9))
@@ -145,11 +145,11 @@ def test_a_step_keeps_its_lease_while_its_commit_waits(sqlite_store):
     try:
         assert work.committing.wait(timeout=30)
         time.sleep(2.0)  # past two leases: only renewals keep it ours
-        taken = store.schedule_and_claim_step(
+        taken = store.steps.schedule_and_claim(
             NewStep.of(work.step, cid, "task-again", tenant="acme"), worker="w2", lease_s=0.9,
             now=utcnow(), max_attempts=5)
         assert taken is None
-        assert store.load_step("slow-commit").attempts == 1
+        assert store.steps.load("slow-commit").attempts == 1
     finally:
         work.go.set()
         running.join(timeout=30)

@@ -57,7 +57,7 @@ def started(runtime, clock, settings) -> str:
 def swept_until_settled(runtime, clock, cid) -> None:
     """Let the sweeper re-drive the conversation until its turn no longer runs."""
     for _ in range(2 * MAX_ATTEMPTS + 2):
-        if runtime.store.load_conversation(cid).fsm.state != "running":
+        if runtime.store.conversations.load(cid).fsm.state != "running":
             return
         clock.tick(CONFIG.sweep_s + 1)
         drain(runtime, runtime.sweep())
@@ -70,7 +70,7 @@ def webhook_endpoint(store) -> str:
         id="we_acme", tenant="acme", url="https://hooks.example.com/x", event_types=["turn.failed"],
         sealed_secret="sealed", previous_sealed=None, previous_until=None, enabled=True,
         disabled_reason=None, failing_since=None, created_at=now, updated_at=now)
-    assert store.add_webhook_endpoint(found, max_per_tenant=10)
+    assert store.webhooks.add_endpoint(found, max_per_tenant=10)
     return found.id
 
 
@@ -81,18 +81,18 @@ def test_a_model_step_whose_tool_server_raises_as_it_is_listed_fails_its_turn_na
     hook = webhook_endpoint(store)
     cid = started(runtime, clock, {"tools": [f"mcp:{BROKEN}"], "script": GREET})
     swept_until_settled(runtime, clock, cid)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error"]
     error = events[-1].content
     assert error["code"] == "max_attempts" and f"TypeError: {CAUSE}" in error["message"]
-    assert store.load_conversation(cid).fsm.state == "failed"
-    (step,) = store.list_steps(cid)
+    assert store.conversations.load(cid).fsm.state == "failed"
+    (step,) = store.steps.list_of(cid)
     assert (step.kind, step.status, step.faults, step.deaths) == (
         MODEL_STEP, "failed_permanent", MAX_ATTEMPTS, 0)
     assert source.listings == MAX_ATTEMPTS  # one listing an attempt, each counted once
     logged = [r for r in caplog.records if r.name == "agentq.runtime.faults" and r.exc_info]
     assert len(logged) == MAX_ATTEMPTS and all(CAUSE in r.getMessage() for r in logged)
-    assert [d.event_type for d in store.list_webhook_deliveries(hook, limit=10)] == ["turn.failed"]
+    assert [d.event_type for d in store.webhooks.list_deliveries(hook, limit=10)] == ["turn.failed"]
     assert check_conversation(store, cid) == []
 
 
@@ -102,10 +102,10 @@ def test_a_tool_step_whose_server_raises_in_its_call_counts_faults_not_deaths_th
     runtime = runtime_with(store, clock, source)
     cid = started(runtime, clock, {"tools": [f"mcp:{BROKEN}"], "script": GREET})
     swept_until_settled(runtime, clock, cid)
-    result = next(e.content for e in store.list_events(cid) if e.type == "tool_result")
+    result = next(e.content for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result["status"] == "error" and f"TypeError: {CAUSE}" in result["output"]
-    assert store.list_events(cid)[-1].content["text"] == "done"  # the model read why, and went on
-    (tool,) = [s for s in store.list_steps(cid) if s.kind == "tool"]
+    assert store.log.list_events(cid)[-1].content["text"] == "done"  # the model read why, and went on
+    (tool,) = [s for s in store.steps.list_of(cid) if s.kind == "tool"]
     assert (tool.status, tool.attempts, tool.faults, tool.deaths) == (
         "failed_permanent", MAX_ATTEMPTS, MAX_ATTEMPTS, 0)
     assert source.calls == MAX_ATTEMPTS
@@ -120,13 +120,13 @@ def test_an_advance_that_raises_before_any_step_is_decided_fails_its_running_tur
     runtime = runtime_with(store, clock)
     monkeypatch.setattr(runtime_module, "decide", decide)
     cid = started(runtime, clock, {"script": [{"text": "hi"}]})
-    assert store.load_conversation(cid).fsm.state == "running"
+    assert store.conversations.load(cid).fsm.state == "running"
     swept_until_settled(runtime, clock, cid)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error"]
     message = events[-1].content["message"]
     assert "RuntimeError: no rule for this log" in message and "SELECT" not in message
-    (step,) = store.list_steps(cid)  # the model step the turn was stalled at, blamed
+    (step,) = store.steps.list_of(cid)  # the model step the turn was stalled at, blamed
     assert (step.kind, step.ref, step.faults) == (MODEL_STEP, {"after_seq": 1}, MAX_ATTEMPTS)
     assert check_conversation(store, cid) == []
 
@@ -134,7 +134,7 @@ def test_an_advance_that_raises_before_any_step_is_decided_fails_its_running_tur
 def test_a_model_step_whose_commit_raises_once_is_a_fault_not_a_death_and_runs_again(
         store, clock, caplog, monkeypatch):
     runtime = runtime_with(store, clock)
-    commit = store.commit_step
+    commit = store.writes.commit_step
     raised: list[str] = []
 
     def commit_once(*args, **kwargs):
@@ -143,12 +143,12 @@ def test_a_model_step_whose_commit_raises_once_is_a_fault_not_a_death_and_runs_a
             raise ConnectionResetError("the server closed the connection")
         return commit(*args, **kwargs)
 
-    monkeypatch.setattr(store, "commit_step", commit_once)
+    monkeypatch.setattr(store.writes, "commit_step", commit_once)
     with caplog.at_level(logging.ERROR, logger="agentq.runtime.lifecycle"):
         cid = started(runtime, clock, {"script": [{"text": "hi"}]})
         swept_until_settled(runtime, clock, cid)
-    assert [e.type for e in store.list_events(cid)] == ["user_msg", "assistant_msg"]
-    (step,) = store.list_steps(cid)
+    assert [e.type for e in store.log.list_events(cid)] == ["user_msg", "assistant_msg"]
+    (step,) = store.steps.list_of(cid)
     assert (step.status, step.attempts, step.faults, step.deaths) == ("succeeded", 2, 1, 0)
     assert [r.getMessage() for r in caplog.records] == [
         "step raised ConnectionResetError: the server closed the connection"]
@@ -163,9 +163,9 @@ def test_agentq_check_flags_a_model_step_given_up_without_the_error_event_of_its
     commands.post_message(cid, "hello", SCOPE)  # its advance is never run
     step = Step.model(cid, 1)
     for _ in range(MAX_ATTEMPTS):
-        store.fault_step(NewStep.of(step, cid, "task", tenant="acme"), error="KeyError: x",
-                         now=clock(), retry_at=clock())
-    assert store.give_up_step(step.key, max_attempts=MAX_ATTEMPTS, now=clock()).last_error == (
+        store.steps.fault(NewStep.of(step, cid, "task", tenant="acme"), error="KeyError: x",
+                          now=clock(), retry_at=clock())
+    assert store.steps.give_up(step.key, max_attempts=MAX_ATTEMPTS, now=clock()).last_error == (
         "KeyError: x")
     (violation,) = check_conversation(store, cid)  # given up, but its turn still runs
     assert violation.invariant == "12 no failure hides" and step.key in violation.message
@@ -176,7 +176,7 @@ def test_the_tasks_that_raise_together_before_the_claim_count_one_fault(store, c
     runtime = runtime_with(store, clock, source)
     cid = started(runtime, clock, {"tools": [f"mcp:{BROKEN}"], "script": GREET})
     assert runtime.advance(cid) == [] and runtime.advance(cid) == []  # a burst of re-drives
-    (step,) = store.list_steps(cid)
+    (step,) = store.steps.list_of(cid)
     assert (source.listings, step.faults, step.status) == (3, 1, "scheduled")
     assert step.lease_until == clock() + timedelta(seconds=CONFIG.lease_s)  # until it is due
 
@@ -188,10 +188,10 @@ def test_a_compact_task_that_raises_for_a_conversation_no_longer_running_counts_
 
     runtime = runtime_with(store, clock)
     cid = started(runtime, clock, {"script": [{"text": "hi"}]})
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert store.conversations.load(cid).fsm.state == "idle"
     monkeypatch.setattr(runtime_module.compact_step, "compact", compact)
     for _ in range(MAX_ATTEMPTS + 1):
         assert runtime.compact(cid, 2) == []
         clock.tick(CONFIG.lease_s + 1)
-    assert [e.type for e in store.list_events(cid)] == ["user_msg", "assistant_msg"]
-    assert [s.kind for s in store.list_steps(cid)] == [MODEL_STEP]
+    assert [e.type for e in store.log.list_events(cid)] == ["user_msg", "assistant_msg"]
+    assert [s.kind for s in store.steps.list_of(cid)] == [MODEL_STEP]

@@ -37,14 +37,14 @@ def test_a_model_step_whose_server_raises_in_the_workers_event_loop_fails_its_tu
     worker = workers(f"{pool}1", pool=pool, **env)
     beat(**env)
     enqueue(broker, commands.post_message(conv.id, "hello", SCOPE)[1])
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state != "running", timeout_s=90,
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state != "running", timeout_s=90,
              what=lambda: f"the turn to end; worker log:\n{worker.log_text()}")
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert [e.type for e in events] == ["user_msg", "error"]
     error = events[-1].content
     assert error["code"] == "max_attempts" and f"TypeError: {CAUSE}" in error["message"]
-    assert store.load_conversation(conv.id).fsm.state == "failed"
-    (step,) = store.list_steps(conv.id)
+    assert store.conversations.load(conv.id).fsm.state == "failed"
+    (step,) = store.steps.list_of(conv.id)
     assert (step.kind, step.status, step.attempts, step.faults) == (
         MODEL_STEP, "failed_permanent", MAX_ATTEMPTS, MAX_ATTEMPTS)
     assert check_conversation(store, conv.id) == []

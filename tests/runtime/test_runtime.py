@@ -94,7 +94,7 @@ def start(commands, runtime, script, text="hello", **settings):
 
 
 def types(store, cid):
-    return [e.type for e in store.list_events(cid)]
+    return [e.type for e in store.log.list_events(cid)]
 
 
 WEATHER = [
@@ -105,7 +105,7 @@ WEATHER = [
 
 def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtime, commands):
     cid, _ = start(commands, runtime, WEATHER)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == [
         "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
     ]
@@ -114,7 +114,7 @@ def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtim
     assert first and second and first != second
     assert events[2].round_id == first and events[3].content["status"] == "ok"
     assert events[4].content["text"] == "Cold in Oslo."
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert store.conversations.load(cid).fsm.state == "idle"
     assert check_conversation(store, cid) == []  # inv. 1: the commit's cached state is the log's
 
 
@@ -122,19 +122,19 @@ def test_running_every_step_again_changes_nothing_and_calls_the_model_once_per_r
     store, runtime, commands, providers
 ):
     cid, _ = start(commands, runtime, WEATHER)
-    before = store.list_events(cid)
+    before = store.log.list_events(cid)
     for _ in range(3):
         drain(runtime, runtime.advance(cid))
-        for call in store.list_tool_calls(cid):
+        for call in store.calls.list_of(cid):
             drain(runtime, runtime.run_tool(cid, call.id))
-    assert store.list_events(cid) == before
+    assert store.log.list_events(cid) == before
     assert providers.calls == 2
 
 
 def test_a_tool_the_model_invents_gets_an_error_result_the_model_can_read(store, runtime, commands):
     script = [{"text": "", "tool_calls": [{"name": "launch_rockets", "args": {}}]}, {"text": "Sorry."}]
     cid, _ = start(commands, runtime, script)
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result.content["status"] == "error"
     assert "unknown tool" in result.content["output"]
     assert types(store, cid)[-1] == "assistant_msg"
@@ -143,16 +143,16 @@ def test_a_tool_the_model_invents_gets_an_error_result_the_model_can_read(store,
 def test_arguments_that_do_not_match_the_schema_get_an_error_result(store, runtime, commands):
     script = [{"tool_calls": [{"name": "get_weather", "args": {"town": "Oslo"}}]}, {"text": "Oops."}]
     cid, _ = start(commands, runtime, script)
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result.content["status"] == "error"
     assert "city" in result.content["output"]
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert store.conversations.load(cid).fsm.state == "idle"
 
 
 def test_a_tool_that_raises_gives_an_error_result_not_a_crash(store, runtime, commands):
     script = [{"tool_calls": [{"name": "explode", "args": {}}]}, {"text": "It failed."}]
     cid, _ = start(commands, runtime, script)
-    result = next(e for e in store.list_events(cid) if e.type == "tool_result")
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
     assert result.content["status"] == "error" and "exploded" in result.content["output"]
 
 
@@ -164,7 +164,7 @@ APPROVAL = [
 
 def test_a_human_call_suspends_the_conversation_until_it_is_resolved(store, runtime, commands):
     cid, later = start(commands, runtime, APPROVAL)
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     assert info.fsm.state == "awaiting_input"
     assert types(store, cid) == ["user_msg", "assistant_msg", "tool_call", "suspension"]
     (call_id,) = info.fsm.pending
@@ -172,23 +172,23 @@ def test_a_human_call_suspends_the_conversation_until_it_is_resolved(store, runt
     _, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
     drain(runtime, follow)
     assert types(store, cid)[4:] == ["resolution", "tool_result", "assistant_msg"]
-    assert store.load_tool_call(cid, call_id).status == "resolved"
+    assert store.calls.load(cid, call_id).status == "resolved"
     assert check_conversation(store, cid) == []
 
 
 def test_a_suspension_creates_no_error_entry(store, runtime, commands):
     cid, _ = start(commands, runtime, APPROVAL)
     assert "error" not in types(store, cid)
-    assert all(step.last_error is None for step in store.list_steps(cid))
+    assert all(step.last_error is None for step in store.steps.list_of(cid))
 
 
 def test_the_same_resolution_twice_changes_nothing_and_a_different_one_conflicts(
     store, runtime, commands
 ):
     cid, _ = start(commands, runtime, APPROVAL)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
-    log = store.list_events(cid)
+    log = store.log.list_events(cid)
     again, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
     assert again.status == "resolved" and follow == []
     with pytest.raises(Conflict) as late:
@@ -196,16 +196,16 @@ def test_the_same_resolution_twice_changes_nothing_and_a_different_one_conflicts
     assert late.value.details == {"status": "resolved"}  # read under the lock that refused it
     with pytest.raises(NotFound):
         commands.resolve(cid, "call_unknown", SCOPE, status="resolved", result=None)
-    assert store.list_events(cid) == log
+    assert store.log.list_events(cid) == log
 
 
 def test_an_overdue_call_expires_by_the_system_and_the_turn_goes_on(store, runtime, commands, clock):
     cid, later = start(commands, runtime, APPROVAL)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     assert drain(runtime, later) == later  # not due yet: nothing happens
     clock.tick(61)
     drain(runtime, later)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     resolution = next(e for e in events if e.type == "resolution")
     assert resolution.content == {"tool_call_id": call_id, "status": "expired", "by": "system"}
     assert [e.type for e in events][-2:] == ["tool_result", "assistant_msg"]
@@ -215,12 +215,12 @@ def test_an_overdue_call_expires_by_the_system_and_the_turn_goes_on(store, runti
 
 def test_an_expiry_that_loses_the_race_to_a_resolution_changes_nothing(store, runtime, commands, clock):
     cid, later = start(commands, runtime, APPROVAL)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
-    log = store.list_events(cid)
+    log = store.log.list_events(cid)
     clock.tick(61)
     assert runtime.expire(cid, call_id) == []
-    assert store.list_events(cid) == log
+    assert store.log.list_events(cid) == log
 
 
 def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store, runtime, commands):
@@ -229,7 +229,7 @@ def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store,
     second, follow2 = commands.post_message(conv.id, "two", SCOPE)
     assert not first.queued and second.queued
     drain(runtime, follow1 + follow2)
-    texts = [(e.type, e.content.get("text")) for e in store.list_events(conv.id)]
+    texts = [(e.type, e.content.get("text")) for e in store.log.list_events(conv.id)]
     assert texts == [
         ("user_msg", "one"), ("assistant_msg", "echo: one"),
         ("user_msg", "two"), ("assistant_msg", "echo: two"),
@@ -242,7 +242,7 @@ def test_a_queued_message_starts_the_turn_its_answer_named(store, runtime, comma
     second, follow2 = commands.post_message(conv.id, "two", SCOPE)
     assert second.queued and second.turn_id not in (None, first.turn_id)
     drain(runtime, follow1 + follow2)
-    turns = [e.turn_id for e in store.list_events(conv.id) if e.type == "user_msg"]
+    turns = [e.turn_id for e in store.log.list_events(conv.id) if e.type == "user_msg"]
     assert turns == [first.turn_id, second.turn_id]
 
 
@@ -252,11 +252,11 @@ def test_a_message_to_an_idle_conversation_queues_behind_one_still_waiting(store
     _, follow2 = commands.post_message(conv.id, "two", SCOPE)
     (advance,) = follow1
     later = runtime.advance(advance.conversation_id)  # the first turn ends; "two" still waits
-    assert store.load_conversation(conv.id).fsm.state == "idle"
+    assert store.conversations.load(conv.id).fsm.state == "idle"
     third, follow3 = commands.post_message(conv.id, "three", SCOPE)
     assert third.queued
     drain(runtime, later + follow2 + follow3)
-    users = [e.content["text"] for e in store.list_events(conv.id) if e.type == "user_msg"]
+    users = [e.content["text"] for e in store.log.list_events(conv.id) if e.type == "user_msg"]
     assert users == ["one", "two", "three"]
 
 
@@ -274,7 +274,7 @@ def test_every_delta_carries_the_round_id_of_its_own_response_seed_004(store, ru
     for kind, data in runtime.pubsub.notices:
         if kind == "delta":
             by_round[data["round_id"]] = by_round.get(data["round_id"], "") + data["text"]
-    answers = {e.round_id: e.content["text"] for e in store.list_events(cid) if e.type == "assistant_msg"}
+    answers = {e.round_id: e.content["text"] for e in store.log.list_events(cid) if e.type == "assistant_msg"}
     assert by_round == answers
 
 
@@ -286,8 +286,8 @@ def test_held_notices_go_out_when_the_block_ends_the_newest_per_conversation(sto
         drain(runtime, follow)  # the whole turn: three steps that each commit
         assert events_notices() == []
         assert [k for k, _ in runtime.pubsub.notices if k == "delta"]  # deltas stream at once
-    assert events_notices() == [{"last_seq": store.load_conversation(conv.id).next_seq - 1}]
-    runtime.notices.notify(conv.id, store.list_events(conv.id)[-1:])  # not held: at once
+    assert events_notices() == [{"last_seq": store.conversations.load(conv.id).next_seq - 1}]
+    runtime.notices.notify(conv.id, store.log.list_events(conv.id)[-1:])  # not held: at once
     assert len(events_notices()) == 2
 
 
@@ -302,7 +302,7 @@ def test_a_resumed_conversation_runs_its_open_tool_calls_without_calling_the_mod
     runtime.advance(conv.id)  # the model answers; the worker "dies" before sending the tool tasks
     assert providers.calls == 1
     drain(runtime, [follow[0]])  # a fresh advance after restart
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert providers.calls == 2  # one more round only: the one after the results
     results = [e.content["tool_call_id"] for e in events if e.type == "tool_result"]
     calls = [e.content["tool_call_id"] for e in events if e.type == "tool_call"]
@@ -315,24 +315,24 @@ def test_transient_failures_are_retried_then_the_round_succeeds(store, runtime, 
     assert types(store, cid) == ["user_msg", "assistant_msg"]
     retries = [d for k, d in runtime.pubsub.notices if k == "retry"]
     assert [r["attempt"] for r in retries] == [1, 2] and all(r["transient"] for r in retries)
-    (llm,) = [s for s in store.list_steps(cid) if s.kind == "llm"]
+    (llm,) = [s for s in store.steps.list_of(cid) if s.kind == "llm"]
     assert llm.retries == 2 and llm.status == "succeeded"
 
 
 def test_a_permanent_failure_fails_the_conversation_with_an_error_event(store, runtime, commands, providers):
     script = [{"text": "never", "fail": {"status": 401, "times": 1}}]
     cid, _ = start(commands, runtime, script)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error"]
     assert events[1].content["status"] == "failed_permanent"
-    assert store.load_conversation(cid).fsm.state == "failed"
+    assert store.conversations.load(cid).fsm.state == "failed"
     assert providers.calls == 1  # a permanent error is not retried
 
 
 def test_a_turn_stops_with_an_error_after_the_round_limit(store, runtime, commands):
     loop = [{"tool_calls": [{"name": "lookup", "args": {"key": str(i)}}]} for i in range(5)]
     cid, _ = start(commands, runtime, loop, limits={"max_rounds_per_turn": 3})
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert sum(e.type == "assistant_msg" for e in events) == 3
     assert events[-1].type == "error" and events[-1].content["code"] == "round_limit"
 
@@ -371,7 +371,7 @@ def test_an_interrupt_keeps_the_partial_answer_and_starts_the_next_turn_with_a_n
     assert not answer.queued and answer.turn_id
     assert len(deltas()) < 10
     drain(runtime, follow)
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert [e.type for e in events] == ["user_msg", "assistant_msg", "user_msg", "assistant_msg"]
     kept, fresh = events[1], events[3]
     assert kept.content["interrupted"] is True
@@ -380,7 +380,7 @@ def test_an_interrupt_keeps_the_partial_answer_and_starts_the_next_turn_with_a_n
     assert fresh.content["interrupted"] is False
     first_round = {d["round_id"] for d in deltas() if d["turn_id"] == events[0].turn_id}
     assert first_round == {kept.round_id} and fresh.round_id != kept.round_id
-    llm_steps = {s.round_id: s.status for s in store.list_steps(conv.id) if s.kind == "llm"}
+    llm_steps = {s.round_id: s.status for s in store.steps.list_of(conv.id) if s.kind == "llm"}
     assert llm_steps[kept.round_id] == "cancelled"
     assert check_conversation(store, conv.id) == []  # the dropped commit left no trace
 
@@ -389,10 +389,10 @@ def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflict
     store, runtime, commands
 ):
     cid, _ = start(commands, runtime, APPROVAL)
-    (call_id,) = store.load_conversation(cid).fsm.pending
+    (call_id,) = store.conversations.load(cid).fsm.pending
     _, follow = commands.post_message(cid, "never mind", SCOPE, on_busy="interrupt")
     drain(runtime, follow)
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events][4:] == [
         "assistant_msg", "resolution", "tool_result", "user_msg", "assistant_msg"
     ]
@@ -403,13 +403,13 @@ def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflict
 
 def test_reject_refuses_a_message_while_a_turn_runs_and_changes_nothing(store, runtime, commands):
     cid, _ = start(commands, runtime, APPROVAL)
-    log = store.list_events(cid)
+    log = store.log.list_events(cid)
     with pytest.raises(Conflict, match="awaiting_input") as refused:
         commands.post_message(cid, "hello?", SCOPE, on_busy="reject")
     assert refused.value.details == {"state": "awaiting_input"}
     with pytest.raises(InvalidInput):
         commands.post_message(cid, "hello?", SCOPE, on_busy="shout")
-    assert store.list_events(cid) == log and store.list_inbox(cid) == []
+    assert store.log.list_events(cid) == log and store.inbox.list_of(cid) == []
 
 
 def test_cancel_ends_the_turn_and_the_queued_message_runs_next(store, runtime, commands):
@@ -417,7 +417,7 @@ def test_cancel_ends_the_turn_and_the_queued_message_runs_next(store, runtime, c
     queued, _ = commands.post_message(cid, "after that", SCOPE)
     assert queued.queued
     drain(runtime, commands.cancel(cid, SCOPE))
-    texts = [(e.type, e.content.get("text")) for e in store.list_events(cid) if e.type != "tool_result"]
+    texts = [(e.type, e.content.get("text")) for e in store.log.list_events(cid) if e.type != "tool_result"]
     assert texts[-2:] == [("user_msg", "after that"), ("assistant_msg", "echo: after that")]
     with pytest.raises(Conflict, match="idle"):
         commands.cancel(cid, SCOPE)
@@ -427,15 +427,15 @@ def test_a_failed_conversation_can_be_retried_once_the_provider_recovers(
     store, runtime, commands
 ):
     cid, _ = start(commands, runtime, [{"text": "back", "fail": {"status": 401, "times": 1}}])
-    assert store.load_conversation(cid).fsm.state == "failed"
+    assert store.conversations.load(cid).fsm.state == "failed"
     with pytest.raises(NotFound):
         commands.retry(cid, Scope(tenant="someone-else", user="u1"))
     runtime.rules.providers = RecoveredProviders(runtime.rules.providers)
     drain(runtime, commands.retry(cid, SCOPE))
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error", "error", "assistant_msg"]
     assert events[2].content["status"] == "retried" and events[3].content["text"] == "back"
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert store.conversations.load(cid).fsm.state == "idle"
     with pytest.raises(Conflict, match="idle"):
         commands.retry(cid, SCOPE)
 
@@ -452,7 +452,7 @@ def test_tools_run_with_the_asker_scope_but_with_the_system_scope_after_an_expir
     cid, later = start(commands, runtime, script)
     clock.tick(61)
     drain(runtime, later)
-    results = [e.content for e in store.list_events(cid) if e.type == "tool_result"]
+    results = [e.content for e in store.log.list_events(cid) if e.type == "tool_result"]
     assert results[0]["status"] == "ok" and results[0]["output"]["user"] == "u1"
     assert results[1]["status"] == "expired"
     assert results[2]["status"] == "error" and "user scope" in results[2]["output"]
@@ -471,11 +471,11 @@ def test_a_poison_tool_step_fails_its_call_after_max_attempts_and_the_turn_goes_
                      max_attempts=runtime.config.max_attempts, alone=True)
         clock.tick(2)
     drain(runtime, [run_tool])
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     result = next(e for e in events if e.type == "tool_result")
     assert result.content["status"] == "error" and "giving up" in result.content["output"]
-    assert events[-1].type == "assistant_msg" and store.load_conversation(conv.id).fsm.state == "idle"
-    assert store.load_step(run_tool.step_key).status == "failed_permanent"
+    assert events[-1].type == "assistant_msg" and store.conversations.load(conv.id).fsm.state == "idle"
+    assert store.steps.load(run_tool.step_key).status == "failed_permanent"
 
 
 def test_a_task_that_comes_while_a_step_runs_alone_is_sent_on_then_kept_until_it_ends(
@@ -494,14 +494,14 @@ def test_a_task_that_comes_while_a_step_runs_alone_is_sent_on_then_kept_until_it
         assert runtime.run_tool(run_tool.conversation_id, run_tool.tool_call_id) == []
         assert runtime.advance(model_conv.id) == []
         assert runtime.wake([]) == []
-        assert store.load_step(run_tool.step_key).status == "scheduled"  # unclaimed
-        assert not any(s.kind == "model" for s in store.list_steps(model_conv.id))
+        assert store.steps.load(run_tool.step_key).status == "scheduled"  # unclaimed
+        assert not any(s.kind == "model" for s in store.steps.list_of(model_conv.id))
     redrives = runtime.wake([])
     assert redrives == [run_tool, Advance(model_conv.id)]
     assert runtime.wake([]) == []  # each once
     drain(runtime, redrives)
     for cid in (tool_conv.id, model_conv.id):
-        assert store.load_conversation(cid).fsm.state == "idle"
+        assert store.conversations.load(cid).fsm.state == "idle"
         assert types(store, cid)[-1] == "assistant_msg"
 
 
@@ -523,17 +523,17 @@ def test_a_fork_at_a_turn_boundary_copies_the_log_and_goes_on_by_itself(store, r
     _, follow = commands.post_message(cid, "and tomorrow?", SCOPE)
     drain(runtime, follow)
     fork = commands.fork(cid, SCOPE, at_seq=5)
-    copied, source = store.list_events(fork.id), store.list_events(cid)
+    copied, source = store.log.list_events(fork.id), store.log.list_events(cid)
     assert [(e.seq, e.type, e.content, e.round_id) for e in copied] == [
         (e.seq, e.type, e.content, e.round_id) for e in source[:5]
     ]
     assert {e.id for e in copied}.isdisjoint(e.id for e in source)
-    assert store.load_conversation(fork.id).fsm.state == "idle"
-    assert [c.status for c in store.list_tool_calls(fork.id)] == ["done"]
+    assert store.conversations.load(fork.id).fsm.state == "idle"
+    assert [c.status for c in store.calls.list_of(fork.id)] == ["done"]
     _, follow = commands.post_message(fork.id, "other question", SCOPE)
     drain(runtime, follow)
-    assert store.list_events(fork.id)[-1].content["text"] == "echo: other question"
-    assert len(store.list_events(cid)) == 7  # the source is untouched
+    assert store.log.list_events(fork.id)[-1].content["text"] == "echo: other question"
+    assert len(store.log.list_events(cid)) == 7  # the source is untouched
 
 
 def test_a_fork_inside_a_turn_or_past_the_end_is_refused(store, runtime, commands):
@@ -545,7 +545,7 @@ def test_a_fork_inside_a_turn_or_past_the_end_is_refused(store, runtime, command
         commands.fork(cid, SCOPE, at_seq=-1)
     with pytest.raises(NotFound):
         commands.fork(cid, Scope(tenant="other", user=None), at_seq=5)
-    assert store.list_conversation_ids() == [cid]
+    assert store.conversations.list_ids() == [cid]
 
 
 MIXED = [
@@ -562,18 +562,18 @@ def test_a_round_mixing_a_server_tool_and_a_person_completes_in_either_order(
     conv = commands.create_conversation(SCOPE, {"script": MIXED})
     _, follow = commands.post_message(conv.id, "go", SCOPE)
     (run_tool,) = drain_until_tool(runtime, follow)
-    (call_id,) = store.load_conversation(conv.id).fsm.pending
+    (call_id,) = store.conversations.load(conv.id).fsm.pending
     if resolve_first:
         _, after = commands.resolve(conv.id, call_id, SCOPE, status="resolved", result="yes")
         assert not [f for f in after if isinstance(f, Advance)]  # the server call is still open
-        assert store.load_conversation(conv.id).fsm.state == "running"
+        assert store.conversations.load(conv.id).fsm.state == "running"
         drain(runtime, [run_tool])
     else:
         drain(runtime, [run_tool])
-        assert store.load_conversation(conv.id).fsm.state == "awaiting_input"
+        assert store.conversations.load(conv.id).fsm.state == "awaiting_input"
         _, after = commands.resolve(conv.id, call_id, SCOPE, status="resolved", result="yes")
         drain(runtime, after)
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert [e.type for e in events].count("tool_result") == 2
     assert events[-1].content["text"] == "All done."
 
@@ -581,11 +581,11 @@ def test_a_round_mixing_a_server_tool_and_a_person_completes_in_either_order(
 def test_a_model_call_past_its_time_limit_is_closed_and_fails_as_a_timeout(store, runtime, commands):
     script = [{"text": "far too slow", "chunks": 5, "delay_s": 30}]
     cid, _ = start(commands, runtime, script, limits={"llm_timeout_s": 0.3})
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == ["user_msg", "error"]
     assert events[1].content["status"] == "timeout" and events[1].content["code"] == "step_timeout"
-    assert store.load_conversation(cid).fsm.state == "failed"
-    (step,) = store.list_steps(cid)
+    assert store.conversations.load(cid).fsm.state == "failed"
+    (step,) = store.steps.list_of(cid)
     assert step.status == "timeout"
 
 
@@ -597,7 +597,7 @@ TWO_LOOKUPS = [
 
 def _tool_steps_read_now(runtime, cid):
     """A ToolStep per open call, each with the call and conversation as read now."""
-    found = [runtime.store.load_call_and_conversation(cid, c.id) for c in runtime.store.list_tool_calls(cid)]
+    found = [runtime.store.calls.load_with_conversation(cid, c.id) for c in runtime.store.calls.list_of(cid)]
     return [ToolStep(runtime._ctx, runtime.registry, conversation, call) for conversation, call in found]
 
 
@@ -609,14 +609,14 @@ def test_calls_of_one_round_read_before_either_commits_both_land_gap_free(store,
     first, second = _tool_steps_read_now(runtime, cid)
     drain(runtime, runtime._lifecycle.run(first))
     drain(runtime, runtime._lifecycle.run(second))
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     assert [e.type for e in events] == [
         "user_msg", "assistant_msg", "tool_call", "tool_call", "tool_result", "tool_result",
         "assistant_msg",
     ]
     assert [e.seq for e in events] == list(range(1, 8))
-    assert {c.status for c in store.list_tool_calls(cid)} == {"done"}
-    assert store.load_conversation(cid).fsm.state == "idle"
+    assert {c.status for c in store.calls.list_of(cid)} == {"done"}
+    assert store.conversations.load(cid).fsm.state == "idle"
     assert check_conversation(store, cid) == []  # inv. 1: both folds agree with the log
 
 
@@ -626,19 +626,19 @@ def test_a_tool_commit_whose_step_was_taken_over_writes_nothing(store, runtime, 
     runtime.advance(cid)
     work = _tool_steps_read_now(runtime, cid)[0]
     claim(store, work.step.key, worker="w-new", lease_s=30, now=clock(), max_attempts=5)
-    before = store.list_events(cid)
+    before = store.log.list_events(cid)
     with pytest.raises(Stale):
         work.commit(Claim(cid, work.step, "w-old", attempts=1, retries=0), ToolOutcome("ok", "a"))
-    assert store.list_events(cid) == before
-    assert store.load_tool_call(cid, work.call.id).status == "scheduled"
-    assert store.load_step(work.step.key).worker == "w-new"
-    assert store.load_conversation(cid).next_seq == before[-1].seq + 1
+    assert store.log.list_events(cid) == before
+    assert store.calls.load(cid, work.call.id).status == "scheduled"
+    assert store.steps.load(work.step.key).worker == "w-new"
+    assert store.conversations.load(cid).next_seq == before[-1].seq + 1
 
 
 def test_an_async_tool_is_awaited_and_its_value_is_the_tool_result(store, runtime, commands):
     cid, _ = start(commands, runtime, [
         {"tool_calls": [{"name": "async_lookup", "args": {"key": "k9"}}]}, {"text": "found"}])
-    [result] = [e for e in store.list_events(cid) if e.type == "tool_result"]
+    [result] = [e for e in store.log.list_events(cid) if e.type == "tool_result"]
     assert result.content["status"] == "ok"
     assert result.content["output"] == "async value of K9"
 
@@ -647,6 +647,6 @@ def test_a_tool_result_over_the_operators_cap_is_stored_cut_saying_its_size(stor
     cap = runtime.config.tool_result_max_chars
     cid, _ = start(commands, runtime, [
         {"tool_calls": [{"name": "big_result", "args": {"size": cap + 5000}}]}, {"text": "long"}])
-    [result] = [e for e in store.list_events(cid) if e.type == "tool_result"]
+    [result] = [e for e in store.log.list_events(cid) if e.type == "tool_result"]
     assert result.content["output"] == "x" * cap + (
         f"\n[result cut: {cap + 5000:,} characters, the first {cap:,} shown]")

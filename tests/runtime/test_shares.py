@@ -27,7 +27,7 @@ def turn(commands, broker, scope: Scope, seconds: float, key: str) -> str:
 def tool_steps(store, ids) -> dict[str, list[str]]:
     by_status: dict[str, list[str]] = {}
     for cid in ids:
-        for step in store.list_steps(cid):
+        for step in store.steps.list_of(cid):
             if step.kind == "tool":
                 by_status.setdefault(step.status, []).append(cid)
     return by_status
@@ -54,16 +54,16 @@ def test_with_no_policy_a_tenant_holding_twice_the_tool_slots_lets_another_tenan
     slow = [turn(commands, broker, bulk, SLOW_S, f"a{n}") for n in range(2 * SLOTS)]
     # every bulk call sent to the tools queue, and its first wave started
     wait_for(lambda: len(tool_log.read_text().split()) >= SLOTS - 1
-             and all(store.load_conversation(cid).fsm.rounds == 1 for cid in slow), timeout_s=60,
+             and all(store.conversations.load(cid).fsm.rounds == 1 for cid in slow), timeout_s=60,
              what=f"the bulk tenant's first wave; tools log:\n{tools.log_text()}")
     quick = turn(commands, broker, small, 0.1, "b")
-    wait_for(lambda: store.load_conversation(quick).fsm.state == "idle", timeout_s=60,
+    wait_for(lambda: store.conversations.load(quick).fsm.state == "idle", timeout_s=60,
              what="the small tenant's turn")
     # it ended while the bulk tenant's first wave still ran: its tool took the free slot
     assert len(tool_steps(store, slow).get("succeeded", ())) == 0
-    [quick_call] = [e.content["tool_call_id"] for e in store.list_events(quick)
+    [quick_call] = [e.content["tool_call_id"] for e in store.log.list_events(quick)
                     if e.type == "tool_call"]
-    wait_for(lambda: all(store.load_conversation(cid).fsm.state == "idle" for cid in slow),
+    wait_for(lambda: all(store.conversations.load(cid).fsm.state == "idle" for cid in slow),
              timeout_s=90, what="the bulk tenant's turns")
     started = tool_log.read_text().split()
     assert len(started) == 2 * SLOTS + 1 and started.index(quick_call) == SLOTS - 1

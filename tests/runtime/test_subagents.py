@@ -70,7 +70,7 @@ def run_some(runtime, tasks, count: int) -> list:
 
 
 def define(store, clock, name: str, **settings) -> None:
-    store.create_agent("t1", AgentDefinition(name=name, settings=Settings(**settings)), now=clock())
+    store.agents.create("t1", AgentDefinition(name=name, settings=Settings(**settings)), now=clock())
 
 
 def parent(commands, script, agents=("researcher",)):
@@ -80,7 +80,7 @@ def parent(commands, script, agents=("researcher",)):
 
 def texts(store, cid):
     return [(e.type, e.content.get("text") or e.content.get("output"))
-            for e in store.list_events(cid) if e.type in ("user_msg", "assistant_msg", "tool_result")]
+            for e in store.log.list_events(cid) if e.type in ("user_msg", "assistant_msg", "tool_result")]
 
 
 def test_a_parent_reads_its_childs_answer_as_the_calls_result(store, runtime, commands, clock):
@@ -89,12 +89,12 @@ def test_a_parent_reads_its_childs_answer_as_the_calls_result(store, runtime, co
                              {"text": "It rains."}])
     _, follow = commands.post_message(conv.id, "what is it like?", ALICE)
     drain(runtime, follow)
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     child_id = child_conversation_id(conv.id, call.id)
     assert call.executor == "agent" and call.status == "done"
     assert call.result == {"status": "ok", "output": "Oslo is rainy."}
     assert call.to_json()["child_conversation_id"] == child_id
-    child = store.load_conversation(child_id)
+    child = store.conversations.load(child_id)
     assert child.parent.conversation_id == conv.id and child.parent.depth == 1
     assert child.agent.name == "researcher"
     assert texts(store, child_id) == [("user_msg", "weather in Oslo?"),
@@ -115,10 +115,10 @@ def test_running_the_start_and_the_handover_twice_makes_one_child_and_one_result
         sent.append(task)
         pending.extend(run_one(runtime, task))
         pending.extend(run_one(runtime, task))
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     child_id = child_conversation_id(conv.id, call.id)
-    assert [e.type for e in store.list_events(child_id)].count("user_msg") == 1
-    results = [e for e in store.list_events(conv.id) if e.type == "tool_result"]
+    assert [e.type for e in store.log.list_events(child_id)].count("user_msg") == 1
+    results = [e for e in store.log.list_events(conv.id) if e.type == "tool_result"]
     assert len(results) == 1 and results[0].content["output"] == "found it"
     assert any(isinstance(t, RunTool) for t in sent)
     assert check_conversation(store, conv.id) == []
@@ -129,7 +129,7 @@ def test_a_failed_child_gives_its_parent_an_error_result(store, runtime, command
     conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "sorry"}])
     _, follow = commands.post_message(conv.id, "go", ALICE)
     drain(runtime, follow)
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     assert call.result["status"] == "error" and "the agent failed" in call.result["output"]
     assert texts(store, conv.id)[-1] == ("assistant_msg", "sorry")
     assert check_conversation(store, conv.id) == []
@@ -141,9 +141,9 @@ def test_a_call_past_the_depth_ceiling_is_an_error_result_and_starts_no_child(st
     define(store, clock, "researcher", script=[{"text": "never"}])
     conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "alone"}])
     drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     assert call.result["status"] == "error" and "max_agent_depth" in call.result["output"]
-    assert store.load_conversation(child_conversation_id(conv.id, call.id)) is None
+    assert store.conversations.load(child_conversation_id(conv.id, call.id)) is None
 
 
 def test_children_past_the_per_turn_ceiling_get_error_results(store, clock):
@@ -153,7 +153,7 @@ def test_children_past_the_per_turn_ceiling_get_error_results(store, clock):
     conv = parent(commands, [{"tool_calls": [ask("researcher", "a"), ask("researcher", "b")]},
                              {"text": "done"}])
     drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
-    first, second = sorted(store.list_tool_calls(conv.id), key=lambda c: c.args["input"])
+    first, second = sorted(store.calls.list_of(conv.id), key=lambda c: c.args["input"])
     assert first.result == {"status": "ok", "output": "one"}
     assert second.result["status"] == "error" and "max_children_per_turn" in second.result["output"]
 
@@ -161,10 +161,10 @@ def test_children_past_the_per_turn_ceiling_get_error_results(store, clock):
 def test_an_agent_gone_since_the_settings_were_admitted_is_an_error_result(
         store, runtime, commands, clock):
     # admitted settings name only agents the tenant has; a store written some other way may not
-    conv = store.create_conversation(tenant="t1", now=clock(), settings=Settings(
+    conv = store.conversations.create(tenant="t1", now=clock(), settings=Settings(
         agents=["researcher"], script=[{"tool_calls": [ask("researcher", "x")]}, {"text": "hm"}]))
     drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     assert call.result == {"status": "error", "output": "no agent named 'researcher'"}
 
 
@@ -173,7 +173,7 @@ def test_a_person_cannot_resolve_a_sub_agent_call(store, runtime, commands, cloc
     conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "hm"}])
     follow = commands.post_message(conv.id, "go", ALICE)[1]
     run_some(runtime, follow, 2)  # the model's call, the child's start; not the child
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     with pytest.raises(Conflict):
         commands.resolve(conv.id, call.id, ALICE, status="resolved", result="mine")
 
@@ -182,13 +182,13 @@ def test_interrupting_the_parent_cancels_the_childs_turn(store, runtime, command
     define(store, clock, "researcher", script=[{"text": "late"}])
     conv = parent(commands, [{"tool_calls": [ask("researcher", "x")]}, {"text": "hm"}])
     run_some(runtime, commands.post_message(conv.id, "go", ALICE)[1], 2)
-    (call,) = store.list_tool_calls(conv.id)
+    (call,) = store.calls.list_of(conv.id)
     child_id = child_conversation_id(conv.id, call.id)
-    assert store.load_conversation(child_id).fsm.state == "running"
+    assert store.conversations.load(child_id).fsm.state == "running"
     commands.post_message(conv.id, "stop", ALICE, on_busy="interrupt")
-    child = store.list_events(child_id)
+    child = store.log.list_events(child_id)
     assert child[-1].type == "assistant_msg" and child[-1].content["interrupted"]
-    assert store.load_tool_call(conv.id, call.id).status == "cancelled"
+    assert store.calls.load(conv.id, call.id).status == "cancelled"
     assert check_conversation(store, child_id) == [] and check_conversation(store, conv.id) == []
 
 
@@ -197,10 +197,10 @@ def test_a_childs_model_calls_count_in_its_roots_usage(store, runtime, commands,
     conv = parent(commands, [{"tool_calls": [ask("researcher", "weather?")]}, {"text": "Rain."}])
     drain(runtime, commands.post_message(conv.id, "go", ALICE)[1])
     start, end = clock() - timedelta(days=1), clock() + timedelta(days=1)
-    (tree,) = store.usage_report(tenant="t1", start=start, end=end, group_by="day",
+    (tree,) = store.usage.report(tenant="t1", start=start, end=end, group_by="day",
                                  by=["root_conversation"], limit=10)
     assert tree.keys == {"root_conversation": conv.id} and tree.tokens.calls == 3
-    own = store.usage_report(tenant="t1", start=start, end=end, group_by="day",
+    own = store.usage.report(tenant="t1", start=start, end=end, group_by="day",
                              by=["conversation"], limit=10)
     assert sorted(row.tokens.calls for row in own) == [1, 2]
 
@@ -212,7 +212,7 @@ def test_agentq_check_flags_a_child_whose_parent_made_no_such_call(store, comman
 
     conv = parent(commands, [{"text": "hi"}], agents=())
     stray = child_conversation_id(conv.id, "call_never_made")
-    with store.locked(conv.id) as tx:
+    with store.writes.locked(conv.id) as tx:
         tx.start_child(stray, settings=Settings(), agent=AgentRef("researcher", 1),
                        parent=Parent(conv.id, "call_never_made", 1, conv.id),
                        first=drafts.user_msg("x", turn_id="t", message_id="m", scope={},
@@ -228,12 +228,12 @@ def test_a_handover_whose_task_was_lost_is_re_driven_by_the_sweeper(store, runti
     lost = []
     while queue:  # run everything, but lose the task that hands the child's answer over
         task = queue.pop(0)
-        if isinstance(task, RunTool) and store.load_tool_call(conv.id, task.tool_call_id).status == "pending":
+        if isinstance(task, RunTool) and store.calls.load(conv.id, task.tool_call_id).status == "pending":
             lost.append(task)
             continue
         queue.extend(run_one(runtime, task))
-    assert lost and store.load_conversation(conv.id).fsm.state == "awaiting_input"
+    assert lost and store.conversations.load(conv.id).fsm.state == "awaiting_input"
     clock.tick(runtime.config.sweep_s + 1)
     drain(runtime, runtime.sweep())
-    assert store.list_tool_calls(conv.id)[0].result == {"status": "ok", "output": "found"}
+    assert store.calls.list_of(conv.id)[0].result == {"status": "ok", "output": "found"}
     assert texts(store, conv.id)[-1] == ("assistant_msg", "ok")

@@ -28,7 +28,7 @@ def ask(text: str, name: str = "researcher") -> dict:
 def define(store, name: str, **settings) -> None:
     from agentq.process.clock import utcnow
 
-    store.create_agent("t1", AgentDefinition(name=name, settings=Settings(**settings)), now=utcnow())
+    store.agents.create("t1", AgentDefinition(name=name, settings=Settings(**settings)), now=utcnow())
 
 
 def begin(commands, broker, script, agents=("researcher",)) -> str:
@@ -39,12 +39,12 @@ def begin(commands, broker, script, agents=("researcher",)) -> str:
 
 
 def idle_after(store, cid, rounds: int) -> bool:
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     return info.fsm.state == "idle" and info.fsm.rounds >= rounds
 
 
 def all_checked(store, cid) -> None:
-    for conversation in [cid, *(c.id for c in store.list_descendants(cid))]:
+    for conversation in [cid, *(c.id for c in store.conversations.list_descendants(cid))]:
         assert check_conversation(store, conversation) == [], conversation
 
 
@@ -57,12 +57,12 @@ def test_a_parent_delegates_to_two_children_in_one_round_and_reads_both_answers(
                                    {"text": "Both answered."}])
     workers("w1")
     wait_for(lambda: idle_after(store, cid, 2), what="the parent to answer")
-    calls = store.list_tool_calls(cid)
+    calls = store.calls.list_of(cid)
     assert [c.result for c in calls] == [{"status": "ok", "output": "found it"}] * 2
-    children = store.list_descendants(cid)
+    children = store.conversations.list_descendants(cid)
     assert sorted(c.id for c in children) == sorted(child_conversation_id(cid, c.id) for c in calls)
-    assert sorted(store.list_events(c.id)[0].content["text"] for c in children) == ["Bergen?", "Oslo?"]
-    assert store.list_events(cid)[-1].content["text"] == "Both answered."
+    assert sorted(store.log.list_events(c.id)[0].content["text"] for c in children) == ["Bergen?", "Oslo?"]
+    assert store.log.list_events(cid)[-1].content["text"] == "Both answered."
     all_checked(store, cid)
 
 
@@ -84,7 +84,7 @@ def test_a_childs_approval_is_answered_from_the_parents_pending_list(
         return listed["tool_calls"] if len(listed["tool_calls"]) == 2 else None
 
     own, waiting = wait_for(pending, what="the child's call to wait for approval")
-    (parent_call,) = store.list_tool_calls(cid)
+    (parent_call,) = store.calls.list_of(cid)
     child_id = child_conversation_id(cid, parent_call.id)
     assert (own["executor"], own["child_conversation_id"]) == ("agent", child_id)
     assert (waiting["name"], waiting["conversation_id"], waiting["agent"]) == (
@@ -95,8 +95,8 @@ def test_a_childs_approval_is_answered_from_the_parents_pending_list(
     assert approved.status_code == 200, approved.json
     enqueue(broker, api.sent)
     wait_for(lambda: idle_after(store, cid, 2), what="the parent to answer")
-    assert store.load_tool_call(cid, parent_call.id).result == {"status": "ok", "output": "Refunded."}
-    assert store.list_events(cid)[-1].content["text"] == "The refund is done."
+    assert store.calls.load(cid, parent_call.id).result == {"status": "ok", "output": "Refunded."}
+    assert store.log.list_events(cid)[-1].content["text"] == "The refund is done."
     all_checked(store, cid)
 
 
@@ -107,20 +107,20 @@ def test_a_worker_killed_while_a_child_runs_leaves_one_child_and_one_result(
     define(store, "researcher", script=[{"text": "slow answer", "chunks": 10, "delay_s": 3.0}])
     cid = begin(commands, broker, [{"tool_calls": [ask("dig")]}, {"text": "Dug."}])
     first = workers("w1")
-    (call_id,) = wait_for(lambda: store.load_conversation(cid).fsm.pending, what="the agent call")
+    (call_id,) = wait_for(lambda: store.conversations.load(cid).fsm.pending, what="the agent call")
     child_id = child_conversation_id(cid, call_id)
     wait_for(lambda: any(s.kind == "llm" and s.status == "running"
-                         for s in store.list_steps(child_id)), what="the child's model step")
+                         for s in store.steps.list_of(child_id)), what="the child's model step")
     first.kill()
     time.sleep(2.5)  # past the lease
     workers("w2")
     beat()
     wait_for(lambda: idle_after(store, cid, 2), what="the parent to answer after the kill")
-    assert [c.id for c in store.list_descendants(cid)] == [child_id]
-    results = [e for e in store.list_events(cid) if e.type == "tool_result"]
+    assert [c.id for c in store.conversations.list_descendants(cid)] == [child_id]
+    results = [e for e in store.log.list_events(cid) if e.type == "tool_result"]
     assert [(e.content["tool_call_id"], e.content["output"]) for e in results] == [
         (call_id, "slow answer")]
-    assert [e.type for e in store.list_events(child_id)].count("user_msg") == 1
+    assert [e.type for e in store.log.list_events(child_id)].count("user_msg") == 1
     all_checked(store, cid)
 
 
@@ -131,17 +131,17 @@ def test_interrupting_the_parent_mid_child_cancels_the_childs_turn(
     define(store, "researcher", script=[{"text": "never finished", "chunks": 20, "delay_s": 20.0}])
     cid = begin(commands, broker, [{"tool_calls": [ask("dig")]}, {"text": "unused"}])
     workers("w1")
-    (call_id,) = wait_for(lambda: store.load_conversation(cid).fsm.pending, what="the agent call")
+    (call_id,) = wait_for(lambda: store.conversations.load(cid).fsm.pending, what="the agent call")
     child_id = child_conversation_id(cid, call_id)
     wait_for(lambda: any(s.kind == "llm" and s.status == "running"
-                         for s in store.list_steps(child_id)), what="the child's model step")
+                         for s in store.steps.list_of(child_id)), what="the child's model step")
     _, follow = commands.post_message(cid, "stop that", ALICE, on_busy="interrupt")
     enqueue(broker, follow)
     wait_for(lambda: idle_after(store, cid, 2), what="the parent's next turn")
-    child = store.list_events(child_id)
+    child = store.log.list_events(child_id)
     assert child[-1].type == "assistant_msg" and child[-1].content["interrupted"]
-    assert store.load_tool_call(cid, call_id).status == "cancelled"
-    assert store.load_conversation(child_id).fsm.state == "idle"
-    last = store.list_events(cid)[-1]  # the next turn went on (the script's past its end)
+    assert store.calls.load(cid, call_id).status == "cancelled"
+    assert store.conversations.load(child_id).fsm.state == "idle"
+    last = store.log.list_events(cid)[-1]  # the next turn went on (the script's past its end)
     assert last.type == "assistant_msg" and last.content["text"] == "echo: stop that"
     all_checked(store, cid)

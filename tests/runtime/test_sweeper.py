@@ -35,7 +35,7 @@ def running_tool_step(runtime, *, worker="w1"):
     commands = Commands(runtime.store, runtime.registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {"script": []})
     step = Step.tool(conv.id, "call_1")
-    runtime.store.schedule_and_claim_step(
+    runtime.store.steps.schedule_and_claim(
         NewStep.of(step, conv.id, task_id(step.key), tenant="t1"), worker=worker, lease_s=6.0,
         now=runtime.clock(), max_attempts=5)
     return conv.id, step
@@ -47,7 +47,7 @@ def pending_call(runtime):
     conv = commands.create_conversation(SCOPE, {"script": APPROVE})
     _, follow = commands.post_message(conv.id, "pay", SCOPE)
     drain(runtime, follow)
-    (call,) = runtime.store.list_tool_calls(conv.id, status="pending")
+    (call,) = runtime.store.calls.list_of(conv.id, status="pending")
     return conv.id, call
 
 
@@ -67,7 +67,7 @@ def statements():
 def test_a_lease_that_runs_out_is_taken_up_when_it_does_and_only_once(runtime):
     sent = []
     sweeper = runtime.sweeper(sent.extend)
-    lock = runtime.store.sweeper_lock(idle_s=10)
+    lock = runtime.store.sweeps.lock(idle_s=10)
     assert sweeper.wake(lock) == 0.0  # took the lead: one full sweep, nothing to re-drive
     assert sent == []
     cid, step = running_tool_step(runtime)
@@ -85,11 +85,11 @@ def test_a_lease_that_runs_out_is_taken_up_when_it_does_and_only_once(runtime):
 def test_a_renewed_lease_is_left_alone(runtime):
     sent = []
     sweeper = runtime.sweeper(sent.extend)
-    lock = runtime.store.sweeper_lock(idle_s=10)
+    lock = runtime.store.sweeps.lock(idle_s=10)
     sweeper.wake(lock)
     _, step = running_tool_step(runtime)
     runtime.clock.tick(4)
-    assert runtime.store.heartbeat_step(step.key, worker="w1", lease_s=6, now=runtime.clock())
+    assert runtime.store.steps.heartbeat(step.key, worker="w1", lease_s=6, now=runtime.clock())
     runtime.clock.tick(4)
     assert sweeper.wake(lock) == pytest.approx(2.01)
     assert sent == []
@@ -99,7 +99,7 @@ def test_a_renewed_lease_is_left_alone(runtime):
 def test_a_pending_call_whose_expiry_was_lost_is_expired_a_grace_after_its_deadline(runtime):
     sent = []
     sweeper = runtime.sweeper(sent.extend)
-    lock = runtime.store.sweeper_lock(idle_s=10)
+    lock = runtime.store.sweeps.lock(idle_s=10)
     cid, call = pending_call(runtime)
     sweeper.wake(lock)
     runtime.clock.now = call.expires_at
@@ -108,13 +108,13 @@ def test_a_pending_call_whose_expiry_was_lost_is_expired_a_grace_after_its_deadl
     assert sweeper.wake(lock) == 0.0
     assert sent == [Expire(cid, call.id, Step.expire(cid, call.id).key, None)]
     drain(runtime, sent)
-    assert runtime.store.load_tool_call(cid, call.id).status == "expired"
+    assert runtime.store.calls.load(cid, call.id).status == "expired"
     lock.close()
 
 
 def test_a_wake_on_a_quiet_deployment_is_one_statement(runtime, statements):
     sweeper = runtime.sweeper(lambda due: None)
-    lock = runtime.store.sweeper_lock(idle_s=10)
+    lock = runtime.store.sweeps.lock(idle_s=10)
     sweeper.wake(lock)  # the lead: takes the lock and sweeps everything once
     seen = statements
     seen.clear()
@@ -127,8 +127,8 @@ def test_a_wake_on_a_quiet_deployment_is_one_statement(runtime, statements):
 
 @pytest.mark.postgres
 def test_one_candidate_leads_at_a_time_and_another_takes_over_when_it_stops(pg_store_clean):
-    first = pg_store_clean.sweeper_lock(idle_s=10)
-    second = pg_store_clean.sweeper_lock(idle_s=10)
+    first = pg_store_clean.sweeps.lock(idle_s=10)
+    second = pg_store_clean.sweeps.lock(idle_s=10)
     assert first.acquire() and not second.acquire()
     first.close()
     assert second.acquire()
@@ -137,8 +137,8 @@ def test_one_candidate_leads_at_a_time_and_another_takes_over_when_it_stops(pg_s
 
 @pytest.mark.postgres
 def test_a_leader_that_goes_quiet_loses_the_lock_to_the_server(pg_store_clean):
-    paused = pg_store_clean.sweeper_lock(idle_s=0.5)
-    other = pg_store_clean.sweeper_lock(idle_s=10)
+    paused = pg_store_clean.sweeps.lock(idle_s=0.5)
+    other = pg_store_clean.sweeps.lock(idle_s=10)
     assert paused.acquire()
     time.sleep(1.5)  # the server ends the idle session: its lock goes with it
     assert other.acquire()
@@ -151,14 +151,14 @@ def test_a_leader_that_goes_quiet_loses_the_lock_to_the_server(pg_store_clean):
 def test_a_held_step_is_re_driven_a_grace_after_its_hold_ends(runtime):
     sent = []
     sweeper = runtime.sweeper(sent.extend)
-    lock = runtime.store.sweeper_lock(idle_s=10)
+    lock = runtime.store.sweeps.lock(idle_s=10)
     sweeper.wake(lock)
     commands = Commands(runtime.store, runtime.registry, clock=runtime.clock)
     conv = commands.create_conversation(SCOPE, {"script": []})
     step = Step.model(conv.id, 0)
     until = runtime.clock() + timedelta(seconds=2)
-    runtime.store.hold_step(NewStep.of(step, conv.id, task_id(step.key), tenant="t1"),
-                            until=until, reason="breaker open", now=runtime.clock())
+    runtime.store.steps.hold(NewStep.of(step, conv.id, task_id(step.key), tenant="t1"),
+                             until=until, reason="breaker open", now=runtime.clock())
     runtime.clock.now = until + timedelta(seconds=ETA_GRACE_S)
     assert sweeper.wake(lock) == 0.0
     assert sent == [Advance(conv.id)]

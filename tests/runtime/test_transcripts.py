@@ -49,7 +49,7 @@ class CheckedProviders:
         return Checked()
 
     def check(self, conversation_id, request) -> None:
-        with self.store.reader(conversation_id) as reader:
+        with self.store.log.reader(conversation_id) as reader:
             view = reader.with_history(reader.view(turn_only=True))
         assert request == plan_context(view, self.registry.specs(view.settings.tools)).request
         self.checked += 1
@@ -57,14 +57,14 @@ class CheckedProviders:
 
 def system_prompt(store, cid: str, text: str) -> None:
     """Change a conversation's settings under it, as an operator's edit of its row would."""
-    settings = store.load_conversation(cid).settings.model_copy(update={"system": text})
+    settings = store.conversations.load(cid).settings.model_copy(update={"system": text})
     with store.engine.begin() as conn:
         conn.execute(conversations.update().where(conversations.c.id == cid)
                      .values(settings=settings.model_dump(mode="json")))
 
 
 def pending_call(store, cid: str) -> str | None:
-    pending = store.load_conversation(cid).fsm.pending
+    pending = store.conversations.load(cid).fsm.pending
     return next(iter(pending), None)
 
 
@@ -94,7 +94,7 @@ def test_every_model_call_sends_what_a_full_render_of_its_view_gives(store, budg
             system_prompt(store, conv.id, f"Be brief, {turn}.")
             _, follow = commands.resolve(conv.id, call_id, SCOPE, status="errored", result="no")
             drain(runtime, follow)
-    assert bool(store.list_summaries(conv.id)) == (budget is not None)  # it summarized on the way
+    assert bool(store.log.list_summaries(conv.id)) == (budget is not None)  # it summarized on the way
     assert providers.checked >= 24
 
 

@@ -52,7 +52,7 @@ def census(store) -> list:
 def given_up(store, ids) -> list[str]:
     return [cid for cid in ids
             if any(e.type == "error" and e.content.get("code") == "max_attempts"
-                   for e in store.list_events(cid))]
+                   for e in store.log.list_events(cid))]
 
 
 def kill_repeatedly(store, workers, ids, kills: int, *, busy: int, **env: str) -> int:
@@ -94,7 +94,7 @@ def test_a_green_worker_killed_every_few_seconds_gives_up_none_of_its_healthy_st
              what=f"every turn to end: {census(store)}; log:\n{survivor.log_text()[-3000:]}")
     print(f"settled {time.monotonic() - started:.0f} s after the first kill: {census(store)}")
     assert given_up(store, ids) == []
-    assert all(store.list_events(cid)[-1].content.get("text") == HEALTHY[0]["text"] for cid in ids)
+    assert all(store.log.list_events(cid)[-1].content.get("text") == HEALTHY[0]["text"] for cid in ids)
 
 
 POISON = [{"tool_calls": [{"name": "segfault", "args": {}}]}, {"text": "the tool broke"}]
@@ -117,11 +117,11 @@ def test_a_tool_that_crashes_its_green_worker_among_hundreds_of_healthy_steps_al
             worker = workers(f"green{deaths}", **GREEN, **env)
         time.sleep(0.2)
     assert given_up(store, ids) == []
-    assert all(store.list_events(cid)[-1].content.get("text") == "fine" for cid in ids)
+    assert all(store.log.list_events(cid)[-1].content.get("text") == "fine" for cid in ids)
     # the poison step's own deaths, alone, gave it up: its call ended with an error result
-    result = next(e for e in store.list_events(poison) if e.type == "tool_result")
+    result = next(e for e in store.log.list_events(poison) if e.type == "tool_result")
     assert result.content["status"] == "error" and "giving up" in result.content["output"]
-    assert store.list_events(poison)[-1].content.get("text") == "the tool broke"
-    [tool] = [s for s in store.list_steps(poison) if s.kind == "tool"]
+    assert store.log.list_events(poison)[-1].content.get("text") == "the tool broke"
+    [tool] = [s for s in store.steps.list_of(poison) if s.kind == "tool"]
     assert (tool.status, tool.faults, tool.deaths) == ("failed_permanent", 2, 2)
     assert deaths == 4  # twice with company, then twice alone

@@ -15,7 +15,7 @@ from agentq.core.token_budgets import EPOCH, WHOLE, Meter, period_start
 from agentq.store import Store
 from agentq.store.engine import begin_write, create_engine
 from agentq.store.migrations import SCRIPT_LOCATION
-from agentq.store.schema import Json, Timestamp
+from agentq.store.column_types import Json, Timestamp
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 OLD_SETTINGS = {
@@ -76,24 +76,24 @@ def upgraded(at_0001: str) -> Iterator[Store]:
 
 
 def test_old_settings_name_a_profile_lose_their_endpoint_and_come_under_the_ceilings(upgraded):
-    hostile = upgraded.load_conversation("hostile").settings
+    hostile = upgraded.conversations.load("hostile").settings
     assert (hostile.profile, hostile.model) == ("openai", "gpt-4o")
     dumped = hostile.model_dump()
     assert "base_url" not in dumped and "api_key_ref" not in dumped
     assert (hostile.limits.max_rounds_per_turn, hostile.limits.llm_timeout_s,
             hostile.limits.tool_timeout_s, hostile.limits.read_timeout_s) == (100, 900.0, 300.0, 900.0)
-    scripted = upgraded.load_conversation("scripted").settings
+    scripted = upgraded.conversations.load("scripted").settings
     assert scripted.profile == "scripted" and scripted.script[0].delay_s == 60.0
     parse_settings(dumped)  # what is stored now is what a tenant could send
 
 
 def test_old_inbox_rows_keep_the_order_they_were_taken_in(upgraded):
-    assert [item.id for item in upgraded.load_view("scripted").inbox] == ["early", "late"]
+    assert [item.id for item in upgraded.log.load_view("scripted").inbox] == ["early", "late"]
 
 
 def test_conversations_from_before_agents_name_no_agent(upgraded):
-    assert upgraded.load_conversation("scripted").agent is None
-    assert upgraded.list_agents("acme") == []
+    assert upgraded.conversations.load("scripted").agent is None
+    assert upgraded.agents.list_latest("acme") == []
 
 
 def test_the_agents_revision_goes_down_and_up_again_keeping_the_conversations(upgraded):
@@ -104,9 +104,9 @@ def test_the_agents_revision_goes_down_and_up_again_keeping_the_conversations(up
         with begin_write(upgraded.engine) as conn:
             config.attributes["connection"] = conn
             move(config, target)
-    assert upgraded.load_conversation("scripted").agent is None
+    assert upgraded.conversations.load("scripted").agent is None
     # rows that refer to a conversation stay: nothing recreated the table under them
-    assert [item.id for item in upgraded.list_inbox("scripted")] == ["early", "late"]
+    assert [item.id for item in upgraded.inbox.list_of("scripted")] == ["early", "late"]
 
 
 def test_the_budget_totals_start_from_the_rollups_of_the_running_periods(at_0001):
@@ -132,7 +132,7 @@ def test_the_budget_totals_start_from_the_rollups_of_the_running_periods(at_0001
     engine.dispose()
     store = Store.open(at_0001)
     store.migrate()
-    spent = store.budget_spent("scripted")
+    spent = store.usage.load_spent("scripted")
     store.dispose()
     assert spent.of(Meter("tenant", "", "hour", period_start("hour", now))) == 15  # this hour's
     assert spent.of(Meter("conversation", "scripted", WHOLE, EPOCH)) == 30  # its whole life

@@ -33,23 +33,23 @@ def at(seconds: float) -> datetime:
 
 
 def conversation(store: Store, tenant: str = "acme") -> str:
-    return store.create_conversation(tenant=tenant, settings=Settings(), now=T0).id
+    return store.conversations.create(tenant=tenant, settings=Settings(), now=T0).id
 
 
 def claim(store: Store, cid: str, key: str, *, cap: int | None, seconds: float = 0,
           tenant: str = "acme", kind: str = "llm", worker: str = "w1") -> StepRecord | None:
     """Schedule-and-claim step `key` of `cid` for `worker`, held to `cap`."""
     step = NewStep(key, cid, kind, {"after_seq": 1}, None, f"task-{key}", tenant)
-    return store.schedule_and_claim_step(step, worker=worker, lease_s=LEASE_S, now=at(seconds),
-                                         max_attempts=5, cap=cap)
+    return store.steps.schedule_and_claim(step, worker=worker, lease_s=LEASE_S, now=at(seconds),
+                                          max_attempts=5, cap=cap)
 
 
 def status(store: Store, key: str) -> str:
-    return store.load_step(key).status
+    return store.steps.load(key).status
 
 
 def finish(store: Store, cid: str, key: str, *, worker: str = "w1", seconds: float = 1) -> None:
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         assert tx.finish_step(key, worker=worker, now=at(seconds))
 
 
@@ -60,7 +60,7 @@ def test_a_capped_tenant_runs_at_most_its_cap_and_the_rest_wait_without_an_attem
     cid = conversation(store)
     outcomes = [claim(store, cid, f"s{n}", cap=2, seconds=n) for n in range(4)]
     assert [o.status for o in outcomes] == ["running", "running", "waiting", "waiting"]
-    waiting = store.load_step("s2")
+    waiting = store.steps.load("s2")
     assert (waiting.attempts, waiting.worker, waiting.lease_until, waiting.tenant) == (0, None, None, "acme")
 
 
@@ -86,14 +86,14 @@ def test_a_waiting_step_keeps_its_place_and_a_newer_one_does_not_pass_it(store):
 def test_the_next_waiting_step_is_the_first_to_arrive_with_its_tools_name(store):
     cid = conversation(store)
     claim(store, cid, "busy", cap=1)
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.put_tool_calls([_call(cid, "c1", "get_weather")])
     tool = NewStep("tool-1", cid, "tool", {"tool_call_id": "c1"}, None, "task-tool-1", "acme")
-    store.schedule_and_claim_step(tool, worker="w2", lease_s=LEASE_S, now=at(1), max_attempts=5, cap=1)
+    store.steps.schedule_and_claim(tool, worker="w2", lease_s=LEASE_S, now=at(1), max_attempts=5, cap=1)
     claim(store, cid, "llm-2", cap=1, seconds=2)
-    step, name = store.next_waiting_step("acme")
+    step, name = store.backlog.next_waiting_step("acme")
     assert (step.step_key, step.status, name) == ("tool-1", "waiting", "get_weather")
-    assert store.next_waiting_step("globex") is None
+    assert store.backlog.next_waiting_step("globex") is None
 
 
 def test_a_dead_workers_slot_frees_when_its_lease_runs_out(store):
@@ -143,7 +143,7 @@ def test_claims_at_once_never_take_more_slots_than_the_cap(store, cap):
             thread.start()
         for thread in threads:
             thread.join()
-        running = [s for s in store.list_steps(cid) if s.status == "running"]
+        running = [s for s in store.steps.list_of(cid) if s.status == "running"]
         assert len(running) == cap, f"round {round_}: {len(running)} running, cap {cap}"
     assert outcomes.count("running") == 3 * cap
     assert outcomes.count("waiting") == 3 * (8 - cap)
@@ -156,7 +156,7 @@ def test_the_sweeper_listing_gives_each_tenants_running_count_and_first_waiting_
         claim(store, acme, f"a-wait-{n}", cap=1, seconds=1 + n)
     claim(store, globex, "g-dead", cap=1, tenant="globex", worker="dead", seconds=-2 * LEASE_S)
     claim(store, globex, "g-next", cap=1, tenant="globex", seconds=-LEASE_S)
-    running, waiting = store.list_waiting_steps(now=at(5), per_tenant=2)
+    running, waiting = store.backlog.list_waiting_steps(now=at(5), per_tenant=2)
     assert running == {"acme": 1}  # globex's one running step lost its lease
     assert [(step.tenant, step.step_key) for step, _ in waiting] == [
         ("acme", "a-wait-0"), ("acme", "a-wait-1"), ("globex", "g-next")]
@@ -218,20 +218,20 @@ def posted(commands: Commands, text: str = "hi") -> tuple[str, list]:
 
 
 def llm_step(store: Store, cid: str) -> StepRecord:
-    [step] = [s for s in store.list_steps(cid) if s.kind == "llm"]
+    [step] = [s for s in store.steps.list_of(cid) if s.kind == "llm"]
     return step
 
 
 def hold_a_slot(store: Store, cid: str, clock: Clock) -> None:
     """A step of the conversation's tenant that another worker runs, under a live lease."""
     step = NewStep("elsewhere", cid, "llm", {"after_seq": 0}, None, "task-elsewhere", "acme")
-    assert store.schedule_and_claim_step(step, worker="elsewhere", lease_s=LEASE_S, now=clock(),
-                                         max_attempts=5, cap=1).status == "running"
+    assert store.steps.schedule_and_claim(step, worker="elsewhere", lease_s=LEASE_S, now=clock(),
+                                          max_attempts=5, cap=1).status == "running"
 
 
 def idle_with_answer(store: Store, cid: str) -> bool:
-    return (store.load_conversation(cid).fsm.state == "idle"
-            and store.list_events(cid)[-1].content.get("text") == "done")
+    return (store.conversations.load(cid).fsm.state == "idle"
+            and store.log.list_events(cid)[-1].content.get("text") == "done")
 
 
 def test_a_step_past_its_tenants_cap_waits_holding_no_worker_and_starts_when_the_slot_frees(
@@ -295,7 +295,7 @@ def test_a_step_left_waiting_looks_once_more_and_takes_a_slot_freed_before_its_r
     first, _ = posted(commands)
     hold_a_slot(store, first, runtime.clock)
     second, follow = posted(commands)
-    claim_step, looks = store.schedule_and_claim_step, []
+    claim_step, looks = store.steps.schedule_and_claim, []
 
     def claim_then_free_the_slot(step, **kwargs):
         record = claim_step(step, **kwargs)
@@ -304,7 +304,7 @@ def test_a_step_left_waiting_looks_once_more_and_takes_a_slot_freed_before_its_r
             finish(store, first, "elsewhere", worker="elsewhere")  # and wakes nothing here
         return record
 
-    monkeypatch.setattr(store, "schedule_and_claim_step", claim_then_free_the_slot)
+    monkeypatch.setattr(store.steps, "schedule_and_claim", claim_then_free_the_slot)
     drain(runtime, follow)
     assert looks[:2] == ["waiting", "running"]
     assert idle_with_answer(store, second)
@@ -323,8 +323,8 @@ def test_two_slots_freed_at_once_fill_both_though_their_wake_reads_name_the_same
     first, second = posted(commands)[0], posted(commands)[0]
     hold_a_slot(store, first, runtime.clock)
     other = NewStep("elsewhere-2", second, "llm", {"after_seq": 0}, None, "task-e2", "acme")
-    assert store.schedule_and_claim_step(other, worker="elsewhere", lease_s=LEASE_S,
-                                         now=runtime.clock(), max_attempts=5, cap=2).status == "running"
+    assert store.steps.schedule_and_claim(other, worker="elsewhere", lease_s=LEASE_S,
+                                          now=runtime.clock(), max_attempts=5, cap=2).status == "running"
     third, third_follow = posted(commands)
     fourth, fourth_follow = posted(commands)
     providers.held.update({third, fourth})  # their model calls wait for `go`
@@ -357,7 +357,7 @@ def test_a_step_run_where_no_slots_were_seen_yet_still_wakes_a_step_waiting_else
     """One process read the queue's slots before any worker announced them (no cap there);
     another caps the tenant and leaves a step waiting. The first one's step, ending, wakes
     it: otherwise, with no beat, it would wait for good."""
-    store.announce_slots("elsewhere:1", {"agentq.model": 2}, now=T0, ttl_s=3600)
+    store.slots.announce("elsewhere:1", {"agentq.model": 2}, now=T0, ttl_s=3600)
     capped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
                      config=Config(lease_s=LEASE_S), clock=Clock(), sleep=lambda s: None,
                      rules=Rules(providers=providers, queues=queue_of))
@@ -366,7 +366,7 @@ def test_a_step_run_where_no_slots_were_seen_yet_still_wakes_a_step_waiting_else
     waiting, follow = posted(commands)
     assert drain(capped, follow) == []
     assert llm_step(store, waiting).status == "waiting"  # the fair share of 2 slots is 1
-    store.withdraw_slots("elsewhere:1")
+    store.slots.withdraw("elsewhere:1")
     uncapped = Runtime(store=store, registry=Registry([]), pubsub=Recorder(),
                        config=Config(lease_s=LEASE_S), clock=Clock(), sleep=lambda s: None,
                        rules=Rules(providers=providers, queues=queue_of))
@@ -420,40 +420,40 @@ def test_a_cap_by_kind_counts_only_the_tenants_steps_of_those_kinds(store):
     cid = conversation(store)
     assert claim(store, cid, "model", cap=None).status == "running"
     tool = NewStep("t1", cid, "tool", {"tool_call_id": "c1"}, None, "task-t1", "acme")
-    taken = store.schedule_and_claim_step(tool, worker="w1", lease_s=LEASE_S, now=at(1),
-                                          max_attempts=5, cap=1, cap_kinds=("tool",))
+    taken = store.steps.schedule_and_claim(tool, worker="w1", lease_s=LEASE_S, now=at(1),
+                                           max_attempts=5, cap=1, cap_kinds=("tool",))
     assert taken.status == "running"  # the running model step is not one of its queue's
     second = NewStep("t2", cid, "tool", {"tool_call_id": "c2"}, None, "task-t2", "acme")
-    assert store.schedule_and_claim_step(second, worker="w1", lease_s=LEASE_S, now=at(2),
-                                         max_attempts=5, cap=1, cap_kinds=("tool",)
-                                         ).status == "waiting"
+    assert store.steps.schedule_and_claim(second, worker="w1", lease_s=LEASE_S, now=at(2),
+                                          max_attempts=5, cap=1, cap_kinds=("tool",)
+                                          ).status == "waiting"
 
 
 def test_announced_slots_count_per_queue_until_they_expire_or_are_withdrawn(store):
-    store.announce_slots("h:1", {"agentq.tools": 4, "agentq.model": 1}, now=at(0), ttl_s=30)
-    store.announce_slots("h:2", {"agentq.tools": 2}, now=at(0), ttl_s=60)
-    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 6, "agentq.model": 1}
-    assert store.load_queue_slots(now=at(45)) == {"agentq.tools": 2}
-    store.withdraw_slots("h:2")
-    assert store.load_queue_slots(now=at(10)) == {"agentq.tools": 4, "agentq.model": 1}
+    store.slots.announce("h:1", {"agentq.tools": 4, "agentq.model": 1}, now=at(0), ttl_s=30)
+    store.slots.announce("h:2", {"agentq.tools": 2}, now=at(0), ttl_s=60)
+    assert store.slots.load_per_queue(now=at(10)) == {"agentq.tools": 6, "agentq.model": 1}
+    assert store.slots.load_per_queue(now=at(45)) == {"agentq.tools": 2}
+    store.slots.withdraw("h:2")
+    assert store.slots.load_per_queue(now=at(10)) == {"agentq.tools": 4, "agentq.model": 1}
 
 
 def test_with_no_policy_a_tenant_filling_a_queue_leaves_the_reserve_and_then_shares_it(store):
     shares = Shares(store, lambda: at(5), lambda tenant: None)
-    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    store.slots.announce("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
     assert shares.cap("acme", "tool", "agentq.tools") == (3, ("tool",))
     # no slots announced there: no cap, but the kinds whose waiting steps its end wakes
     assert shares.cap("acme", "llm", "agentq.model") == (None, ("llm", "compact"))
     globex = conversation(store, "globex")
     step = NewStep("g1", globex, "tool", {"tool_call_id": "c1"}, None, "task-g1", "globex")
-    store.schedule_and_claim_step(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
+    store.steps.schedule_and_claim(step, worker="w1", lease_s=LEASE_S, now=at(5), max_attempts=5)
     fresh = Shares(store, lambda: at(5), lambda tenant: None)
     assert fresh.cap("acme", "tool", "agentq.tools") == (2, ("tool",))
 
 
 def test_an_operators_cap_is_kept_as_it_is_across_all_kinds(store):
     shares = Shares(store, lambda: at(5), lambda tenant: 7)
-    store.announce_slots("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
+    store.slots.announce("h:1", {"agentq.tools": 4}, now=at(0), ttl_s=30)
     assert shares.cap("acme", "tool", "agentq.tools") == (7, None)
 
 
@@ -462,9 +462,9 @@ def test_the_next_waiting_step_of_another_tenant_on_the_same_kinds_is_found_for_
     assert claim(store, acme, "a1", cap=1, kind="tool").status == "running"
     assert claim(store, acme, "a2", cap=1, kind="tool", seconds=1).status == "waiting"
     assert claim(store, globex, "g1", cap=0, tenant="globex", kind="llm", seconds=2).status == "waiting"
-    assert store.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
-    assert store.next_waiting_step("acme", ("tool",), others=True) is None
-    assert store.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
+    assert store.backlog.next_waiting_step("globex", ("tool",), others=True)[0].step_key == "a2"
+    assert store.backlog.next_waiting_step("acme", ("tool",), others=True) is None
+    assert store.backlog.next_waiting_step("acme", ("llm",), others=True)[0].step_key == "g1"
 
 
 def test_a_freed_slot_reads_the_tenants_next_waiting_step_and_another_tenants_in_one_go(store):
@@ -476,12 +476,12 @@ def test_a_freed_slot_reads_the_tenants_next_waiting_step_and_another_tenants_in
                  ).status == "waiting"
     assert claim(store, globex, "g2", cap=0, tenant="globex", kind="llm", seconds=4
                  ).status == "waiting"
-    woken = store.next_waiting_steps("globex", ("tool",))
+    woken = store.backlog.next_waiting_steps("globex", ("tool",))
     assert [(step.step_key, tool) for step, tool in woken] == [("g1", None), ("a2", None)]
-    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("tool",))] == ["a2", "g1"]
-    assert [s.step_key for s, _ in store.next_waiting_steps("acme", ("llm",))] == ["g2"]
-    assert [s.step_key for s, _ in store.next_waiting_steps("acme", None)] == ["a2"]
-    assert store.next_waiting_steps("initech", None) == []
+    assert [s.step_key for s, _ in store.backlog.next_waiting_steps("acme", ("tool",))] == ["a2", "g1"]
+    assert [s.step_key for s, _ in store.backlog.next_waiting_steps("acme", ("llm",))] == ["g2"]
+    assert [s.step_key for s, _ in store.backlog.next_waiting_steps("acme", None)] == ["a2"]
+    assert store.backlog.next_waiting_steps("initech", None) == []
 
 
 def test_a_steps_queue_is_its_kinds_unless_its_tool_names_one_of_its_own():

@@ -19,8 +19,8 @@ SETTINGS = {"script": [{"text": "done"}], "script_repeat": True}
 
 
 def stalled(store: Store, clock: Clock) -> set[str]:
-    return set(store.list_stalled_conversations(updated_before=clock() - timedelta(seconds=30),
-                                                now=clock()))
+    return set(store.backlog.list_stalled_conversations(updated_before=clock() - timedelta(seconds=30),
+                                                        now=clock()))
 
 
 def test_a_turn_or_a_message_left_without_its_task_is_stalled_and_an_idle_conversation_is_not(
@@ -39,13 +39,13 @@ def test_a_turn_or_a_message_left_without_its_task_is_stalled_and_an_idle_conver
     commands.post_message(queued, "again", SCOPE)
     # the first turn ends; the advance that would take the waiting message is lost
     assert runtime.advance(queued) == [Advance(queued)]
-    assert store.load_conversation(queued).fsm.state != "running"
+    assert store.conversations.load(queued).fsm.state != "running"
     slow = commands.create_conversation(SCOPE, SETTINGS).id
     commands.post_message(slow, "hi", SCOPE)
     clock.tick(60)
     step = NewStep("slow-step", slow, "llm", {"after_seq": 0}, None, "task-slow", "acme")
-    assert store.schedule_and_claim_step(step, worker="w", lease_s=30, now=clock(),
-                                         max_attempts=5).status == "running"
+    assert store.steps.schedule_and_claim(step, worker="w", lease_s=30, now=clock(),
+                                          max_attempts=5).status == "running"
     recent = commands.create_conversation(SCOPE, SETTINGS).id
     commands.post_message(recent, "hi", SCOPE)
     # the slow one's step runs under a live lease: slow, not stalled

@@ -48,12 +48,12 @@ def counted(store: Store) -> Iterator[list[str]]:
 
 
 def running_turn(store: Store, cid: str, *, turn_seq: int) -> None:
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         set_fsm(tx, FsmState(state="running", turn_id="t1", turn_seq=turn_seq), now=at(3))
 
 
 def turn_events(store: Store, cid: str) -> list[int]:
-    with store.reader(cid) as reader:
+    with store.log.reader(cid) as reader:
         view = reader.view(turn_only=True)
         return [] if view is None else [e.seq for e in view.events]
 
@@ -65,10 +65,10 @@ def test_a_view_whose_earlier_events_are_cached_is_read_in_one_statement(cached_
     assert turn_events(cached_store, cid) == [1, 2]
     append(cached_store, cid, user("c"), user("d"))
     with counted(cached_store) as sent:
-        with cached_store.reader(cid) as reader:
+        with cached_store.log.reader(cid) as reader:
             view = reader.view(turn_only=True)
     assert len(sent) == 1
-    assert view.events == cached_store.load_view(cid).events
+    assert view.events == cached_store.log.load_view(cid).events
     assert [e.seq for e in view.events] == [1, 2, 3, 4]
 
 
@@ -93,7 +93,7 @@ def test_a_cached_conversation_that_is_gone_has_no_view(cached_store):
     assert turn_events(cached_store, cid) == [1, 2]
     with cached_store.engine.begin() as conn:
         conn.execute(delete(conversations).where(conversations.c.id == cid))
-    with cached_store.reader(cid) as reader:
+    with cached_store.log.reader(cid) as reader:
         assert reader.view(turn_only=True) is None
 
 
@@ -104,11 +104,11 @@ def test_a_view_read_with_cached_events_starts_after_a_newer_summary(cached_stor
     append(cached_store, cid, user("c"), user("d"))
     save_summary(cached_store, conversation_id=cid, from_seq=1, to_seq=3, content={"s": 1},
                  version=1, now=at(1))
-    with cached_store.reader(cid) as reader:
+    with cached_store.log.reader(cid) as reader:
         view = reader.view()
     assert view.summary.to_seq == 3
     assert [e.seq for e in view.events] == [4]
-    assert view.events == cached_store.load_view(cid).events
+    assert view.events == cached_store.log.load_view(cid).events
 
 
 def test_a_view_with_nothing_new_after_the_cached_events_reads_only_the_row(cached_store):
@@ -131,11 +131,11 @@ def model_usage(cid: str, tokens: Tokens, *, now: datetime) -> Counted:
 
 def assert_counted_once(store: Store, cid: str, tokens: Tokens) -> None:
     """`tokens` (42 of them) count once in the rollups and in each of acme's running totals."""
-    spent = store.budget_spent(cid)
+    spent = store.usage.load_spent(cid)
     assert {(m.scope, m.period): n for m, n in spent.totals.items()} == {
         ("tenant", "hour"): 42, ("tenant", "day"): 42, ("tenant", "month"): 42,
         ("conversation", WHOLE): 42}
-    [row] = store.usage_report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
+    [row] = store.usage.report(tenant="acme", start=at(0), end=at(3600), group_by="hour",
                                by=(), limit=10)
     assert row.tokens == tokens
 
@@ -153,9 +153,9 @@ def tool_step(cid: str, call_id: str) -> NewStep:
 
 def committing(store: Store, cid: str):
     """A commit's transaction: one event appended, which takes the lock."""
-    next_seq = store.load_conversation(cid).next_seq
-    return store.appending(cid, [user("answer", 2)], next_seq=next_seq,
-                           state_after=lambda _: FsmState(), now=at(2))
+    next_seq = store.conversations.load(cid).next_seq
+    return store.writes.appending(cid, [user("answer", 2)], next_seq=next_seq,
+                                  state_after=lambda _: FsmState(), now=at(2))
 
 
 def test_finishing_with_the_rounds_calls_writes_the_calls_and_schedules_their_steps(store):
@@ -165,9 +165,9 @@ def test_finishing_with_the_rounds_calls_writes_the_calls_and_schedules_their_st
     with committing(store, cid) as (tx, _):
         assert tx.finish_scheduling("llm-1", worker="w1", calls=calls,
                                     scheduled=[tool_step(cid, "c1")], now=at(2))
-    assert store.list_tool_calls(cid) == calls
-    assert store.load_step("llm-1").status == "succeeded"
-    assert store.load_step("tool-c1").status == "scheduled"
+    assert store.calls.list_of(cid) == calls
+    assert store.steps.load("llm-1").status == "succeeded"
+    assert store.steps.load("tool-c1").status == "scheduled"
 
 
 def test_a_second_commit_of_the_same_shape_reuses_every_compiled_statement(store):
@@ -199,16 +199,16 @@ def test_a_second_commit_of_the_same_shape_reuses_every_compiled_statement(store
 def test_a_lost_step_finishes_with_its_calls_as_nothing_written(store):
     cid = new_conversation(store).id
     running_step(store, cid, "llm-1", worker="w-new")
-    before = store.load_conversation(cid)
+    before = store.conversations.load(cid)
     with pytest.raises(Stale):
         with committing(store, cid) as (tx, _):
             if not tx.finish_scheduling("llm-1", worker="w-old", calls=[call(cid, "c1")],
                                         scheduled=[tool_step(cid, "c1")], now=at(2)):
                 raise Stale("the step is no longer ours")
-    assert store.list_tool_calls(cid) == []
-    assert store.load_step("tool-c1") is None
-    assert store.load_step("llm-1").status == "running"
-    assert store.load_conversation(cid) == before and store.list_events(cid) == []
+    assert store.calls.list_of(cid) == []
+    assert store.steps.load("tool-c1") is None
+    assert store.steps.load("llm-1").status == "running"
+    assert store.conversations.load(cid) == before and store.log.list_events(cid) == []
 
 
 def test_finishing_the_last_round_says_whether_a_message_waits(store):
@@ -217,7 +217,7 @@ def test_finishing_the_last_round_says_whether_a_message_waits(store):
     running_step(store, cid, "llm-2", worker="w1")
     with committing(store, cid) as (tx, _):
         assert tx.finish_seeing_inbox("llm-1", worker="w1", now=at(2)) == (True, False)
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.add_inbox(message(cid, "m1"), queued=True, turn_id=None, taken_at=None)
     with committing(store, cid) as (tx, _):
         assert tx.finish_seeing_inbox("llm-2", worker="w1", now=at(3)) == (True, True)
@@ -229,12 +229,12 @@ def test_finishing_a_lost_step_of_the_last_round_says_so(store):
     with committing(store, cid) as (tx, _):
         finished, _waiting = tx.finish_seeing_inbox("llm-1", worker="w-old", now=at(2))
     assert not finished
-    assert store.load_step("llm-1").status == "running"
+    assert store.steps.load("llm-1").status == "running"
 
 
 def test_finishing_a_tool_step_whose_call_was_closed_meanwhile_says_which(store):
     cid = new_conversation(store).id
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.put_tool_calls([call(cid, "c1", status="scheduled"), call(cid, "c2", status="done")])
     running_step(store, cid, "tool-1", worker="w1")
     running_step(store, cid, "tool-2", worker="w1")
@@ -246,14 +246,14 @@ def test_finishing_a_tool_step_whose_call_was_closed_meanwhile_says_which(store)
                                       now=at(2)) == (False, True)
         assert tx.finish_closing_call("tool-1", worker="w1", call_id="c1", result=done,
                                       now=at(2)) == (True, False)  # closed by the one before
-    assert store.load_tool_call(cid, "c1").result == done
+    assert store.calls.load(cid, "c1").result == done
 
 
 def test_a_tool_steps_commit_writes_in_two_statements_on_postgres(store):
     """The append (row and events) and the finish with the call's close; SQLite, in
     process, sends each write on its own."""
     cid = new_conversation(store).id
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.put_tool_calls([call(cid, "c1", status="scheduled")])
     running_step(store, cid, "tool-1", worker="w1")
     commit = committing(store, cid)
@@ -262,29 +262,29 @@ def test_a_tool_steps_commit_writes_in_two_statements_on_postgres(store):
             assert tx.finish_closing_call("tool-1", worker="w1", call_id="c1",
                                           result={"status": "ok"}, now=at(2)) == (True, True)
     assert len(sent) == {"postgresql": 2, "sqlite": 4}[store.engine.dialect.name]
-    assert store.list_events(cid) == appended
-    assert store.load_conversation(cid).next_seq == 2
+    assert store.log.list_events(cid) == appended
+    assert store.conversations.load(cid).next_seq == 2
 
 
 def test_an_append_of_several_events_from_a_moved_log_inserts_none(store):
     cid = new_conversation(store).id
     append(store, cid, user("a"))
     with pytest.raises(Stale):
-        with store.appending(cid, [user("b"), user("c")], next_seq=1,
-                             state_after=lambda _: FsmState(), now=at(2)):
+        with store.writes.appending(cid, [user("b"), user("c")], next_seq=1,
+                                    state_after=lambda _: FsmState(), now=at(2)):
             pass
-    assert [e.seq for e in store.list_events(cid)] == [1]
-    assert store.load_conversation(cid).next_seq == 2
+    assert [e.seq for e in store.log.list_events(cid)] == [1]
+    assert store.conversations.load(cid).next_seq == 2
 
 
 def test_an_append_longer_than_one_statement_holds_lands_whole(store):
     cid = new_conversation(store).id
     drafts = [user(str(n)) for n in range(MERGED_EVENTS * 2 + 1)]
-    with store.appending(cid, drafts, next_seq=1, state_after=lambda _: FsmState(),
-                         now=at(2)) as (_, appended):
+    with store.writes.appending(cid, drafts, next_seq=1, state_after=lambda _: FsmState(),
+                                now=at(2)) as (_, appended):
         pass
-    assert [e.seq for e in store.list_events(cid)] == [e.seq for e in appended]
-    assert store.load_conversation(cid).next_seq == len(drafts) + 1
+    assert [e.seq for e in store.log.list_events(cid)] == [e.seq for e in appended]
+    assert store.conversations.load(cid).next_seq == len(drafts) + 1
 
 
 def test_a_round_with_more_calls_than_one_statement_holds_writes_them_all(store):
@@ -295,8 +295,8 @@ def test_a_round_with_more_calls_than_one_statement_holds_writes_them_all(store)
     with committing(store, cid) as (tx, _):
         assert tx.finish_scheduling("llm-1", worker="w1", calls=calls,
                                     scheduled=[tool_step(cid, c) for c in ids], now=at(2))
-    assert len(store.list_tool_calls(cid)) == len(ids)
-    assert all(store.load_step("tool-" + c).status == "scheduled" for c in ids)
+    assert len(store.calls.list_of(cid)) == len(ids)
+    assert all(store.steps.load("tool-" + c).status == "scheduled" for c in ids)
 
 
 def test_a_model_steps_tokens_are_counted_by_the_statement_that_finishes_it(store):

@@ -57,13 +57,13 @@ def turn(commands, runtime, scope, script, text="hello"):
 
 def whole(store, tenant):
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = store.usage_report(tenant=tenant, start=start, end=start + timedelta(days=365),
+    rows = store.usage.report(tenant=tenant, start=start, end=start + timedelta(days=365),
                               group_by="day", by=[], limit=100)
     return sum((r.tokens for r in rows), Tokens())
 
 
 def audited(store, cid):
-    return sum((Tokens.of_call(call.usage) for call in store.list_model_calls(cid)), Tokens())
+    return sum((Tokens.of_call(call.usage) for call in store.audit.list_of(cid)), Tokens())
 
 
 def test_the_rollups_count_exactly_the_recorded_model_calls(store, runtime, commands, clock):
@@ -74,7 +74,7 @@ def test_the_rollups_count_exactly_the_recorded_model_calls(store, runtime, comm
     assert calls.calls == 4 and calls.input_tokens > 0 and calls.output_tokens > 0
     assert whole(store, "acme") == calls
     in_messages = sum((Tokens.of_call(e.content.get("usage"))
-                       for cid in (first, second) for e in store.list_events(cid)
+                       for cid in (first, second) for e in store.log.list_events(cid)
                        if e.type == "assistant_msg"), Tokens())
     assert in_messages == calls
 
@@ -84,7 +84,7 @@ def test_running_every_step_again_counts_nothing_twice(store, runtime, commands)
     before = whole(store, "acme")
     for _ in range(3):
         drain(runtime, runtime.advance(cid))
-        for call in store.list_tool_calls(cid):
+        for call in store.calls.list_of(cid):
             drain(runtime, runtime.run_tool(cid, call.id))
     assert whole(store, "acme") == before == audited(store, cid)
 
@@ -107,7 +107,7 @@ def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(st
         add_usage_txn(conn, key, one, at=at + timedelta(minutes=40))
         add_usage_txn(conn, key, one, at=at + timedelta(minutes=50))  # 23:00: the next hour
         add_usage_txn(conn, UsageKey("acme", "support", "scripted", "m1", cid), one, at=at)
-    rows = store.usage_report(tenant="acme", start=at, end=at + timedelta(hours=2),
+    rows = store.usage.report(tenant="acme", start=at, end=at + timedelta(hours=2),
                               group_by="hour", by=["agent", "model"], limit=10)
     assert [(r.start.hour, r.keys, r.tokens.calls) for r in rows] == [
         (22, {"agent": None, "model": None}, 2),
@@ -115,11 +115,11 @@ def test_an_hour_rollup_adds_calls_of_the_same_key_and_keeps_other_keys_apart(st
         (23, {"agent": None, "model": None}, 1),
     ]
     assert rows[0].tokens == one + one
-    days = store.usage_report(tenant="acme", start=at, end=at + timedelta(hours=2),
+    days = store.usage.report(tenant="acme", start=at, end=at + timedelta(hours=2),
                               group_by="day", by=[], limit=10)
     assert [(d.start, d.tokens.calls) for d in days] == [
         (datetime(2026, 11, 21, tzinfo=UTC), 4)]
-    later = store.usage_report(tenant="acme", start=at.replace(hour=23), end=at + timedelta(hours=2),
+    later = store.usage.report(tenant="acme", start=at.replace(hour=23), end=at + timedelta(hours=2),
                                group_by="hour", by=[], limit=10)
     assert [(r.start.hour, r.tokens.calls) for r in later] == [(23, 1)]
 
@@ -151,9 +151,9 @@ def test_summary_calls_count_too(store, clock):
         "script_repeat": True, "compaction": {"max_context_tokens": 300, "min_keep_turns": 1}})
     for n in range(8):
         drain(runtime, commands.post_message(conv.id, f"question {n} " * 10, ACME)[1])
-    summaries = store.list_summaries(conv.id)
+    summaries = store.log.list_summaries(conv.id)
     assert summaries and "summary" in sent
-    answers = sum((Tokens.of_call(e.content.get("usage")) for e in store.list_events(conv.id)
+    answers = sum((Tokens.of_call(e.content.get("usage")) for e in store.log.list_events(conv.id)
                    if e.type == "assistant_msg"), Tokens())
     summarized = sum((Tokens.of_call(s.content["usage"]) for s in summaries), Tokens())
     counted = whole(store, "acme")
@@ -178,15 +178,15 @@ def test_the_budget_totals_match_the_rollups_of_the_running_periods(store, runti
     def meter(period: str) -> Meter:
         return Meter("tenant", "", period, period_start(period, now))
 
-    spent = store.budget_spent(second)
-    this_hour = store.usage_report(tenant="acme", start=now, end=now + timedelta(hours=1),
+    spent = store.usage.load_spent(second)
+    this_hour = store.usage.report(tenant="acme", start=now, end=now + timedelta(hours=1),
                                    group_by="hour", by=[], limit=10)
     assert spent.of(meter("hour")) == total(this_hour[0].tokens) == total(audited(store, second))
     assert spent.of(meter("day")) == spent.of(meter("month")) == total(whole(store, "acme"))
     assert spent.of(Meter("conversation", second, WHOLE, EPOCH)) == total(audited(store, second))
-    assert store.budget_spent(first).of(Meter("conversation", first, WHOLE, EPOCH)) == \
+    assert store.usage.load_spent(first).of(Meter("conversation", first, WHOLE, EPOCH)) == \
         total(audited(store, first))
-    assert spent.agent is None and store.budget_spent("no-such-conversation") is None
+    assert spent.agent is None and store.usage.load_spent("no-such-conversation") is None
 
 
 def test_a_total_starts_afresh_in_a_later_period_and_a_late_commit_leaves_it_be(store):
@@ -200,7 +200,7 @@ def test_a_total_starts_afresh_in_a_later_period_and_a_late_commit_leaves_it_be(
     add(at, 5)
     add(at + timedelta(hours=1), 7)  # 23:10: the hour starts afresh, the day adds
     add(at, 100)  # a worker whose clock lags: not this hour's, not counted in it
-    spent = store.budget_spent(cid)
+    spent = store.usage.load_spent(cid)
     later = at + timedelta(hours=1)
     assert spent.of(Meter("tenant", "", "hour", period_start("hour", later))) == 7
     # the conversation is of no agent: the agent's totals are not its to read
@@ -219,16 +219,16 @@ def of_conversation(tx) -> UsageKey:
 def test_tokens_counted_with_a_finish_that_lost_its_step_are_rolled_back_with_it(store, clock):
     cid = turn_free_conversation(store)
     step = NewStep("llm-1", cid, "llm", {"after_seq": 0}, None, "task-llm-1", "acme")
-    store.schedule_and_claim_step(step, worker="w2", lease_s=30, now=clock(), max_attempts=5)
+    store.steps.schedule_and_claim(step, worker="w2", lease_s=30, now=clock(), max_attempts=5)
     spent = Tokens(input_tokens=10, output_tokens=3, calls=1)
-    with pytest.raises(Stale), store.locked(cid) as tx:  # w1 lost the step to w2
+    with pytest.raises(Stale), store.writes.locked(cid) as tx:  # w1 lost the step to w2
         finished, _ = tx.finish_seeing_inbox("llm-1", worker="w1", now=clock(),
                                              usage=counted(of_conversation(tx), spent, now=clock()))
         if not finished:
             raise Stale("the step is no longer ours")
     assert whole(store, "acme") == Tokens()
-    assert store.budget_spent(cid).of(Meter("conversation", cid, WHOLE, EPOCH)) == 0
-    with store.locked(cid) as tx:  # the step's own worker counts them, with its finish
+    assert store.usage.load_spent(cid).of(Meter("conversation", cid, WHOLE, EPOCH)) == 0
+    with store.writes.locked(cid) as tx:  # the step's own worker counts them, with its finish
         assert tx.finish_scheduling("llm-1", worker="w2", calls=[], scheduled=[], now=clock(),
                                     usage=counted(of_conversation(tx), spent, now=clock()))
     assert whole(store, "acme") == spent

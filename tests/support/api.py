@@ -62,7 +62,7 @@ class Api:
         self.policy = policy or Policy.default()
         registry = Registry.from_modules(TOOLS, tool_servers(self.policy.mcp))
         self.pubsub = PubSub(f"embedded://api-tests-{uuid.uuid4().hex}")
-        self.own_keys = OwnKeys(store, self.policy, KeyBox([new_encryption_key()]), self.clock)
+        self.own_keys = OwnKeys(store.tenant_keys, self.policy, KeyBox([new_encryption_key()]), self.clock)
         code = CodeAgents.from_modules(agents or [], registry)
         access = ModelAccess(self.policy, self.own_keys.owner, env={} if env is None else env,
                              functions=code.functions)
@@ -75,14 +75,14 @@ class Api:
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
                               policy=self.policy, catalog=catalog),
             send=self.sent.extend, keys=KeyRing(store, None, cache_s=key_cache_s), own_keys=self.own_keys,
-            webhooks=WebhookEndpoints(store, KeyBox([new_encryption_key()]), WebhookPolicy(),
+            webhooks=WebhookEndpoints(store.webhooks, KeyBox([new_encryption_key()]), WebhookPolicy(),
                                       self.clock),
         )
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()
 
     def key(self, tenant: str, user: str | None = None) -> dict[str, str]:
-        _, secret = self.store.create_api_key(tenant, self.clock())
+        _, secret = self.store.keys.create(tenant, self.clock())
         headers = {"Authorization": f"Bearer {secret}"}
         if user:
             headers["X-Agentq-User"] = user
@@ -106,7 +106,7 @@ class Api:
         return self.client.get(path, headers=headers, **kwargs)
 
     def types(self, cid: str) -> list[str]:
-        return [e.type for e in self.store.list_events(cid)]
+        return [e.type for e in self.store.log.list_events(cid)]
 
 
 @dataclass

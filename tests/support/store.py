@@ -20,19 +20,19 @@ from agentq.store.schema import conversations
 def claim(store: Store, step_key: str, *, worker: str, lease_s: float, now: datetime,
           max_attempts: int, alone: bool = False) -> StepRecord | None:
     """`schedule_and_claim_step` with the row's own fields: its conflict branch claims."""
-    row = store.load_step(step_key)
+    row = store.steps.load(step_key)
     assert row is not None, f"no step {step_key} to claim"
     step = NewStep(step_key, row.conversation_id, row.kind, row.ref, row.round_id,
                    row.celery_task_id, row.tenant)
-    return store.schedule_and_claim_step(step, worker=worker, lease_s=lease_s, now=now,
-                                         max_attempts=max_attempts, alone=alone)
+    return store.steps.schedule_and_claim(step, worker=worker, lease_s=lease_s, now=now,
+                                          max_attempts=max_attempts, alone=alone)
 
 
 def schedule_step(store: Store, *, step_key: str, conversation_id: str, kind: str,
                   ref: dict[str, Any], round_id: str | None, celery_task_id: str,
                   now: datetime) -> bool:
     """Record a step as scheduled; False (and nothing changed) if it exists already."""
-    conversation = store.load_conversation(conversation_id)
+    conversation = store.conversations.load(conversation_id)
     assert conversation is not None, f"no conversation {conversation_id}"
     step = NewStep(step_key, conversation_id, kind, ref, round_id, celery_task_id,
                    conversation.tenant)

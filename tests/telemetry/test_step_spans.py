@@ -87,8 +87,8 @@ def test_every_step_of_a_turn_is_a_child_of_the_request_that_posted_its_message(
     assert [s.name for s in found] == ["step llm", "step tool", "step llm"]
     assert all(s.parent.span_id == request.get_span_context().span_id for s in found)
     assert {s.context.trace_id for s in found} == {request.get_span_context().trace_id}
-    user_msg = runtime.store.list_events(cid)[0]
-    assert user_msg.content["traceparent"] == runtime.store.load_conversation(cid).fsm.trace
+    user_msg = runtime.store.log.list_events(cid)[0]
+    assert user_msg.content["traceparent"] == runtime.store.conversations.load(cid).fsm.trace
 
 
 def test_a_message_that_waited_in_the_inbox_runs_in_the_trace_of_its_own_request(
@@ -98,7 +98,7 @@ def test_a_message_that_waited_in_the_inbox_runs_in_the_trace_of_its_own_request
     cid = commands.create_conversation(SCOPE, {"script": LOOKUP, "script_repeat": True}).id
     first, follow = post_in_request(traced, commands, cid, "one")
     second, queued = post_in_request(traced, commands, cid, "two")  # the first turn runs
-    assert runtime.store.list_events(cid)[-1].content["text"] == "one"
+    assert runtime.store.log.list_events(cid)[-1].content["text"] == "one"
     drain(runtime, follow + queued)
     by_trace = {}
     for span in steps(exporter):
@@ -111,13 +111,13 @@ def test_a_turn_that_calls_a_sub_agent_is_one_trace_with_the_childs_steps_under_
     exported, runtime, commands, clock
 ):
     traced, exporter = exported
-    runtime.store.create_agent("t1", AgentDefinition(name="researcher", settings=Settings(
+    runtime.store.agents.create("t1", AgentDefinition(name="researcher", settings=Settings(
         script=LOOKUP)), now=clock())
     cid = commands.create_conversation(SCOPE, {"agents": ["researcher"], "script": [
         {"tool_calls": [{"name": "researcher", "args": {"input": "dig"}}]}, {"text": "dug"}]}).id
     request, follow = post_in_request(traced, commands, cid, "go")
     drain(runtime, follow)
-    (call,) = runtime.store.list_tool_calls(cid)
+    (call,) = runtime.store.calls.list_of(cid)
     child = child_conversation_id(cid, call.id)
     found = steps(exporter)
     by_conversation = {c: [s.name for s in found if s.attributes["agentq.conversation.id"] == c]
@@ -140,8 +140,8 @@ def test_a_turn_that_calls_a_sub_agent_is_one_trace_with_the_childs_steps_under_
 
 
 def _tool_step(runtime, cid) -> ToolStep:
-    (call,) = runtime.store.list_tool_calls(cid)
-    conversation, record = runtime.store.load_call_and_conversation(cid, call.id)
+    (call,) = runtime.store.calls.list_of(cid)
+    conversation, record = runtime.store.calls.load_with_conversation(cid, call.id)
     return ToolStep(runtime._ctx, runtime.registry, conversation, record)
 
 
@@ -151,7 +151,7 @@ def test_an_attempt_that_takes_over_links_to_the_one_it_replaced(exported, runti
     _, follow = post_in_request(traced, commands, cid, "go")
     runtime.advance(cid)  # the model asks for the call
     work = _tool_step(runtime, cid)
-    dead = traced.reserve(runtime.store.load_conversation(cid).fsm.trace)
+    dead = traced.reserve(runtime.store.conversations.load(cid).fsm.trace)
     claim(runtime.store, work.step.key, worker=f"host:1:1{SPAN_MARK}{dead}", lease_s=30,
           now=clock(), max_attempts=5)  # an attempt whose worker dies: its span never ends
     clock.tick(31)
@@ -161,7 +161,7 @@ def test_an_attempt_that_takes_over_links_to_the_one_it_replaced(exported, runti
     assert taken.attributes["agentq.step.outcome"] == "succeeded"
     (link,) = taken.links
     assert f"{link.context.trace_id:032x}-{link.context.span_id:016x}" == dead
-    assert runtime.store.load_step(work.step.key).worker.endswith(
+    assert runtime.store.steps.load(work.step.key).worker.endswith(
         f"{taken.context.trace_id:032x}-{taken.context.span_id:016x}")
 
 
@@ -183,14 +183,14 @@ def test_a_commit_that_lost_its_race_ends_its_span_as_lost_not_as_a_success(
     cid = commands.create_conversation(SCOPE, {"script": LOOKUP}).id
     post_in_request(traced, commands, cid, "go")
     runtime.advance(cid)
-    (call,) = runtime.store.list_tool_calls(cid)
-    conversation, record = runtime.store.load_call_and_conversation(cid, call.id)
+    (call,) = runtime.store.calls.list_of(cid)
+    conversation, record = runtime.store.calls.load_with_conversation(cid, call.id)
     work = OvertakenToolStep(runtime._ctx, runtime.registry, conversation, record)
     assert runtime._lifecycle.run(work) == []
     (lost,) = [s for s in steps(exporter) if s.name == "step tool"]
     assert lost.attributes["agentq.step.outcome"] == "lost"
     assert lost.status.is_ok and lost.status.status_code.name == "UNSET"
-    assert runtime.store.load_step(work.step.key).worker == "w-new"
+    assert runtime.store.steps.load(work.step.key).worker == "w-new"
     assert [s.name for s in exporter.get_finished_spans()].count("execute_tool lookup") == 1
 
 
@@ -198,5 +198,5 @@ def test_without_tracing_the_claim_records_the_worker_alone(runtime, commands):
     assert not process_tracing().enabled
     cid = commands.create_conversation(SCOPE, {"script": LOOKUP}).id
     drain(runtime, commands.post_message(cid, "go", SCOPE)[1])
-    assert all(SPAN_MARK not in (s.worker or "") for s in runtime.store.list_steps(cid))
-    assert "traceparent" not in runtime.store.list_events(cid)[0].content
+    assert all(SPAN_MARK not in (s.worker or "") for s in runtime.store.steps.list_of(cid))
+    assert "traceparent" not in runtime.store.log.list_events(cid)[0].content

@@ -129,11 +129,11 @@ def test_reseal_moves_every_stored_key_to_the_newest_encryption_key(sqlite_url_f
     monkeypatch.setenv("AGENTQ_POLICY", str(policy_file))
     store = Store.open(url)
     try:
-        store.put_tenant_key("acme", "byok", KeyBox([old]).seal("acme", "byok", TENANT_KEY),
-                             now=datetime.now(timezone.utc))
+        store.tenant_keys.put("acme", "byok", KeyBox([old]).seal("acme", "byok", TENANT_KEY),
+                              now=datetime.now(timezone.utc))
         monkeypatch.setenv("AGENTQ_ENCRYPTION_KEYS", f"{new},{old}")
         assert cli.main(["tenant-keys", "reseal"]) == 0
-        [stored] = store.list_sealed_keys()
+        [stored] = store.tenant_keys.list_sealed()
         assert KeyBox([new]).open(stored.sealed, "acme", "byok") == TENANT_KEY
     finally:
         store.dispose()
@@ -146,5 +146,5 @@ def test_a_key_sealed_under_a_retired_encryption_key_fails_the_turn_asking_for_i
     cid = byok_api.create(acme, profile="byok", model="m")
     byok_api.say(cid, "hello", acme)
     byok_api.run()
-    [error] = [e.content for e in store.list_events(cid) if e.type == "error"]
+    [error] = [e.content for e in store.log.list_events(cid) if e.type == "error"]
     assert error["code"] == "own_key_unreadable" and "set it again" in error["message"]

@@ -23,12 +23,12 @@ def test_an_async_tool_is_awaited_and_a_raising_tools_traceback_is_in_the_worker
     ]})
     worker = workers(f"{pool}1", pool=pool, concurrency=1 if pool == "solo" else 4)
     enqueue(broker, commands.post_message(conv.id, "look it up", SCOPE)[1])
-    wait_for(lambda: store.load_conversation(conv.id).fsm.state == "idle"
-             and store.load_conversation(conv.id).fsm.rounds == 2,
+    wait_for(lambda: store.conversations.load(conv.id).fsm.state == "idle"
+             and store.conversations.load(conv.id).fsm.rounds == 2,
              timeout_s=60, what=f"the turn; worker log:\n{worker.log_text()}")
-    outputs = {e.content["tool_call_id"]: e.content for e in store.list_events(conv.id)
+    outputs = {e.content["tool_call_id"]: e.content for e in store.log.list_events(conv.id)
                if e.type == "tool_result"}
-    calls = {c.name: c.id for c in store.list_tool_calls(conv.id)}
+    calls = {c.name: c.id for c in store.calls.list_of(conv.id)}
     assert outputs[calls["async_lookup"]]["output"] == "async value of K1"
     assert outputs[calls["explode"]] == {**outputs[calls["explode"]], "status": "error",
                                          "output": "RuntimeError: the tool exploded"}

@@ -52,28 +52,28 @@ def test_health_readiness_and_the_spec_need_no_key(api, path):
 
 
 def test_a_revoked_key_is_refused(api):
-    key_id, secret = api.store.create_api_key("acme", api.clock())
+    key_id, secret = api.store.keys.create("acme", api.clock())
     headers = {"Authorization": f"Bearer {secret}"}
     assert api.get("/v1/conversations", headers).status_code == 200
-    assert api.store.revoke_api_key(key_id, api.clock()) is True
+    assert api.store.keys.revoke(key_id, api.clock()) is True
     assert api.get("/v1/conversations", headers).status_code == 401
-    assert api.store.revoke_api_key(key_id, api.clock()) is False
+    assert api.store.keys.revoke(key_id, api.clock()) is False
 
 
 def test_a_revoked_key_stops_working_once_its_cache_entry_expires(api):
     now = [100.0]
     api.services.keys = KeyRing(api.store, None, cache_s=5.0, clock=lambda: now[0])
-    key_id, secret = api.store.create_api_key("acme", api.clock())
+    key_id, secret = api.store.keys.create("acme", api.clock())
     headers = {"Authorization": f"Bearer {secret}"}
     assert api.get("/v1/conversations", headers).status_code == 200
-    api.store.revoke_api_key(key_id, api.clock())
+    api.store.keys.revoke(key_id, api.clock())
     assert api.get("/v1/conversations", headers).status_code == 200  # cached for 5 s
     now[0] += 5.1
     assert api.get("/v1/conversations", headers).status_code == 401
 
 
 def test_keys_are_stored_only_as_a_hash(api):
-    _, secret = api.store.create_api_key("acme", api.clock())
+    _, secret = api.store.keys.create("acme", api.clock())
     assert secret.startswith("aq_") and len(secret) > 40
     with api.store.engine.connect() as conn:
         stored = [tuple(row) for row in conn.execute(select(api_keys))]
@@ -84,7 +84,7 @@ def test_the_bootstrap_key_speaks_for_its_tenant(api):
     api.services.keys = KeyRing(api.store, "ops:s3cret-bootstrap")
     headers = {"Authorization": "Bearer s3cret-bootstrap"}
     cid = api.create(headers)
-    assert api.store.load_conversation(cid).tenant == "ops"
+    assert api.store.conversations.load(cid).tenant == "ops"
     assert api.get("/v1/conversations", {"Authorization": "Bearer s3cret"}).status_code == 401
 
 
@@ -103,7 +103,7 @@ def _owned_by_alice(api, alice):
     cid = api.create(alice, script=APPROVAL)
     api.say(cid, "pay Bob", alice)
     api.run()
-    [call] = api.store.list_tool_calls(cid, status="pending")
+    [call] = api.store.calls.list_of(cid, status="pending")
     return cid, call.id
 
 
@@ -117,8 +117,8 @@ def test_another_tenant_can_neither_read_nor_write_nor_stream_nor_resolve(api, a
         assert response.status_code == 404, (method, path, response.json)
         assert response.json["error"]["code"] == "not_found"
     assert api.types(cid) == before
-    assert api.store.load_tool_call(cid, call_id).status == "pending"
-    assert api.store.load_conversation(cid).status == "active"
+    assert api.store.calls.load(cid, call_id).status == "pending"
+    assert api.store.conversations.load(cid).status == "active"
     assert api.get(f"/v1/conversations/{cid}", alice).status_code == 200
 
 
@@ -134,7 +134,7 @@ def test_keys_create_prints_a_key_that_authenticates(store, db_url, monkeypatch,
     monkeypatch.setenv("AGENTQ_DATABASE_URL", db_url)
     assert cli.main(["keys", "create", "--tenant", "acme"]) == 0
     secret = capsys.readouterr().out.strip().splitlines()[-1]
-    assert store.find_tenant(secret) == "acme"
+    assert store.keys.find_tenant(secret) == "acme"
     assert cli.main(["keys", "list", "--tenant", "acme"]) == 0
     assert "acme" in capsys.readouterr().out and secret not in capsys.readouterr().out
 
@@ -166,5 +166,5 @@ def test_readiness_is_503_when_the_database_has_no_schema(sqlite_url_factory):
 @pytest.mark.parametrize("tenant", ["", "  "])
 def test_no_key_is_made_for_an_empty_tenant_which_owns_the_code_agents(api, tenant):
     with pytest.raises(ValueError, match="acts for a tenant"):
-        api.store.create_api_key(tenant, api.clock())
-    assert all(key.tenant.strip() for key in api.store.list_api_keys())  # nothing was stored
+        api.store.keys.create(tenant, api.clock())
+    assert all(key.tenant.strip() for key in api.store.keys.list_all())  # nothing was stored

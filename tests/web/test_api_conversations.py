@@ -16,7 +16,7 @@ def test_creating_a_conversation_answers_201_with_its_state_and_location(api, al
     assert body["state"] == "idle" and body["last_seq"] == 0
     assert body["pending"] == [] and body["inbox"] == 0 and body["summary"] is None
     assert body["settings"]["system"] == "Be brief."
-    assert api.store.load_conversation(body["id"]).tenant == "acme"
+    assert api.store.conversations.load(body["id"]).tenant == "acme"
 
 
 def test_creating_with_every_setting_defaulted_works(api, alice):
@@ -32,7 +32,7 @@ def test_creating_with_a_tool_nobody_registered_is_422_unknown_tool_and_stores_n
     assert response.status_code == 422
     assert response.json["error"]["code"] == "unknown_tool"
     assert "launch_rockets" in response.json["error"]["message"]
-    assert api.store.list_conversations() == []
+    assert api.store.conversations.list_page() == []
 
 
 @pytest.mark.parametrize("settings, said", [
@@ -49,7 +49,7 @@ def test_settings_each_valid_alone_but_contradicting_each_other_are_422_conflict
     assert response.status_code == 422
     assert response.json["error"]["code"] == "conflicting_settings"
     assert response.json["error"]["message"] == said
-    assert api.store.list_conversations() == []
+    assert api.store.conversations.list_page() == []
 
 
 def test_an_unknown_settings_field_is_422_with_where_it_is(api, alice):

@@ -151,6 +151,6 @@ def test_an_unexpected_failure_is_a_500_in_the_same_shape(api, alice, cid, monke
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(api.store, "list_events", broken)
+    monkeypatch.setattr(api.store.log, "list_events", broken)
     error = _error(api.get(f"/v1/conversations/{cid}/events", alice), 500, "internal_error")
     assert "disk" not in error["message"]

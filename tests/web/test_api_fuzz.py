@@ -34,7 +34,7 @@ def served(pg_store_clean):
     cid = target.create(headers, script=APPROVAL)
     target.say(cid, "pay Bob", headers)
     target.run()
-    [call] = store.list_tool_calls(cid, status="pending")
+    [call] = store.calls.list_of(cid, status="pending")
     assert target.client.post("/v1/agents", json={"name": "fuzzy"}, headers=headers).status_code == 201
     hook = target.client.post("/v1/webhooks", headers=headers, json={
         "url": "https://hooks.example.com/agentq", "event_types": ["call.waiting"]}).json

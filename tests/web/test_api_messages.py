@@ -15,7 +15,7 @@ def test_a_message_to_an_idle_conversation_starts_a_turn_and_sends_an_advance(ap
     assert response.status_code == 202
     assert response.json["queued"] is False and response.json["turn_id"]
     assert api.sent == [Advance(cid)]
-    [event] = api.store.list_events(cid)
+    [event] = api.store.log.list_events(cid)
     assert event.type == "user_msg" and event.content["message_id"] == response.json["message_id"]
 
 
@@ -47,7 +47,7 @@ def test_on_busy_reject_is_409_with_the_current_state_and_writes_nothing(api, al
     assert response.json["error"]["code"] == "conflict"
     assert response.json["error"]["details"] == {"state": "running"}
     assert api.types(cid) == ["user_msg"]
-    assert api.store.list_inbox(cid) == []
+    assert api.store.inbox.list_of(cid) == []
 
 
 def test_on_busy_interrupt_closes_the_waiting_turn_and_starts_the_next(api, alice):
@@ -56,7 +56,7 @@ def test_on_busy_interrupt_closes_the_waiting_turn_and_starts_the_next(api, alic
     api.run()
     response = api.say(cid, "never mind", alice, on_busy="interrupt")
     assert response.status_code == 202 and response.json["queued"] is False
-    [call] = api.store.list_tool_calls(cid)
+    [call] = api.store.calls.list_of(cid)
     assert call.status == "cancelled"
     assert api.types(cid)[-1] == "user_msg"
 
@@ -161,7 +161,7 @@ def _awaiting(api, alice):
     cid = api.create(alice, script=APPROVAL)
     api.say(cid, "pay Bob", alice)
     api.run()
-    [call] = api.store.list_tool_calls(cid, status="pending")
+    [call] = api.store.calls.list_of(cid, status="pending")
     return cid, call.id
 
 
@@ -180,7 +180,7 @@ def test_resolving_a_pending_call_finishes_the_turn(api, alice):
     assert api.types(cid) == ["user_msg", "assistant_msg", "tool_call", "suspension",
                               "resolution", "tool_result", "assistant_msg"]
     assert api.get(f"/v1/conversations/{cid}", alice).json["state"] == "idle"
-    resolution = next(e for e in api.store.list_events(cid) if e.type == "resolution")
+    resolution = next(e for e in api.store.log.list_events(cid) if e.type == "resolution")
     assert resolution.content["by"] == "alice"
 
 
@@ -216,14 +216,14 @@ def test_resolving_an_unknown_call_is_404(api, alice):
 def test_an_invalid_resolution_is_422_and_the_call_stays_pending(api, alice, body):
     cid, call_id = _awaiting(api, alice)
     assert _resolve(api, alice, cid, call_id, body).status_code == 422
-    assert api.store.load_tool_call(cid, call_id).status == "pending"
+    assert api.store.calls.load(cid, call_id).status == "pending"
 
 
 def test_the_user_header_is_who_the_message_acts_for(api):
     headers = api.key("acme", "bob")
     cid = api.create(headers)
     api.say(cid, "hi", headers)
-    [event] = api.store.list_events(cid)
+    [event] = api.store.log.list_events(cid)
     assert event.content["scope"] == {"tenant": "acme", "user": "bob"}
 
 
@@ -231,5 +231,5 @@ def test_a_message_dated_in_the_far_future_is_kept_as_sent(api, alice):
     cid = api.create(alice)
     when = datetime.now(timezone.utc) + timedelta(days=365)
     api.say(cid, "later", alice, created_at=when.isoformat())
-    [event] = api.store.list_events(cid)
+    [event] = api.store.log.list_events(cid)
     assert event.created_at == when

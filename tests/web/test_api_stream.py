@@ -64,7 +64,7 @@ def test_resuming_mid_turn_with_last_event_id_has_no_gap_and_no_duplicate(api, a
         if frame.event == "event":
             seen.append(frame.data)
     first.close()  # the client drops mid-turn, after the tool_call
-    [call] = api.store.list_tool_calls(cid, status="pending")
+    [call] = api.store.calls.list_of(cid, status="pending")
     api.client.post(f"/v1/conversations/{cid}/tool-calls/{call.id}/resolution",
                     json={"status": "resolved", "result": {"ok": True}}, headers=alice)
     api.run()
@@ -166,9 +166,9 @@ def test_the_stream_subscribes_before_it_reads_the_log(api, alice, monkeypatch):
     cid = api.create(alice)
     api.say(cid, "hi", alice)
     calls = []
-    subscribe, list_events = api.pubsub.subscribe, api.store.list_events
+    subscribe, list_events = api.pubsub.subscribe, api.store.log.list_events
     monkeypatch.setattr(api.pubsub, "subscribe", lambda *a, **k: calls.append("subscribe") or subscribe(*a, **k))
-    monkeypatch.setattr(api.store, "list_events", lambda *a, **k: calls.append("read") or list_events(*a, **k))
+    monkeypatch.setattr(api.store.log, "list_events", lambda *a, **k: calls.append("read") or list_events(*a, **k))
     frames = _stream(api, cid, alice, until_idle=0).frames(limit=2)
     assert events_of(frames)[0]["seq"] == 1
     assert calls[:2] == ["subscribe", "read"]
@@ -180,7 +180,7 @@ def test_an_event_committed_after_the_replay_is_sent_once(api, alice):
     api.run()
     reader = _stream(api, cid, alice)
     frames = [reader.next() for _ in range(5)]  # the replay: retry interval + 4 events
-    [call] = api.store.list_tool_calls(cid, status="pending")
+    [call] = api.store.calls.list_of(cid, status="pending")
     api.client.post(f"/v1/conversations/{cid}/tool-calls/{call.id}/resolution",
                     json={"status": "resolved"}, headers=alice)
     frames += reader.frames(limit=4)
@@ -229,7 +229,7 @@ def test_a_stream_whose_database_cannot_be_reached_is_503_before_any_frame(api, 
     def down(*args, **kwargs):
         raise Unavailable("the database cannot be reached now (OperationalError); retry shortly")
 
-    monkeypatch.setattr(api.store, "list_events", down)  # the replay's read, after the lookups
+    monkeypatch.setattr(api.store.log, "list_events", down)  # the replay's read, after the lookups
     response = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
                               query_string={"turn_id": turn_id})
     assert response.status_code == 503
@@ -286,7 +286,7 @@ def test_a_stream_with_children_whose_calls_cannot_be_read_is_503_and_holds_no_s
     def down(*args, **kwargs):
         raise Unavailable("the database cannot be reached now (OperationalError); retry shortly")
 
-    monkeypatch.setattr(api.store, "list_tool_calls", down)  # the children running, read at open
+    monkeypatch.setattr(api.store.calls, "list_of", down)  # the children running, read at open
     response = api.client.get(f"/v1/conversations/{cid}/stream", headers=alice,
                               query_string={"include_children": "1"})
     assert response.status_code == 503

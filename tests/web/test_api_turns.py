@@ -17,7 +17,7 @@ def test_cancel_closes_a_waiting_turn_and_a_second_cancel_is_409(api, alice):
     assert response.json["pending"] == []
     again = post(api, f"/v1/conversations/{cid}/cancel", alice)
     assert again.status_code == 409 and again.json["error"]["code"] == "conflict"
-    statuses = [e.content.get("status") for e in api.store.list_events(cid) if e.type == "tool_result"]
+    statuses = [e.content.get("status") for e in api.store.log.list_events(cid) if e.type == "tool_result"]
     assert statuses == ["cancelled"]
 
 
@@ -30,7 +30,7 @@ def test_retry_redrives_only_a_failed_conversation(api, alice):
     assert api.get(f"/v1/conversations/{cid}", alice).json["state"] == "failed"
     response = post(api, f"/v1/conversations/{cid}/retry", alice)
     assert response.status_code == 200
-    assert api.store.list_events(cid)[-1].content["status"] == "retried"
+    assert api.store.log.list_events(cid)[-1].content["status"] == "retried"
 
 
 def test_fork_copies_whole_turns_and_refuses_a_cut_inside_one(api, alice):

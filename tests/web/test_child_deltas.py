@@ -33,6 +33,7 @@ def agent_call(seq: int, call_id: str) -> Event:
 
 class Log:
     def __init__(self, *events: Event) -> None:
+        self.log = self  # a store whose log is this one
         self.events = list(events)
 
     def list_events(self, cid, *, after_seq, limit):

@@ -32,7 +32,7 @@ def test_text_and_images_reach_each_api_in_its_own_shape(served: Kit, sqlite_sto
     assert api.say(cid, PARTS, alice).status_code == 202
     api.run()
     assert not served.emulator.refused, served.emulator.refused
-    [user] = [e.content for e in api.store.list_events(cid) if e.type == "user_msg"]
+    [user] = [e.content for e in api.store.log.list_events(cid) if e.type == "user_msg"]
     assert user["text"] == "What city is this?" and user["parts"] == PARTS
     if served.name == "openai_responses":
         assert served.emulator.received[-1]["input"][-1]["content"] == [

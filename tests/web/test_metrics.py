@@ -52,15 +52,15 @@ def _step(store: Store, cid: str, kind: str, *, claimed: bool = True, ref: int =
     args = dict(step_key=key, conversation_id=cid, kind=kind, ref={"n": ref}, round_id=None,
                 celery_task_id=key)
     if claimed:
-        store.schedule_and_claim_step(NewStep(**args, tenant=SCOPE.tenant), worker="w1",
-                                      lease_s=30, now=T0, max_attempts=5)
+        store.steps.schedule_and_claim(NewStep(**args, tenant=SCOPE.tenant), worker="w1",
+                                       lease_s=30, now=T0, max_attempts=5)
     else:
         schedule_step(store, **args, now=T0)
     return key
 
 
 def _finish(store: Store, cid: str, key: str, after_s: float) -> None:
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         assert tx.finish_step(key, worker="w1", now=T0 + timedelta(seconds=after_s))
 
 
@@ -85,12 +85,12 @@ def known_rows(store: Store) -> str:
     _finish(store, cid, _step(store, cid, "llm", ref=1), after_s=1.5)
     _finish(store, cid, _step(store, cid, "tool", ref=2), after_s=0.25)
     failed = _step(store, cid, "llm", ref=3)
-    store.add_step_retry(failed)
-    store.add_step_retry(failed)
-    store.release_step(failed, worker="w1", status="failed_permanent", now=T0 + timedelta(seconds=40))
+    store.steps.add_retry(failed)
+    store.steps.add_retry(failed)
+    store.steps.release(failed, worker="w1", status="failed_permanent", now=T0 + timedelta(seconds=40))
     _step(store, cid, "llm", claimed=False, ref=4)
     _step(store, cid, "compact", ref=5)
-    with store.locked(cid) as tx:
+    with store.writes.locked(cid) as tx:
         tx.put_tool_calls([
             _call(cid, "h1", "human", "pending", age_s=4200),
             _call(cid, "h2", "human", "pending", age_s=60),
@@ -181,7 +181,7 @@ def test_with_a_metrics_token_a_scrape_must_send_it_as_a_bearer(store):
 
 def test_an_api_key_is_not_a_metrics_token(store):
     client = _client(store, metrics_token=TOKEN)
-    _, secret = store.create_api_key("acme", T0)
+    _, secret = store.keys.create("acme", T0)
     assert client.get("/metrics", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
 
 

@@ -21,6 +21,7 @@ class CountingLog:
     """A store holding one log, counting the reads of it."""
 
     def __init__(self, *events: Event) -> None:
+        self.log = self  # a store whose log is this one
         self.events = list(events)
         self.reads = 0
 

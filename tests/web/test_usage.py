@@ -37,7 +37,7 @@ def totals(rows):
 
 
 def from_messages(api, cid):
-    return sum((Tokens.of_call(e.content.get("usage")) for e in api.store.list_events(cid)
+    return sum((Tokens.of_call(e.content.get("usage")) for e in api.store.log.list_events(cid)
                 if e.type == "assistant_msg"), Tokens())
 
 

@@ -21,7 +21,7 @@ def test_a_new_endpoint_shows_its_secret_once_and_never_again(api, alice, store)
     one = api.client.get(f"/v1/webhooks/{made.json['id']}", headers=alice).json
     assert [w["id"] for w in listed] == [made.json["id"]]
     assert secret not in str(listed) + str(one)
-    stored = store.load_webhook_endpoint(made.json["id"])
+    stored = store.webhooks.load_endpoint(made.json["id"])
     assert secret not in stored.sealed_secret and secret[6:] not in stored.sealed_secret
 
 
@@ -41,7 +41,7 @@ def test_a_url_webhooks_may_not_reach_is_refused_and_nothing_is_stored(api, alic
     answer = create(api, alice, url=url)
     assert answer.status_code == 422, answer.json
     assert answer.json["error"]["code"] == code
-    assert store.list_webhook_endpoints("acme") == []
+    assert store.webhooks.list_endpoints("acme") == []
 
 
 HTTP, LOOPBACK = "AGENTQ_WEBHOOK_ALLOW_HTTP", "AGENTQ_WEBHOOK_ALLOW_LOOPBACK"

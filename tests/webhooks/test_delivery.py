@@ -56,7 +56,7 @@ def commands(runtime, clock):
 
 
 def hooks(store, registry, clock, policy=TEST_POLICY):
-    endpoints = WebhookEndpoints(store, KeyBox([new_encryption_key()]), policy, clock)
+    endpoints = WebhookEndpoints(store.webhooks, KeyBox([new_encryption_key()]), policy, clock)
     return endpoints, Deliveries(store, endpoints, registry, clock)
 
 
@@ -86,7 +86,7 @@ def test_each_event_of_a_turn_with_an_approval_reaches_the_receiver_signed(
         _, secret = endpoints.create("t1", url=receiver.url, event_types=ALL)
         cid, _ = start(commands, runtime)
         flush(deliveries)
-        (call_id,) = store.load_conversation(cid).fsm.pending
+        (call_id,) = store.conversations.load(cid).fsm.pending
         drain(runtime, commands.resolve(cid, call_id, PERSON, status="approved", result=None)[1])
         flush(deliveries)
         sent = verified(receiver, secret)
@@ -95,7 +95,7 @@ def test_each_event_of_a_turn_with_an_approval_reaches_the_receiver_signed(
     assert waiting["call"] == {
         "tool_call_id": call_id, "name": "issue_refund", "args": {"order": "A-17", "amount": 1299.0},
         "executor": "server", "needs_approval": True,
-        "expires_at": store.load_tool_call(cid, call_id).to_json()["expires_at"],
+        "expires_at": store.calls.load(cid, call_id).to_json()["expires_at"],
         "description": registry.get("issue_refund").description,
     }
     assert waiting["context"] == {
@@ -124,7 +124,7 @@ def test_a_failed_attempt_is_retried_later_with_the_same_webhook_id(
         verified(receiver, secret)
     first, second = receiver.requests
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
-    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    (delivery,) = store.webhooks.list_deliveries(endpoint.id, limit=10)
     assert delivery.status == "delivered"
     assert [a["status_code"] for a in delivery.attempt_log] == [500, 204]
     assert "private answer" not in json.dumps(delivery.attempt_log)  # never the receiver's body
@@ -169,7 +169,7 @@ def test_a_name_that_resolves_to_a_private_address_at_send_time_is_never_connect
         start(commands, runtime)
         flush(deliveries)
         assert receiver.connections == 0 and receiver.requests == []
-    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    (delivery,) = store.webhooks.list_deliveries(endpoint.id, limit=10)
     assert delivery.attempt_log[-1]["outcome"] == "address_refused"
     assert delivery.status == "pending"  # tried again later: the name may be fixed
 
@@ -179,12 +179,12 @@ def test_a_stored_url_whose_host_dns_cannot_hold_is_refused_for_good_in_one_log_
 ):
     endpoints, deliveries = hooks(store, registry, clock)
     endpoint, _ = endpoints.create("t1", url="https://hooks.example.com/h", event_types=["turn.completed"])
-    store.update_webhook_endpoint(endpoint.id, tenant="t1", now=clock(),  # as stored before the check
-                                  url=f"https://{'a' * 64}.example.com/h")
+    store.webhooks.update_endpoint(endpoint.id, tenant="t1", now=clock(),  # as stored before the check
+                                   url=f"https://{'a' * 64}.example.com/h")
     start(commands, runtime, script=[{"text": "Done."}])
     with caplog.at_level(logging.INFO, logger="agentq"):
         flush(deliveries)
-    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    (delivery,) = store.webhooks.list_deliveries(endpoint.id, limit=10)
     assert delivery.status == "failed" and delivery.attempt_log[-1]["outcome"] == "url_refused"
     said = [record for record in caplog.records if record.name.startswith("agentq.webhooks")]
     assert len(said) == 1 and said[0].exc_info is None, [r.getMessage() for r in said]
@@ -229,8 +229,8 @@ def test_a_sealed_secret_copied_to_another_endpoint_does_not_open(store, registr
     endpoints, _ = hooks(store, registry, clock)
     first, _ = endpoints.create("t1", url="https://a.example.com/h", event_types=["call.waiting"])
     second, _ = endpoints.create("t1", url="https://b.example.com/h", event_types=["call.waiting"])
-    store.update_webhook_endpoint(second.id, tenant="t1", now=clock(),
-                                  sealed_secret=first.sealed_secret)
+    store.webhooks.update_endpoint(second.id, tenant="t1", now=clock(),
+                                   sealed_secret=first.sealed_secret)
     with pytest.raises(KeyBoxError):
         endpoints.signing_secrets(endpoints.get("t1", second.id), clock())
 
@@ -243,10 +243,10 @@ def test_another_tenants_events_and_a_forks_copied_log_reach_no_endpoint(
     conv = commands.create_conversation(ALICE, {})
     drain(runtime, commands.post_message(conv.id, "hi", ALICE)[1])
     commands.fork(conv.id, ALICE, at_seq=2)
-    assert store.list_webhook_deliveries(endpoint.id, limit=10) == []
+    assert store.webhooks.list_deliveries(endpoint.id, limit=10) == []
     mine, _ = endpoints.create("t1", url="https://hooks.example.com/t1", event_types=ALL)
     commands.fork(conv.id, ALICE, at_seq=2)
-    assert store.list_webhook_deliveries(mine.id, limit=10) == []
+    assert store.webhooks.list_deliveries(mine.id, limit=10) == []
 
 
 def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
@@ -255,12 +255,12 @@ def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
     endpoints, _ = hooks(store, registry, clock)
     with Receiver() as receiver:
         endpoint, _ = endpoints.create("t1", url=receiver.url, event_types=["call.waiting"])
-        stricter = WebhookEndpoints(store, endpoints.keybox, WebhookPolicy(), clock)  # https only
+        stricter = WebhookEndpoints(store.webhooks, endpoints.keybox, WebhookPolicy(), clock)  # https only
         deliveries = Deliveries(store, stricter, registry, clock)
         start(commands, runtime)
         flush(deliveries)
         assert receiver.connections == 0
-    (delivery,) = store.list_webhook_deliveries(endpoint.id, limit=10)
+    (delivery,) = store.webhooks.list_deliveries(endpoint.id, limit=10)
     assert delivery.status == "failed" and delivery.attempt_log[-1]["outcome"] == "url_refused"
 
 
@@ -270,7 +270,7 @@ def test_a_sub_agents_waiting_call_says_which_conversation_and_agent_it_belongs_
     from agentq.core.agents import AgentDefinition
     from agentq.core.settings import Settings
 
-    store.create_agent("t1", AgentDefinition(name="refunder", settings=Settings(
+    store.agents.create("t1", AgentDefinition(name="refunder", settings=Settings(
         script=REFUND, tools=["issue_refund"])), now=clock())
     endpoints, deliveries = hooks(store, registry, clock)
     with Receiver() as receiver:
@@ -280,7 +280,7 @@ def test_a_sub_agents_waiting_call_says_which_conversation_and_agent_it_belongs_
         drain(runtime, commands.post_message(conv.id, "Please refund order A-17", ALICE)[1])
         flush(deliveries)
         (sent,) = verified(receiver, secret)
-    (parent_call,) = store.list_tool_calls(conv.id)
+    (parent_call,) = store.calls.list_of(conv.id)
     child_id = parent_call.to_json()["child_conversation_id"]
     assert sent["data"]["conversation"] == {
         "id": child_id, "title": "refund A-17", "agent": "refunder",

@@ -29,8 +29,8 @@ def test_a_stored_url_whose_host_dns_cannot_hold_never_reaches_the_resolver_nor_
                                               "event_types": ["turn.completed"]}).json()
         store = Store.open(f"sqlite:///{tmp_path / 'agentq.db'}")
         try:  # as a URL registered before host names were checked was stored
-            store.update_webhook_endpoint(hook["id"], tenant="dev", now=datetime.now(timezone.utc),
-                                          url=f"https://{'a' * 64}.example.com/h")
+            store.webhooks.update_endpoint(hook["id"], tenant="dev", now=datetime.now(timezone.utc),
+                                           url=f"https://{'a' * 64}.example.com/h")
         finally:
             store.dispose()
         cid = api.post("/v1/conversations", json={}).json()["id"]

@@ -42,7 +42,7 @@ def test_every_event_of_an_approved_turn_arrives_signed_across_a_worker_killed_m
     env = {"AGENTQ_ENCRYPTION_KEYS": key, "AGENTQ_WEBHOOK_ALLOW_HTTP": "1",
            "AGENTQ_WEBHOOK_ALLOW_LOOPBACK": "1", "AGENTQ_WEBHOOK_POLL_S": "0.5",
            "AGENTQ_WEBHOOK_LEASE_S": "3"}
-    endpoints = WebhookEndpoints(store, KeyBox([key]),
+    endpoints = WebhookEndpoints(store.webhooks, KeyBox([key]),
                                  WebhookPolicy(allow_http=True, allow_loopback=True),
                                  lambda: datetime.now(timezone.utc))
     with Receiver(hold_s=30) as receiver:  # the first delivery hangs: its worker dies meanwhile
@@ -59,7 +59,7 @@ def test_every_event_of_an_approved_turn_arrives_signed_across_a_worker_killed_m
         client.close()
         workers("w2", **env)
         wait_for(lambda: len(receiver.requests) >= 2, what="the delivery to be sent again")
-        (call_id,) = store.load_conversation(conv.id).fsm.pending
+        (call_id,) = store.conversations.load(conv.id).fsm.pending
         enqueue(broker, commands.resolve(conv.id, call_id, PERSON, status="approved",
                                          result=None)[1])
         wait_for(lambda: {"call.resolved", "turn.completed"} <= set(kinds(receiver, secret)),

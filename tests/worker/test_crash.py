@@ -31,16 +31,16 @@ def begin(commands, broker, script, text="go"):
 
 
 def finished(store, cid, rounds):
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     return info.fsm.state == "idle" and info.fsm.rounds >= rounds
 
 
 def kinds(store, cid):
-    return [e.type for e in store.list_events(cid)]
+    return [e.type for e in store.log.list_events(cid)]
 
 
 def running_step(store, cid, kind):
-    return next((s for s in store.list_steps(cid) if s.kind == kind and s.status == "running"), None)
+    return next((s for s in store.steps.list_of(cid) if s.kind == kind and s.status == "running"), None)
 
 
 @ON_EACH_BROKER
@@ -57,10 +57,10 @@ def test_a_worker_killed_while_the_model_streams_is_replaced_and_the_round_answe
     workers("w2")
     beat()
     wait_for(lambda: finished(store, cid, 1), timeout_s=60, what="the turn to finish")
-    answers = [e for e in store.list_events(cid) if e.type == "assistant_msg"]
+    answers = [e for e in store.log.list_events(cid) if e.type == "assistant_msg"]
     assert len(answers) == 1 and answers[0].content["text"] == text
     assert answers[0].round_id == step.round_id
-    assert store.load_step(step.step_key).attempts == 2
+    assert store.steps.load(step.step_key).attempts == 2
 
 
 @ON_EACH_BROKER
@@ -82,10 +82,10 @@ def test_a_worker_killed_during_a_tool_call_is_replaced_and_the_same_call_runs_a
     workers("w2", AGENTQ_TEST_TOOL_LOG=str(tool_log))
     beat()
     wait_for(lambda: finished(store, cid, 2), timeout_s=60, what="the turn to finish")
-    (call_id,) = {e.content["tool_call_id"] for e in store.list_events(cid) if e.type == "tool_call"}
+    (call_id,) = {e.content["tool_call_id"] for e in store.log.list_events(cid) if e.type == "tool_call"}
     assert tool_log.read_text().split() == [call_id, call_id]
     assert kinds(store, cid) == ["user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"]
-    llm_steps = [s for s in store.list_steps(cid) if s.kind == "llm"]
+    llm_steps = [s for s in store.steps.list_of(cid) if s.kind == "llm"]
     assert len(llm_steps) == 2 and all(s.attempts == 1 for s in llm_steps)
 
 
@@ -116,7 +116,7 @@ def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_
     script = [{"tool_calls": [{"name": "quick_approve", "args": {"amount": 3}}]}, {"text": "moved on"}]
     cid = begin(commands, broker, script)
     first = workers("w1")
-    wait_for(lambda: store.load_conversation(cid).fsm.state == "awaiting_input",
+    wait_for(lambda: store.conversations.load(cid).fsm.state == "awaiting_input",
              what="the call to be pending")
     first.kill()
     flush_broker(broker_url)  # the ETA task that would expire the call is gone
@@ -124,7 +124,7 @@ def test_a_pending_call_still_expires_after_the_broker_is_flushed_while_workers_
     workers("w2")
     beat()
     wait_for(lambda: finished(store, cid, 2), timeout_s=60, what="the call to expire")
-    events = store.list_events(cid)
+    events = store.log.list_events(cid)
     resolution = next(e for e in events if e.type == "resolution")
     assert resolution.content["status"] == "expired" and resolution.content["by"] == "system"
     assert events[-1].content["text"] == "moved on"
@@ -147,7 +147,7 @@ def test_the_same_advance_delivered_five_times_at_once_appends_every_event_once(
     assert kinds(store, conv.id) == [
         "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
     ]
-    assert all(s.attempts == 1 and s.status == "succeeded" for s in store.list_steps(conv.id))
+    assert all(s.attempts == 1 and s.status == "succeeded" for s in store.steps.list_of(conv.id))
 
 
 def test_transient_failures_are_retried_and_a_permanent_one_fails_the_conversation(
@@ -158,11 +158,11 @@ def test_transient_failures_are_retried_and_a_permanent_one_fails_the_conversati
     broken = begin(commands, broker, [{"text": "never", "fail": {"status": 400, "times": 1}}])
     workers("w1")
     wait_for(lambda: finished(store, flaky, 1), timeout_s=60, what="the flaky turn")
-    wait_for(lambda: store.load_conversation(broken).fsm.state == "failed", what="the failure")
-    (step,) = store.list_steps(flaky)
+    wait_for(lambda: store.conversations.load(broken).fsm.state == "failed", what="the failure")
+    (step,) = store.steps.list_of(flaky)
     assert step.retries == 2 and step.status == "succeeded"
     assert kinds(store, broken) == ["user_msg", "error"]
-    error = store.list_events(broken)[1].content
+    error = store.log.list_events(broken)[1].content
     assert error["status"] == "failed_permanent" and error["step_key"]
 
 
@@ -180,8 +180,8 @@ def test_fifty_conversations_on_two_workers_all_finish_and_keep_every_invariant(
         stuck = [cid for cid in ids if not finished(store, cid, 2)]
         lines = [f"{len(stuck)} unfinished"]
         for cid in stuck[:5]:
-            steps = [(s.kind, s.status, s.attempts, s.worker) for s in store.list_steps(cid)]
-            lines.append(f"{cid}: {kinds(store, cid)} {store.load_conversation(cid).fsm} {steps}")
+            steps = [(s.kind, s.status, s.attempts, s.worker) for s in store.steps.list_of(cid)]
+            lines.append(f"{cid}: {kinds(store, cid)} {store.conversations.load(cid).fsm} {steps}")
         lines += [f"--- {w.name}:\n{w.log_text()[-4000:]}" for w in started]
         return "\n".join(lines)
 
@@ -214,8 +214,8 @@ def test_a_turn_interrupted_while_a_worker_streams_ends_once_and_the_queued_mess
     enqueue(broker, commands.cancel(cid, SCOPE))  # the next turn starts through the broker
     wait_for(lambda: finished(store, cid, 1) and kinds(store, cid).count("assistant_msg") == 2,
              timeout_s=60, what=f"the queued turn to finish; worker log:\n{worker.log_text()}")
-    answers = [e for e in store.list_events(cid) if e.type == "assistant_msg"]
+    answers = [e for e in store.log.list_events(cid) if e.type == "assistant_msg"]
     assert answers[0].round_id == step.round_id and answers[0].content["interrupted"] is True
     assert answers[1].content["interrupted"] is False and answers[1].round_id != step.round_id
-    assert [e.content["text"] for e in store.list_events(cid) if e.type == "user_msg"] == ["go", "after that"]
-    assert store.load_step(step.step_key).attempts == 1  # the interrupted call was not run again
+    assert [e.content["text"] for e in store.log.list_events(cid) if e.type == "user_msg"] == ["go", "after that"]
+    assert store.steps.load(step.step_key).attempts == 1  # the interrupted call was not run again

@@ -24,7 +24,7 @@ def test_an_embedded_deployment_delivers_a_turns_webhook(tmp_path):
                     tools=("agentq.tools.demo",))
     embedded = Embedded(config)
     with Receiver() as receiver:
-        endpoints = WebhookEndpoints(embedded.runtime.store, KeyBox([key]),
+        endpoints = WebhookEndpoints(embedded.runtime.store.webhooks, KeyBox([key]),
                                      WebhookPolicy(allow_http=True, allow_loopback=True), utcnow)
         _, secret = endpoints.create("t1", url=receiver.url, event_types=["turn.completed"])
 

@@ -62,16 +62,16 @@ def test_a_green_worker_killed_with_hundreds_of_model_calls_in_flight_loses_none
         raise
     retried, first_attempts = 0, Counter()
     for cid in ids:
-        events = store.list_events(cid)
+        events = store.log.list_events(cid)
         assert [e.type for e in events] == [
             "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
         ]
-        assert store.load_conversation(cid).fsm.state == "idle"
-        first_round = next(s for s in store.list_steps(cid) if s.kind == "llm"
+        assert store.conversations.load(cid).fsm.state == "idle"
+        first_round = next(s for s in store.steps.list_of(cid) if s.kind == "llm"
                            and s.round_id == events[1].round_id)
         retried += first_round.attempts == 2
         first_attempts[first_round.attempts] += 1
-        tool_steps = [s for s in store.list_steps(cid) if s.kind == "tool"]
+        tool_steps = [s for s in store.steps.list_of(cid) if s.kind == "tool"]
         # one tool step; a second attempt only for a call the kill interrupted (same call id)
         assert len(tool_steps) == 1 and tool_steps[0].attempts <= 2
     # the killed calls were taken over, each once: none again from a worker still running it

@@ -17,7 +17,7 @@ STEPS = "agentq.model,agentq.tools"
 
 
 def slots(store) -> dict[str, int]:
-    return store.load_queue_slots(now=datetime.now(UTC))
+    return store.slots.load_per_queue(now=datetime.now(UTC))
 
 
 def sweeper_lock_free(pg_url: str) -> bool:

@@ -38,15 +38,15 @@ def begin(commands, broker, script):
 
 
 def step_of(store, cid, kind):
-    return next((s for s in store.list_steps(cid) if s.kind == kind), None)
+    return next((s for s in store.steps.list_of(cid) if s.kind == kind), None)
 
 
 def events(store, cid):
-    return store.list_events(cid)
+    return store.log.list_events(cid)
 
 
 def idle(store, cid, rounds):
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     return info.fsm.state == "idle" and info.fsm.rounds >= rounds
 
 
@@ -62,14 +62,14 @@ def test_killed_workers_model_call_tool_call_and_lost_expiry_all_move_on_with_th
     wait_for(lambda: tool_log.read_text(), what="the tool to start")
     model_step = wait_for(lambda: (s := step_of(store, streaming, "llm")) and
                           s.status == "running" and s, what="the model call to start")
-    wait_for(lambda: store.list_tool_calls(waiting, status="pending"), what="a pending call")
+    wait_for(lambda: store.calls.list_of(waiting, status="pending"), what="a pending call")
     first.kill()  # mid-tool and mid-stream
     timers.kill()  # it held the expiry's ETA task
     flush_broker(broker_url)  # and the broker loses every task, ETA tasks included
     workers("w2", queues=STEPS, AGENTQ_TEST_TOOL_LOG=str(tool_log), **DEFAULTS)
     workers("timers2", queues="agentq.timers", **DEFAULTS)
 
-    wait_for(lambda: store.load_step(model_step.step_key).attempts == 2, timeout_s=25,
+    wait_for(lambda: store.steps.load(model_step.step_key).attempts == 2, timeout_s=25,
              what="the model call to be taken over")
     for cid, rounds in ((streaming, 1), (tooling, 2), (waiting, 2)):
         wait_for(lambda: idle(store, cid, rounds), timeout_s=45, what="every turn to finish")
@@ -103,9 +103,9 @@ def test_a_worker_paused_past_its_lease_and_resumed_commits_nothing_twice(
     try:
         workers("w2", queues=STEPS, AGENTQ_TEST_TOOL_LOG=str(tool_log), **DEFAULTS)
         tool_step = step_of(store, tooling, "tool")
-        wait_for(lambda: store.load_step(tool_step.step_key).attempts == 2, timeout_s=25,
+        wait_for(lambda: store.steps.load(tool_step.step_key).attempts == 2, timeout_s=25,
                  what="the tool step to be taken over")
-        wait_for(lambda: store.load_step(model_step.step_key).attempts == 2, timeout_s=25,
+        wait_for(lambda: store.steps.load(model_step.step_key).attempts == 2, timeout_s=25,
                  what="the model call to be taken over")
     finally:
         os.killpg(paused.pid, signal.SIGCONT)  # its tool returns and its stream goes on: both late
@@ -118,6 +118,6 @@ def test_a_worker_paused_past_its_lease_and_resumed_commits_nothing_twice(
     assert [e.type for e in events(store, tooling)] == [
         "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"]
     assert [e.type for e in events(store, streaming)] == ["user_msg", "assistant_msg"]
-    assert store.load_step(tool_step.step_key).attempts == 2
+    assert store.steps.load(tool_step.step_key).attempts == 2
     for cid in (tooling, streaming):
-        assert all(s.status == "succeeded" for s in store.list_steps(cid))
+        assert all(s.status == "succeeded" for s in store.steps.list_of(cid))

@@ -30,17 +30,17 @@ def test_a_turn_with_a_server_tool_completes_on_a_real_worker(pg_store_clean, co
     worker = workers("w1")
     _, follow = commands.post_message(conv.id, "weather?", SCOPE)
     enqueue(broker, follow)
-    wait_for(lambda: store.load_conversation(conv.id).fsm.rounds == 2
-             and store.load_conversation(conv.id).fsm.state == "idle",
+    wait_for(lambda: store.conversations.load(conv.id).fsm.rounds == 2
+             and store.conversations.load(conv.id).fsm.state == "idle",
              timeout_s=60, what=f"the turn to finish; worker log:\n{worker.log_text()}")
-    events = store.list_events(conv.id)
+    events = store.log.list_events(conv.id)
     assert [e.type for e in events] == [
         "user_msg", "assistant_msg", "tool_call", "tool_result", "assistant_msg"
     ]
     rounds = [e.round_id for e in events if e.type == "assistant_msg"]
     assert len(set(rounds)) == 2
     assert events[2].round_id == rounds[0]
-    assert {s.status for s in store.list_steps(conv.id)} == {"succeeded"}
+    assert {s.status for s in store.steps.list_of(conv.id)} == {"succeeded"}
 
 
 def test_compaction_runs_as_its_own_agentq_compact_task_on_a_real_worker(
@@ -55,11 +55,11 @@ def test_compaction_runs_as_its_own_agentq_compact_task_on_a_real_worker(
     for turn in range(6):  # each answer echoes its question: the context passes 64 tokens
         _, follow = commands.post_message(conv.id, f"question number {turn}, " * 4, SCOPE)
         enqueue(broker, follow)
-        wait_for(lambda: store.load_conversation(conv.id).fsm.rounds == turn + 1
-                 and store.load_conversation(conv.id).fsm.state == "idle",
+        wait_for(lambda: store.conversations.load(conv.id).fsm.rounds == turn + 1
+                 and store.conversations.load(conv.id).fsm.state == "idle",
                  timeout_s=60, what=f"turn {turn}; worker log:\n{worker.log_text()}")
-    compacts = [s for s in store.list_steps(conv.id) if s.kind == "compact"]
-    summaries = store.list_summaries(conv.id)
+    compacts = [s for s in store.steps.list_of(conv.id) if s.kind == "compact"]
+    summaries = store.log.list_summaries(conv.id)
     assert compacts and len(compacts) == len(summaries)
     assert {s.status for s in compacts} == {"succeeded"}
     # each ran in the agentq.compact task sent for it (uuid5 of its step key), not inside
@@ -118,7 +118,7 @@ def test_celeryconfig_holds_the_same_values_the_runtime_builds_in():
 
 def idle_after(store, cid: str, *, rounds: int) -> bool:
     """The conversation's turn is over after `rounds` model rounds."""
-    fsm = store.load_conversation(cid).fsm
+    fsm = store.conversations.load(cid).fsm
     return fsm.state == "idle" and fsm.rounds == rounds
 
 
@@ -164,7 +164,7 @@ def test_a_worker_started_without_queues_runs_a_tool_that_has_a_queue_of_its_own
     enqueue(broker, commands.post_message(conv.id, "look it up", SCOPE)[1])
     wait_for(lambda: idle_after(store, conv.id, rounds=2),
              timeout_s=60, what=f"the turn; worker log:\n{worker.log_text()}")
-    [result] = [e for e in store.list_events(conv.id) if e.type == "tool_result"]
+    [result] = [e for e in store.log.list_events(conv.id) if e.type == "tool_result"]
     assert result.content["output"] == "own value of k"
 
 
@@ -177,7 +177,7 @@ def test_a_slow_tool_holds_no_worker_of_model_calls_or_deadlines(
         {"tool_calls": [{"name": "sleep", "args": {"seconds": 60}}]}, {"text": "slept"}]})
     enqueue(broker, commands.post_message(slow.id, "sleep", SCOPE)[1])
     logs = lambda: f"tools:\n{tool_worker.log_text()}\nmodel:\n{model_worker.log_text()}"  # noqa: E731
-    wait_for(lambda: [s.status for s in store.list_steps(slow.id) if s.kind == "tool"] == ["running"],
+    wait_for(lambda: [s.status for s in store.steps.list_of(slow.id) if s.kind == "tool"] == ["running"],
              timeout_s=60, what=f"the slow tool to start; {logs()}")
     # the only tool worker sleeps: a model turn and a person's deadline still come through
     quick = commands.create_conversation(SCOPE, {"script": [
@@ -185,9 +185,9 @@ def test_a_slow_tool_holds_no_worker_of_model_calls_or_deadlines(
     enqueue(broker, commands.post_message(quick.id, "approve?", SCOPE)[1])
     wait_for(lambda: idle_after(store, quick.id, rounds=2),
              timeout_s=30, what=f"the other turn, past its call's deadline; {logs()}")
-    [result] = [e for e in store.list_events(quick.id) if e.type == "tool_result"]
+    [result] = [e for e in store.log.list_events(quick.id) if e.type == "tool_result"]
     assert result.content["status"] == "expired"
-    assert [s.status for s in store.list_steps(slow.id) if s.kind == "tool"] == ["running"]
+    assert [s.status for s in store.steps.list_of(slow.id) if s.kind == "tool"] == ["running"]
 
 
 # task events: Flower's tasks page is built from them
@@ -230,7 +230,7 @@ def test_a_worker_sends_every_task_event_but_in_batches_on_pools_without_an_even
         broker, lambda: enqueue(broker, commands.post_message(conv.id, "go", SCOPE)[1]),
         lambda: idle_after(store, conv.id, rounds=2))
     events = [e for body in bodies for e in (body if isinstance(body, list) else [body])]
-    steps = store.list_steps(conv.id)
+    steps = store.steps.list_of(conv.id)
     by_task = {s.celery_task_id: {e["type"] for e in events if e.get("uuid") == s.celery_task_id}
                for s in steps}
     # Flower learns of each step's task being received, started and finished...

@@ -7,11 +7,10 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
+from agentq.store import dialects
 from agentq.store.engine import begin_write, create_engine
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
-# Any constant works: it only keeps two migrating processes from racing on PostgreSQL.
-_PG_LOCK_ID = 0x61676E7471
 
 
 def migrate(url_or_engine: str | Engine) -> None:
@@ -30,7 +29,6 @@ def _upgrade(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(SCRIPT_LOCATION).replace("%", "%%"))
     with begin_write(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_LOCK_ID})")
+        dialects.of(conn).lock_migrations(conn)
         config.attributes["connection"] = conn
         command.upgrade(config, "head")

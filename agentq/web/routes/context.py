@@ -35,7 +35,7 @@ bp = Blueprint("context", __name__, url_prefix="/v1/conversations")
 def context(conversation_id: str):
     svc = services()
     svc.conversation(conversation_id, g.scope)
-    view = svc.store.load_view(conversation_id)
+    view = svc.store.log.load_view(conversation_id)
     if view is None:
         raise NotFound(f"no conversation {conversation_id}")
     problems: list[str] = []

@@ -42,10 +42,10 @@ def create(body: CreateConversation):
 def listing(query: ListConversations):
     status, state = _FILTERS.get(query.status or "", (None, None))
     store = services().store
-    page = page_of(lambda limit: store.list_conversations(
+    page = page_of(lambda limit: store.conversations.list_page(
         tenant=g.scope.tenant, status=status, state=state, after_id=query.cursor, limit=limit,
     ), query.limit, lambda info: info.id)
-    titles = store.list_first_messages([info.id for info in page.rows])
+    titles = store.overview.list_first_messages([info.id for info in page.rows])
     return present.dump(ConversationPage(
         conversations=[present.conversation_item(info, payloads.title_of(titles.get(info.id)))
                        for info in page.rows],

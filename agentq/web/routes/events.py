@@ -30,7 +30,7 @@ bp = Blueprint("events", __name__, url_prefix="/v1/conversations")
 def listing(conversation_id: str, query: ListEvents):
     svc = services()
     svc.conversation(conversation_id, g.scope)
-    events = svc.store.list_events(conversation_id, after_seq=query.after_seq, limit=query.limit)
+    events = svc.store.log.list_events(conversation_id, after_seq=query.after_seq, limit=query.limit)
     full = len(events) == query.limit
     return present.dump(EventPage(
         events=[present.event(e) for e in events],
@@ -105,7 +105,7 @@ def _turn_plan(svc, plan: sse.StreamPlan, turn_id: str, last_seq: int,
 
     `last_seq` was read before the turn was looked up: a turn not started then starts after it.
     """
-    start = svc.store.find_turn(plan.conversation_id, turn_id)
+    start = svc.store.inbox.find_turn(plan.conversation_id, turn_id)
     if start is None:
         raise ApiError(404, "not_found", f"conversation {plan.conversation_id} has no turn {turn_id}")
     first = last_seq if start.seq is None else start.seq - 1
@@ -120,14 +120,14 @@ def _children(svc, feed, plan: sse.StreamPlan, tenant: str) -> ChildDeltas:
     fanout = svc.pubsub.fanout
 
     def owned(child_id: str) -> bool:
-        info = svc.store.load_conversation(child_id)
+        info = svc.store.conversations.load(child_id)
         return info is None or info.tenant == tenant  # not started yet: its parent starts it
 
     children = ChildDeltas(
         plan.conversation_id, limit=svc.policy.ceilings_for(tenant).max_children_per_turn,
         join=lambda name: fanout.join(feed, name), leave=lambda name: fanout.leave(feed, name),
         owned=owned)
-    pending = svc.store.list_tool_calls(plan.conversation_id, status="pending")
+    pending = svc.store.calls.list_of(plan.conversation_id, status="pending")
     children.running([c for c in pending if plan.turn_id in (None, c.turn_id)])
     return children
 

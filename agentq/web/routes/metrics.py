@@ -162,7 +162,7 @@ class TokenCollector(Collector):
 
 def _token_totals(found) -> dict[tuple[str, str], Tokens]:
     try:
-        return found.store.token_totals()
+        return found.store.usage.token_totals()
     except Exception as exc:  # the other metrics still answer
         log.warning("metrics scrape could not read the usage rollups: %s", exc)
         return {}
@@ -189,7 +189,7 @@ class DeliveryCollector(Collector):
 
 def _deliveries(found) -> dict[str, int]:
     try:
-        return found.store.count_deliveries()
+        return found.store.webhooks.count_deliveries()
     except Exception as exc:  # the other metrics still answer
         log.warning("metrics scrape could not count webhook deliveries: %s", exc)
         return {}
@@ -220,7 +220,7 @@ def _check_token(expected: str | None) -> None:
 
 def _breakers(found) -> list[Breaker]:
     try:
-        return (found.breakers or found.store).list_breakers()
+        return (found.breakers or found.store.breakers).list_breakers()
     except Exception as exc:  # the other metrics still answer
         log.warning("metrics scrape could not read the circuit breakers: %s", exc)
         return []
@@ -231,7 +231,7 @@ def metrics() -> Response:
     found = services()
     _check_token(found.metrics_token)
     try:
-        snapshot = found.store.load_metrics()
+        snapshot = found.store.metrics.load()
     except Exception as exc:
         log.warning("metrics scrape could not read the store: %s", exc)
         raise ApiError(503, "unavailable", "the store did not answer") from None

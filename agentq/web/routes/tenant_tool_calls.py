@@ -22,7 +22,7 @@ bp = Blueprint("tenant_tool_calls", __name__, url_prefix="/v1/tool-calls")
 def listing(query: ListTenantToolCalls):
     after = None if query.cursor is None else _call_of(query.cursor)
     store = services().store
-    page = page_of(lambda limit: store.list_tenant_calls(
+    page = page_of(lambda limit: store.overview.list_tenant_calls(
         tenant=g.scope.tenant, status=query.status, executor=query.executor,
         after=after, limit=limit,
     ), query.limit, lambda record: f"{record.conversation_id}/{record.id}")

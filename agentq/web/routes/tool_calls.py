@@ -23,7 +23,7 @@ def listing(conversation_id: str, query: ListToolCalls):
     them too."""
     svc = services()
     svc.conversation(conversation_id, g.scope)
-    calls = [present.tool_call(c) for c in svc.store.list_tool_calls(conversation_id,
+    calls = [present.tool_call(c) for c in svc.store.calls.list_of(conversation_id,
                                                                       status=query.status)]
     if query.status == "pending":
         calls.extend(_pending_below(conversation_id))
@@ -33,10 +33,10 @@ def listing(conversation_id: str, query: ListToolCalls):
 def _pending_below(conversation_id: str) -> list[ToolCall]:
     store = services().store
     found: list[ToolCall] = []
-    for child in store.list_descendants(conversation_id):
+    for child in store.conversations.list_descendants(conversation_id):
         agent = child.agent.name if child.agent else None
         found.extend(present.tool_call(call, conversation_id=child.id, agent=agent)
-                     for call in store.list_tool_calls(child.id, status="pending")
+                     for call in store.calls.list_of(child.id, status="pending")
                      if call.executor != "agent")
     return found
 
@@ -48,11 +48,11 @@ def _pending_below(conversation_id: str) -> list[ToolCall]:
 def call_context(conversation_id: str, call_id: str):
     svc = services()
     svc.conversation(conversation_id, g.scope)
-    call = svc.store.load_tool_call(conversation_id, call_id)
+    call = svc.store.calls.load(conversation_id, call_id)
     if call is None or call.turn_id is None:
         raise NotFound(f"no tool call {call_id} in conversation {conversation_id}")
-    turn = svc.store.list_events_of_turn(conversation_id, call.turn_id)
-    first = svc.store.list_first_messages([conversation_id]).get(conversation_id)
+    turn = svc.store.overview.list_events_of_turn(conversation_id, call.turn_id)
+    first = svc.store.overview.list_first_messages([conversation_id]).get(conversation_id)
     registry = svc.commands.registry
 
     def describe(name: str) -> str | None:

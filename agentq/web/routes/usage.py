@@ -55,7 +55,7 @@ def report(query: usage.UsageQuery):
         if "tenant" in by:
             raise ApiError(403, "forbidden", "grouping by tenant is the operator's")
         tenant = g.scope.tenant
-    rows = services().store.usage_report(tenant=tenant, start=query.start, end=query.end,
+    rows = services().store.usage.report(tenant=tenant, start=query.start, end=query.end,
                                          group_by=query.group_by, by=by, limit=query.limit + 1)
     return present.dump(usage.UsageReport(
         start=format_ts(hour_of(query.start)), end=format_ts(query.end),

@@ -81,7 +81,7 @@ def remove(webhook_id: str):
            query=ListDeliveries, answers={200: DeliveryList}, errors=(503,))
 def deliveries(webhook_id: str, query: ListDeliveries):
     endpoint = _endpoints().get(g.scope.tenant, webhook_id)
-    found = services().store.list_webhook_deliveries(endpoint.id, limit=query.limit)
+    found = services().store.webhooks.list_deliveries(endpoint.id, limit=query.limit)
     return present.dump(DeliveryList(deliveries=[_delivery(d) for d in found]))
 
 

@@ -92,7 +92,7 @@ class SharedReads:
                 raise read.error
             return Page(read)
         try:
-            read.events = self.store.list_events(cid, after_seq=after_seq, limit=limit)
+            read.events = self.store.log.list_events(cid, after_seq=after_seq, limit=limit)
             read.weight = total_weight(read.events)
         except BaseException as exc:
             read.error = exc

@@ -229,7 +229,7 @@ def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
     """An `end` frame once no turn is running (on a turn stream: once its turn is over)
     and everything in the log was sent."""
     turn_id = cursor.turn.turn_id if cursor.turn is not None else None
-    info = store.load_conversation(cid)
+    info = store.conversations.load(cid)
     if info is None:
         return _end(StreamEnd(state="gone", last_seq=cursor.last_seq, turn_id=turn_id))
     last_seq = info.next_seq - 1
@@ -239,7 +239,7 @@ def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
     if turn_id is not None:
         if not _turn_over(cursor, info.fsm, state):
             return None
-    elif state == "running" or (state == "idle" and store.list_inbox(cid)):
+    elif state == "running" or (state == "idle" and store.inbox.list_of(cid)):
         return None
     return _end(StreamEnd(state=state, last_seq=last_seq, turn_id=turn_id))
 

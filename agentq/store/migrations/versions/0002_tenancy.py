@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Json, Timestamp
+from agentq.store.column_types import Json, Timestamp
 
 revision = "0002"
 down_revision = "0001"

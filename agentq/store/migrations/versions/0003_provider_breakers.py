@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Timestamp
+from agentq.store.column_types import Timestamp
 
 revision = "0003"
 down_revision = "0002"

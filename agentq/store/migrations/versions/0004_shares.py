@@ -18,6 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from agentq.store import dialects
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -58,14 +60,14 @@ def upgrade() -> None:
         batch.alter_column("tenant", existing_type=sa.String(255), nullable=False)
     op.create_index("ix_steps_tenant_busy", "steps", ["tenant", "status", "created_at"],
                     postgresql_where=sa.text(_BUSY), sqlite_where=sa.text(_BUSY))
-    if op.get_bind().dialect.name == "postgresql":
+    if dialects.of(op.get_bind()).server_locks:
         op.execute(_SLOTS_TAKEN)
 
 
 def downgrade() -> None:
     # A step left waiting runs again as soon as a worker takes it, as before the caps.
     op.execute("UPDATE steps SET status = 'scheduled' WHERE status = 'waiting'")
-    if op.get_bind().dialect.name == "postgresql":
+    if dialects.of(op.get_bind()).server_locks:
         op.execute("DROP FUNCTION agentq_slots_taken")
     op.drop_index("ix_steps_tenant_busy", "steps")
     with op.batch_alter_table("steps") as batch:

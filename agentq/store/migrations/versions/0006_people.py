@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Json, Timestamp
+from agentq.store.column_types import Json, Timestamp
 
 revision = "0006"
 down_revision = "0005"

@@ -20,7 +20,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Timestamp
+from agentq.store import dialects
+from agentq.store.column_types import Timestamp
 
 revision = "0008"
 down_revision = "0006"
@@ -61,12 +62,12 @@ def upgrade() -> None:
         sa.Column("slots", sa.Integer, nullable=False),
         sa.Column("expires_at", Timestamp, nullable=False),
     )
-    if op.get_bind().dialect.name == "postgresql":
+    if dialects.of(op.get_bind()).server_locks:
         op.execute(_KIND_SLOTS_TAKEN)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
+    if dialects.of(op.get_bind()).server_locks:
         op.execute("DROP FUNCTION agentq_kind_slots_taken")
     op.drop_table("worker_slots")
     with op.batch_alter_table("steps") as batch:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Timestamp
+from agentq.store.column_types import Timestamp
 
 revision = "0009"
 down_revision = "0008"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import Json
+from agentq.store.column_types import Json
 
 revision = "0011"
 down_revision = "0014"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from agentq.store.schema import RUNNING_STATE
+from agentq.store.dialects import postgres, sqlite
 
 revision = "0012"
 down_revision = "0011"
@@ -26,8 +26,8 @@ depends_on = None
 def upgrade() -> None:
     op.create_index(
         "ix_conversations_running", "conversations", ["updated_at", "id"],
-        postgresql_where=sa.text(f"status = 'active' AND {RUNNING_STATE['postgresql']}"),
-        sqlite_where=sa.text(f"status = 'active' AND {RUNNING_STATE['sqlite']}"),
+        postgresql_where=sa.text(f"status = 'active' AND {postgres.RUNNING_STATE}"),
+        sqlite_where=sa.text(f"status = 'active' AND {sqlite.RUNNING_STATE}"),
     )
     op.create_index("ix_inbox_untaken", "inbox", ["conversation_id"],
                     postgresql_where=sa.text("taken_at IS NULL"),

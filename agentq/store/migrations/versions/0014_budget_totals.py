@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from agentq.core.token_budgets import EPOCH, PERIODS, WHOLE, period_start
-from agentq.store.schema import Timestamp
+from agentq.store.column_types import Timestamp
 
 revision = "0014"
 down_revision = "0009"

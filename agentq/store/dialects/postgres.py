@@ -1,0 +1,122 @@
+"""PostgreSQL: a pool of psycopg connections, reads as REPEATABLE READ snapshots, lone
+statements in autocommit, JSONB and TIMESTAMPTZ, and the server-side locks of the cap rule."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import (
+    URL,
+    Connection,
+    Engine,
+    Float,
+    Integer,
+    Table,
+    bindparam,
+    cast,
+    event,
+    func,
+    literal,
+    null,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
+
+from agentq.core.timefmt import to_utc
+from agentq.store.dialects.contract import READ_OPTION, Dialect
+
+POOL_TIMEOUT_S = 60.0
+PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before use
+# Any constant works: it only keeps two migrating processes from racing.
+MIGRATION_LOCK_ID = 0x61676E7471
+RUNNING_STATE = "(fsm_state ->> 'state') = 'running'"
+
+# psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
+# SQLAlchemy puts the connection back to the defaults when it returns to the pool.
+_SNAPSHOT = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True, READ_OPTION: True}
+# psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
+_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
+_AUTOCOMMIT_READ = {**_AUTOCOMMIT, READ_OPTION: True}
+
+
+class Postgres(Dialect):
+    name = "postgresql"
+    one_statement_commit = True
+    server_locks = True
+    running_state = RUNNING_STATE
+
+    def connect_url(self, url: URL) -> URL:
+        return url.set(drivername="postgresql+psycopg") if "+" not in url.drivername else url
+
+    def create_engine(self, url: URL, *, pool_size: int, max_overflow: int) -> Engine:
+        """A fixed pool by default: a worker's green threads wait their turn for a connection
+        (each holds one for one short transaction) instead of opening and closing overflow
+        connections, which costs both sides a connection setup per step under load."""
+        engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                                          pool_timeout=POOL_TIMEOUT_S)
+        dialect = engine.dialect
+
+        @event.listens_for(engine, "checkin")
+        def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+            record.info["idle_since"] = time.monotonic()
+
+        @event.listens_for(engine, "checkout")
+        def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+            # Like pool_pre_ping, but only for a connection that sat idle: a worker running
+            # steps back to back would otherwise pay a round trip for every transaction. A
+            # connection lost while in use fails that one step, and the pool starts afresh.
+            idle_since = record.info.get("idle_since")
+            if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+                return
+            try:
+                dialect.do_ping(dbapi_connection)
+            except dialect.loaded_dbapi.Error as exc:
+                raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
+
+        return engine
+
+    def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
+        return _SNAPSHOT if one_snapshot else _AUTOCOMMIT_READ
+
+    def write_options(self, *, one_statement: bool) -> dict[str, Any]:
+        return _AUTOCOMMIT if one_statement else {}
+
+    def insert(self, table: Table) -> Any:
+        return postgresql.insert(table)
+
+    def duration_s(self, end: ColumnElement[Any], start: ColumnElement[Any]) -> ColumnElement[float]:
+        return cast(func.extract("epoch", end) - func.extract("epoch", start), Float)
+
+    def utc_day(self, hour: ColumnElement[Any]) -> ColumnElement[Any]:
+        return func.date_trunc("day", hour, literal("UTC"))
+
+    def timestamp_type(self) -> TypeEngine[Any]:
+        return postgresql.TIMESTAMP(timezone=True)
+
+    def timestamp_in(self) -> Callable[[datetime], Any]:
+        return to_utc
+
+    def timestamp_out(self) -> Callable[[Any], datetime]:
+        return to_utc
+
+    def slots_taken(self, inline: ColumnElement[int], steps: Table, *, tenant: Any,
+                    step_key: Any, now: Any, cap: Any, lock_key: Any,
+                    by_kind: bool) -> ColumnElement[int]:
+        """`agentq_slots_taken`, the rule compiled to PL/pgSQL: it counts under the tenant's
+        advisory lock, in a snapshot taken after it (`cap_rule.plpgsql_body` says why)."""
+        kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type)) if by_kind else null()
+        return func.agentq_slots_taken(tenant, step_key, now, cap, lock_key, kinds, type_=Integer)
+
+    def lease_engine(self, engine: Engine) -> Engine:
+        url = engine.url.render_as_string(hide_password=False)
+        return self.create_engine(sqlalchemy.make_url(url), pool_size=1, max_overflow=0)
+
+    def lock_migrations(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
+
+
+POSTGRES = Postgres()

@@ -1,0 +1,89 @@
+"""The store's write path for a conversation (`Writes`): a transaction under its lock, an
+append where the log ended when read, and a step's commit, in one statement where the
+dialect can (`whole_commit`) and as a transaction where it cannot."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from agentq.core.events import Event, EventDraft, FsmState
+from agentq.errors import LogMoved, NotFound
+from agentq.store import conversations, eventlog, inbox, whole_commit
+from agentq.store.dialects import Dialect
+from agentq.store.engine import begin_read, begin_write
+from agentq.store.txn import ConversationTxn
+from agentq.store.whole_commit import Committed, Finish, SeeingInbox
+
+
+class Writes:
+    """Writes to one conversation, each holding its lock (inv. 8)."""
+
+    def __init__(self, engine: Engine, dialect: Dialect) -> None:
+        self._engine = engine
+        self._dialect = dialect
+
+    @contextmanager
+    def locked(self, conversation_id: str) -> Iterator[ConversationTxn]:
+        """A transaction holding the conversation's lock: commits on exit, rolls back on error.
+
+        Raises NotFound if the conversation does not exist.
+        """
+        with begin_write(self._engine) as conn:
+            # inv. 8: one writer per conversation (a row lock on PostgreSQL;
+            # on SQLite the write transaction began with BEGIN IMMEDIATE).
+            info = conversations.load_conversation_txn(conn, conversation_id, lock=True)
+            if info is None:
+                raise NotFound(f"conversation {conversation_id} not found")
+            yield ConversationTxn(conn, info)
+
+    @contextmanager
+    def appending(
+        self, conversation_id: str, drafts: Sequence[EventDraft], *, next_seq: int,
+        state_after: Callable[[list[Event]], FsmState], now: datetime,
+    ) -> Iterator[tuple[ConversationTxn, list[Event]]]:
+        """Append drafts where the log ended when read, then write the rest under its lock.
+
+        For a writer that knows where the log ended (`next_seq`) and what it appends before
+        it starts: the append takes the lock (inv. 8), one statement instead of `locked`'s
+        `SELECT … FOR NO KEY UPDATE` and a closing UPDATE. Raises LogMoved (a Stale), writing
+        nothing, if the log moved.
+        """
+        with begin_write(self._engine) as conn:
+            done = eventlog.append_at_txn(
+                conn, conversation_id, drafts, next_seq=next_seq, state_after=state_after, now=now
+            )
+            if done is None:
+                raise LogMoved(f"the log of {conversation_id} no longer ends before seq {next_seq}")
+            events, moved = done
+            yield ConversationTxn(conn, moved), events
+
+    def commit_step(
+        self, conversation_id: str, drafts: Sequence[EventDraft], *, next_seq: int,
+        state_after: Callable[[list[Event]], FsmState], step_key: str, worker: str,
+        finish: Finish, now: datetime,
+    ) -> Committed:
+        """A step's commit: append its drafts where the log ended when it read it, and
+        finish our step with `finish`, all or nothing. Where the dialect can, one statement
+        (`whole_commit`); else, or when that wrote nothing, a transaction that raises
+        LogMoved if the log moved and Stale if the step (or its call) is no longer ours.
+        """
+        if self._dialect.one_statement_commit:
+            appended = eventlog.as_events(conversation_id, next_seq, drafts)
+            with begin_write(self._engine, one_statement=True) as conn:
+                moved = whole_commit.commit_whole_txn(
+                    conn, appended, next_seq=next_seq, fsm=state_after(appended),
+                    step_key=step_key, worker=worker, finish=finish, now=now)
+            if moved is not None:
+                waiting = isinstance(finish, SeeingInbox) and self._message_waits(conversation_id)
+                return Committed(appended, moved, waiting)
+        with self.appending(conversation_id, drafts, next_seq=next_seq, state_after=state_after,
+                            now=now) as (tx, events):
+            waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)
+        return Committed(events, tx.conversation, waiting)
+
+    def _message_waits(self, conversation_id: str) -> bool:
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return inbox.inbox_waiting_txn(conn, conversation_id)
