@@ -36,7 +36,7 @@ class _Counted(McpTools):
 @pytest.fixture
 def setup(sqlite_store, policy):
     clock = Clock(datetime(2026, 7, 28, tzinfo=timezone.utc))
-    breakers = CircuitBreakers(sqlite_store, BreakerPolicy(failures_to_open=2, open_s=60), clock)
+    breakers = CircuitBreakers(sqlite_store.breakers, BreakerPolicy(failures_to_open=2, open_s=60), clock)
     crm = _Counted("crm", policy.mcp["crm"], environ={"CRM_TOKEN": "Bearer t"})
     down = _Counted("down", McpServer(url=f"http://127.0.0.1:{free_port()}/mcp", timeout_s=2))
     registry = Registry([lookup], [crm, down])

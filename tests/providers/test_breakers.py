@@ -87,7 +87,7 @@ def test_the_database_stands_in_when_redis_fails(store):
 
 
 def test_rate_limits_do_not_count_against_the_endpoint(store):
-    breakers = CircuitBreakers(store, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
+    breakers = CircuitBreakers(store.breakers, BreakerPolicy(failures_to_open=1), clock=lambda: T0)
     breakers.record(E, ProviderError("slow down", transient=True, status=429, code="rate_limit_error"))
     breakers.record(E, ProviderError("bad request", status=400))
     assert store.breakers.load_breaker(E) is None and breakers.before_call(E) is None
