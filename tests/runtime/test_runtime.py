@@ -1,64 +1,23 @@
 """The runtime on a real store (SQLite and Postgres) with follow-ups run in-process."""
 from __future__ import annotations
 
-import dataclasses
-import threading
-import time
-
 import pytest
 
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
-from agentq.core.scope import Scope
-from agentq.errors import Conflict, InvalidInput, NotFound, Stale
+from agentq.errors import Conflict, Stale
 from agentq.followups import Advance
 from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
 from agentq.store.ledger import ALONE_AFTER_DEATHS
-from agentq.tenancy.access import provider_for
 from agentq.tools import Registry, ToolOutcome
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.rules import Rules
 from tests.support.store import claim
-
-SCOPE = Scope(tenant="t1", user="u1")
-
-
-class CountingProviders:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, settings):
-        inner = provider_for(settings)
-        outer = self
-
-        class Counting:
-            def stream(self, request, ctx, cancel):
-                outer.calls += 1
-                return inner.stream(request, ctx, cancel)
-
-        return Counting()
-
-
-class RecoveredProviders:
-    """The same script with every injected failure gone: the outage is over."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-
-    def __call__(self, settings):
-        inner = self.inner(settings)
-
-        class Recovered:
-            def stream(self, request, ctx, cancel):
-                script = [r.model_copy(update={"fail": None}) for r in ctx.settings.script]
-                healthy = ctx.settings.model_copy(update={"script": script})
-                return inner.stream(request, dataclasses.replace(ctx, settings=healthy), cancel)
-
-        return Recovered()
+from tests.support.turns import APPROVAL, SCOPE, WEATHER, CountingProviders, start, types
 
 
 @pytest.fixture
@@ -85,22 +44,6 @@ def commands(runtime, clock):
     return Commands(
         runtime.store, runtime.registry, clock=clock, close_round=runtime.pubsub.close_round
     )
-
-
-def start(commands, runtime, script, text="hello", **settings):
-    conv = commands.create_conversation(SCOPE, {"script": script, **settings})
-    _, follow = commands.post_message(conv.id, text, SCOPE)
-    return conv.id, drain(runtime, follow)
-
-
-def types(store, cid):
-    return [e.type for e in store.log.list_events(cid)]
-
-
-WEATHER = [
-    {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
-    {"text": "Cold in Oslo.", "chunks": 3},
-]
 
 
 def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtime, commands):
@@ -156,12 +99,6 @@ def test_a_tool_that_raises_gives_an_error_result_not_a_crash(store, runtime, co
     assert result.content["status"] == "error" and "exploded" in result.content["output"]
 
 
-APPROVAL = [
-    {"text": "Need approval.", "tool_calls": [{"name": "approve", "args": {"amount": 5}}]},
-    {"text": "Done."},
-]
-
-
 def test_a_human_call_suspends_the_conversation_until_it_is_resolved(store, runtime, commands):
     cid, later = start(commands, runtime, APPROVAL)
     info = store.conversations.load(cid)
@@ -180,23 +117,6 @@ def test_a_suspension_creates_no_error_entry(store, runtime, commands):
     cid, _ = start(commands, runtime, APPROVAL)
     assert "error" not in types(store, cid)
     assert all(step.last_error is None for step in store.steps.list_of(cid))
-
-
-def test_the_same_resolution_twice_changes_nothing_and_a_different_one_conflicts(
-    store, runtime, commands
-):
-    cid, _ = start(commands, runtime, APPROVAL)
-    (call_id,) = store.conversations.load(cid).fsm.pending
-    commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
-    log = store.log.list_events(cid)
-    again, follow = commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
-    assert again.status == "resolved" and follow == []
-    with pytest.raises(Conflict) as late:
-        commands.resolve(cid, call_id, SCOPE, status="errored", result="no")
-    assert late.value.details == {"status": "resolved"}  # read under the lock that refused it
-    with pytest.raises(NotFound):
-        commands.resolve(cid, "call_unknown", SCOPE, status="resolved", result=None)
-    assert store.log.list_events(cid) == log
 
 
 def test_an_overdue_call_expires_by_the_system_and_the_turn_goes_on(store, runtime, commands, clock):
@@ -221,51 +141,6 @@ def test_an_expiry_that_loses_the_race_to_a_resolution_changes_nothing(store, ru
     clock.tick(61)
     assert runtime.expire(cid, call_id) == []
     assert store.log.list_events(cid) == log
-
-
-def test_messages_that_arrive_mid_turn_wait_in_the_inbox_and_run_in_order(store, runtime, commands):
-    conv = commands.create_conversation(SCOPE, {})
-    first, follow1 = commands.post_message(conv.id, "one", SCOPE)
-    second, follow2 = commands.post_message(conv.id, "two", SCOPE)
-    assert not first.queued and second.queued
-    drain(runtime, follow1 + follow2)
-    texts = [(e.type, e.content.get("text")) for e in store.log.list_events(conv.id)]
-    assert texts == [
-        ("user_msg", "one"), ("assistant_msg", "echo: one"),
-        ("user_msg", "two"), ("assistant_msg", "echo: two"),
-    ]
-
-
-def test_a_queued_message_starts_the_turn_its_answer_named(store, runtime, commands):
-    conv = commands.create_conversation(SCOPE, {})
-    first, follow1 = commands.post_message(conv.id, "one", SCOPE)
-    second, follow2 = commands.post_message(conv.id, "two", SCOPE)
-    assert second.queued and second.turn_id not in (None, first.turn_id)
-    drain(runtime, follow1 + follow2)
-    turns = [e.turn_id for e in store.log.list_events(conv.id) if e.type == "user_msg"]
-    assert turns == [first.turn_id, second.turn_id]
-
-
-def test_a_message_to_an_idle_conversation_queues_behind_one_still_waiting(store, runtime, commands):
-    conv = commands.create_conversation(SCOPE, {})
-    _, follow1 = commands.post_message(conv.id, "one", SCOPE)
-    _, follow2 = commands.post_message(conv.id, "two", SCOPE)
-    (advance,) = follow1
-    later = runtime.advance(advance.conversation_id)  # the first turn ends; "two" still waits
-    assert store.conversations.load(conv.id).fsm.state == "idle"
-    third, follow3 = commands.post_message(conv.id, "three", SCOPE)
-    assert third.queued
-    drain(runtime, later + follow2 + follow3)
-    users = [e.content["text"] for e in store.log.list_events(conv.id) if e.type == "user_msg"]
-    assert users == ["one", "two", "three"]
-
-
-def test_the_same_idempotency_key_returns_the_first_answer_and_appends_nothing(store, commands):
-    conv = commands.create_conversation(SCOPE, {})
-    first, _ = commands.post_message(conv.id, "hi", SCOPE, idempotency_key="k1")
-    again, follow = commands.post_message(conv.id, "hi", SCOPE, idempotency_key="k1")
-    assert again == first and follow == []
-    assert types(store, conv.id) == ["user_msg"]
 
 
 def test_every_delta_carries_the_round_id_of_its_own_response_seed_004(store, runtime, commands):
@@ -335,109 +210,6 @@ def test_a_turn_stops_with_an_error_after_the_round_limit(store, runtime, comman
     events = store.log.list_events(cid)
     assert sum(e.type == "assistant_msg" for e in events) == 3
     assert events[-1].type == "error" and events[-1].content["code"] == "round_limit"
-
-
-def _stream_in_thread(runtime, cid):
-    """Run one advance (a slow model call) in a thread, like a worker would."""
-    out: list = []
-    thread = threading.Thread(target=lambda: out.extend(runtime.advance(cid)))
-    thread.start()
-    return thread, out
-
-
-def _wait_for(predicate, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise TimeoutError("condition not met")
-
-
-SLOW = [{"text": "one two three four five six seven eight nine ten", "chunks": 10, "delay_s": 3.0}]
-
-
-def test_an_interrupt_keeps_the_partial_answer_and_starts_the_next_turn_with_a_new_round(
-    store, runtime, commands
-):
-    conv = commands.create_conversation(SCOPE, {"script": SLOW})
-    commands.post_message(conv.id, "talk", SCOPE)
-    thread, out = _stream_in_thread(runtime, conv.id)
-    deltas = lambda: [d for k, d in runtime.pubsub.notices if k == "delta"]
-    _wait_for(lambda: len(deltas()) >= 2)
-    answer, follow = commands.post_message(conv.id, "stop, new question", SCOPE, on_busy="interrupt")
-    thread.join(timeout=5)
-    assert not thread.is_alive() and out == []  # the stream was closed, its commit dropped
-    assert not answer.queued and answer.turn_id
-    assert len(deltas()) < 10
-    drain(runtime, follow)
-    events = store.log.list_events(conv.id)
-    assert [e.type for e in events] == ["user_msg", "assistant_msg", "user_msg", "assistant_msg"]
-    kept, fresh = events[1], events[3]
-    assert kept.content["interrupted"] is True
-    assert kept.content["text"] and SLOW[0]["text"].startswith(kept.content["text"])
-    assert fresh.content["text"] == "echo: stop, new question"
-    assert fresh.content["interrupted"] is False
-    first_round = {d["round_id"] for d in deltas() if d["turn_id"] == events[0].turn_id}
-    assert first_round == {kept.round_id} and fresh.round_id != kept.round_id
-    llm_steps = {s.round_id: s.status for s in store.steps.list_of(conv.id) if s.kind == "llm"}
-    assert llm_steps[kept.round_id] == "cancelled"
-    assert check_conversation(store, conv.id) == []  # the dropped commit left no trace
-
-
-def test_an_interrupt_cancels_pending_human_calls_and_a_late_resolution_conflicts(
-    store, runtime, commands
-):
-    cid, _ = start(commands, runtime, APPROVAL)
-    (call_id,) = store.conversations.load(cid).fsm.pending
-    _, follow = commands.post_message(cid, "never mind", SCOPE, on_busy="interrupt")
-    drain(runtime, follow)
-    events = store.log.list_events(cid)
-    assert [e.type for e in events][4:] == [
-        "assistant_msg", "resolution", "tool_result", "user_msg", "assistant_msg"
-    ]
-    assert events[5].content["status"] == "cancelled" and events[6].content["status"] == "cancelled"
-    with pytest.raises(Conflict, match="cancelled"):
-        commands.resolve(cid, call_id, SCOPE, status="resolved", result={"ok": True})
-
-
-def test_reject_refuses_a_message_while_a_turn_runs_and_changes_nothing(store, runtime, commands):
-    cid, _ = start(commands, runtime, APPROVAL)
-    log = store.log.list_events(cid)
-    with pytest.raises(Conflict, match="awaiting_input") as refused:
-        commands.post_message(cid, "hello?", SCOPE, on_busy="reject")
-    assert refused.value.details == {"state": "awaiting_input"}
-    with pytest.raises(InvalidInput):
-        commands.post_message(cid, "hello?", SCOPE, on_busy="shout")
-    assert store.log.list_events(cid) == log and store.inbox.list_of(cid) == []
-
-
-def test_cancel_ends_the_turn_and_the_queued_message_runs_next(store, runtime, commands):
-    cid, _ = start(commands, runtime, APPROVAL)
-    queued, _ = commands.post_message(cid, "after that", SCOPE)
-    assert queued.queued
-    drain(runtime, commands.cancel(cid, SCOPE))
-    texts = [(e.type, e.content.get("text")) for e in store.log.list_events(cid) if e.type != "tool_result"]
-    assert texts[-2:] == [("user_msg", "after that"), ("assistant_msg", "echo: after that")]
-    with pytest.raises(Conflict, match="idle"):
-        commands.cancel(cid, SCOPE)
-
-
-def test_a_failed_conversation_can_be_retried_once_the_provider_recovers(
-    store, runtime, commands
-):
-    cid, _ = start(commands, runtime, [{"text": "back", "fail": {"status": 401, "times": 1}}])
-    assert store.conversations.load(cid).fsm.state == "failed"
-    with pytest.raises(NotFound):
-        commands.retry(cid, Scope(tenant="someone-else", user="u1"))
-    runtime.rules.providers = RecoveredProviders(runtime.rules.providers)
-    drain(runtime, commands.retry(cid, SCOPE))
-    events = store.log.list_events(cid)
-    assert [e.type for e in events] == ["user_msg", "error", "error", "assistant_msg"]
-    assert events[2].content["status"] == "retried" and events[3].content["text"] == "back"
-    assert store.conversations.load(cid).fsm.state == "idle"
-    with pytest.raises(Conflict, match="idle"):
-        commands.retry(cid, SCOPE)
 
 
 def test_tools_run_with_the_asker_scope_but_with_the_system_scope_after_an_expiry(
@@ -516,36 +288,6 @@ def drain_until_tool(runtime, followups):
             return [item]
         queue.extend(runtime.advance(item.conversation_id))
     raise AssertionError("no tool was dispatched")
-
-
-def test_a_fork_at_a_turn_boundary_copies_the_log_and_goes_on_by_itself(store, runtime, commands):
-    cid, _ = start(commands, runtime, WEATHER)
-    _, follow = commands.post_message(cid, "and tomorrow?", SCOPE)
-    drain(runtime, follow)
-    fork = commands.fork(cid, SCOPE, at_seq=5)
-    copied, source = store.log.list_events(fork.id), store.log.list_events(cid)
-    assert [(e.seq, e.type, e.content, e.round_id) for e in copied] == [
-        (e.seq, e.type, e.content, e.round_id) for e in source[:5]
-    ]
-    assert {e.id for e in copied}.isdisjoint(e.id for e in source)
-    assert store.conversations.load(fork.id).fsm.state == "idle"
-    assert [c.status for c in store.calls.list_of(fork.id)] == ["done"]
-    _, follow = commands.post_message(fork.id, "other question", SCOPE)
-    drain(runtime, follow)
-    assert store.log.list_events(fork.id)[-1].content["text"] == "echo: other question"
-    assert len(store.log.list_events(cid)) == 7  # the source is untouched
-
-
-def test_a_fork_inside_a_turn_or_past_the_end_is_refused(store, runtime, commands):
-    cid, _ = start(commands, runtime, WEATHER)
-    for seq in (2, 3, 4, 6):
-        with pytest.raises(Conflict):
-            commands.fork(cid, SCOPE, at_seq=seq)
-    with pytest.raises(InvalidInput):
-        commands.fork(cid, SCOPE, at_seq=-1)
-    with pytest.raises(NotFound):
-        commands.fork(cid, Scope(tenant="other", user=None), at_seq=5)
-    assert store.conversations.list_ids() == [cid]
 
 
 MIXED = [
