@@ -307,6 +307,23 @@ def test_the_parts_of_the_runtime_take_a_narrow_context_not_the_runtime_that_wir
     assert not imported_roots(path) & {"agentq.runtime", "agentq.runtime.runtime"}, path.name
 
 
+def imports_the_whole_store(source: str) -> bool:
+    """True if the module imports `Store`, the holder of every role, not the roles it reads."""
+    return any(isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentq.store")
+               and any(alias.name == "Store" for alias in node.names)
+               for node in ast.walk(ast.parse(source)))
+
+
+@pytest.mark.parametrize("path", modules("agentq/web/streaming"), ids=lambda p: p.name)
+def test_the_streams_read_the_roles_of_the_store_they_use_not_the_whole_store(path):
+    assert not imports_the_whole_store(path.read_text()), path.name
+
+
+def test_the_whole_store_check_sees_store_and_lets_a_role_be():
+    assert imports_the_whole_store("def f():\n    from agentq.store import ConversationInfo, Store\n")
+    assert not imports_the_whole_store("from agentq.store.log import EventLog\n")
+
+
 # ---- packages ------------------------------------------------------------------------------
 # The roles of agentq, lowest first. A package imports the packages of its own layer or of
 # the layers below it, never above; with no cycle between packages, that makes every import

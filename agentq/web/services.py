@@ -68,7 +68,7 @@ class Services:
     def shared_reads(self) -> SharedReads:
         """The log as the streams read it: one query for the streams that need the same page."""
         if self._shared_reads is None:
-            self._shared_reads = SharedReads(self.store)
+            self._shared_reads = SharedReads(self.store.log)
         return self._shared_reads
 
     @property

@@ -19,6 +19,8 @@ from agentq.web.streaming.shared_reads import SharedReads
 
 AT = datetime(2026, 11, 27, tzinfo=UTC)
 PARENT = "p1"
+# these streams follow the log with no end: nothing reads the conversation or its inbox
+NEVER_ENDS = sse.EndReads(conversations=None, inbox=None)  # type: ignore[arg-type]
 
 
 def event(seq: int, type_: str, **content) -> Event:
@@ -33,7 +35,6 @@ def agent_call(seq: int, call_id: str) -> Event:
 
 class Log:
     def __init__(self, *events: Event) -> None:
-        self.log = self  # a store whose log is this one
         self.events = list(events)
 
     def list_events(self, cid, *, after_seq, limit):
@@ -71,7 +72,7 @@ def frames_of(text: str) -> list[tuple[str, dict]]:
 def stream(log: Log, children: ChildDeltas | None):
     feed = Feed(channel(PARENT), capacity=100, timeout_s=60.0)
     plan = sse.StreamPlan(conversation_id=PARENT, after_seq=0, keepalive_s=60.0)
-    frames = sse.frames(SharedReads(log), feed, plan, children=children)
+    frames = sse.frames(SharedReads(log), NEVER_ENDS, feed, plan, children=children)
     next(frames)  # the replay
     return feed, frames
 

@@ -10,10 +10,9 @@ from agentq.web.streaming.shared_reads import SharedReads
 
 
 class SlowLog:
-    """A store whose list_events takes a while, counting its calls."""
+    """An event log whose list_events takes a while, counting its calls."""
 
     def __init__(self) -> None:
-        self.log = self  # a store whose log is this one
         self.calls = 0
         self.events = ["e1"]
         self.gate = threading.Event()

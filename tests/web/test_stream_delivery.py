@@ -10,6 +10,8 @@ from agentq.web.streaming import sse
 from agentq.web.streaming.shared_reads import SharedReads
 
 AT = datetime(2026, 11, 23, tzinfo=timezone.utc)
+# these streams follow the log with no end: nothing reads the conversation or its inbox
+NEVER_ENDS = sse.EndReads(conversations=None, inbox=None)  # type: ignore[arg-type]
 
 
 def event(seq: int, text: str = "hi") -> Event:
@@ -18,10 +20,9 @@ def event(seq: int, text: str = "hi") -> Event:
 
 
 class CountingLog:
-    """A store holding one log, counting the reads of it."""
+    """An event log counting the reads of it."""
 
     def __init__(self, *events: Event) -> None:
-        self.log = self  # a store whose log is this one
         self.events = list(events)
         self.reads = 0
 
@@ -44,7 +45,7 @@ def open_streams(log: CountingLog, count: int) -> tuple[list[Feed], list]:
     reads = SharedReads(log)
     plan = sse.StreamPlan(conversation_id="c1", after_seq=0, keepalive_s=60.0)
     feeds = [Feed("c1", capacity=100, timeout_s=60.0) for _ in range(count)]
-    streams = [sse.frames(reads, feed, plan) for feed in feeds]
+    streams = [sse.frames(reads, NEVER_ENDS, feed, plan) for feed in feeds]
     for stream in streams:
         replay = next(stream)  # the replay: one write
         assert replay.startswith("retry: ") and seqs(replay) == [e.seq for e in log.events]

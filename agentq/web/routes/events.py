@@ -65,7 +65,8 @@ def stream(conversation_id: str, query: StreamQuery, headers: StreamHeaders):
             except BaseException:
                 streams.release(opened)  # its slot and subscription are given back
                 raise
-    body = streams.follow(opened, sse.frames(svc.shared_reads, opened.feed, plan,
+    ends = sse.EndReads(svc.store.conversations, svc.store.inbox)
+    body = streams.follow(opened, sse.frames(svc.shared_reads, ends, opened.feed, plan,
                                              svc.pubsub.partial_of_turn, children))
     return Response(
         _replayed_first(body),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from agentq.core.events import Event
 from agentq.core.weight import total_weight
-from agentq.store import Store
+from agentq.store.log import EventLog
 
 KEEP = 10_000  # pages remembered at most
 KEEP_S = 60.0  # and for this long at most
@@ -61,10 +61,10 @@ class Page:
 
 
 class SharedReads:
-    """`list_events` of one store, each concurrent identical page read once."""
+    """`list_events` of one event log, each concurrent identical page read once."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
         self._lock = threading.Lock()
         self._reads: dict[tuple[str, int, int], _Read] = {}
         # the last read of each page, oldest first, and the weight of their events
@@ -92,7 +92,7 @@ class SharedReads:
                 raise read.error
             return Page(read)
         try:
-            read.events = self.store.log.list_events(cid, after_seq=after_seq, limit=limit)
+            read.events = self.log.list_events(cid, after_seq=after_seq, limit=limit)
             read.weight = total_weight(read.events)
         except BaseException as exc:
             read.error = exc

@@ -32,7 +32,8 @@ from typing import Any
 from agentq.api.events import StreamEnd
 from agentq.core.events import Event
 from agentq.live.pubsub import Feed, FeedEnded, Notice, Partial, channel
-from agentq.store import Store
+from agentq.store.conversations import Conversations
+from agentq.store.inbox import Inbox
 from agentq.web import present
 from agentq.web.streaming.children import ChildDeltas, child_delta
 from agentq.web.streaming.shared_reads import SharedReads
@@ -51,6 +52,14 @@ class StreamPlan:
     until_idle: bool = False
     turn_id: str | None = None  # follow this turn only, until it is over
     turn_started: bool = False  # the turn's user_msg is in the log already
+
+
+@dataclass(frozen=True)
+class EndReads:
+    """What a stream reads to know it may end: the conversation's row and its inbox."""
+
+    conversations: Conversations
+    inbox: Inbox
 
 
 @dataclass
@@ -106,24 +115,25 @@ def child_frame(notice: Notice, child_id: str) -> str:
     return text
 
 
-def frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
+def frames(reads: SharedReads, ends: EndReads, feed: Feed, plan: StreamPlan,
            read_partial: Callable[[str], Partial | None] = lambda turn_id: None,
            children: ChildDeltas | None = None) -> Iterator[str]:
     """Replay, then live, until the feed ends; the caller closes the feed.
 
+    `reads` is the log as the streams share it, `ends` what says the stream is over;
     `read_partial(turn_id)` is the text a turn's round streamed so far (turn streams only);
     `children`, the sub-agents whose deltas the stream forwards (`include_children`).
     """
     try:
-        yield from _frames(reads, feed, plan, read_partial, children)
+        yield from _frames(reads, ends, feed, plan, read_partial, children)
     except FeedEnded:
         return
 
 
-def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
+def _frames(reads: SharedReads, ends: EndReads, feed: Feed, plan: StreamPlan,
             read_partial: Callable[[str], Partial | None],
             children: ChildDeltas | None) -> Iterator[str]:
-    cid, store = plan.conversation_id, reads.store
+    cid = plan.conversation_id
     cursor = Cursor(plan.after_seq, started=plan.turn_started, children=children)
     partial = None
     if plan.turn_id is not None:  # read before the replay: a round the replay ends is not joined
@@ -139,19 +149,19 @@ def _frames(reads: SharedReads, feed: Feed, plan: StreamPlan,
         replay.extend(frame("delta", d) for d in cursor.turn.catch_up(partial))
     if replay:
         yield "".join(replay)
-    if (plan.until_idle or cursor.turn) and (end := _end_frame(store, cid, cursor)):
+    if (plan.until_idle or cursor.turn) and (end := _end_frame(ends, cid, cursor)):
         yield end
         return
     for batch in feed.batches():
         out: list[str] = []
-        over = _follow(reads, store, plan, cursor, batch, out)
+        over = _follow(reads, ends, plan, cursor, batch, out)
         if out:
             yield "".join(out)  # one write for everything this wake-up brought
         if over:
             return
 
 
-def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
+def _follow(reads: SharedReads, ends: EndReads, plan: StreamPlan, cursor: Cursor,
             batch: list[tuple[Notice, float]], out: list[str]) -> bool:
     """Add the frames of one wake-up's notices to `out`, in order; True once the stream ends.
 
@@ -165,7 +175,7 @@ def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
         out.extend(catch_up(reads, cid, cursor, time.monotonic() - plan.keepalive_s))
         if cursor.last_seq != sent:
             return False  # ahead of the events' notice: deltas published before it may still come
-        return _ended(store, plan, cursor, out)
+        return _ended(ends, plan, cursor, out)
     own = channel(cid)
     for notice, arrived_at in batch:
         if notice.channel and notice.channel != own:  # a sub-agent's delta (include_children)
@@ -181,7 +191,7 @@ def _follow(reads: SharedReads, store: Store, plan: StreamPlan, cursor: Cursor,
                 out.append(live_frame(notice))
             continue
         out.extend(catch_up(reads, cid, cursor, arrived_at))
-        if _ended(store, plan, cursor, out):
+        if _ended(ends, plan, cursor, out):
             return True
     return False
 
@@ -194,9 +204,9 @@ def _turn_live(turn: TurnText, notice: Notice) -> list[str]:
             for d in turn.live(notice.data)]
 
 
-def _ended(store: Store, plan: StreamPlan, cursor: Cursor, out: list[str]) -> bool:
+def _ended(ends: EndReads, plan: StreamPlan, cursor: Cursor, out: list[str]) -> bool:
     """With `until_idle` or on a turn stream, add the `end` frame and say so once it is over."""
-    end = _end_frame(store, plan.conversation_id, cursor) if plan.until_idle or cursor.turn else None
+    end = _end_frame(ends, plan.conversation_id, cursor) if plan.until_idle or cursor.turn else None
     if end:
         out.append(end)
     return end is not None
@@ -225,11 +235,11 @@ def catch_up(reads: SharedReads, cid: str, cursor: Cursor, fresh_since: float) -
             return
 
 
-def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
+def _end_frame(ends: EndReads, cid: str, cursor: Cursor) -> str | None:
     """An `end` frame once no turn is running (on a turn stream: once its turn is over)
     and everything in the log was sent."""
     turn_id = cursor.turn.turn_id if cursor.turn is not None else None
-    info = store.conversations.load(cid)
+    info = ends.conversations.load(cid)
     if info is None:
         return _end(StreamEnd(state="gone", last_seq=cursor.last_seq, turn_id=turn_id))
     last_seq = info.next_seq - 1
@@ -239,7 +249,7 @@ def _end_frame(store: Store, cid: str, cursor: Cursor) -> str | None:
     if turn_id is not None:
         if not _turn_over(cursor, info.fsm, state):
             return None
-    elif state == "running" or (state == "idle" and store.inbox.list_of(cid)):
+    elif state == "running" or (state == "idle" and ends.inbox.list_of(cid)):
         return None
     return _end(StreamEnd(state=state, last_seq=last_seq, turn_id=turn_id))
 
