@@ -1,13 +1,14 @@
 """What the API runs on: the store, the commands, pub/sub, the keys, and how follow-ups are sent.
 
-Built once per process from a Config, or handed in whole by a test, which then sends
-follow-ups wherever it likes (a list, or `tests.support.drive.drain`) instead of a broker.
+Built once per process from a Config, or handed in whole by a test, whose FollowUpSender
+keeps the follow-ups (to run them with `tests.support.drive.drain`) instead of a broker.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from flask import current_app
 
@@ -37,11 +38,18 @@ from agentq.webhooks.wiring import webhook_endpoints
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[list[FollowUp]], None]
 # An API process serves thousands of greenlets (open streams among them): more connections
 # than a worker's few threads need, so a burst of stream openings does not starve the rest.
 DB_POOL_SIZE, DB_POOL_OVERFLOW = 20, 20
 Check = Callable[[], object]  # raises when its service is down; what it returns is ignored
+
+
+class FollowUpSender(Protocol):
+    """Where the API sends the follow-ups of its writes: the workers' broker (TaskSender), an
+    embedded worker, or a test's recording of them."""
+
+    def send(self, followups: list[FollowUp]) -> None:
+        """Hand the follow-ups on; raises if they could not be (the sweeper re-drives them)."""
 
 
 @dataclass
@@ -51,7 +59,7 @@ class Services:
     store: Store
     commands: Commands
     pubsub: PubSub
-    send: Send
+    sender: FollowUpSender
     keys: KeyRing
     checks: Mapping[str, Check] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
@@ -107,7 +115,7 @@ class Services:
         if not followups:
             return
         try:
-            self.send(followups)
+            self.sender.send(followups)
         except Exception:
             log.exception("could not send %d follow-up(s); the sweeper will re-drive", len(followups))
 
@@ -138,7 +146,8 @@ class Subscription:
 
 
 class TaskSender:
-    """Sends follow-ups to the workers, as tasks on the broker (`worker.tasks.enqueue`)."""
+    """The FollowUpSender of an API process: follow-ups go to the workers as tasks on the
+    broker (`worker.tasks.enqueue`)."""
 
     def __init__(self, celery) -> None:
         self.celery = celery
@@ -182,7 +191,7 @@ def build_services(config: Config) -> Services:
         commands=Commands(store, registry, close_round=pubsub.close_round, policy=policy,
                           catalog=catalog),
         pubsub=pubsub,
-        send=TaskSender(celery).send,
+        sender=TaskSender(celery),
         keys=KeyRing(store, config.api_key),
         checks=checks,
         close=close,
@@ -216,7 +225,7 @@ def embedded_services(embedded, api_key: str | None) -> Services:
         store=store,
         commands=embedded.commands,
         pubsub=embedded.runtime.pubsub,
-        send=embedded.send,
+        sender=embedded,
         keys=KeyRing(store, api_key),
         checks={"database": lambda: store.conversations.load("readyz-probe")},
         metrics_token=embedded.config.metrics_token,

@@ -31,6 +31,7 @@ from agentq.web.app import create_app
 from agentq.web.auth import KeyRing
 from agentq.web.services import Services
 from tests.support.rules import Rules
+from tests.support.sent import RecordingSender
 
 TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests"]
 WEATHER = [
@@ -68,13 +69,14 @@ class Api:
                              functions=code.functions)
         self.runtime = Runtime(store=store, registry=registry, pubsub=self.pubsub, config=Config(),
                                clock=self.clock, sleep=lambda s: None, rules=Rules(providers=access.provider_for, policy=self.policy))
-        self.sent: list = []
+        self.sender = RecordingSender()
+        self.sent = self.sender.sent  # what the API sent, until run() takes it
         catalog = Catalog.published(store, self.policy.offers_agent, code, now=self.clock())
         self.services = Services(
             store=store, pubsub=self.pubsub,
             commands=Commands(store, registry, clock=self.clock, close_round=self.pubsub.close_round,
                               policy=self.policy, catalog=catalog),
-            send=self.sent.extend, keys=KeyRing(store, None, cache_s=key_cache_s), own_keys=self.own_keys,
+            sender=self.sender, keys=KeyRing(store, None, cache_s=key_cache_s), own_keys=self.own_keys,
             webhooks=WebhookEndpoints(store.webhooks, KeyBox([new_encryption_key()]), WebhookPolicy(),
                                       self.clock),
         )

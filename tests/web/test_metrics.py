@@ -17,6 +17,7 @@ from agentq.store.usage import UsageKey, add_usage_txn
 from agentq.tools import Registry
 from agentq.core.scope import Scope
 from tests.support.clock import T0
+from tests.support.sent import RecordingSender
 from tests.support.store import schedule_step
 from agentq.web.app import create_app
 from agentq.web.auth import KeyRing
@@ -33,7 +34,7 @@ def _client(store: Store, metrics_token: str | None = None):
     commands = Commands(store, Registry.from_modules(["agentq.tools.demo"]), clock=lambda: SCRAPED_AT)
     services = Services(
         store=store, commands=commands, pubsub=PubSub(f"embedded://metrics-{uuid.uuid4().hex}"),
-        send=lambda followups: None, keys=KeyRing(store, None, cache_s=0),
+        sender=RecordingSender(), keys=KeyRing(store, None, cache_s=0),
         metrics_token=metrics_token,
     )
     return create_app(services=services).test_client()
