@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from agentq.runtime.seams import RoundAnnouncer
 from agentq.runtime.timers import Timer, Timers
 
 # A burst this long is published at once, without waiting for its window to end.
@@ -31,8 +32,9 @@ class CoalescedDeltas:
     """One attempt's deltas: `add` each piece, `flush` before the answer is committed, and
     `close` when the attempt ends, however it ends.
 
-    `send(index, text)` publishes one delta. Sends never overlap and come in index order,
-    so the round's text in Redis grows in the order it is published.
+    Each publish is `announcer.delta(attempt, index, text)`, the round's announcer with this
+    attempt. Publishes never overlap and come in index order, so the round's text in Redis
+    grows in the order it is published.
 
     Careful: the window starts when a send has returned, not when it began. On a worker
     so busy that a send takes longer than the window, timing it from the start would
@@ -42,14 +44,16 @@ class CoalescedDeltas:
 
     def __init__(
         self,
-        send: Callable[[int, str], object],
+        announcer: RoundAnnouncer,
+        attempt: int,
         timers: Timers,
         *,
         window_s: float,
         max_chars: int = MAX_CHARS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._send = send
+        self._announcer = announcer
+        self._attempt = attempt
         self._timers = timers
         self._window_s = window_s
         self._max_chars = max_chars
@@ -97,7 +101,7 @@ class CoalescedDeltas:
             if timer is not None:
                 timer.cancel()
             try:
-                self._send(index, text)
+                self._announcer.delta(self._attempt, index, text)
             finally:
                 with self._lock:
                     self._last_sent = self._clock()

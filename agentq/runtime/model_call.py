@@ -6,7 +6,6 @@ Every delta carries the round id of *this* step (inv. 6), never a conversation-w
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -125,9 +124,7 @@ class ModelCall:
         parts: list[str] = []
         final: ModelResponse | None = None
         this_try = dataclasses.replace(ctx, attempt=attempt)
-        # each send is `announced.delta(attempt, index, text)`
-        deltas = CoalescedDeltas(functools.partial(announced.delta, attempt), self._timers,
-                                 window_s=self._delta_window_s)
+        deltas = CoalescedDeltas(announced, attempt, self._timers, window_s=self._delta_window_s)
         try:
             for item in self._provider.stream(request, this_try, cancel):
                 if isinstance(item, Delta):

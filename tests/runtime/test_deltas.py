@@ -11,7 +11,7 @@ import pytest
 
 from agentq.core.request import Message, Request
 from agentq.core.settings import Settings
-from agentq.live.announcer import LiveAnnouncer
+from agentq.live.announcer import LiveAnnouncer, LiveRound
 from agentq.live.pubsub import Notice, PubSub
 from agentq.providers.base import CallContext, Delta, ModelResponse
 from agentq.providers.errors import ProviderError
@@ -55,11 +55,28 @@ class Clock:
         return self.now
 
 
+class SendingRound:
+    """A round's announcer that hands each delta of the attempt to `send(index, text)`."""
+
+    def __init__(self, send: Callable[[int, str], object]) -> None:
+        self.send = send
+
+    def delta(self, attempt: int, index: int, text: str) -> object:
+        assert attempt == ATTEMPT
+        return self.send(index, text)
+
+    def retry(self, *args, **kwargs) -> object:
+        raise AssertionError("deltas announce no retry")
+
+
+ATTEMPT = 1
+
+
 def coalesced(window_s: float = WINDOW_S, **kw):
     sent: list[tuple[int, str]] = []
     timers, clock = ManualTimers(), Clock()
-    deltas = CoalescedDeltas(lambda index, text: sent.append((index, text)), timers,
-                             window_s=window_s, clock=clock, **kw)
+    deltas = CoalescedDeltas(SendingRound(lambda index, text: sent.append((index, text))), ATTEMPT,
+                             timers, window_s=window_s, clock=clock, **kw)
     return deltas, sent, timers, clock
 
 
@@ -126,7 +143,7 @@ def test_the_window_starts_when_a_send_returns_so_a_slow_send_holds_more_text():
         clock.now += 3 * WINDOW_S  # the round trip took three windows
         sent.append((index, text))
 
-    deltas = CoalescedDeltas(slow_send, timers, window_s=WINDOW_S, clock=clock)
+    deltas = CoalescedDeltas(SendingRound(slow_send), ATTEMPT, timers, window_s=WINDOW_S, clock=clock)
     deltas.add("a")
     clock.now += 0.001
     deltas.add("b")
@@ -170,7 +187,7 @@ def test_close_returns_only_once_a_publish_under_way_is_done():
         release.wait(10)
         order.append(f"sent {text}")
 
-    deltas = CoalescedDeltas(send, ManualTimers(), window_s=WINDOW_S)
+    deltas = CoalescedDeltas(SendingRound(send), ATTEMPT, ManualTimers(), window_s=WINDOW_S)
     publisher = threading.Thread(target=deltas.add, args=("a",))
     publisher.start()
     assert sending.wait(10)
@@ -222,7 +239,7 @@ def test_an_interrupt_keeps_exactly_the_published_text_wherever_it_falls_between
     pieces, with text still held or not; the model streams on until it notices."""
     cid, round_id = uuid.uuid4().hex, uuid.uuid4().hex
     timers, clock = ManualTimers(), Clock()
-    deltas = CoalescedDeltas(send_to(pubsub, cid, round_id), timers, window_s=WINDOW_S,
+    deltas = CoalescedDeltas(LiveRound(pubsub, cid, "t1", round_id), 1, timers, window_s=WINDOW_S,
                              clock=clock)
     kept: list[str] = []
 
