@@ -4,46 +4,16 @@ from __future__ import annotations
 import pytest
 
 from agentq.cli.check import check_conversation
-from agentq.commands import Commands
-from agentq.config import Config
 from agentq.errors import Conflict, Stale
 from agentq.followups import Advance
-from agentq.runtime import Runtime
 from agentq.runtime.lifecycle import Claim
 from agentq.runtime.tool_step import ToolStep
 from agentq.store.ledger import ALONE_AFTER_DEATHS
-from agentq.tools import Registry, ToolOutcome
-from tests.support.clock import Clock
-from tests.support.drive import Recorder, drain
-from tests.support.rules import Rules
+from agentq.tools import ToolOutcome
+from tests.support.drive import drain
 from tests.support.store import claim
-from tests.support.turns import APPROVAL, SCOPE, WEATHER, CountingProviders, start, types
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def providers():
-    return CountingProviders()
-
-
-@pytest.fixture
-def runtime(store, clock, providers):
-    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
-    return Runtime(
-        store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
-        clock=clock, rules=Rules(providers=providers), sleep=lambda s: None,
-    )
-
-
-@pytest.fixture
-def commands(runtime, clock):
-    return Commands(
-        runtime.store, runtime.registry, clock=clock, close_round=runtime.pubsub.close_round
-    )
+from tests.support.turn_fixtures import clock, commands, providers, runtime  # noqa: F401
+from tests.support.turns import APPROVAL, SCOPE, WEATHER, start, types
 
 
 def test_a_turn_with_a_server_tool_completes_with_the_log_in_order(store, runtime, commands):
