@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
     from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
     from agentq.tools import Tool, ToolContext, tool
+    from agentq.tools.reconcile import CannotTell, DidNotRun, Ran
 
 # Each public name, by the module that defines it.
 _HOMES = {
@@ -26,11 +27,14 @@ _HOMES = {
     "FunctionModel": "agentq.providers.function", "ModelRequest": "agentq.providers.function",
     "ToolResult": "agentq.providers.function",
     "Tool": "agentq.tools", "ToolContext": "agentq.tools", "tool": "agentq.tools",
+    "CannotTell": "agentq.tools.reconcile", "DidNotRun": "agentq.tools.reconcile",
+    "Ran": "agentq.tools.reconcile",
 }
 
 __all__ = [
     "Agent", "AgentqError", "Conflict", "FunctionModel", "InvalidInput", "ModelRequest",
     "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
+    "CannotTell", "DidNotRun", "Ran",
 ]
 
 

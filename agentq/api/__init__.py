@@ -80,6 +80,7 @@ from agentq.api.tool_calls import (
     CallResult,
     Decision,
     ListToolCalls,
+    OutcomeAnswer,
     Question,
     Resolution,
     ToolCall,
@@ -116,4 +117,5 @@ __all__ = [
     "StreamDelta", "StreamEnd", "StreamHeaders", "StreamQuery", "StreamRetry", "SummaryInUse",
     "SummarySpan", "TenantToolCall", "TenantToolCallPage", "TextPart", "ToolCall", "ToolCallList",
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
+    "OutcomeAnswer",
 ]

@@ -36,10 +36,21 @@ class Answer(BodyModel):
         None, description="the answer, checked against the question's requested_schema")
 
 
-class Resolution(RootModel[Annotated[CallResult | Decision | Answer,
+class OutcomeAnswer(BodyModel):
+    """What became of a call whose run was found started and unfinished (`outcome_unknown`
+    on the call): it `ran` (with the `result` the model reads), it `did_not_run` (it runs
+    now, once), or it is `abandoned` (the model reads that its outcome is unknown)."""
+
+    status: Literal["ran", "did_not_run", "abandoned"]
+    result: Any = None
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        None, description="why the call was abandoned; the model reads it")
+
+
+class Resolution(RootModel[Annotated[CallResult | Decision | Answer | OutcomeAnswer,
                                      Field(discriminator="status")]]):
-    """The answer to a pending call: a result, a decision on a call that needs approval, or
-    an answer to its tool server's question."""
+    """The answer to a pending call: a result, a decision on a call that needs approval, an
+    answer to its tool server's question, or what became of a run whose outcome is unknown."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -77,6 +88,9 @@ class ToolCall(AnswerModel):
     # a call of a sub-agent's conversation listed with its parent's: where it is, and its agent
     conversation_id: str | None = None
     agent: str | None = None
+    # a `once` call's run found started and unfinished: started_at, worker, found_at, ran_s,
+    # the tool's description, and once answered, the answer
+    outcome_unknown: dict[str, Any] | None = None
 
 
 class CallContext(AnswerModel):

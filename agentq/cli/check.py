@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.core import once
 from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
@@ -163,7 +164,8 @@ def _one_response_per_round(events: Sequence[Event]) -> Iterator[tuple[str, str]
     for event in events:
         if (event.round_id in seen and event.step_key not in (None, seen[event.round_id])
                 and event.type in ("assistant_msg", "tool_call", "suspension")
-                and question(event) is None):  # a tool server's question: its call's round
+                and question(event) is None  # a tool server's question: its call's round
+                and once.found_in(event) is None):  # a `once` call's unknown run: its call's
             yield "6 round ids", f"seq {event.seq} carries round {event.round_id} of another step"
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from agentq.agents.catalog import Catalog
 from agentq.commands.answers import answer_call
 from agentq.commands.interrupts import CloseRound, close_turn
+from agentq.commands.outcomes import abandon, record_ran, run_again
 from agentq.commands.refusals import refused
 from agentq.commands.resolutions import approve_call, close_call, reject_call
 from agentq.core import drafts
@@ -32,6 +33,7 @@ from agentq.core.message_rules import (
     classify_message,
     message_request,
 )
+from agentq.core.outcome_rules import Abandon, RecordRan, RunAgain
 from agentq.core.refusal import Refusal
 from agentq.core.resolution_rules import (
     AnswerQuestion,
@@ -325,6 +327,12 @@ def _write_resolution(
             return reject_call(tx, call, by=by, reason=reason, now=now)
         case Close(call=call, status=status, result=result):
             return close_call(tx, call, by=by, status=status, result=result, now=now)
+        case RecordRan(call=call, result=result):
+            return record_ran(tx, call, by=by, result=result, now=now)
+        case RunAgain(call=call):
+            return run_again(tx, call, by=by, now=now)
+        case Abandon(call=call, reason=reason):
+            return abandon(tx, call, by=by, reason=reason, now=now)
     assert_never(verdict)
 
 

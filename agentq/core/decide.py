@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentq.core import elicitation, keys
+from agentq.core import elicitation, keys, once
 from agentq.core.events import Event, InboxItem, View
 from agentq.core.fsm import FATAL_ERROR_STATUSES
 from agentq.core.keys import StepKind
@@ -34,12 +34,15 @@ class Step:
         return cls._make(cid, keys.MODEL_STEP, {"after_seq": after_seq})
 
     @classmethod
-    def tool(cls, cid: str, tool_call_id: str, answers: int = 0) -> Step:
-        """The call's step; a call run again with a person's `answers` (MCP elicitation)
-        is a step of its own for each."""
+    def tool(cls, cid: str, tool_call_id: str, answers: int = 0, run: int = 0) -> Step:
+        """The call's step; a call run again with a person's `answers` (MCP elicitation),
+        or as its `run`-th run once a person said a `once` run did not happen, is a step of
+        its own for each."""
         ref: dict[str, Any] = {"tool_call_id": tool_call_id}
         if answers:
             ref["answers"] = answers
+        if run:
+            ref["run"] = run
         return cls._make(cid, "tool", ref)
 
     @classmethod
@@ -166,6 +169,8 @@ def _runs_now(call: Event, approved: set[str], turn: Sequence[Event]) -> bool:
     call_id = call.content["tool_call_id"]
     if call.content.get("needs_approval") and call_id not in approved:
         return False
+    if once.waits_in(turn, call_id):  # its run's outcome is unknown: a person says
+        return False
     return elicitation.asked(turn, call_id) == elicitation.answered(turn, call_id)
 
 
@@ -177,7 +182,8 @@ def _run_open_server_calls(
         return None
     return RunTools(tuple(
         Step.tool(cid, e.content["tool_call_id"],
-                  elicitation.answered(turn, e.content["tool_call_id"]))
+                  elicitation.answered(turn, e.content["tool_call_id"]),
+                  once.runs(turn, e.content["tool_call_id"]))
         for e in server))
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from agentq.core import once
 from agentq.core.events import EventDraft, ToolCallRecord
 from agentq.core.reasoning import Reasoning
 from agentq.core.timefmt import format_ts
@@ -195,3 +196,18 @@ def error(
     if details is not None:  # what a program needs to act on it (a spent budget's figures)
         content["details"] = details
     return EventDraft("error", content, created_at, turn_id, round_id, step_key)
+
+
+def outcome_unknown(call: ToolCallRecord, mark: dict[str, Any], *, step_key: str | None,
+                    created_at: datetime) -> EventDraft:
+    """A `once` call's run was found started and unfinished: the call waits for a person to
+    say what became of it (agentq.core.once)."""
+    return EventDraft("suspension", once.suspension_content(call, mark), created_at,
+                      call.turn_id, call.round_id, step_key)
+
+
+def outcome_answer(call: ToolCallRecord, answer: str, *, by: str, created_at: datetime,
+                   reason: str | None = None) -> EventDraft:
+    """A person's answer to an outcome_unknown call: ran, did_not_run or abandoned."""
+    return resolution(call.id, answer, by, turn_id=call.turn_id, round_id=call.round_id,
+                      created_at=created_at, reason=reason)

@@ -112,6 +112,9 @@ class ToolCallRecord:
     # what its server asked a person and their answers (MCP elicitation), None if it never
     # asked: {"asked": n, "answered": m, "question": {...}, "resume": {...}, "answer": {...}}
     elicitation: dict[str, Any] | None = None
+    # a `once` tool's call: the start mark of its current run (agentq.core.once), None
+    # until it starts
+    started: dict[str, Any] | None = None
 
     @property
     def answers(self) -> int:
@@ -134,7 +137,15 @@ class ToolCallRecord:
             "needs_approval": self.needs_approval,
             "elicitation": None if self.elicitation is None else self.elicitation.get("question"),
             **self._child(),
+            **self._outcome_unknown(),
         }
+
+    def _outcome_unknown(self) -> dict[str, Any]:
+        """A `once` call found started and unfinished: when, where, how long, and any answer."""
+        mark = self.started or {}
+        if "found_at" not in mark:
+            return {}
+        return {"outcome_unknown": mark}
 
     def _child(self) -> dict[str, Any]:
         """A sub-agent call names the child conversation that answers it (derived, inv. 10)."""

@@ -11,6 +11,7 @@ from typing import Literal
 
 from agentq.core.elicitation import ANSWERED
 from agentq.core.events import Event, FsmState
+from agentq.core.once import DID_NOT_RUN, OUTCOME_UNKNOWN
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
 # An error event with this status records that a person re-drove a failed turn.
@@ -64,20 +65,24 @@ def _suspension(state: FsmState, event: Event) -> FsmState:
     asked = event.content.get("elicitation")
     if isinstance(asked, dict):
         return _asked(state, asked)
+    found = event.content.get(OUTCOME_UNKNOWN)
+    if isinstance(found, dict):  # a `once` call's run found unfinished (agentq.core.once)
+        return _asked(state, {**found, "expires_at": None}, kind=OUTCOME_UNKNOWN)
     if state.running:
         return state
     return replace(state, state="awaiting_input")
 
 
-def _asked(state: FsmState, asked: dict) -> FsmState:
-    """A running server call whose server asked a person something: it waits for them."""
+def _asked(state: FsmState, asked: dict, kind: str = "elicitation") -> FsmState:
+    """A running server call whose server asked a person something, or whose outcome is
+    unknown: it waits for them."""
     call_id = asked.get("tool_call_id")
     if call_id not in state.running:
         return state
     running = tuple(i for i in state.running if i != call_id)
     pending = dict(state.pending)
     pending[call_id] = {"executor": "server", "name": asked.get("name"),
-                        "expires_at": asked.get("expires_at"), "elicitation": True}
+                        "expires_at": asked.get("expires_at"), kind: True}
     return replace(state, state="running" if running else "awaiting_input", running=running,
                    pending=pending)
 
@@ -99,7 +104,7 @@ def _resolution(state: FsmState, event: Event) -> FsmState:
     # (docs/design.md §16.3).
     if event.content.get("by") == "system":
         return replace(state, scope=SYSTEM_SCOPE_JSON)
-    if event.content.get("status") in (APPROVED, ANSWERED):
+    if event.content.get("status") in (APPROVED, ANSWERED, DID_NOT_RUN):
         return _approved(state, event.content["tool_call_id"])
     return state
 

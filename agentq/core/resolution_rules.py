@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentq.core import outcome_rules
 from agentq.core.elicitation import ANSWERED
 from agentq.core.events import ToolCallRecord
+from agentq.core.once import ANSWERS as OUTCOME_ANSWERS
+from agentq.core.outcome_rules import Abandon, RecordRan, Repeated, RunAgain
 from agentq.core.refusal import Refusal
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 
 RESOLUTION_STATUSES = ("resolved", "errored")
 DECISION_STATUSES = ("approved", "rejected")  # a person's answer to a gated call
-STATUSES = RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,)
+STATUSES = RESOLUTION_STATUSES + DECISION_STATUSES + (ANSWERED,) + OUTCOME_ANSWERS
 # What a person's approve / reject of a call means when the call waits on a question.
 FROM_DECISION = {"approved": "accept", "rejected": "decline"}
 
@@ -74,7 +77,8 @@ class Close:
     result: Any
 
 
-ResolutionVerdict = Refusal | Unchanged | AnswerQuestion | Approve | Reject | Close
+ResolutionVerdict = (Refusal | Unchanged | AnswerQuestion | Approve | Reject | Close
+                     | RecordRan | RunAgain | Abandon)
 
 
 def resolution_request(
@@ -96,6 +100,10 @@ def classify_resolution(request: ResolutionRequest, call: ToolCallRecord | None)
         return Refusal.conflict(
             f"tool call {call.id} is answered by its sub-agent's conversation "
             f"{child_conversation_id(request.conversation_id, call.id)}")
+    if outcome_rules.concerns(request.status, call):  # a `once` call's unknown run
+        found = outcome_rules.classify_outcome_answer(
+            call, status=request.status, result=request.result, reason=request.reason)
+        return Unchanged(found.call) if isinstance(found, Repeated) else found
     if call.elicitation is not None:
         return _answer_to_question(request, call)
     if request.status == ANSWERED:

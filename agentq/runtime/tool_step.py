@@ -10,7 +10,7 @@ import threading
 from collections.abc import Sequence
 from datetime import timedelta
 
-from agentq.core import drafts
+from agentq.core import drafts, once
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
@@ -22,6 +22,7 @@ from agentq.runtime.children import run_agent_call
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
+from agentq.runtime.once_calls import OutcomeUnknown, StartMarks, commit_unknown, run_once
 from agentq.store import ConversationInfo
 from agentq.store.whole_commit import ClosingCall
 from agentq.telemetry import tracing
@@ -63,14 +64,14 @@ def run_tool(
     return lifecycle.run(ToolStep(lifecycle.ctx, registry, conversation, call, breakers))
 
 
-class ToolStep(StepWork[ToolOutcome]):
+class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
     """Calls the tool with the turn's scope and its time limit; commits the tool_result."""
 
     def __init__(
         self, ctx: StepContext, registry: Registry, conversation: ConversationInfo,
         call: ToolCallRecord, breakers: ServerBreakers | None = None,
     ) -> None:
-        step = Step.tool(conversation.id, call.id, call.answers)
+        step = Step.tool(conversation.id, call.id, call.answers, once.run_of(call.started))
         super().__init__(ctx, conversation.id, conversation.tenant, step)
         self.registry = registry
         self.conversation = conversation
@@ -81,34 +82,52 @@ class ToolStep(StepWork[ToolOutcome]):
     def turn(self) -> tuple[str | None, str | None]:
         return self.call.turn_id, self.conversation.fsm.trace
 
-    def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome:
+    def run(self, claim: Claim, lost: threading.Event) -> ToolOutcome | OutcomeUnknown:
         """The tool's outcome; a tool cannot be stopped, so a lost lease only fails the commit."""
         call = self.call
         with tracing().tool(tool_attributes(name=call.name, call_id=call.id,
                                             conversation_id=self.conversation_id)) as span:
-            outcome = self._call()
+            outcome = self._outcome(claim)
             if outcome.status != "ok":
                 span.failed("tool_error")
             return outcome
 
+    def _outcome(self, claim: Claim) -> ToolOutcome | OutcomeUnknown:
+        """A `once` tool's call runs only once its start is committed, and never again
+        blindly (agentq.runtime.once_calls); any other runs as it comes."""
+        tool = self.registry.get(self.call.name)
+        if tool is None or tool.effect != "once":
+            return self._call()
+        return run_once(StartMarks(self.ctx, self.call, claim.worker), self.registry, tool,
+                        self._context(), timeout_s=self._timeout_s(), body=self._call)
+
+    def _timeout_s(self) -> float:
+        tool = self.registry.get(self.call.name)
+        return (tool.timeout if tool and tool.timeout else None) or (
+            self.conversation.settings.limits.tool_timeout_s)
+
+    def _context(self) -> ToolContext:
+        fsm_scope = self.conversation.fsm.scope
+        scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
+        return ToolContext(self.call.id, self.conversation.id, scope)
+
     def _call(self) -> ToolOutcome:
         call, conversation = self.call, self.conversation
-        tool = self.registry.get(call.name)
-        timeout_s = (tool.timeout if tool and tool.timeout else None) or (
-            conversation.settings.limits.tool_timeout_s
-        )
-        fsm_scope = conversation.fsm.scope
-        scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
-        ctx = ToolContext(call.id, conversation.id, scope)
+        timeout_s, ctx = self._timeout_s(), self._context()
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
                                   allowed=conversation.settings.tools,
                                   max_result_chars=self.ctx.config.tool_result_max_chars,
                                   elicitation=call.elicitation, breakers=self.breakers)
 
-    def commit(self, claim: Claim, result: ToolOutcome) -> list[FollowUp]:
+    def commit(self, claim: Claim, result: ToolOutcome | OutcomeUnknown) -> list[FollowUp]:
         """Append the tool_result where the log ended when the call was read, which takes
         the lock; if the log moved since (another call of the round came back first), under
         the lock as it is now."""
+        if isinstance(result, OutcomeUnknown):
+            tool = self.registry.get(self.call.name)
+            return commit_unknown(self.ctx, self.call, result, step_key=self.step.key,
+                                  worker=claim.worker,
+                                  description=tool.description if tool else None)
         if result.asked is not None:
             return self._ask(claim, result.asked)
         call, conversation = self.call, self.conversation

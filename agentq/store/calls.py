@@ -31,7 +31,7 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
                 "round_id", "turn_id", "expires_at", "created_at", "resolved_at", "needs_approval",
-                "elicitation")
+                "elicitation", "started")
 
 
 def call_values(record: ToolCallRecord) -> dict[str, Any]:
@@ -176,6 +176,21 @@ def answer_txn(
         update(tool_calls)
         .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
         .values(status="scheduled", elicitation=elicitation))
+    return moved.rowcount == 1
+
+
+def mark_started_txn(
+    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any],
+    statuses: Sequence[str],
+) -> bool:
+    """Write a `once` call's start mark (agentq.core.once) while it is in one of `statuses`;
+    False if it was elsewhere. The caller holds the conversation's lock and read the mark
+    it replaces under it."""
+    c = tool_calls.c
+    moved = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status.in_(statuses))
+        .values(started=started))
     return moved.rowcount == 1
 
 

@@ -132,6 +132,8 @@ tool_calls = Table(
     Column("needs_approval", Boolean, nullable=False, server_default=text("false")),
     # what its tool server asked a person, and their answer (MCP elicitation, migration 0011)
     Column("elicitation", Json),
+    # a `once` tool's call: the start mark of its current run (agentq.core.once, migration 0016)
+    Column("started", Json),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )

@@ -22,6 +22,7 @@ from agentq.store.calls import (
     answer_txn,
     ask_txn,
     load_call_txn,
+    mark_started_txn,
     put_calls_txn,
     transition_call_txn,
 )
@@ -143,6 +144,12 @@ class ConversationTxn:
         """A pending call a person answered is scheduled again; False if it was no longer
         pending."""
         return answer_txn(self._conn, self._id, call_id, elicitation=elicitation)
+
+    def mark_started(self, call_id: str, *, started: dict[str, Any],
+                     statuses: Sequence[str] = ("scheduled",)) -> bool:
+        """Write a `once` call's start mark; False if the call was not in `statuses`."""
+        return mark_started_txn(self._conn, self._id, call_id, started=started,
+                                statuses=statuses)
 
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)

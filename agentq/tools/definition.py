@@ -18,6 +18,7 @@ from typing import Any, Literal
 import docstring_parser
 from pydantic import BaseModel, ValidationError
 
+from agentq.core.once import EFFECTS, Effect
 from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
 from agentq.errors import AgentqError
@@ -35,6 +36,9 @@ DEFAULT_EXPIRES_IN_S = 86_400.0
 # Whether one call of a tool waits for a person's approval: always, never, or per call
 # from its (validated) arguments and the scope it acts for.
 NeedsApproval = bool | Callable[[dict[str, Any], Scope], bool]
+# What a `once` tool runs on takeover to learn whether a started run took effect:
+# (validated args, ToolContext) -> Ran | DidNotRun | CannotTell, or an awaitable of one.
+Reconcile = Callable[..., Any]
 
 
 class ToolArgsError(AgentqError):
@@ -64,6 +68,8 @@ class Tool:
     requires_user_scope: bool = False
     queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
     needs_approval: NeedsApproval = False
+    effect: Effect = "idempotent"  # "once": never run again blindly (agentq.core.once)
+    reconcile: Reconcile | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -110,6 +116,8 @@ def tool(
     requires_user_scope: bool = False,
     queue: str | None = None,
     needs_approval: NeedsApproval = False,
+    effect: Effect = "idempotent",
+    reconcile: Reconcile | None = None,
 ) -> Any:
     """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
 
@@ -117,11 +125,15 @@ def tool(
     `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
     `needs_approval` (True, or `fn(args, scope) -> bool` deciding per call) makes a server
     tool's call wait until a person approves its exact arguments; `expires_in` is then how
-    long they have before the system refuses it.
+    long they have before the system refuses it. `effect="once"` says a second run costs
+    something the first cannot undo: a run found started and unfinished is never run
+    again blindly; `reconcile(args, ctx)` tells, if it can, whether it took effect
+    (docs/tools.md).
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue, needs_approval)
+        _check_effect(executor, effect, reconcile)
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_callable(function, tool_name)
         doc = docstring_parser.parse(inspect.getdoc(function) or "")
@@ -140,6 +152,8 @@ def tool(
             requires_user_scope=requires_user_scope,
             queue=queue,
             needs_approval=needs_approval,
+            effect=effect,
+            reconcile=reconcile,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -168,6 +182,15 @@ def _check_options(
     if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
         raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-'), "
                          "for server tools")
+
+
+def _check_effect(executor: str, effect: str, reconcile: Reconcile | None) -> None:
+    if effect not in EFFECTS:
+        raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
+    if effect == "once" and executor != "server":
+        raise ValueError("effect='once' is for server tools: a person or client runs the others")
+    if reconcile is not None and (effect != "once" or not callable(reconcile)):
+        raise ValueError("reconcile is a function (args, ctx), for tools with effect='once'")
 
 
 def _check_callable(function: Callable[..., Any], tool_name: str) -> None:

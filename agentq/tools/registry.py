@@ -22,6 +22,7 @@ from agentq.tools import remote
 from agentq.tools.calls import Coroutines, awaited, capped, capped_parts
 from agentq.tools.context import ToolContext
 from agentq.tools.definition import Tool, ToolArgsError
+from agentq.tools.reconcile import CannotTell, Ran, Reconciled, reconciled
 from agentq.tools.remote import Asked, RemoteTools, RemoteUnavailable, ServerBreakers
 
 log = logging.getLogger("agentq.tools")  # what tools did, under one name wherever the code lives
@@ -219,6 +220,31 @@ class Registry:
                         exc_info=(type(error), error, error.__traceback__), extra=where)
             return ToolOutcome("error", f"{type(error).__name__}: {error}")
         return ToolOutcome("ok", jsonable(future.result()))
+    def reconcile(self, name: str, args: Any, ctx: ToolContext, *, timeout_s: float
+                  ) -> Reconciled:
+        """What a `once` tool's reconcile says of a run found started and unfinished;
+        CannotTell when it has none, raises or runs out of time (a person decides then)."""
+        item = self._tools.get(name)
+        check = item.reconcile if item is not None else None
+        if item is None or check is None:
+            return CannotTell(None)
+        try:
+            kwargs = item.validate(args)
+        except ToolArgsError as exc:
+            return CannotTell(str(exc))
+        coroutines = self._coroutines
+        future = self._threads.submit(lambda: awaited(check(kwargs, ctx), coroutines, timeout_s))
+        try:
+            error = future.exception(timeout=timeout_s)
+        except FutureTimeout:
+            return CannotTell(f"reconcile timed out after {timeout_s:g}s")
+        if error is not None:
+            log.warning("reconcile of %s raised %s: %s", name, type(error).__name__, error,
+                        exc_info=(type(error), error, error.__traceback__))
+            return CannotTell(f"reconcile raised {type(error).__name__}: {error}")
+        answer = reconciled(future.result())
+        return Ran(jsonable(answer.result)) if isinstance(answer, Ran) else answer
+
 
 def _remote_allowed(split: tuple[str, str], allowed: list[str] | None) -> bool:
     """Whether the settings' tools name this server, or this tool of it (None names none:

@@ -51,7 +51,8 @@ def refusal(verdict) -> tuple[str, str]:
 def test_an_unknown_status_is_refused_before_anything_is_read():
     made = resolution_request("c1", "call1", status="done")
     assert made == Refusal.invalid(
-        "status must be one of resolved, errored, approved, rejected, answered")
+        "status must be one of resolved, errored, approved, rejected, answered, ran, "
+        "did_not_run, abandoned")
 
 
 def test_a_call_that_does_not_exist_is_not_found():

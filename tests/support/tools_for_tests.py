@@ -107,3 +107,60 @@ def segfault() -> str:
     import ctypes
 
     return ctypes.string_at(0).decode()  # reads address 0: SIGSEGV
+
+
+def _paid(order: str) -> str | None:
+    """The call id of the payment of `order` in $AGENTQ_TEST_EFFECTS, if one was made."""
+    import json
+    import os
+
+    path = os.environ.get("AGENTQ_TEST_EFFECTS")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as effects:
+        for line in effects:
+            row = json.loads(line)
+            if row["order"] == order:
+                return row["call"]
+    return None
+
+
+def _pay(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
+    """The payment's side effect first, at its start: a row in $AGENTQ_TEST_EFFECTS (worker
+    tests) and a count; then it takes `seconds`."""
+    import json
+    import os
+    import time
+
+    _count(f"pay:{ctx.tool_call_id}")
+    if os.environ.get("AGENTQ_TEST_EFFECTS"):
+        with open(os.environ["AGENTQ_TEST_EFFECTS"], "a") as effects:
+            effects.write(json.dumps({"call": ctx.tool_call_id, "order": order,
+                                      "amount": amount}) + "\n")
+    time.sleep(seconds)
+    return f"paid {amount:.2f} for order {order}"
+
+
+@agentq.tool(effect="once")
+def pay(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
+    """Pay for an order, a provider that ignores idempotency keys: must not run twice."""
+    return _pay(order, amount, seconds, ctx)
+
+
+def _look_up_payment(args: dict, ctx: agentq.ToolContext) -> object:
+    """Ask the payments (the effects file): was this order paid? An order named
+    `unknown-*` cannot be told; `broken-*` makes the reconcile raise."""
+    if args["order"].startswith("unknown-"):
+        return agentq.CannotTell("the provider's search is down")
+    if args["order"].startswith("broken-"):
+        raise RuntimeError("the provider answered 500")
+    paid = _paid(args["order"])
+    if paid is not None:
+        return agentq.Ran(f"paid {args['amount']:.2f} for order {args['order']} (found)")
+    return agentq.DidNotRun()
+
+
+@agentq.tool(effect="once", reconcile=_look_up_payment)
+def pay_reconciled(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
+    """Pay for an order; a takeover asks the payments whether it went through."""
+    return _pay(order, amount, seconds, ctx)
