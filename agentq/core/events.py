@@ -143,7 +143,7 @@ class ToolCallRecord:
     def _outcome_unknown(self) -> dict[str, Any]:
         """A `once` call found started and unfinished: when, where, how long, and any answer."""
         mark = self.started or {}
-        if "found_at" not in mark:
+        if "found_at" not in mark and "answered" not in mark:
             return {}
         return {"outcome_unknown": mark}
 

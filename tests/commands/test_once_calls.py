@@ -6,7 +6,6 @@ effect, then nothing (tests/worker/test_once_calls.py kills real workers)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
@@ -18,10 +17,10 @@ from agentq.errors import Conflict, InvalidInput
 from agentq.followups import RunTool
 from tests.support import tools_for_tests
 from tests.support.drive import drain
+from tests.support.once_runs import DEAD, started_and_died, until_tool
 
 ALICE = Scope(tenant="t1", user="alice")
 PERSON = Scope(tenant="t1", user="bob")
-DEAD = "host-a:4242:1"
 
 
 def pay(tool: str = "pay", order: str = "A-17") -> list[dict]:
@@ -33,30 +32,6 @@ def pay(tool: str = "pay", order: str = "A-17") -> list[dict]:
 def effects(call_id: str) -> int:
     """How often the payment's side effect happened (it counts at its start)."""
     return tools_for_tests.CALLS.get(f"pay:{call_id}", 0)
-
-
-def started_and_died(store, clock, cid: str, follow: list) -> str:
-    """An attempt claims the call's run, commits its start mark, pays and dies: the runs it
-    asked for are sent again (a redelivery, the sweeper), and nothing else of it happens."""
-    (run,) = [f for f in follow if isinstance(f, RunTool)]
-    call = store.calls.load(cid, run.tool_call_id)
-    with store.writes.locked(cid) as tx:
-        tx.mark_started(call.id, started=once.start_mark(
-            once.run_of(call.started), worker=DEAD, now=clock() - timedelta(seconds=7)))
-    tools_for_tests._count(f"pay:{call.id}")
-    return call.id
-
-
-def until_tool(runtime, follow: list) -> list:
-    """Run the follow-ups up to the tool calls, which are left to the test."""
-    pending, runs = list(follow), []
-    while pending:
-        item = pending.pop(0)
-        if isinstance(item, RunTool):
-            runs.append(item)
-        elif hasattr(item, "conversation_id") and type(item).__name__ == "Advance":
-            pending.extend(runtime.advance(item.conversation_id))
-    return runs
 
 
 def found_unknown(commands, runtime, store, clock, script=None) -> tuple[str, str]:

@@ -38,7 +38,7 @@ def test_request_bodies_are_the_declared_models_and_refuse_unknown_fields(spec):
                  "CreateAgent", "NewAgentVersion"):
         assert schemas[name]["additionalProperties"] is False
     variants = {ref["$ref"].rsplit("/", 1)[-1] for ref in schemas["Resolution"]["oneOf"]}
-    assert variants == {"CallResult", "Decision", "Answer"}
+    assert variants == {"CallResult", "Decision", "Answer", "OutcomeAnswer"}
     assert schemas["PostMessage"]["required"] == ["content"]
     assert schemas["ErrorAnswer"]["required"] == ["error"]
 
