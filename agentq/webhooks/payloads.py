@@ -4,14 +4,15 @@ Built at send time from the immutable log, so every attempt of a delivery says t
 (the tool's description aside, which is the operator's code). `call.waiting` carries what
 a person needs to decide without opening anything: the call, its deadline, the message
 that started the turn, who it acts for, what the model said before it, and the turn's
-earlier calls.
+earlier calls; for a `once` call whose run was found unfinished, `kind: outcome_unknown`
+and when it started, on which worker and how long it ran until found.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentq.core import elicitation
+from agentq.core import elicitation, once
 from agentq.core.events import Event
 from agentq.core.timefmt import format_ts
 
@@ -95,7 +96,21 @@ def call_info(turn: Sequence[Event], call_id: str, describe: Callable[[str], str
         info["expires_at"] = asked.get("expires_at")
         info["elicitation"] = {k: v for k, v in asked.items()
                                if k in ("mode", "message", "requested_schema", "url")}
+    found = _unknown_run(turn, call_id)
+    if found is not None:  # a `once` call's run found unfinished: a person says what it did
+        info["kind"] = once.OUTCOME_UNKNOWN
+        info[once.OUTCOME_UNKNOWN] = {k: v for k, v in found.items()
+                                      if k not in ("tool_call_id", "name", "args")}
     return info
+
+
+def _unknown_run(turn: Sequence[Event], call_id: str) -> dict[str, Any] | None:
+    """The last run of the call found with its outcome unknown, while nobody has answered."""
+    if not once.waits_in(turn, call_id):
+        return None
+    found = [f for e in turn if (f := once.found_in(e)) is not None
+             and f.get("tool_call_id") == call_id]
+    return found[-1] if found else None
 
 
 def call_context(turn: Sequence[Event], call_id: str | None) -> dict[str, Any]:
