@@ -219,6 +219,19 @@ def reply(cid: str, call_id: str, action: str, content: Mapping[str, Any] | None
                 api.ToolCall, json=body, headers=_user(user), idempotent=True)
 
 
+def settle(cid: str, call_id: str, outcome: str, result: Any, reason: str | None,
+           user: str | None) -> Call[api.ToolCall]:
+    """What became of a call whose outcome is unknown (`call.outcome_unknown`): "ran" with
+    its result, "did_not_run" or "abandoned". The same answer twice is 200 both times."""
+    body: dict[str, Any] = {"status": outcome}
+    if result is not None:
+        body["result"] = result
+    if reason is not None:
+        body["reason"] = reason
+    return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
+                api.ToolCall, json=body, headers=_user(user), idempotent=True)
+
+
 # -- agents -------------------------------------------------------------------------------
 
 

@@ -156,6 +156,15 @@ class Client:
         status = "errored" if error else "resolved"
         return self._run(calls.resolve(conversation_id, call_id, status, result, self._who(user)))
 
+    def settle(self, conversation_id: str, call_id: str, outcome: str, result: Any = None, *,
+               reason: str | None = None, user: str | None = None) -> api.ToolCall:
+        """Say what became of a call whose outcome is unknown (`call.outcome_unknown`: a
+        `once` tool's run found started and unfinished): `outcome` "ran" with the `result`
+        the model reads, "did_not_run" (it runs now, once), or "abandoned" (the model reads
+        that its outcome is unknown, and `reason`)."""
+        return self._run(calls.settle(conversation_id, call_id, outcome, result, reason,
+                                      self._who(user)))
+
     def call_context(self, conversation_id: str, call_id: str, *,
                      user: str | None = None) -> api.CallContext:
         """What a person decides a pending call on: the turn's message, the model's text, the
