@@ -42,6 +42,8 @@ class PendingCall(AnswerModel):
     needs_approval: bool = False
     elicitation: Question | None = None
     child_conversation_id: str | None = None  # a sub-agent's call: the conversation answering it
+    # a `once` call's run found started and unfinished (ToolCall.outcome_unknown)
+    outcome_unknown: dict[str, Any] | None = None
 
 
 class SummarySpan(AnswerModel):

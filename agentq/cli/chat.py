@@ -89,6 +89,20 @@ def reply_for(text: str) -> tuple[str, dict[str, Any] | None] | None:
     return ("accept", content) if isinstance(content, dict) else None
 
 
+def outcome_for(text: str) -> tuple[str, Any, str | None] | None:
+    """What became of a call whose outcome is unknown: `ran <result>` (the model reads the
+    result), `rerun` (it did not run: run it now, once), `abandon [reason]`."""
+    word, _, rest = text.strip().partition(" ")
+    word, rest = word.lower(), rest.strip()
+    if word == "ran" and rest:
+        return "ran", rest, None
+    if word == "rerun" and not rest:
+        return "did_not_run", None, None
+    if word == "abandon":
+        return "abandoned", None, rest or None
+    return None
+
+
 class Chat:
     """One person, one conversation; `cursor` is the seq of the last event shown."""
 
@@ -209,6 +223,8 @@ class Chat:
             return self.decide(call)
         if call.elicitation is not None:
             return self.reply(call)
+        if call.outcome_unknown is not None:
+            return self.settle(call)
         self.say(f"? {call_text(call.name, call.args or {})} waits for you "
                  f"({call.executor}, {call.tool_call_id})")
         how, text = self.typed("  [a]pprove / [r]eject / or type an answer: ", answer_for)
@@ -234,6 +250,24 @@ class Chat:
             else:
                 self.client.reject(self.cid, call.tool_call_id, reason)
         except (NotFound, Conflict) as exc:
+            self.say(f"  not taken: {exc.message}")
+        self.waiting.discard(call.tool_call_id)
+
+    def settle(self, call: PendingCall) -> None:
+        """Say what became of a `once` call whose run was found started and unfinished."""
+        found = call.outcome_unknown or {}
+        self.say(f"? {call_text(call.name, call.args or {})} may or may not have run "
+                 f"({call.tool_call_id}): started {found.get('started_at')} on "
+                 f"{found.get('worker')}, found unfinished {found.get('ran_s')} s later")
+        if found.get("description"):
+            self.say(f"  {found['description']}")
+        if found.get("reconcile"):
+            self.say(f"  its reconcile could not tell: {found['reconcile']}")
+        outcome, result, reason = self.typed(
+            "  ran <result> / rerun (it did not run) / abandon [reason]: ", outcome_for)
+        try:
+            self.client.settle(self.cid, call.tool_call_id, outcome, result, reason=reason)
+        except (NotFound, Conflict, InvalidRequest) as exc:
             self.say(f"  not taken: {exc.message}")
         self.waiting.discard(call.tool_call_id)
 

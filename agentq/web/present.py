@@ -38,6 +38,7 @@ def conversation(overview: Overview) -> Conversation:
                 needs_approval=call.needs_approval,
                 elicitation=(call.elicitation or {}).get("question"),
                 child_conversation_id=call.to_json().get("child_conversation_id"),
+                outcome_unknown=call.to_json().get("outcome_unknown"),
             )
             for call in overview.pending
         ],
