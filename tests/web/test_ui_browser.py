@@ -61,6 +61,7 @@ class DevServer:
     proc: subprocess.Popen
     url: str
     key: str
+    database_url: str = ""  # its SQLite file, for a test that writes what no request can
 
     @property
     def headers(self) -> dict[str, str]:
@@ -114,7 +115,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, model: OpenAIEmulator) -> I
             timeout_s=WAIT_S, what="agentq dev to serve",
         )
         assert proc.poll() is None, log_path.read_text()
-        yield DevServer(proc=proc, url=found.group(1), key=secret)
+        yield DevServer(proc=proc, url=found.group(1), key=secret,
+                        database_url=env["AGENTQ_DATABASE_URL"])
     finally:
         _stop(proc)
 

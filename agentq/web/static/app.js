@@ -248,7 +248,8 @@ async function approvalsView(main, view) {
 /** Calls a person answers: human and client calls, server calls that wait for approval and
  * tool servers' questions (not a sub-agent's call: its child conversation answers it). */
 const waitsOnAPerson = (call) =>
-  call.executor === "human" || call.executor === "client" || call.needs_approval || call.elicitation;
+  call.executor === "human" || call.executor === "client" || call.needs_approval || call.elicitation
+  || call.outcome_unknown;
 
 /** An approval card: everything a person needs to decide, without a click (the context is
  * read once: the log it comes from never changes). */
@@ -280,6 +281,7 @@ function callContext(found, call) {
   }
   out.push(h("p", { class: "tool" }, h("strong", { class: "call-name", text: found.call.name }),
     found.call.needs_approval ? h("span", { class: "tag gate", text: "needs approval" }) : null,
+    found.call.kind === "outcome_unknown" ? h("span", { class: "tag gate", text: "outcome unknown" }) : null,
     h("span", { class: "description", text: found.call.description || "" })));
   const earlier = ctx.earlier_calls || [];
   if (earlier.length) {
@@ -310,6 +312,7 @@ function helpText() {
  * stands (its arguments cannot be changed), a human call is resolved with the answer. */
 function pendingCall(cid, call, done) {
   if (call.elicitation) return questionCall(cid, call, done);
+  if (call.outcome_unknown && !call.outcome_unknown.answered) return unknownOutcomeCall(cid, call, done);
   const gated = Boolean(call.needs_approval);
   const note = h("input", { class: "reply", placeholder: gated ? "reason (reject)" : "reason (reject) or answer",
     "aria-label": gated ? "reason" : "reason or answer" });
@@ -410,6 +413,69 @@ function questionCall(cid, call, done) {
       h("button", { type: "button", class: "cancel-confirm", text: "Cancel",
         onclick: () => send({ status: "answered", action: "cancel" }, "Cancelled") })),
     outcome);
+}
+
+/** A `once` call whose run was found started and unfinished: when it started, on which
+ * worker, how long it ran until found, and the three answers: it ran (with its result), it
+ * did not run (it runs now, once), abandon (the model reads that the outcome is unknown). */
+function unknownOutcomeCall(cid, call, done) {
+  const found = call.outcome_unknown;
+  const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
+  const note = h("input", { class: "reply", placeholder: "its result (ran) or a reason (abandon)",
+    "aria-label": "result or reason" });
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const buttons = h("div", { class: "actions" });
+  const confirm = h("div", { class: "confirm", hidden: true });
+  const send = async (body, label) => {
+    for (const b of box.querySelectorAll("button")) b.disabled = true;
+    try {
+      const after = await api("POST", path, body);
+      outcome.textContent = `${label}: the call is ${after.status}.`;
+      confirm.hidden = true;
+      done();
+    } catch (error) {
+      const status = error.details?.status;
+      outcome.textContent = status ? `Too late: the call is already ${status}.` : error.message;
+      for (const b of box.querySelectorAll("button")) b.disabled = false;
+      if (status) done();
+    }
+  };
+  const ask = (question, body, label, cls) => { // the second click is the decision
+    confirm.replaceChildren(h("span", { class: "question", text: question }),
+      h("button", { type: "button", class: `confirm-${cls}`, text: `Yes, ${label.toLowerCase()}`, onclick: () => send(body, label) }),
+      h("button", { type: "button", class: "cancel-confirm", text: "Cancel", onclick: () => { confirm.hidden = true; buttons.hidden = false; } }));
+    confirm.hidden = false;
+    buttons.hidden = true;
+  };
+  const ran = () => {
+    const text = note.value.trim();
+    if (!text) { outcome.textContent = "Type what it returned first: the model reads it."; note.focus(); return; }
+    let value = text;
+    try { value = JSON.parse(text); } catch { /* not JSON: the text itself is the result */ }
+    ask(`It ran, and returned ${JSON.stringify(value)}?`, { status: "ran", result: value }, "It ran", "approve");
+  };
+  const rerun = () => ask(`It did not run: run ${call.name} now, once?`, { status: "did_not_run" }, "Run it", "answer");
+  const abandon = () => {
+    const reason = note.value.trim();
+    ask(`Abandon it${reason ? ` because "${reason}"` : ""}? The model reads that its outcome is unknown.`,
+      reason ? { status: "abandoned", reason } : { status: "abandoned" }, "Abandon", "reject");
+  };
+  buttons.append(
+    h("button", { type: "button", class: "approve ran", text: "It ran", onclick: ran }),
+    h("button", { type: "button", class: "answer rerun", text: "It did not run", onclick: rerun }),
+    h("button", { type: "button", class: "reject abandon", text: "Abandon", onclick: abandon }), note);
+  const box = h("div", { class: "pending-call outcome-unknown", data: { callId: call.tool_call_id } },
+    h("p", {}, h("strong", { class: "call-name", text: call.name }),
+      h("span", { class: "tag gate", text: "outcome unknown" }),
+      h("code", { class: "muted", text: call.tool_call_id })),
+    h("p", { class: "started", text: `Started ${when(found.started_at)} on ${found.worker}; `
+      + `found unfinished ${found.ran_s} s later. It may or may not have taken effect.` }),
+    found.description ? h("p", { class: "description", text: found.description }) : null,
+    found.reconcile ? h("p", { class: "muted", text: `Its reconcile could not tell: ${found.reconcile}` }) : null,
+    argumentFields(call.args),
+    h("pre", { class: "args raw", text: json(call.args) }),
+    buttons, confirm, outcome);
+  return box;
 }
 
 // (d) failed conversations, with what failed and a retry
