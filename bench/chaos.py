@@ -9,9 +9,12 @@ RabbitMQ in a vhost made for the run (Redis then only carries live updates).
 
 Then `--conversations` (200) clients, each a thread using the SDK (agentq.client) as an
 outside user would, run three turns of a scripted model: a tool (`chaos_lookup`), a slow
-tool (`chaos_slow`, 2 to 5 s), and a call waiting for a person (`approve_payment`), approved
-through the API after 1 to 3 s. Conversations start over the first half of the kill window
-and pause between turns, so messages keep arriving while a killer thread SIGKILLs a random
+tool (`chaos_slow`, 2 to 5 s) beside a `once` tool (`chaos_once`, half as long), and a call
+waiting for a person (`approve_payment`), approved through the API after 1 to 3 s. A
+`chaos_once` call whose worker was killed mid-call waits as `outcome_unknown`; the client
+answers it as a person would who can look at the outside world (the ledger of executions):
+`ran` when its effect is there, `did_not_run` when it is not. Conversations start over the
+first half of the kill window and pause between turns, so messages keep arriving while a killer thread SIGKILLs a random
 worker every `--kill-every-s` (5) for `--kill-for-s` (120) and starts it again; halfway
 through, the broker is flushed once (FLUSHDB of its Redis db; on RabbitMQ agentq's queues
 deleted with their messages). `--cpu-hog N` keeps N processes spinning beside it all.
@@ -25,6 +28,8 @@ conversation through the API and judges:
 - duplicate executions: a call the tools (bench/chaos_tools.py) saw start again while the
   process of its earlier execution was alive (a re-run after that process was killed is the
   at-least-once docs/tools.md promises, counted as `reruns_after_kill`);
+- duplicated once effects: a `chaos_once` call the tools saw start twice (must be 0); the
+  `outcome_unknown` calls the clients answered are counted, by answer;
 - violations: `agentq check --all` on every log (the invariants of docs/design.md §3);
 - recorded, not judged: the steps that died with their worker, those that died twice and so
   ran alone next, and those with a fault counted (five give a step up).
@@ -64,7 +69,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentq.client import Client, Turn, TurnResult, Unreachable  # noqa: E402
+from agentq.client import Client, Conflict, Turn, TurnResult, Unreachable  # noqa: E402
 from bench.places import postgres_database, redis_database  # noqa: E402
 from bench.soak import free_port, wait_ready  # noqa: E402
 from tests.support.brokers import RABBITMQ_SERVER, add_vhost, delete_vhost, flush_broker  # noqa: E402
@@ -83,7 +88,8 @@ def script(slow_s: float) -> list[dict]:
          "tool_calls": [{"name": "chaos_lookup", "args": {"key": "k"}}]},
         said("Found it."),
         {"text": "This takes a while.", "chunks": 2, "delay_s": 0.2,
-         "tool_calls": [{"name": "chaos_slow", "args": {"seconds": slow_s}}]},
+         "tool_calls": [{"name": "chaos_slow", "args": {"seconds": slow_s}},
+                        {"name": "chaos_once", "args": {"seconds": round(slow_s / 2, 2)}}]},
         said("Worked it out."),
         {"text": "This needs a person.", "chunks": 2, "delay_s": 0.2,
          "tool_calls": [{"name": "approve_payment", "args": {"amount": 5, "to": "Bob"}}]},
@@ -182,8 +188,11 @@ def cpu_hogs(count: int) -> Iterator[None]:
 class Conversation(threading.Thread):
     """One user: creates a conversation and goes through its three turns."""
 
-    def __init__(self, url: str, key: str, index: int, seed: int, start_s: float, pause_s: float) -> None:
+    def __init__(self, url: str, key: str, index: int, seed: int, start_s: float, pause_s: float,
+                 ledger: Path) -> None:
         super().__init__(daemon=True, name=f"conversation-{index}")
+        self.ledger = ledger
+        self.settled: collections.Counter[str] = collections.Counter()  # outcome_unknown answers
         self.url, self.key, self.index = url, key, index
         self.random = random.Random(seed * 100_003 + index)
         self.start_s, self.pause_s = start_s, pause_s
@@ -226,17 +235,33 @@ class Conversation(threading.Thread):
         sent = client.send(self.id, f"Turn {turn}, please.", idempotency_key=f"turn-{turn}")
         result = sent.wait(stop_for_input=True)
         self._saw(turn, sent, result)
-        if turn == TURNS and result.state == "awaiting_input":
-            time.sleep(self.random.uniform(1, 3))  # a person reads, then approves
+        while result.state == "awaiting_input":
+            time.sleep(self.random.uniform(1, 3))  # a person reads, then answers
             for call in result.pending:
-                client.approve(self.id, call.tool_call_id)
-            result = sent.wait()
+                if call.outcome_unknown is not None:
+                    self._settle(client, call.tool_call_id)
+                else:
+                    client.approve(self.id, call.tool_call_id)
+            result = sent.wait(stop_for_input=True)
             self._saw(turn, sent, result)
         if result.state != "idle":
             self.outcome = f"turn {turn} ended {result.state}"
             return False
         return True
 
+    def _settle(self, client: Client, call_id: str) -> None:
+        """A `once` call whose outcome is unknown: the person looks at the outside world
+        (the executions ledger) and says whether it ran."""
+        assert self.id is not None
+        started = self.ledger.exists() and any(
+            line.startswith(f"{call_id} chaos_once ") and line.endswith(" start")
+            for line in self.ledger.read_text().splitlines())
+        answer = "ran" if started else "did_not_run"
+        try:
+            client.settle(self.id, call_id, answer, "paid (found in the ledger)" if started else None)
+        except Conflict:  # answered already: a pending list read before the answer landed
+            return
+        self.settled[answer] += 1
 
     def _saw(self, turn: int, sent: Turn, result: TurnResult) -> None:
         self.seen.append({"turn": turn, "turn_id": sent.turn_id, "queued": sent.queued,
@@ -288,20 +313,28 @@ class Load(threading.Thread):
 def executions(ledger: Path, killed: dict[int, float]) -> dict[str, int]:
     """Re-runs of tool calls: after their earlier process was killed, or while it lived."""
     started: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
+    once: set[str] = set()  # the calls of `once` tools: any second start duplicates an effect
     if ledger.exists():
         for line in ledger.read_text().splitlines():
-            call, _tool, pid, at, phase = line.split()
+            call, tool, pid, at, phase = line.split()
             if phase == "start":
                 started[call].append((float(at), int(pid)))
+            if tool == "chaos_once":
+                once.add(call)
     reruns = duplicates = 0
-    for runs in started.values():
+    once_runs = {call: runs for call, runs in started.items() if call in once}
+    for call, runs in started.items():
+        if call in once:
+            continue
         runs.sort()
         for (_, earlier), (later_at, _) in zip(runs, runs[1:], strict=False):
             if earlier in killed and killed[earlier] <= later_at:
                 reruns += 1
             else:
                 duplicates += 1
-    return {"tool_calls_run": len(started), "reruns_after_kill": reruns, "duplicate_executions": duplicates}
+    return {"tool_calls_run": len(started), "reruns_after_kill": reruns, "duplicate_executions": duplicates,
+            "once_calls_run": len(once_runs),
+            "once_duplicate_effects": sum(len(runs) - 1 for runs in once_runs.values())}
 
 
 def judge_conversation(client: Client, cid: str) -> dict[str, object]:
@@ -449,6 +482,7 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, peo
         "violations": violations(database_url), **deaths(database_url),
         "clients": dict(clients), "unsettled": clients["running"],
         "create_retries": sum(p.create_retries for p in people),
+        "outcome_unknown": dict(sum((p.settled for p in people), collections.Counter())),
         "last_done_s": round(max(ended), 1) if ended else None,
         "kills": len(killer.kills), "flushed_at_s": killer.flushed_at,
         "cpu_hogs": args.cpu_hog, "seconds": round(seconds, 1),
@@ -461,7 +495,8 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, peo
 
 def failed(result: dict) -> bool:
     return bool(result["finished"] != result["conversations"] or result["given_up"] or result["failed"]
-                or result["duplicate_results"] or result["duplicate_executions"] or result["violations"])
+                or result["duplicate_results"] or result["duplicate_executions"] or result["violations"]
+                or result["once_duplicate_effects"])
 
 
 def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url: str) -> int:
@@ -488,7 +523,8 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
         deployment.start()
         wait_ready(port, deployment.processes())
         began = time.monotonic()
-        people = [Conversation(url, key, n, args.seed, args.kill_for_s / 2, args.kill_for_s / 4)
+        people = [Conversation(url, key, n, args.seed, args.kill_for_s / 2, args.kill_for_s / 4,
+                               ledger)
                   for n in range(args.conversations)]
         killer = Killer(deployment, broker_url, args.kill_every_s, args.kill_for_s, args.seed)
         for person in people:

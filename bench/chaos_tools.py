@@ -6,6 +6,7 @@ never interleave, and a line written survives a SIGKILL right after it). The cha
 the file at its end: a call started again while the process of its earlier execution was
 still alive is a duplicate execution; one started again after that process was killed is
 the at-least-once re-run docs/tools.md promises (the call's id is its idempotency key).
+`chaos_once` is a `once` tool: any second start of one of its calls is a duplicated effect.
 """
 from __future__ import annotations
 
@@ -44,3 +45,12 @@ def chaos_slow(ctx: ToolContext, seconds: Annotated[float, Field(ge=0, le=30)]) 
     time.sleep(seconds)
     _note(ctx, "chaos_slow", "done")
     return f"worked {seconds:g}s"
+
+
+@tool(effect="once")
+def chaos_once(ctx: ToolContext, seconds: Annotated[float, Field(ge=0, le=30)]) -> str:
+    """Pay something, at its start, then take some seconds: must never run twice."""
+    _note(ctx, "chaos_once", "start")
+    time.sleep(seconds)
+    _note(ctx, "chaos_once", "done")
+    return f"paid after {seconds:g}s"

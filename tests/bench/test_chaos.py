@@ -7,7 +7,7 @@ from bench.chaos import executions, failed
 from bench.chaos_tools import chaos_lookup
 
 CLEAN = {"conversations": 200, "finished": 200, "given_up": 0, "failed": 0, "duplicate_results": 0,
-         "duplicate_executions": 0, "violations": []}
+         "duplicate_executions": 0, "violations": [], "once_duplicate_effects": 0}
 
 
 def ledger(tmp_path, *lines: str):
@@ -20,7 +20,8 @@ def test_a_call_started_again_after_its_process_was_killed_is_a_rerun_not_a_dupl
     path = ledger(tmp_path, "c1 chaos_slow 100 10.0 start", "c1 chaos_slow 200 15.0 start",
                   "c1 chaos_slow 200 18.0 done", "c2 chaos_lookup 200 16.0 start")
     assert executions(path, {100: 12.0}) == {
-        "tool_calls_run": 2, "reruns_after_kill": 1, "duplicate_executions": 0}
+        "tool_calls_run": 2, "reruns_after_kill": 1, "duplicate_executions": 0,
+        "once_calls_run": 0, "once_duplicate_effects": 0}
 
 
 def test_a_call_started_again_while_its_first_process_lived_is_a_duplicate(tmp_path):
@@ -44,3 +45,12 @@ def test_a_run_fails_on_one_lost_conversation_or_one_violation_and_passes_clean(
     assert failed({**CLEAN, "finished": 199})
     assert failed({**CLEAN, "violations": ["c1: 8 gap-free seq: expected seq 3, found 4"]})
     assert failed({**CLEAN, "given_up": 1, "finished": 199})
+
+
+def test_a_once_call_started_twice_is_a_duplicated_effect_even_after_a_kill(tmp_path):
+    path = ledger(tmp_path, "c1 chaos_once 100 10.0 start", "c1 chaos_once 200 15.0 start",
+                  "c2 chaos_once 200 16.0 start", "c2 chaos_once 200 17.0 done")
+    found = executions(path, {100: 12.0})
+    assert (found["once_calls_run"], found["once_duplicate_effects"]) == (2, 1)
+    assert found["reruns_after_kill"] == 0 and found["duplicate_executions"] == 0
+    assert failed({**CLEAN, "once_duplicate_effects": 1})
