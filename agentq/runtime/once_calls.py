@@ -35,8 +35,8 @@ class OutcomeUnknown:
     status: str = once.OUTCOME_UNKNOWN
 
 
-# What the step committed when the call was closed before its run started (an interrupt):
-# the commit finds it closed and gives the step back (Stale), writing nothing.
+# The outcome of a step whose call was closed (an interrupt), or whose run another attempt
+# took, before this one started it: its commit gives the step back (Stale), writing nothing.
 CLOSED = ToolOutcome("error", "the call was closed before it ran")
 
 
@@ -112,10 +112,8 @@ def commit_unknown(
     with ctx.store.writes.locked(call.conversation_id) as tx:
         if not tx.finish_step(step_key, worker=worker, now=now):
             raise Stale("the step is no longer ours")
-        if not tx.transition_call(call.id, from_statuses=["scheduled"], to_status="pending",
-                                  now=now):
+        if not tx.await_outcome(call.id, started=mark):
             raise Stale("the call was closed meanwhile")
-        tx.mark_started(call.id, started=mark, statuses=("pending",))
         events, _ = tx.append_and_fold(
             [drafts.outcome_unknown(call, mark, step_key=step_key, created_at=now)], now=now)
     ctx.notices.notify(call.conversation_id, events)

@@ -22,7 +22,13 @@ from agentq.runtime.children import run_agent_call
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
-from agentq.runtime.once_calls import OutcomeUnknown, StartMarks, commit_unknown, run_once
+from agentq.runtime.once_calls import (
+    CLOSED,
+    OutcomeUnknown,
+    StartMarks,
+    commit_unknown,
+    run_once,
+)
 from agentq.store import ConversationInfo
 from agentq.store.whole_commit import ClosingCall
 from agentq.telemetry import tracing
@@ -123,6 +129,8 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         """Append the tool_result where the log ended when the call was read, which takes
         the lock; if the log moved since (another call of the round came back first), under
         the lock as it is now."""
+        if result is CLOSED:  # the call was closed, or taken, before this run started
+            raise Stale("the call moved before its run started")
         if isinstance(result, OutcomeUnknown):
             tool = self.registry.get(self.call.name)
             return commit_unknown(self.ctx, self.call, result, step_key=self.step.key,

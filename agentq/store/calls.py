@@ -194,6 +194,20 @@ def mark_started_txn(
     return moved.rowcount == 1
 
 
+def await_outcome_txn(
+    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any]
+) -> bool:
+    """A scheduled `once` call whose run was found unfinished waits for a person (`pending`)
+    with its found mark and no deadline (an approval's would expire it); False if it was no
+    longer scheduled."""
+    c = tool_calls.c
+    moved = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
+        .values(status="pending", started=started, expires_at=None))
+    return moved.rowcount == 1
+
+
 class Calls:
     """The tool calls of conversations, as a tool step and the API read them."""
 

@@ -21,6 +21,7 @@ from agentq.store.budget_totals import add_totals_txn
 from agentq.store.calls import (
     answer_txn,
     ask_txn,
+    await_outcome_txn,
     load_call_txn,
     mark_started_txn,
     put_calls_txn,
@@ -150,6 +151,11 @@ class ConversationTxn:
         """Write a `once` call's start mark; False if the call was not in `statuses`."""
         return mark_started_txn(self._conn, self._id, call_id, started=started,
                                 statuses=statuses)
+
+    def await_outcome(self, call_id: str, *, started: dict[str, Any]) -> bool:
+        """A `once` call whose run was found unfinished waits for a person, with no
+        deadline; False if it was no longer scheduled."""
+        return await_outcome_txn(self._conn, self._id, call_id, started=started)
 
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)

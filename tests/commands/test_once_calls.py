@@ -228,3 +228,31 @@ def test_a_reconcile_that_cannot_tell_or_raises_leaves_it_to_a_person_with_why(
     assert once.waits(call) and effects(call_id) == 1
     why = call.started["reconcile"]
     assert ("search is down" in why) if order.startswith("unknown") else ("500" in why)
+
+
+def test_an_approved_once_call_found_unknown_has_no_deadline_left_to_expire_it(
+    store, runtime, commands, clock
+):
+    script = [{"tool_calls": [{"name": "pay_gated", "args": {
+        "order": "A-17", "amount": 12.5, "seconds": 0}}]}, {"text": "Done."}]
+    conv = commands.create_conversation(ALICE, {"script": script})
+    drain(runtime, commands.post_message(conv.id, "pay order A-17", ALICE)[1])
+    (call_id,) = store.conversations.load(conv.id).fsm.pending
+    _, follow = commands.resolve(conv.id, call_id, PERSON, status="approved", result=None)
+    started_and_died(store, clock, conv.id, follow)
+    later = drain(runtime, follow)
+    call = store.calls.load(conv.id, call_id)
+    assert once.waits(call) and call.expires_at is None
+    clock.tick(3600)
+    drain(runtime, later)  # the approval's expiry, armed when the call waited for it
+    assert once.waits(store.calls.load(conv.id, call_id)) and effects(call_id) == 1
+
+
+def test_a_turn_interrupted_while_a_call_waits_as_outcome_unknown_closes_it_as_cancelled(
+    store, runtime, commands, clock
+):
+    cid, call_id = found_unknown(commands, runtime, store, clock)
+    drain(runtime, commands.cancel(cid, ALICE))
+    assert store.calls.load(cid, call_id).status == "cancelled"
+    assert store.conversations.load(cid).fsm.state == "idle" and effects(call_id) == 1
+    assert check_conversation(store, cid) == []

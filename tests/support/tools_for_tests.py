@@ -164,3 +164,9 @@ def _look_up_payment(args: dict, ctx: agentq.ToolContext) -> object:
 def pay_reconciled(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
     """Pay for an order; a takeover asks the payments whether it went through."""
     return _pay(order, amount, seconds, ctx)
+
+
+@agentq.tool(effect="once", needs_approval=True, expires_in=60)
+def pay_gated(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
+    """Pay for an order once a person approves: must not run twice."""
+    return _pay(order, amount, seconds, ctx)
