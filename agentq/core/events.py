@@ -112,6 +112,8 @@ class ToolCallRecord:
     # what its server asked a person and their answers (MCP elicitation), None if it never
     # asked: {"asked": n, "answered": m, "question": {...}, "resume": {...}, "answer": {...}}
     elicitation: dict[str, Any] | None = None
+    # the model's arguments when a person approved the call with edited ones (then in `args`)
+    model_args: dict[str, Any] | None = None
 
     @property
     def answers(self) -> int:
@@ -133,6 +135,7 @@ class ToolCallRecord:
             "resolved_at": _opt_ts(self.resolved_at),
             "needs_approval": self.needs_approval,
             "elicitation": None if self.elicitation is None else self.elicitation.get("question"),
+            "model_args": self.model_args,
             **self._child(),
         }
 

@@ -132,6 +132,8 @@ tool_calls = Table(
     Column("needs_approval", Boolean, nullable=False, server_default=text("false")),
     # what its tool server asked a person, and their answer (MCP elicitation, migration 0011)
     Column("elicitation", Json),
+    # the model's arguments when a person approved the call with edited ones (migration 0017)
+    Column("model_args", Json),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )
@@ -286,6 +288,7 @@ api_keys = Table(
     Column("key_hash", String(128), nullable=False, unique=True),
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp),
+    Column("roles", Json),  # the roles the key carries, for deciders (migration 0017)
 )
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import docstring_parser
 from pydantic import BaseModel, ValidationError
 
+from agentq.core.deciders import Deciders
 from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
 from agentq.errors import AgentqError
@@ -64,6 +65,8 @@ class Tool:
     requires_user_scope: bool = False
     queue: str | None = None  # the Celery queue its calls go to (None: agentq.worker.queues.TOOLS)
     needs_approval: NeedsApproval = False
+    editable: bool = False  # a person may edit the arguments of a call they approve
+    deciders: Deciders | None = None  # who may decide its calls (None: the policy's, or anyone)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -110,6 +113,8 @@ def tool(
     requires_user_scope: bool = False,
     queue: str | None = None,
     needs_approval: NeedsApproval = False,
+    editable: bool = False,
+    deciders: Deciders | Iterable[str] | None = None,
 ) -> Any:
     """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
 
@@ -117,11 +122,15 @@ def tool(
     `-Q <queue>` (a slow or heavy tool then holds none of the other tools' workers).
     `needs_approval` (True, or `fn(args, scope) -> bool` deciding per call) makes a server
     tool's call wait until a person approves its exact arguments; `expires_in` is then how
-    long they have before the system refuses it.
+    long they have before the system refuses it. `editable` lets that person change the
+    arguments before approving (checked against the schema); `deciders` (a `Deciders`, or
+    role names) says who may decide its calls (agentq.core.deciders).
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue, needs_approval)
+        _check_edits(editable, needs_approval)
+        rule = None if deciders is None else Deciders.of(deciders)
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_callable(function, tool_name)
         doc = docstring_parser.parse(inspect.getdoc(function) or "")
@@ -140,6 +149,8 @@ def tool(
             requires_user_scope=requires_user_scope,
             queue=queue,
             needs_approval=needs_approval,
+            editable=editable,
+            deciders=rule,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -168,6 +179,14 @@ def _check_options(
     if queue is not None and (executor != "server" or not QUEUE_NAME.fullmatch(queue)):
         raise ValueError("queue names a Celery queue (letters, digits, '.', '_', ':', '-'), "
                          "for server tools")
+
+
+def _check_edits(editable: bool, needs_approval: NeedsApproval) -> None:
+    if not isinstance(editable, bool):
+        raise ValueError("editable is True or False")
+    if editable and needs_approval is False:
+        raise ValueError("editable is for tools that need approval: a person edits the "
+                         "arguments of a call they approve")
 
 
 def _check_callable(function: Callable[..., Any], tool_name: str) -> None:
