@@ -7,8 +7,8 @@ from dataclasses import replace
 from agentq.core.edits import NOT_EDITABLE, edit_note, with_edits
 from agentq.core.events import ToolCallRecord
 from agentq.core.refusal import Refusal
-from agentq.core.resolution_rules import Approve, Close, Reject, Unchanged
 from agentq.core.render import render
+from agentq.core.resolution_rules import Approve, Close, Reject, Unchanged
 from tests.core import builders as b
 from tests.support.clock import T0
 

@@ -122,7 +122,7 @@ def editable_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
 
 @agentq.tool(needs_approval=True, expires_in=60,
              deciders=agentq.Deciders(roles=("finance",), not_self=True))
-def finance_refund(order: str, amount: float) -> str:
+def finance_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
     """A refund only a key with the role finance approves, never the user who asked (deciders tests)."""
-    _count(f"finance_refund:{order}")
+    _count(f"finance_refund:{ctx.tool_call_id}")
     return f"refunded {amount:.2f} on order {order}"
