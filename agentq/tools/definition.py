@@ -129,7 +129,7 @@ def tool(
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue, needs_approval)
-        _check_edits(editable, needs_approval)
+        _check_people(editable, deciders, executor, needs_approval)
         rule = None if deciders is None else Deciders.of(deciders)
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_callable(function, tool_name)
@@ -181,12 +181,17 @@ def _check_options(
                          "for server tools")
 
 
-def _check_edits(editable: bool, needs_approval: NeedsApproval) -> None:
+def _check_people(editable: bool, deciders: object, executor: str,
+                  needs_approval: NeedsApproval) -> None:
+    """`editable` and `deciders` are for calls a person decides."""
     if not isinstance(editable, bool):
         raise ValueError("editable is True or False")
     if editable and needs_approval is False:
         raise ValueError("editable is for tools that need approval: a person edits the "
                          "arguments of a call they approve")
+    if deciders is not None and executor == "server" and needs_approval is False:
+        raise ValueError("deciders are for calls a person decides: a tool that needs approval, "
+                         "or a human or client tool")
 
 
 def _check_callable(function: Callable[..., Any], tool_name: str) -> None:

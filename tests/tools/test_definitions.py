@@ -145,3 +145,8 @@ def test_deciders_may_be_role_names_or_a_rule():
 
     assert pay.deciders == Deciders(roles=("finance",)) and not pay.editable
     assert refund.deciders == Deciders(users=("carol",), not_self=True) and refund.editable
+
+
+def test_deciders_are_for_calls_a_person_decides():
+    with pytest.raises(ValueError, match="deciders are for calls a person decides"):
+        tool(deciders=["finance"])(lambda amount: None)
