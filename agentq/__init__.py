@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentq.agents import Agent, agent
+    from agentq.core.deciders import Deciders
     from agentq.core.scope import SYSTEM_SCOPE, Scope
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
     from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
@@ -29,12 +30,14 @@ _HOMES = {
     "Tool": "agentq.tools", "ToolContext": "agentq.tools", "tool": "agentq.tools",
     "CannotTell": "agentq.tools.reconcile", "DidNotRun": "agentq.tools.reconcile",
     "Ran": "agentq.tools.reconcile",
+    "Deciders": "agentq.core.deciders",
 }
 
 __all__ = [
     "Agent", "AgentqError", "Conflict", "FunctionModel", "InvalidInput", "ModelRequest",
     "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
     "CannotTell", "DidNotRun", "Ran",
+    "Deciders",
 ]
 
 

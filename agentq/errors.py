@@ -49,3 +49,9 @@ class Stale(AgentqError):
 class LogMoved(Stale):
     """The log no longer ends where a writer read it; nothing was written, and a writer
     that can decide again under the lock may try once more."""
+
+
+class Forbidden(AgentqError):
+    """The caller is known but may not do this (a decision only some keys or users may make)."""
+
+    code = "forbidden"

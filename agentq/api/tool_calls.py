@@ -18,12 +18,15 @@ class CallResult(BodyModel):
 
 
 class Decision(BodyModel):
-    """A person's decision on a call that needs approval. It carries no arguments: an
-    approved call runs with the ones the model gave, which the person saw."""
+    """A person's decision on a call that needs approval. An approved call runs with the
+    arguments the model gave, which the person saw, or, when its tool is `editable`, with
+    the `args` they edited (checked against the tool's schema)."""
 
     status: Literal["approved", "rejected"]
     reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
         None, description="why a call was rejected; the model reads it")
+    args: dict[str, Any] | None = Field(
+        None, description="an approval's edited arguments, for a call whose tool is editable")
 
 
 class Answer(BodyModel):
@@ -69,6 +72,16 @@ class Question(AnswerModel):
     url: str | None = None
 
 
+class DecidersOut(AnswerModel):
+    """Who may decide a call: a key with one of `roles`, or one of `users` (none named:
+    any key of the tenant); `not_self`: not the user whose turn made it."""
+
+    roles: list[str]
+    users: list[str]
+    not_self: bool
+    description: str
+
+
 class ToolCall(AnswerModel):
     tool_call_id: str
     name: str
@@ -91,6 +104,12 @@ class ToolCall(AnswerModel):
     # a `once` call's run found started and unfinished: started_at, worker, found_at, ran_s,
     # the tool's description, and once answered, the answer
     outcome_unknown: dict[str, Any] | None = None
+    # approved with edited arguments: the model's (`args` holds the person's, which ran)
+    model_args: dict[str, Any] | None = None
+    editable: bool = False  # a person may edit its arguments before approving
+    # a pending call: whether this request's key and user may decide it, and who may
+    may_decide: bool | None = None
+    deciders: DecidersOut | None = None
 
 
 class CallContext(AnswerModel):

@@ -20,6 +20,7 @@ from agentq.client import (
     ClientError,
     Conflict,
     EventOut,
+    Forbidden,
     InvalidRequest,
     NotFound,
     PendingCall,
@@ -42,6 +43,7 @@ APPROVE = {"a", "approve", "y", "yes"}
 REJECT = {"r", "reject", "n", "no"}
 DECLINE = {"d", "decline"}
 CANCEL = {"c", "cancel"}
+EDIT = {"e", "edit"}
 QUIT = {"/quit", "/exit"}
 
 
@@ -69,6 +71,19 @@ def decision_for(text: str) -> tuple[str, str | None] | None:
     if word.lower() in REJECT:
         return "rejected", rest.strip() or None
     return None
+
+
+def edited_or_decision_for(text: str) -> tuple[str, str | None, dict[str, Any] | None] | None:
+    """A decision, or an approval with edited arguments: `e {"amount": 129.9}`."""
+    word, _, rest = text.strip().partition(" ")
+    if word.lower() in EDIT:
+        try:
+            args = json.loads(rest)
+        except ValueError:
+            return None
+        return ("approved", None, args) if isinstance(args, dict) else None
+    decided = decision_for(text)
+    return None if decided is None else (*decided, None)
 
 
 def reply_for(text: str) -> tuple[str, dict[str, Any] | None] | None:
@@ -240,17 +255,33 @@ class Chat:
         self.waiting.discard(call.tool_call_id)
 
     def decide(self, call: PendingCall) -> None:
-        """Approve or reject a gated call: it runs as shown, or never."""
+        """Approve or reject a gated call: it runs as shown (or as edited, when its tool lets
+        a person edit), or never. A call this key or user may not decide is left to those
+        who may, and said so."""
+        listed = {c.tool_call_id: c for c in self.client.tool_calls(self.cid, status="pending")}
+        shown = listed.get(call.tool_call_id)
+        if shown is not None and shown.may_decide is False and shown.deciders is not None:
+            self.say(f"? {call_text(call.name, call.args or {})} waits for "
+                     f"{shown.deciders.description} ({call.tool_call_id})")
+            self.waiting.discard(call.tool_call_id)
+            return
+        editable = shown is not None and shown.editable
         self.say(f"? {call_text(call.name, call.args or {})} needs your approval "
                  f"({call.tool_call_id})")
-        status, reason = self.typed("  [a]pprove / [r]eject [reason]: ", decision_for)
-        try:
-            if status == "approved":
-                self.client.approve(self.cid, call.tool_call_id)
-            else:
-                self.client.reject(self.cid, call.tool_call_id, reason)
-        except (NotFound, Conflict) as exc:
-            self.say(f"  not taken: {exc.message}")
+        prompt = f"  [a]pprove / {'[e]dit {json} / ' if editable else ''}[r]eject [reason]: "
+        while True:
+            status, reason, args = self.typed(prompt, edited_or_decision_for)
+            try:
+                if status == "approved":
+                    self.client.approve(self.cid, call.tool_call_id, args=args)
+                else:
+                    self.client.reject(self.cid, call.tool_call_id, reason)
+            except InvalidRequest as exc:  # edits that do not fit, or a tool that takes none
+                self.say(f"  not taken: {exc.message}")
+                continue
+            except (NotFound, Conflict, Forbidden) as exc:
+                self.say(f"  not taken: {exc.message}")
+            break
         self.waiting.discard(call.tool_call_id)
 
     def settle(self, call: PendingCall) -> None:

@@ -150,8 +150,13 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
                 print("agentq: --tenant names the tenant the key acts for; it may not be empty",
                       file=sys.stderr)
                 return 2
-            key_id, secret = store.keys.create(args.tenant, utcnow())
-            print(f"key {key_id} of tenant {args.tenant} (shown once, keep it):\n{secret}")
+            try:
+                key_id, secret = store.keys.create(args.tenant, utcnow(), roles=tuple(args.roles))
+            except ValueError as exc:
+                print(f"agentq: {exc}", file=sys.stderr)
+                return 2
+            roles = f" with roles {', '.join(args.roles)}" if args.roles else ""
+            print(f"key {key_id} of tenant {args.tenant}{roles} (shown once, keep it):\n{secret}")
             return 0
         if args.action == "revoke":
             revoked = store.keys.revoke(args.key_id, utcnow())
@@ -159,6 +164,7 @@ def _cmd_keys(config: Config, args: argparse.Namespace) -> int:
             return 0 if revoked else 1
         for key in store.keys.list_all(tenant=args.tenant):
             print(f"{key.id}  {key.tenant}  created {key.created_at:%Y-%m-%d %H:%M}"
+                  + (f"  roles {','.join(key.roles)}" if key.roles else "")
                   + ("  revoked" if key.revoked_at else ""))
         return 0
     finally:
@@ -321,7 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     api.set_defaults(run=_cmd_api)
     keys = sub.add_parser("keys", help="create, revoke or list API keys")
     actions = keys.add_subparsers(dest="action", required=True)
-    actions.add_parser("create", help="print a new key once").add_argument("--tenant", required=True)
+    create = actions.add_parser("create", help="print a new key once")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", action="append", default=[], dest="roles",
+                        help="a role the key carries, for tools' deciders (repeatable)")
     actions.add_parser("revoke", help="revoke a key by id").add_argument("key_id")
     actions.add_parser("list", help="keys without their secrets").add_argument("--tenant")
     keys.set_defaults(run=_cmd_keys)

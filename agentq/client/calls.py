@@ -200,10 +200,13 @@ def resolve(cid: str, call_id: str, status: str, result: Any,
 
 
 def decide(cid: str, call_id: str, status: str, reason: str | None,
-           user: str | None) -> Call[api.ToolCall]:
-    """A person's yes or no: a gated call runs as shown or never; a human call's result
-    becomes {"approved": …, "reason": …}. The same decision twice is 200 both times."""
+           user: str | None, args: Mapping[str, Any] | None = None) -> Call[api.ToolCall]:
+    """A person's yes or no: a gated call runs as shown (or with the edited `args`, when its
+    tool is editable) or never; a human call's result becomes {"approved": …, "reason": …}.
+    The same decision twice is 200 both times; a key the call's deciders do not name, 403."""
     body: dict[str, Any] = {"status": status, **({} if reason is None else {"reason": reason})}
+    if args is not None:
+        body["args"] = dict(args)
     return Call("POST", f"/v1/conversations/{cid}/tool-calls/{call_id}/resolution",
                 api.ToolCall, json=body, headers=_user(user), idempotent=True)
 

@@ -133,10 +133,13 @@ class Client:
         first, `limit` a page; iterating the page goes on to the next."""
         return self._list(calls.pending_calls(executor, "pending", cursor, limit, self._who(user)))
 
-    def approve(self, conversation_id: str, call_id: str, *, user: str | None = None) -> api.ToolCall:
-        """Say yes to a call waiting for a person: a gated call runs as shown; a human call's
-        result is {"approved": true}."""
-        return self._run(calls.decide(conversation_id, call_id, "approved", None, self._who(user)))
+    def approve(self, conversation_id: str, call_id: str, *,
+                args: Mapping[str, Any] | None = None, user: str | None = None) -> api.ToolCall:
+        """Say yes to a call waiting for a person: a gated call runs as shown, or with the
+        edited `args` when its tool is editable; a human call's result is {"approved": true}.
+        A key the call's deciders do not name raises Forbidden."""
+        return self._run(calls.decide(conversation_id, call_id, "approved", None,
+                                      self._who(user), args))
 
     def reject(self, conversation_id: str, call_id: str, reason: str | None = None, *,
                user: str | None = None) -> api.ToolCall:

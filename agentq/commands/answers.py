@@ -13,6 +13,7 @@ from typing import Any
 
 from agentq.core import drafts
 from agentq.core.decide import Step
+from agentq.core.deciders import Decider, signed
 from agentq.core.elicitation import ACTIONS, ANSWERED
 from agentq.core.events import ToolCallRecord
 from agentq.errors import Conflict, InvalidInput
@@ -23,6 +24,7 @@ MAX_ERRORS_SHOWN = 5
 
 def answer_call(
     tx, call: ToolCallRecord, *, by: str, action: str, content: Any, now: datetime,
+    decider: Decider | None = None,
 ) -> tuple[ToolCallRecord, list[FollowUp]]:
     """Record the answer and schedule the call's next attempt; the same answer twice is
     a no-op (inv. 5), a different one once answered is a Conflict."""
@@ -42,7 +44,8 @@ def answer_call(
     answered = int(record.get("answered", 0)) + 1
     if not tx.answer(call.id, elicitation={**record, "answer": answer, "answered": answered}):
         raise Conflict(f"tool call {call.id} is no longer pending")
-    tx.append_and_fold([drafts.answer(call, action, content, by=by, created_at=now)], now=now)
+    tx.append_and_fold(signed([drafts.answer(call, action, content, by=by, created_at=now)],
+                              decider), now=now)
     updated = tx.load_call(call.id)
     step = Step.tool(call.conversation_id, call.id, answered)  # its own step (inv. 5)
     return updated, [RunTool(call.conversation_id, call.id, step.key, tool=call.name),

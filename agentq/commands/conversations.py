@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from agentq.agents.catalog import Catalog
 from agentq.commands.answers import answer_call
+from agentq.commands.deciding import DecisionRules
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.commands.outcomes import abandon, record_ran, run_again
 from agentq.commands.refusals import refused
@@ -22,6 +23,7 @@ from agentq.commands.resolutions import approve_call, close_call, reject_call
 from agentq.core import drafts
 from agentq.core.agents import AgentVersion, NotOverridable, parse_agent_ref, settings_with_overrides
 from agentq.core.decide import ends_a_turn
+from agentq.core.deciders import Decider
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.fsm import RETRIED
 from agentq.core.message_rules import (
@@ -88,6 +90,7 @@ class Commands:
         self.policy = policy or Policy.default()
         # the agents tenants start conversations from (without one: tenants' own agents only)
         self.catalog = catalog or Catalog(store, self.policy.offers_agent)
+        self.deciding = DecisionRules(registry, self.policy)  # who may decide, and edits
 
     def create_conversation(
         self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None
@@ -221,6 +224,8 @@ class Commands:
         reason: str | None = None,
         action: str | None = None,
         content: Any = None,
+        args: dict[str, Any] | None = None,
+        decider: Decider | None = None,
     ) -> tuple[ToolCallRecord, list[FollowUp]]:
         """Close a pending call; the same answer twice is fine, anything else late is 409.
 
@@ -228,7 +233,9 @@ class Commands:
         `reason`) and no result: the person decides on the arguments the model gave. A
         call whose tool server asked a question takes `answered` with MCP's `action`
         and, to accept, the `content` its schema asks for (approve and reject stand for
-        accept and decline). The rules are agentq.core.resolution_rules'.
+        accept and decline). The rules are agentq.core.resolution_rules'. An approval of
+        an editable tool's call may carry edited `args`; a `decider` the tool's or the
+        policy's deciders do not name is Forbidden (agentq.commands.deciding).
         """
         request = resolution_request(conversation_id, tool_call_id, status=status, result=result,
                                      reason=reason, action=action)
@@ -236,9 +243,13 @@ class Commands:
             raise refused(request)
         now = self.clock()
         with self.store.writes.locked(conversation_id) as tx:
-            _own(tx, scope, conversation_id)
-            verdict = classify_resolution(request, tx.load_call(tool_call_id))
-            written = _write_resolution(tx, verdict, by=_by(scope), now=now, content=content)
+            conv = _own(tx, scope, conversation_id)
+            call = tx.load_call(tool_call_id)
+            if call is not None and decider is not None:
+                self.deciding.check_decider(call, conv, decider)
+            verdict = self.deciding.with_edits(classify_resolution(request, call), status, args)
+            written = _write_resolution(tx, verdict, by=_by(scope), now=now, content=content,
+                                        decider=decider)
         return written
 
     def cancel(self, conversation_id: str, scope: Scope) -> list[FollowUp]:
@@ -312,21 +323,25 @@ def _first_error(exc: ValidationError) -> str:
 
 def _write_resolution(
     tx, verdict: ResolutionVerdict, *, by: str, now: datetime, content: Any,
+    decider: Decider | None,
 ) -> tuple[ToolCallRecord, list[FollowUp]]:
-    """What the verdict on an answer to a call writes, under the lock the command holds."""
+    """What the verdict on an answer to a call writes, under the lock the command holds;
+    each resolution names its `decider` (who, with which key)."""
     match verdict:
         case Refusal():
             raise refused(verdict)
         case Unchanged(call=call):
             return call, []
         case AnswerQuestion(call=call, action=action):
-            return answer_call(tx, call, by=by, now=now, content=content, action=action)
-        case Approve(call=call):
-            return approve_call(tx, call, by=by, now=now)
+            return answer_call(tx, call, by=by, now=now, content=content, action=action,
+                               decider=decider)
+        case Approve(call=call, args=args):
+            return approve_call(tx, call, by=by, now=now, args=args, decider=decider)
         case Reject(call=call, reason=reason):
-            return reject_call(tx, call, by=by, reason=reason, now=now)
+            return reject_call(tx, call, by=by, reason=reason, now=now, decider=decider)
         case Close(call=call, status=status, result=result):
-            return close_call(tx, call, by=by, status=status, result=result, now=now)
+            return close_call(tx, call, by=by, status=status, result=result, now=now,
+                              decider=decider)
         case RecordRan(call=call, result=result):
             return record_ran(tx, call, by=by, result=result, now=now)
         case RunAgain(call=call):

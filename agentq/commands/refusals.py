@@ -6,10 +6,11 @@ the HTTP API answers each with its status (404, 409, 422) and code.
 from __future__ import annotations
 
 from agentq.core.refusal import Refusal
-from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
+from agentq.errors import AgentqError, Conflict, Forbidden, InvalidInput, NotFound
 
 ERRORS: dict[str, type[AgentqError]] = {
     "invalid_input": InvalidInput, "conflict": Conflict, "not_found": NotFound,
+    "forbidden": Forbidden,
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from agentq.commands.refusals import refused
 from agentq.core import drafts
 from agentq.core.decide import Step
+from agentq.core.deciders import Decider, signed
 from agentq.core.events import EventDraft, ToolCallRecord
 from agentq.core.fsm import round_closed
 from agentq.core.resolution_rules import late
@@ -19,12 +20,18 @@ from agentq.followups import Advance, FollowUp, RunTool, Settled
 
 
 def approve_call(
-    tx, call: ToolCallRecord, *, by: str, now: datetime,
+    tx, call: ToolCallRecord, *, by: str, now: datetime, args: dict[str, Any] | None = None,
+    decider: Decider | None = None,
 ) -> tuple[ToolCallRecord, list[FollowUp]]:
-    """The gated call runs as that very call: same id, the arguments the person saw."""
-    moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
-                               now=now, result=None)
-    decided = _recorded(tx, call, moved, [drafts.approval(call, by=by, created_at=now)], now=now)[0]
+    """The gated call runs as that very call: same id, the arguments the person saw, or
+    the `args` they edited (agentq.core.edits)."""
+    if args is None:
+        moved = tx.transition_call(call.id, from_statuses=["pending"], to_status="scheduled",
+                                   now=now, result=None)
+    else:
+        moved = tx.approve_edited(call.id, args=args, model_args=call.args)
+    drafted = signed([drafts.approval(call, by=by, created_at=now, args=args)], decider)
+    decided = _recorded(tx, call, moved, drafted, now=now)[0]
     step_key = Step.tool(call.conversation_id, call.id).key  # the call's own step: it runs once (inv. 5)
     return decided, [RunTool(call.conversation_id, call.id, step_key, tool=call.name),
                      Settled(call.conversation_id, call.id, "approved")]
@@ -32,24 +39,26 @@ def approve_call(
 
 def reject_call(
     tx, call: ToolCallRecord, *, by: str, reason: str | None, now: datetime,
+    decider: Decider | None = None,
 ) -> tuple[ToolCallRecord, list[FollowUp]]:
     """The gated call never runs; the model reads why."""
     moved = tx.transition_call(
         call.id, from_statuses=["pending"], to_status="rejected", now=now,
         result={"status": "rejected", "by": by, "reason": reason},
     )
-    drafted = drafts.rejection(call, by=by, reason=reason, created_at=now)
+    drafted = signed(drafts.rejection(call, by=by, reason=reason, created_at=now), decider)
     decided, closed_round = _recorded(tx, call, moved, drafted, now=now)
     return decided, _settled(call, "rejected", closed_round)
 
 
 def close_call(
     tx, call: ToolCallRecord, *, by: str, status: str, result: Any, now: datetime,
+    decider: Decider | None = None,
 ) -> tuple[ToolCallRecord, list[FollowUp]]:
     """A human or client call takes its result."""
     moved = tx.transition_call(call.id, from_statuses=["pending"], to_status=status, now=now,
                                result=result)
-    drafted = drafts.closed_call(call, status, result, by=by, created_at=now)
+    drafted = signed(drafts.closed_call(call, status, result, by=by, created_at=now), decider)
     closed, closed_round = _recorded(tx, call, moved, drafted, now=now)
     return closed, _settled(call, status, closed_round)
 

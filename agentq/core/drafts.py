@@ -143,10 +143,15 @@ def resolution(
     return EventDraft("resolution", content, created_at, turn_id, round_id)
 
 
-def approval(call: ToolCallRecord, *, by: str, created_at: datetime) -> EventDraft:
-    """A person approved a gated call: it runs next, with the arguments they saw."""
-    return resolution(call.id, "approved", by, turn_id=call.turn_id, round_id=call.round_id,
-                      created_at=created_at)
+def approval(call: ToolCallRecord, *, by: str, created_at: datetime,
+             args: dict[str, Any] | None = None) -> EventDraft:
+    """A person approved a gated call: it runs next, with the arguments they saw, or with
+    the `args` they edited (the log then keeps both, agentq.core.edits)."""
+    draft = resolution(call.id, "approved", by, turn_id=call.turn_id, round_id=call.round_id,
+                       created_at=created_at)
+    if args is not None:
+        draft.content.update(args=args, model_args=call.args)
+    return draft
 
 
 def refusal_text(reason: str | None) -> str:

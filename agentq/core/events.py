@@ -115,6 +115,8 @@ class ToolCallRecord:
     # a `once` tool's call: the start mark of its current run (agentq.core.once), None
     # until it starts
     started: dict[str, Any] | None = None
+    # the model's arguments when a person approved the call with edited ones (then in `args`)
+    model_args: dict[str, Any] | None = None
 
     @property
     def answers(self) -> int:
@@ -136,6 +138,7 @@ class ToolCallRecord:
             "resolved_at": _opt_ts(self.resolved_at),
             "needs_approval": self.needs_approval,
             "elicitation": None if self.elicitation is None else self.elicitation.get("question"),
+            "model_args": self.model_args,
             **self._child(),
             **self._outcome_unknown(),
         }

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-RefusalKind = Literal["invalid_input", "conflict", "not_found"]
+RefusalKind = Literal["invalid_input", "conflict", "not_found", "forbidden"]
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,7 @@ class Refusal:
     @classmethod
     def not_found(cls, message: str) -> Refusal:
         return cls("not_found", message)
+
+    @classmethod
+    def forbidden(cls, message: str, *, details: dict[str, Any] | None = None) -> Refusal:
+        return cls("forbidden", message, details=details)

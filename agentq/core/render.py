@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
+from agentq.core.edits import edit_note
 from agentq.core.events import Event, View
 from agentq.core.reasoning import reasoning_of
 from agentq.core.request import CallRef, Message, Request, ToolSpec
@@ -38,20 +39,23 @@ def output_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, sort_keys=True)
 
 
-def _result_message(result: Event) -> Message:
+def _result_message(result: Event, edited: dict[str, Any] | None = None) -> Message:
+    """A result as the model reads it; led by a note when a person edited its arguments."""
     status = result.content.get("status", "ok")
     output = result.content.get("output")
     parts = tuple(p for p in result.content.get("parts") or () if isinstance(p, dict))
+    note = "" if edited is None else edit_note(edited) + "\n"
     if status == "ok":
-        return Message("tool", output_text(output), tool_call_id=result.content["tool_call_id"],
-                       parts=parts, status=status)
+        return Message("tool", note + output_text(output),
+                       tool_call_id=result.content["tool_call_id"], parts=parts, status=status)
     body = _CLOSED_WITHOUT_OUTPUT.get(status, status) if output is None else output_text(output)
-    text = f"[{status}] {body}"
+    text = f"{note}[{status}] {body}"
     return Message("tool", text, tool_call_id=result.content["tool_call_id"], is_error=True,
                    parts=parts, status=status)
 
 
-def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> list[Message]:
+def _render_round(round_events: Sequence[Event], results: dict[str, Event],
+                  edits: dict[str, dict[str, Any]]) -> list[Message]:
     """One model response: one assistant message, then its answers in call order."""
     texts = [e.content.get("text") or "" for e in round_events if e.type == "assistant_msg"]
     calls = tuple(
@@ -65,7 +69,8 @@ def _render_round(round_events: Sequence[Event], results: dict[str, Event]) -> l
     reasoning = tuple(item for e in round_events if e.type == "assistant_msg"
                       for item in reasoning_of(e.content))
     messages = [Message("assistant", text, tool_calls=calls, reasoning=reasoning)]
-    messages.extend(_result_message(results[c.id]) for c in calls if c.id in results)
+    messages.extend(_result_message(results[c.id], edits.get(c.id))
+                    for c in calls if c.id in results)
     return messages
 
 
@@ -83,9 +88,12 @@ def _group_rounds(events: Sequence[Event]) -> dict[tuple[int, str], list[Event]]
 def render_events(events: Sequence[Event]) -> list[Message]:
     """The messages of `events` before repair: each result found among `events` by its call's id."""
     results: dict[str, Event] = {}
+    edits: dict[str, dict[str, Any]] = {}  # a person's arguments, by call (agentq.core.edits)
     for event in events:
         if event.type == "tool_result":
             results.setdefault(event.content["tool_call_id"], event)
+        elif event.type == "resolution" and isinstance(event.content.get("args"), dict):
+            edits.setdefault(event.content["tool_call_id"], event.content["args"])
     rounds = _group_rounds(events)
     messages: list[Message] = []
     turn = 0
@@ -97,7 +105,7 @@ def render_events(events: Sequence[Event]) -> list[Message]:
             continue
         group = rounds.get((turn, event.round_id or f"seq:{event.seq}"))
         if group is not None and group[0] is event:
-            messages.extend(_render_round(group, results))
+            messages.extend(_render_round(group, results, edits))
     return messages
 
 

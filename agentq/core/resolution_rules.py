@@ -55,9 +55,10 @@ class AnswerQuestion:
 
 @dataclass(frozen=True)
 class Approve:
-    """A gated call runs, as the very call the person saw."""
+    """A gated call runs, as the very call the person saw (with their `args`, if edited)."""
 
     call: ToolCallRecord
+    args: dict[str, Any] | None = None  # the person's edited arguments (agentq.core.edits)
 
 
 @dataclass(frozen=True)

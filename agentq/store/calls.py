@@ -31,7 +31,7 @@ def put_calls_txn(conn: Connection, records: Sequence[ToolCallRecord]) -> None:
 
 CALL_COLUMNS = ("conversation_id", "id", "name", "executor", "status", "args", "result",
                 "round_id", "turn_id", "expires_at", "created_at", "resolved_at", "needs_approval",
-                "elicitation", "started")
+                "elicitation", "started", "model_args")
 
 
 def call_values(record: ToolCallRecord) -> dict[str, Any]:
@@ -205,6 +205,17 @@ def await_outcome_txn(
         update(tool_calls)
         .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
         .values(status="pending", started=started, expires_at=None))
+def approve_edited_txn(
+    conn: Connection, conversation_id: str, call_id: str, *, args: dict[str, Any],
+    model_args: dict[str, Any],
+) -> bool:
+    """A pending call a person approved with edited arguments runs (`scheduled`) with theirs;
+    the model's stay in `model_args`. False if it was no longer pending."""
+    c = tool_calls.c
+    moved = conn.execute(
+        update(tool_calls)
+        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
+        .values(status="scheduled", args=args, model_args=model_args))
     return moved.rowcount == 1
 
 

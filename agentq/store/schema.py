@@ -134,6 +134,8 @@ tool_calls = Table(
     Column("elicitation", Json),
     # a `once` tool's call: the start mark of its current run (agentq.core.once, migration 0016)
     Column("started", Json),
+    # the model's arguments when a person approved the call with edited ones (migration 0017)
+    Column("model_args", Json),
     PrimaryKeyConstraint("conversation_id", "id"),
     Index(None, "status", "expires_at"),
 )
@@ -288,6 +290,7 @@ api_keys = Table(
     Column("key_hash", String(128), nullable=False, unique=True),
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp),
+    Column("roles", Json),  # the roles the key carries, for deciders (migration 0017)
 )
 
 

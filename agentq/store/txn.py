@@ -20,6 +20,7 @@ from agentq.store import step_commit
 from agentq.store.budget_totals import add_totals_txn
 from agentq.store.calls import (
     answer_txn,
+    approve_edited_txn,
     ask_txn,
     await_outcome_txn,
     load_call_txn,
@@ -156,6 +157,12 @@ class ConversationTxn:
         """A `once` call whose run was found unfinished waits for a person, with no
         deadline; False if it was no longer scheduled."""
         return await_outcome_txn(self._conn, self._id, call_id, started=started)
+    def approve_edited(self, call_id: str, *, args: dict[str, Any],
+                       model_args: dict[str, Any]) -> bool:
+        """A pending call runs with the arguments a person edited; False if it was no
+        longer pending."""
+        return approve_edited_txn(self._conn, self._id, call_id, args=args,
+                                  model_args=model_args)
 
     def set_status(self, status: str, *, now: datetime) -> None:
         set_status_txn(self._conn, self._id, status, now=now)

@@ -8,10 +8,11 @@ unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period, pe
 (`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
 `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
 settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
-only (one the file does not name goes to every tenant). A file that does not parse stops
-the process at start, with where and why. The `function` profile is no profile of the file:
-it names a model function of the operator's code (agentq.providers.function), which only
-settings from a code agent may name.
+only (one the file does not name goes to every tenant). `[deciders.TOOL]` and
+`[tenants.NAME.deciders.TOOL]` say who may decide a tool's calls (agentq.tenancy.deciders).
+A file that does not parse stops the process at start, with where and why. The `function`
+profile is no profile of the file: it names a model function of the operator's code
+(agentq.providers.function), which only settings from a code agent may name.
 """
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
+from agentq.core.deciders import Deciders
 from agentq.core.settings import FUNCTION_PROFILE, Settings
 from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
+from agentq.tenancy.deciders import DecidersRule, rules_of
 from agentq.tenancy.profiles import Profile, builtin_profiles
 from agentq.tools.definition import QUEUE_NAME
 from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
@@ -87,6 +90,7 @@ class TenantPolicy(BaseModel):
 
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
     budgets: Budgets | None = None  # over [budgets]
+    deciders: dict[str, DecidersRule] = Field(default_factory=dict)  # over [deciders], by tool
 
 
 class AgentOffer(BaseModel):
@@ -144,6 +148,7 @@ class _PolicyFile(BaseModel):
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
+    deciders: dict[str, DecidersRule] = Field(default_factory=dict)  # by tool name, or "*"
 
     @model_validator(mode="after")
     def _server_names(self) -> _PolicyFile:
@@ -165,6 +170,7 @@ class Policy:
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
     mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
     budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
+    deciders: Mapping[str, DecidersRule] = field(default_factory=dict)  # who decides, by tool
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -225,6 +231,12 @@ class Policy:
         """The token budgets of `tenant`: its own over every tenant's."""
         own = self.tenants.get(tenant)
         return self.budgets.under(own.budgets if own else None)
+
+    def deciders_for(self, tenant: str) -> tuple[dict[str, Deciders], dict[str, Deciders]]:
+        """Who may decide calls, by tool name (or `*`): `tenant`'s own rules, and every
+        tenant's (agentq.core.deciders.rule_for weighs them with the tool's)."""
+        own = self.tenants.get(tenant)
+        return rules_of(own.deciders if own else {}), rules_of(self.deciders)
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -357,4 +369,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
-                  mcp=parsed.mcp, budgets=parsed.budgets)
+                  mcp=parsed.mcp, budgets=parsed.budgets, deciders=parsed.deciders)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import docstring_parser
 from pydantic import BaseModel, ValidationError
 
+from agentq.core.deciders import Deciders
 from agentq.core.once import EFFECTS, Effect
 from agentq.core.request import ToolSpec
 from agentq.core.scope import Scope
@@ -70,6 +71,8 @@ class Tool:
     needs_approval: NeedsApproval = False
     effect: Effect = "idempotent"  # "once": never run again blindly (agentq.core.once)
     reconcile: Reconcile | None = None
+    editable: bool = False  # a person may edit the arguments of a call they approve
+    deciders: Deciders | None = None  # who may decide its calls (None: the policy's, or anyone)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -118,6 +121,8 @@ def tool(
     needs_approval: NeedsApproval = False,
     effect: Effect = "idempotent",
     reconcile: Reconcile | None = None,
+    editable: bool = False,
+    deciders: Deciders | Iterable[str] | None = None,
 ) -> Any:
     """Make a `Tool` of a typed function; usable bare (`@tool`) or with options (`@tool(...)`).
 
@@ -128,12 +133,16 @@ def tool(
     long they have before the system refuses it. `effect="once"` says a second run costs
     something the first cannot undo: a run found started and unfinished is never run
     again blindly; `reconcile(args, ctx)` tells, if it can, whether it took effect
-    (docs/tools.md).
+    (docs/tools.md). `editable` lets the person who approves a call change its arguments
+    (checked against the schema); `deciders` (a `Deciders`, or role names) says who may
+    decide its calls (agentq.core.deciders).
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
         _check_options(executor, expires_in, timeout, queue, needs_approval)
         _check_effect(executor, effect, reconcile)
+        _check_people(editable, deciders, executor, needs_approval)
+        rule = None if deciders is None else Deciders.of(deciders)
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_callable(function, tool_name)
         doc = docstring_parser.parse(inspect.getdoc(function) or "")
@@ -154,6 +163,8 @@ def tool(
             needs_approval=needs_approval,
             effect=effect,
             reconcile=reconcile,
+            editable=editable,
+            deciders=rule,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -191,6 +202,19 @@ def _check_effect(executor: str, effect: str, reconcile: Reconcile | None) -> No
         raise ValueError("effect='once' is for server tools: a person or client runs the others")
     if reconcile is not None and (effect != "once" or not callable(reconcile)):
         raise ValueError("reconcile is a function (args, ctx), for tools with effect='once'")
+
+
+def _check_people(editable: bool, deciders: object, executor: str,
+                  needs_approval: NeedsApproval) -> None:
+    """`editable` and `deciders` are for calls a person decides."""
+    if not isinstance(editable, bool):
+        raise ValueError("editable is True or False")
+    if editable and needs_approval is False:
+        raise ValueError("editable is for tools that need approval: a person edits the "
+                         "arguments of a call they approve")
+    if deciders is not None and executor == "server" and needs_approval is False:
+        raise ValueError("deciders are for calls a person decides: a tool that needs approval, "
+                         "or a human or client tool")
 
 
 def _check_callable(function: Callable[..., Any], tool_name: str) -> None:

@@ -70,7 +70,8 @@ def _large_refund(args: dict[str, Any], scope: Any) -> bool:
     return args["amount"] > 100
 
 
-@tool(needs_approval=_large_refund, expires_in=3600)
+@tool(needs_approval=_large_refund, expires_in=3600, editable=True)
 def refund_order(order: str, amount: float, reason: str = "") -> str:
-    """Refund an amount of an order to the customer. Refunds above 100 EUR wait for a person's approval."""
+    """Refund an amount of an order to the customer. Refunds above 100 EUR wait for a person's
+    approval, who may correct the amount before approving."""
     return f"refunded {amount:.2f} EUR on order {order}"

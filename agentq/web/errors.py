@@ -12,15 +12,17 @@ from flask import Flask, Response, current_app, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound, Unavailable
+from agentq.errors import AgentqError, Conflict, Forbidden, InvalidInput, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
-_AGENTQ_STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, Unavailable: 503}
+_AGENTQ_STATUS = {NotFound: 404, Conflict: 409, InvalidInput: 422, Unavailable: 503,
+                  Forbidden: 403}
 RETRY_AFTER_S = 2  # what a 503 asks a client to wait: PostgreSQL restarts in about a second
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     413: "payload_too_large",

@@ -1,7 +1,7 @@
 """Domain values as the API's JSON answers (docs/design.md §10), built via the models of agentq.api."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -9,12 +9,16 @@ from agentq.api.agents import AgentOut, AgentRefOut
 from agentq.api.common import States
 from agentq.api.conversations import Conversation, ConversationItem, ParentOut, PendingCall, SummarySpan
 from agentq.api.events import EventOut
-from agentq.api.tool_calls import ToolCall
+from agentq.api.tool_calls import DecidersOut, ToolCall
+from agentq.commands.deciding import DecisionRules
 from agentq.core.agents import AgentVersion
+from agentq.core.deciders import Decider
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.timefmt import format_ts
 from agentq.store import ConversationInfo
 from agentq.store.overview import Overview
+
+Shown = TypeVar("Shown", bound=ToolCall)
 
 
 def state_of(info: ConversationInfo) -> States:
@@ -82,6 +86,18 @@ def tool_call(record: ToolCallRecord, **where: str | None) -> ToolCall:
     """A call as the API shows it; `where` (conversation_id, agent) for a sub-agent's call
     listed with its parent's."""
     return ToolCall.model_validate({**record.to_json(), **where})
+
+
+def decidable(call: Shown, record: ToolCallRecord, conversation: ConversationInfo,
+              rules: DecisionRules, decider: Decider) -> Shown:
+    """The call with whether it takes edited arguments and, while a person may decide it,
+    whether `decider` may and who may (agentq.commands.deciding)."""
+    extra: dict[str, Any] = {"editable": rules.editable(record)}
+    if record.status == "pending" and record.executor != "agent":
+        rule = rules.rule(record, conversation.tenant)
+        extra.update(may_decide=rules.may_decide(record, conversation, decider),
+                     deciders=DecidersOut(**rule.to_json()))
+    return call.model_copy(update=extra)
 
 
 def agent_ref(info: ConversationInfo) -> AgentRefOut | None:

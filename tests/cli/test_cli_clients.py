@@ -184,15 +184,17 @@ def test_a_whole_turn_with_an_approval_in_the_terminal(server, api, tmp_path):
                                      "text": "The payment to Bob was approved. All done."}
 
 
-def test_a_chat_with_an_agent_defined_in_code_asks_about_its_gated_call(server, api):
+def test_a_chat_with_an_agent_defined_in_code_asks_about_its_gated_call_and_takes_edits(server, api):
     term = Terminal(server, "--agent", "refunds")
     try:
         started = term.expect("you> ")
         cid = re.search(r"conversation ([0-9a-f-]{36}) \(agent refunds@1, ", started).group(1)
         term.child.sendline("Refund order A-17")
-        shown = term.expect(r"\[a\]pprove / \[r\]eject \[reason\]")
+        shown = term.expect(r"\[a\]pprove / \[e\]dit \{json\} / \[r\]eject \[reason\]")
         assert "refund_order(order='A-17', amount=150) needs your approval" in shown
-        term.child.sendline("a")
+        term.child.sendline('e {"order": "A-17", "amount": "lots"}')  # does not fit: asked again
+        assert "not taken" in term.expect(r"\[r\]eject \[reason\]: ")
+        term.child.sendline('e {"order": "A-17", "amount": 120}')
         assert "agent> The refund is done." in term.expect("you> ")
         assert term.leave() == 0
     finally:
@@ -201,8 +203,10 @@ def test_a_chat_with_an_agent_defined_in_code_asks_about_its_gated_call(server, 
     events = log_of(api, cid)
     decision = next(e["content"] for e in events if e["type"] == "resolution")
     assert (decision["status"], decision["by"]) == ("approved", "cli")
+    assert decision["args"] == {"order": "A-17", "amount": 120}
+    assert decision["model_args"] == {"order": "A-17", "amount": 150}
     result = next(e["content"] for e in events if e["type"] == "tool_result")
-    assert result["output"] == "refunded 150.00 EUR on order A-17"
+    assert result["output"] == "refunded 120.00 EUR on order A-17"
 
 
 def test_a_tool_servers_question_is_asked_in_the_terminal_until_the_reply_fits(server, api):

@@ -83,8 +83,9 @@ class Api:
         self.app = create_app({"AGENTQ_SSE_KEEPALIVE_S": 0.05, **app_config}, self.services)
         self.client = self.app.test_client()
 
-    def key(self, tenant: str, user: str | None = None) -> dict[str, str]:
-        _, secret = self.store.keys.create(tenant, self.clock())
+    def key(self, tenant: str, user: str | None = None, *, roles: tuple[str, ...] = ()
+            ) -> dict[str, str]:
+        _, secret = self.store.keys.create(tenant, self.clock(), roles=roles)
         headers = {"Authorization": f"Bearer {secret}"}
         if user:
             headers["X-Agentq-User"] = user

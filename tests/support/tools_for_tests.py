@@ -170,3 +170,20 @@ def pay_reconciled(order: str, amount: float, seconds: float, ctx: agentq.ToolCo
 def pay_gated(order: str, amount: float, seconds: float, ctx: agentq.ToolContext) -> str:
     """Pay for an order once a person approves: must not run twice."""
     return _pay(order, amount, seconds, ctx)
+EDITED_RUNS: dict[str, dict] = {}  # the arguments each call of `editable_refund` ran with
+
+
+@agentq.tool(needs_approval=True, editable=True, expires_in=60)
+def editable_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
+    """A refund a person approves, and may correct before approving (edits tests)."""
+    _count(f"editable_refund:{ctx.tool_call_id}")
+    EDITED_RUNS[ctx.tool_call_id] = {"order": order, "amount": amount}
+    return f"refunded {amount:.2f} on order {order}"
+
+
+@agentq.tool(needs_approval=True, expires_in=60,
+             deciders=agentq.Deciders(roles=("finance",), not_self=True))
+def finance_refund(order: str, amount: float, ctx: agentq.ToolContext) -> str:
+    """A refund only a key with the role finance approves, never the user who asked (deciders tests)."""
+    _count(f"finance_refund:{ctx.tool_call_id}")
+    return f"refunded {amount:.2f} on order {order}"

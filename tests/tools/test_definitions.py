@@ -123,3 +123,30 @@ def test_a_hint_naming_an_undefined_type_is_refused_with_the_reason() -> None:
 
 def test_a_definition_error_is_a_value_error_as_the_decorators_option_errors_are() -> None:
     assert issubclass(ToolDefinitionError, ValueError)
+
+
+def test_editable_is_for_a_tool_that_needs_approval():
+    with pytest.raises(ValueError, match="editable is for tools that need approval"):
+        tool(editable=True)(lambda amount: None)
+
+
+def test_deciders_may_be_role_names_or_a_rule():
+    from agentq.core.deciders import Deciders
+
+    @tool(needs_approval=True, deciders=["finance"])
+    def pay(amount: float) -> str:
+        """Pay."""
+        return "paid"
+
+    @tool(needs_approval=True, editable=True, deciders=Deciders(users=("carol",), not_self=True))
+    def refund(amount: float) -> str:
+        """Refund."""
+        return "refunded"
+
+    assert pay.deciders == Deciders(roles=("finance",)) and not pay.editable
+    assert refund.deciders == Deciders(users=("carol",), not_self=True) and refund.editable
+
+
+def test_deciders_are_for_calls_a_person_decides():
+    with pytest.raises(ValueError, match="deciders are for calls a person decides"):
+        tool(deciders=["finance"])(lambda amount: None)

@@ -9,7 +9,9 @@ from flask import Blueprint, g
 
 from agentq.api.tenant_tool_calls import ListTenantToolCalls, TenantToolCall, TenantToolCallPage
 from agentq.core.events import ToolCallRecord
+from agentq.store import ConversationInfo
 from agentq.web import present
+from agentq.web.auth import decider
 from agentq.web.operation import operation
 from agentq.web.pagination import page_of
 from agentq.web.services import services
@@ -26,13 +28,28 @@ def listing(query: ListTenantToolCalls):
         tenant=g.scope.tenant, status=query.status, executor=query.executor,
         after=after, limit=limit,
     ), query.limit, lambda record: f"{record.conversation_id}/{record.id}")
+    conversations = _conversations_of(page.rows)
     return present.dump(TenantToolCallPage(
-        tool_calls=[_item(record) for record in page.rows], next_cursor=page.next_cursor,
+        tool_calls=[_item(record, conversations) for record in page.rows],
+        next_cursor=page.next_cursor,
     ))
 
 
-def _item(record: ToolCallRecord) -> TenantToolCall:
-    return TenantToolCall.model_validate({**record.to_json(), "conversation_id": record.conversation_id})
+def _conversations_of(records: list[ToolCallRecord]) -> dict[str, ConversationInfo]:
+    """The conversations of a page's calls, each read once (who decides needs its turn)."""
+    store = services().store
+    found = {cid: store.conversations.load(cid, tenant=g.scope.tenant)
+             for cid in dict.fromkeys(record.conversation_id for record in records)}
+    return {cid: info for cid, info in found.items() if info is not None}
+
+
+def _item(record: ToolCallRecord, conversations: dict[str, ConversationInfo]) -> TenantToolCall:
+    """A call with whether this request's key and user may decide it, and who may."""
+    item = TenantToolCall.model_validate({**record.to_json(), "conversation_id": record.conversation_id})
+    conversation = conversations.get(record.conversation_id)
+    if conversation is None:
+        return item
+    return present.decidable(item, record, conversation, services().commands.deciding, decider())
 
 
 def _call_of(cursor: str) -> tuple[str, str]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from flask import Blueprint, g
 
 from agentq.api.tool_calls import CallContext, ListToolCalls, Resolution, ToolCall, ToolCallList
+from agentq.core.events import ToolCallRecord
 from agentq.errors import NotFound
+from agentq.store import ConversationInfo
 from agentq.web import present
+from agentq.web.auth import decider
 from agentq.web.operation import operation
 from agentq.web.services import services
 from agentq.webhooks import payloads
@@ -22,9 +25,9 @@ def listing(conversation_id: str, query: ListToolCalls):
     wait for a person, each naming its conversation and agent: the parent's people answer
     them too."""
     svc = services()
-    svc.conversation(conversation_id, g.scope)
-    calls = [present.tool_call(c) for c in svc.store.calls.list_of(conversation_id,
-                                                                      status=query.status)]
+    conversation = svc.conversation(conversation_id, g.scope)
+    calls = [_shown(c, conversation) for c in svc.store.calls.list_of(conversation_id,
+                                                                         status=query.status)]
     if query.status == "pending":
         calls.extend(_pending_below(conversation_id))
     return present.dump(ToolCallList(tool_calls=calls))
@@ -35,10 +38,16 @@ def _pending_below(conversation_id: str) -> list[ToolCall]:
     found: list[ToolCall] = []
     for child in store.conversations.list_descendants(conversation_id):
         agent = child.agent.name if child.agent else None
-        found.extend(present.tool_call(call, conversation_id=child.id, agent=agent)
+        found.extend(_shown(call, child, conversation_id=child.id, agent=agent)
                      for call in store.calls.list_of(child.id, status="pending")
                      if call.executor != "agent")
     return found
+
+
+def _shown(record: ToolCallRecord, conversation: ConversationInfo, **where: str | None) -> ToolCall:
+    """A call as this request's key and user see it: whether they may decide it, and who may."""
+    return present.decidable(present.tool_call(record, **where), record, conversation,
+                             services().commands.deciding, decider())
 
 
 @bp.get("/<id:conversation_id>/tool-calls/<id:call_id>/context")
@@ -68,15 +77,17 @@ def call_context(conversation_id: str, call_id: str):
 
 @bp.post("/<id:conversation_id>/tool-calls/<id:call_id>/resolution")
 @operation("Resolve a pending call; the same answer twice is 200 both times",
-           body=Resolution, answers={200: ToolCall}, errors=(409,))
+           body=Resolution, answers={200: ToolCall}, errors=(403, 409))
 def resolve(conversation_id: str, call_id: str, body: Resolution):
-    """Idempotent on the tool_call_id: a different late answer is 409 with the call's status."""
+    """Idempotent on the tool_call_id: a different late answer is 409 with the call's status;
+    a key or user the call's deciders do not name is 403, and nothing is written."""
     svc = services()
     answer = body.root
     record, followups = svc.commands.resolve(  # a Conflict's details say the call's status
         conversation_id, call_id, g.scope, status=answer.status,
         result=getattr(answer, "result", None), reason=getattr(answer, "reason", None),
         action=getattr(answer, "action", None), content=getattr(answer, "content", None),
+        args=getattr(answer, "args", None), decider=decider(),
     )
     svc.announce(conversation_id)
     svc.dispatch(followups)

@@ -226,7 +226,9 @@ async function conversationsView(main, view, filter) {
 async function approvalsView(main, view) {
   const list = h("div", { id: "approvals", class: "cards" });
   const empty = h("p", { class: "empty", text: "Nothing waits on a person." });
-  main.append(h("h2", { text: "Waiting on a person" }), helpText(), list, empty);
+  const othersList = h("ul", { id: "others-decide", class: "others" });
+  const others = h("section", { hidden: true }, h("h3", { text: "Waiting on others" }), othersList);
+  main.append(h("h2", { text: "Waiting on a person" }), helpText(), list, empty, others);
   const load = async () => {
     const calls = [];
     let cursor = null;
@@ -237,9 +239,15 @@ async function approvalsView(main, view) {
       calls.push(...page.tool_calls.filter(waitsOnAPerson));
       cursor = page.next_cursor;
     } while (cursor);
-    syncRows(list, calls, (c) => `${c.conversation_id}/${c.tool_call_id}`,
+    const mine = calls.filter((c) => c.may_decide !== false); // the rest: only others may decide
+    const theirs = calls.filter((c) => c.may_decide === false);
+    syncRows(list, mine, (c) => `${c.conversation_id}/${c.tool_call_id}`,
       (call) => approvalCard(call, view, () => load().catch(report)));
-    empty.hidden = calls.length > 0;
+    othersList.replaceChildren(...theirs.map((c) => h("li", { data: { callId: c.tool_call_id } },
+      h("span", { class: "call-name", text: c.name }), " in ", convLink(c.conversation_id),
+      h("span", { class: "muted", text: ` · ${whoDecides(c)}` }))));
+    others.hidden = theirs.length === 0;
+    empty.hidden = mine.length > 0;
   };
   await load();
   view.every(REFRESH_MS, load);
@@ -250,6 +258,9 @@ async function approvalsView(main, view) {
 const waitsOnAPerson = (call) =>
   call.executor === "human" || call.executor === "client" || call.needs_approval || call.elicitation
   || call.outcome_unknown;
+
+/** Who may decide a call this key or user may not. */
+const whoDecides = (call) => `only ${call.deciders?.description || "someone else"} may decide it`;
 
 /** An approval card: everything a person needs to decide, without a click (the context is
  * read once: the log it comes from never changes). */
@@ -311,9 +322,16 @@ function helpText() {
  * Every answer asks for a confirmation first; a gated call is approved or rejected as it
  * stands (its arguments cannot be changed), a human call is resolved with the answer. */
 function pendingCall(cid, call, done) {
+  if (call.may_decide === false) {
+    return h("div", { class: "pending-call others", data: { callId: call.tool_call_id } },
+      h("p", {}, h("strong", { class: "call-name", text: call.name }), h("span", { class: "muted", text: ` · ${whoDecides(call)}` })),
+      argumentFields(call.args));
+  }
   if (call.elicitation) return questionCall(cid, call, done);
   if (call.outcome_unknown && !call.outcome_unknown.answered) return unknownOutcomeCall(cid, call, done);
   const gated = Boolean(call.needs_approval);
+  const edits = call.editable ? h("textarea", { class: "edit-args", rows: 3, "aria-label": "arguments to approve",
+    text: JSON.stringify(call.args || {}, null, 2) }) : null;
   const note = h("input", { class: "reply", placeholder: gated ? "reason (reject)" : "reason (reject) or answer",
     "aria-label": gated ? "reason" : "reason or answer" });
   const outcome = h("p", { class: "outcome", role: "status" });
@@ -343,8 +361,17 @@ function pendingCall(cid, call, done) {
   };
   const shown = `${call.name}(${Object.entries(call.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})`;
   const reason = () => note.value.trim();
-  const approve = () => ask(`Approve ${shown}?${gated ? " It runs as shown." : ""}`,
-    gated ? { status: "approved" } : { status: "resolved", result: { approved: true } }, "Approve", "approve");
+  const approve = () => {
+    if (edits) { // an editable tool's call runs with the arguments as the person left them
+      let args;
+      try { args = JSON.parse(edits.value); } catch { outcome.textContent = "The arguments are not JSON."; return; }
+      const edited = JSON.stringify(args) !== JSON.stringify(call.args || {});
+      return ask(`Approve ${shown}?${edited ? ` It runs with your arguments ${JSON.stringify(args)}.` : " It runs as shown."}`,
+        edited ? { status: "approved", args } : { status: "approved" }, "Approve", "approve");
+    }
+    return ask(`Approve ${shown}?${gated ? " It runs as shown." : ""}`,
+      gated ? { status: "approved" } : { status: "resolved", result: { approved: true } }, "Approve", "approve");
+  };
   const reject = () => ask(`Reject ${shown}${reason() ? ` because "${reason()}"` : ""}?${gated ? " It will not run." : ""}`,
     gated ? (reason() ? { status: "rejected", reason: reason() } : { status: "rejected" })
       : { status: "resolved", result: { approved: false, reason: reason() || "rejected by a person" } }, "Reject", "reject");
@@ -368,6 +395,7 @@ function pendingCall(cid, call, done) {
         : ` · expires ${when(call.expires_at)}` }) : null),
     argumentFields(call.args),
     h("pre", { class: "args raw", text: json(call.args) }),
+    edits ? h("label", { class: "muted" }, "Edit the arguments before approving (JSON):") : null, edits,
     buttons, confirm, outcome);
   return box;
 }
@@ -543,10 +571,10 @@ async function conversationView(main, view, cid) {
     const conv = await api("GET", conversationPath(cid), undefined, view.signal);
     state.replaceChildren(badge(conv.state));
     actions.replaceChildren(...conversationActions(conv, show));
-    const waiting = conv.pending.filter(waitsOnAPerson);
-    if (conv.pending.some((c) => c.executor === "agent")) { // its sub-agents' people are its people
+    let waiting = [];
+    if (conv.pending.length) { // with its sub-agents' (its people are theirs), and who may decide each
       const listed = await api("GET", `${conversationPath(cid)}/tool-calls?status=pending`, undefined, view.signal);
-      waiting.push(...listed.tool_calls.filter((c) => c.conversation_id && waitsOnAPerson(c)));
+      waiting = listed.tool_calls.filter(waitsOnAPerson);
     }
     syncRows(calls, waiting, (c) => `${c.conversation_id || cid}/${c.tool_call_id}`, (call) => h("div", { class: "card approval" },
       call.conversation_id ? h("p", { class: "muted sub-agent" }, `Asked by the sub-agent ${call.agent || ""} in `, convLink(call.conversation_id)) : null,
@@ -744,7 +772,8 @@ class Log {
       case "resolution": {
         const refused = ["rejected", "expired", "cancelled", "errored"].includes(c.status);
         this.place(event).append(h("div", { class: `note resolution resolution-${c.status}${refused ? " refused" : ""}` }, seq,
-          `${c.tool_call_id} ${c.status} by ${c.by}`, c.reason ? `: ${c.reason}` : ""));
+          `${c.tool_call_id} ${c.status} by ${c.by}`, c.decider?.key_id ? ` (key ${c.decider.key_id})` : "",
+          c.args ? `, with the arguments changed to ${JSON.stringify(c.args)}` : "", c.reason ? `: ${c.reason}` : ""));
         break;
       }
       case "error":
