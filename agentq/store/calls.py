@@ -205,6 +205,9 @@ def await_outcome_txn(
         update(tool_calls)
         .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
         .values(status="pending", started=started, expires_at=None))
+    return moved.rowcount == 1
+
+
 def approve_edited_txn(
     conn: Connection, conversation_id: str, call_id: str, *, args: dict[str, Any],
     model_args: dict[str, Any],

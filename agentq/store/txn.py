@@ -157,6 +157,7 @@ class ConversationTxn:
         """A `once` call whose run was found unfinished waits for a person, with no
         deadline; False if it was no longer scheduled."""
         return await_outcome_txn(self._conn, self._id, call_id, started=started)
+
     def approve_edited(self, call_id: str, *, args: dict[str, Any],
                        model_args: dict[str, Any]) -> bool:
         """A pending call runs with the arguments a person edited; False if it was no
