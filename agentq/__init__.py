@@ -15,7 +15,16 @@ if TYPE_CHECKING:
     from agentq.core.scope import SYSTEM_SCOPE, Scope
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
     from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
-    from agentq.tools import Tool, ToolContext, tool
+    from agentq.tools import (
+        GuardrailContext,
+        GuardrailVerdict,
+        InstructionsContext,
+        Tool,
+        ToolContext,
+        guardrail,
+        instructions,
+        tool,
+    )
 
 # Each public name, by the module that defines it.
 _HOMES = {
@@ -26,11 +35,15 @@ _HOMES = {
     "FunctionModel": "agentq.providers.function", "ModelRequest": "agentq.providers.function",
     "ToolResult": "agentq.providers.function",
     "Tool": "agentq.tools", "ToolContext": "agentq.tools", "tool": "agentq.tools",
+    "GuardrailContext": "agentq.tools", "GuardrailVerdict": "agentq.tools",
+    "InstructionsContext": "agentq.tools", "guardrail": "agentq.tools",
+    "instructions": "agentq.tools",
 }
 
 __all__ = [
     "Agent", "AgentqError", "Conflict", "FunctionModel", "InvalidInput", "ModelRequest",
     "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
+    "GuardrailContext", "GuardrailVerdict", "InstructionsContext", "guardrail", "instructions",
 ]
 
 
