@@ -15,7 +15,7 @@ produced: their digest on every model answer, their text when it changed within 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -96,3 +96,20 @@ def instructions_record(turn: Sequence[Event], name: str, text: str) -> dict[str
     if not any(isinstance(r, dict) and r.get("digest") == found for r in told):
         record["text"] = text
     return record
+
+
+def verdicts_once(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
+    """What `agentq check` finds wrong with a log's verdicts: a guardrail's run recorded
+    twice, or a trip not followed at once by the error that fails its turn."""
+    seen: set[str | None] = set()
+    for index, event in enumerate(events):
+        if event.type != GUARDRAIL_EVENT:
+            continue
+        if event.step_key in seen:
+            yield "5 verdict once", f"guardrail run {event.step_key} has two verdicts"
+        seen.add(event.step_key)
+        following = events[index + 1] if index + 1 < len(events) else None
+        if event.content.get("tripped") and (
+                following is None or following.type != "error"
+                or following.content.get("code") != GUARDRAIL_TRIPPED):
+            yield "5 verdict once", f"seq {event.seq}: a tripped guardrail did not fail its turn"

@@ -116,6 +116,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             if beside is not None:
                 beside.join()
             if self.guard.tripped:
+                log.info("model call hung up: a guardrail beside it tripped")
                 return Tripped()
             raise
         except ContextTooLong as exc:  # compact down to the current turn, and retry
