@@ -1,6 +1,8 @@
 """Guardrails and instructions as code in the runtime, on a real store (SQLite and Postgres)."""
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from agentq.cli.check import check_conversation
@@ -10,6 +12,8 @@ from agentq.core.guardrails import GUARDRAIL_TRIPPED, digest
 from agentq.errors import InvalidInput
 from agentq.runtime import Runtime
 from agentq.tools import Registry
+from agentq.store.webhooks import WebhookEndpoint
+from agentq.webhooks.payloads import payload
 from tests.support import guardrails_for_tests as checks
 from tests.support.drive import Recorder, drain
 from tests.support.rules import Rules
@@ -71,6 +75,26 @@ def test_a_tripped_input_guardrail_fails_the_turn_before_the_model_is_called(
                                         "info": {"matched": "secret"}}
     assert store.conversations.load(cid).fsm.state == "failed"
     assert check_conversation(store, cid) == []
+
+
+def test_a_trip_is_a_turn_failed_webhook_naming_the_guardrail_and_its_verdict(
+        store, runtime, commands):
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    hook = WebhookEndpoint(
+        id="we_t1", tenant="t1", url="https://hooks.example.com/x", event_types=["turn.failed"],
+        sealed_secret="sealed", previous_sealed=None, previous_until=None, enabled=True,
+        disabled_reason=None, failing_since=None, created_at=now, updated_at=now)
+    assert store.webhooks.add_endpoint(hook, max_per_tenant=10)
+    cid, _ = start(commands, runtime, [{"text": "hi"}], text="a secret",
+                   input_guardrails=["no_secrets"])
+    (delivery,) = store.webhooks.list_deliveries(hook.id, limit=10)
+    sent = payload(delivery.event_type, conversation_id=cid, seq=delivery.seq, ref=delivery.ref,
+                   turn=store.webhooks.list_turn_events(cid, through_seq=delivery.seq),
+                   title=None, describe=lambda name: None)
+    assert sent["type"] == "turn.failed"
+    assert sent["data"]["error"] == {
+        "code": GUARDRAIL_TRIPPED, "message": "the input guardrail 'no_secrets' tripped",
+        "details": {"guardrail": "no_secrets", "phase": "input", "info": {"matched": "secret"}}}
 
 
 def test_a_passing_input_guardrail_records_its_verdict_before_the_answer(store, runtime, commands):
