@@ -11,8 +11,8 @@ from agentq.config import Config
 from agentq.core.guardrails import GUARDRAIL_TRIPPED, digest
 from agentq.errors import InvalidInput
 from agentq.runtime import Runtime
-from agentq.tools import Registry
 from agentq.store.webhooks import WebhookEndpoint
+from agentq.tools import Registry
 from agentq.webhooks.payloads import payload
 from tests.support import guardrails_for_tests as checks
 from tests.support.drive import Recorder, drain
@@ -185,3 +185,12 @@ def test_instructions_read_the_acting_user_and_the_answer_records_them(store, ru
 def test_instructions_are_what_the_model_is_sent(store, runtime, commands, providers):
     start(commands, runtime, [{"text": "ok"}], system="Be brief.", instructions="for_the_user")
     assert providers.systems == ["Be brief. You are talking to u1 of t1."]
+
+
+def test_a_retried_turn_runs_its_input_guardrails_again(store, runtime, commands):
+    checks.RUNS.clear()
+    cid, _ = start(commands, runtime, [{"text": "hi"}], text="the secret", input_guardrails=["no_secrets"])
+    drain(runtime, commands.retry(cid, SCOPE))
+    assert types(store, cid) == ["user_msg", "guardrail", "error", "error", "guardrail", "error"]
+    assert checks.RUNS["no_secrets"] == 2
+    assert check_conversation(store, cid) == []
