@@ -31,6 +31,9 @@ from agentq.tools.instructions import Instructions, instructions
 
 log = logging.getLogger(__name__)
 
+GUARDRAIL_FIELDS = ("input_guardrails", "output_guardrails", "tool_input_guardrails",
+                    "tool_output_guardrails")
+
 
 @dataclass(frozen=True)
 class Agent:
@@ -65,7 +68,7 @@ def agent(
     """
     function = _function_model(name, settings)
     written = _instructions(name, settings)
-    for phase in ("input_guardrails", "output_guardrails"):
+    for phase in GUARDRAIL_FIELDS:
         if settings.get(phase) is not None:
             settings[phase] = [_guardrail_ref(name, item, phase) for item in settings[phase]]
     if tools is not None:
@@ -187,8 +190,7 @@ class CodeAgents:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
             settings = item.definition.settings
             missing = registry.guardrails.unknown(
-                ref.name for ref in (*(settings.input_guardrails or ()),
-                                     *(settings.output_guardrails or ())))
+                ref.name for field in GUARDRAIL_FIELDS for ref in getattr(settings, field) or ())
             if missing:
                 raise ValueError(f"agent {item.name!r} names guardrails no module registers: "
                                  f"{', '.join(missing)}")

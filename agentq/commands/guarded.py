@@ -13,7 +13,8 @@ from agentq.tools import Registry
 
 def refuse_unknown_code(settings: Settings, registry: Registry) -> None:
     """InvalidInput if `settings` name a guardrail or instructions no module registered."""
-    for field in ("input_guardrails", "output_guardrails"):
+    for field in ("input_guardrails", "output_guardrails", "tool_input_guardrails",
+                  "tool_output_guardrails"):
         refs = getattr(settings, field) or ()
         unknown = registry.guardrails.unknown(ref.name for ref in refs)
         if unknown:

@@ -26,7 +26,11 @@ from agentq.core.settings import GuardrailRef
 
 __all__ = ["GuardrailRef", "Verdict", "guardrail_key", "verdict_drafts"]
 
-Phase = Literal["input", "output"]
+# input/output: the turn's message and final answer (a trip fails the turn); tool_input/
+# tool_output: a server tool call's arguments and result (a trip refuses the call, and the
+# model reads why: the turn goes on)
+Phase = Literal["input", "output", "tool_input", "tool_output"]
+TURN_PHASES = ("input", "output")
 # The step kind of a guardrail's run, hashed into its key.
 GUARDRAIL_STEP: keys.StepKind = "guardrail"
 # The error code of a turn a guardrail stopped (webhooks: turn.failed with it).
@@ -53,6 +57,19 @@ def guardrail_key(conversation_id: str, phase: Phase, name: str, after_seq: int)
                          {"phase": phase, "name": name, "after_seq": after_seq})
 
 
+def tool_guardrail_key(conversation_id: str, phase: Phase, name: str, tool_call_id: str) -> str:
+    """The step key of a guardrail's run on a tool call's arguments or result."""
+    return keys.step_key(conversation_id, GUARDRAIL_STEP,
+                         {"phase": phase, "name": name, "tool_call_id": tool_call_id})
+
+
+def refusal(verdict: Verdict) -> str:
+    """What the model reads of a tool call a guardrail refused."""
+    what = "arguments" if verdict.phase == "tool_input" else "result"
+    info = "" if verdict.info is None else f": {keys.canonical_json(verdict.info)}"
+    return f"the guardrail {verdict.name!r} refused this call's {what}{info}"
+
+
 def first_round(turn: Sequence[Event]) -> bool:
     """The turn has no model answer yet: its input guardrails are due."""
     return bool(turn) and not any(e.type == "assistant_msg" for e in turn)
@@ -65,11 +82,12 @@ def input_text(turn: Sequence[Event]) -> str:
 
 def verdict_drafts(verdict: Verdict, *, step_key: str, turn_id: str | None,
                    created_at: datetime) -> list[EventDraft]:
-    """The verdict's event and, if it tripped, the error that fails the turn with it."""
+    """The verdict's event and, if it tripped on the turn's message or answer, the error that
+    fails the turn with it."""
     content = {"name": verdict.name, "phase": verdict.phase, "tripped": verdict.tripped,
                "info": verdict.info}
     out = [EventDraft(GUARDRAIL_EVENT, content, created_at, turn_id, None, step_key)]
-    if verdict.tripped:
+    if verdict.tripped and verdict.phase in TURN_PHASES:
         out.append(drafts.error(
             GUARDRAIL_TRIPPED, f"the {verdict.phase} guardrail {verdict.name!r} tripped",
             status="failed_permanent", step_key=step_key, turn_id=turn_id, round_id=None,
@@ -109,7 +127,7 @@ def verdicts_once(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
             yield "5 verdict once", f"guardrail run {event.step_key} has two verdicts"
         seen.add(event.step_key)
         following = events[index + 1] if index + 1 < len(events) else None
-        if event.content.get("tripped") and (
+        if event.content.get("tripped") and event.content.get("phase") in TURN_PHASES and (
                 following is None or following.type != "error"
                 or following.content.get("code") != GUARDRAIL_TRIPPED):
             yield "5 verdict once", f"seq {event.seq}: a tripped guardrail did not fail its turn"

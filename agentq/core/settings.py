@@ -251,6 +251,10 @@ class Settings(_Strict):
     # The name of an instructions function of the operator's code: the system prompt is what
     # it returns for the conversation's context, evaluated at each model step.
     instructions: str | None = Field(default=None, pattern=GUARDRAIL_NAME)
+    # Guardrails of every server tool call: on its arguments before it runs, on its result
+    # after; a trip refuses the call with an error result the model reads.
+    tool_input_guardrails: GuardrailRefs = None
+    tool_output_guardrails: GuardrailRefs = None
 
     @model_validator(mode="before")
     @classmethod
@@ -296,8 +300,10 @@ class Settings(_Strict):
 
     @model_validator(mode="after")
     def _output_guardrails_run_after_the_answer(self) -> Settings:
-        if any(ref.parallel for ref in self.output_guardrails or ()):
-            raise _conflict("output guardrails read the final answer: none runs in parallel")
+        later = (*(self.output_guardrails or ()), *(self.tool_input_guardrails or ()),
+                 *(self.tool_output_guardrails or ()))
+        if any(ref.parallel for ref in later):
+            raise _conflict("only input guardrails run in parallel (beside the model call)")
         return self
 
 

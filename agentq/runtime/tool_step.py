@@ -22,6 +22,7 @@ from agentq.runtime.children import run_agent_call
 from agentq.runtime.context import StepContext, after_result
 from agentq.runtime.expire_step import eta
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
+from agentq.runtime.tool_guardrails import ToolGuard
 from agentq.store import ConversationInfo
 from agentq.store.whole_commit import ClosingCall
 from agentq.telemetry import tracing
@@ -77,6 +78,9 @@ class ToolStep(StepWork[ToolOutcome]):
         self.call = call
         self.tool = call.name
         self.breakers = breakers
+        fsm_scope = conversation.fsm.scope
+        self.scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
+        self.guard = ToolGuard(registry, conversation, call, self.scope)  # agentq.runtime.tool_guardrails
 
     def turn(self) -> tuple[str | None, str | None]:
         return self.call.turn_id, self.conversation.fsm.trace
@@ -86,7 +90,7 @@ class ToolStep(StepWork[ToolOutcome]):
         call = self.call
         with tracing().tool(tool_attributes(name=call.name, call_id=call.id,
                                             conversation_id=self.conversation_id)) as span:
-            outcome = self._call()
+            outcome = self.guard.around(self._call)
             if outcome.status != "ok":
                 span.failed("tool_error")
             return outcome
@@ -97,9 +101,7 @@ class ToolStep(StepWork[ToolOutcome]):
         timeout_s = (tool.timeout if tool and tool.timeout else None) or (
             conversation.settings.limits.tool_timeout_s
         )
-        fsm_scope = conversation.fsm.scope
-        scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
-        ctx = ToolContext(call.id, conversation.id, scope)
+        ctx = ToolContext(call.id, conversation.id, self.scope)
         return self.registry.call(call.name, call.args, ctx, timeout_s=timeout_s,
                                   allowed=conversation.settings.tools,
                                   max_result_chars=self.ctx.config.tool_result_max_chars,
@@ -113,22 +115,23 @@ class ToolStep(StepWork[ToolOutcome]):
             return self._ask(claim, result.asked)
         call, conversation = self.call, self.conversation
         now = self.ctx.clock()
-        draft = drafts.tool_result(
+        result_draft = drafts.tool_result(
             call.id, result.status, result.output, turn_id=call.turn_id,
             round_id=call.round_id, step_key=self.step.key, created_at=now, parts=result.parts,
         )
+        written = [*self.guard.drafts(now), result_draft]  # the verdicts, then the result
         store = self.ctx.store
         closing = ClosingCall(call.id, {"status": result.status, "output": result.output})
         try:
             done = store.writes.commit_step(
-                self.conversation_id, [draft], next_seq=conversation.next_seq,
+                self.conversation_id, written, next_seq=conversation.next_seq,
                 state_after=lambda appended: fold(appended, conversation.fsm),
                 step_key=self.step.key, worker=claim.worker, finish=closing, now=now)
             events, fsm = done.events, done.conversation.fsm
         except LogMoved:
             with store.writes.locked(self.conversation_id) as tx:
                 tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)
-                events, fsm = tx.append_and_fold([draft], now=now)
+                events, fsm = tx.append_and_fold(written, now=now)
         self.ctx.notices.notify(self.conversation_id, events)
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})

@@ -50,6 +50,7 @@ class GuardrailContext:
     scope: Scope  # who the turn acts for
     agent: AgentRef | None  # the agent version the conversation runs, if any
     step_key: str  # this run's key: the idempotency key of anything it records
+    tool: str | None = None  # the tool whose call it checks (tool_input, tool_output)
 
 
 @dataclass(frozen=True)

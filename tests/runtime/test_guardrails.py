@@ -15,6 +15,7 @@ from agentq.store.webhooks import WebhookEndpoint
 from agentq.tools import Registry
 from agentq.webhooks.payloads import payload
 from tests.support import guardrails_for_tests as checks
+from tests.support import tools_for_tests as tool_calls
 from tests.support.drive import Recorder, drain
 from tests.support.rules import Rules
 from tests.support.turn_fixtures import clock  # noqa: F401
@@ -194,3 +195,49 @@ def test_a_retried_turn_runs_its_input_guardrails_again(store, runtime, commands
     assert types(store, cid) == ["user_msg", "guardrail", "error", "error", "guardrail", "error"]
     assert checks.RUNS["no_secrets"] == 2
     assert check_conversation(store, cid) == []
+
+
+LOOKUP_SECRET = [{"tool_calls": [{"name": "lookup", "args": {"key": "secret"}}]}, {"text": "Refused."}]
+
+
+def test_a_tool_input_guardrail_that_trips_refuses_the_call_and_the_turn_goes_on(
+        store, runtime, commands):
+    tool_calls.CALLS.clear()
+    cid, _ = start(commands, runtime, LOOKUP_SECRET, tools=["lookup"],
+                   tool_input_guardrails=["no_secrets"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "assistant_msg", "tool_call", "guardrail",
+                                        "tool_result", "assistant_msg"]
+    assert events[3].content["phase"] == "tool_input" and events[3].content["tripped"]
+    assert events[4].content["status"] == "error"
+    assert events[4].content["output"] == (
+        "the guardrail 'no_secrets' refused this call's arguments: {\"matched\":\"secret\"}")
+    assert "lookup:secret" not in tool_calls.CALLS  # the tool never ran
+    assert store.conversations.load(cid).fsm.state == "idle"
+    assert check_conversation(store, cid) == []
+
+
+def test_a_tool_output_guardrail_that_trips_withholds_the_result(store, runtime, commands):
+    tool_calls.CALLS.clear()
+    cid, _ = start(commands, runtime, LOOKUP_SECRET, tools=["lookup"],
+                   tool_output_guardrails=["no_secrets"])
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error" and "call's result" in result.content["output"]
+    assert "value of secret" not in str(store.log.list_events(cid)[-3:])
+    assert tool_calls.CALLS["lookup:secret"] == 1  # it ran; the model never read what it said
+    assert check_conversation(store, cid) == []
+
+
+def test_a_tool_call_its_guardrails_pass_runs_once_with_its_verdicts_recorded_once(
+        store, runtime, commands):
+    tool_calls.CALLS.clear()
+    script = [{"tool_calls": [{"name": "lookup", "args": {"key": "k"}}]}, {"text": "Done."}]
+    cid, _ = start(commands, runtime, script, tools=["lookup"],
+                   tool_input_guardrails=["no_secrets"], tool_output_guardrails=["no_secrets"])
+    before = store.log.list_events(cid)
+    for call in store.calls.list_of(cid):
+        drain(runtime, runtime.run_tool(cid, call.id))
+    assert store.log.list_events(cid) == before
+    phases = [e.content["phase"] for e in before if e.type == "guardrail"]
+    assert phases == ["tool_input", "tool_output"]
+    assert tool_calls.CALLS["lookup:k"] == 1
