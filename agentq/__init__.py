@@ -16,8 +16,19 @@ if TYPE_CHECKING:
     from agentq.core.scope import SYSTEM_SCOPE, Scope
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
     from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
-    from agentq.tools import Tool, ToolContext, tool
-    from agentq.tools.reconcile import CannotTell, DidNotRun, Ran
+    from agentq.tools import (
+        CannotTell,
+        DidNotRun,
+        GuardrailContext,
+        GuardrailVerdict,
+        InstructionsContext,
+        Ran,
+        Tool,
+        ToolContext,
+        guardrail,
+        instructions,
+        tool,
+    )
 
 # Each public name, by the module that defines it.
 _HOMES = {
@@ -31,6 +42,9 @@ _HOMES = {
     "CannotTell": "agentq.tools.reconcile", "DidNotRun": "agentq.tools.reconcile",
     "Ran": "agentq.tools.reconcile",
     "Deciders": "agentq.core.deciders",
+    "GuardrailContext": "agentq.tools", "GuardrailVerdict": "agentq.tools",
+    "InstructionsContext": "agentq.tools", "guardrail": "agentq.tools",
+    "instructions": "agentq.tools",
 }
 
 __all__ = [
@@ -38,6 +52,7 @@ __all__ = [
     "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
     "CannotTell", "DidNotRun", "Ran",
     "Deciders",
+    "GuardrailContext", "GuardrailVerdict", "InstructionsContext", "guardrail", "instructions",
 ]
 
 

@@ -170,6 +170,10 @@ def test_the_settings_offer_tenants_strings_in_these_places_only():
         "agents.0.name", "agents.0.description", "agents.0.input_schema.base_url",
         "agents.0.input_schema.url", "agents.0.input_schema.api_base",
         "agents.0.input_schema.headers",
+        # guardrails and instructions: names of the operator's registered functions, each
+        # admitted only if a module registers it (422 otherwise), never code or a place
+        "input_guardrails.0.name", "output_guardrails.0.name", "tool_input_guardrails.0.name",
+        "tool_output_guardrails.0.name", "instructions",
     }
 
 

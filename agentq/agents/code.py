@@ -26,8 +26,13 @@ from agentq.core.agents import AgentDefinition, AgentVersion
 from agentq.core.settings import FUNCTION_PROFILE
 from agentq.providers.function import FunctionModel, FunctionModels
 from agentq.tools import Registry, Tool
+from agentq.tools.guardrails import Guardrail
+from agentq.tools.instructions import Instructions, instructions
 
 log = logging.getLogger(__name__)
+
+GUARDRAIL_FIELDS = ("input_guardrails", "output_guardrails", "tool_input_guardrails",
+                    "tool_output_guardrails")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Agent:
 
     definition: AgentDefinition
     function: FunctionModel | None = None  # the model, when it is a function of the code
+    instructions: Instructions | None = None  # its system prompt, when a function (`system=`)
 
     @property
     def name(self) -> str:
@@ -53,12 +59,18 @@ def agent(
     """Define an agent: its name, and its settings as keyword arguments (`system`, `model`,
     `profile`, `limits`, `temperature`, `response_format`, `script`, …).
 
-    `tools` are `@tool` functions (or their names); `overridable` names the settings a
+    `tools` are `@tool` functions (or their names); `input_guardrails` and
+    `output_guardrails` are `@guardrail` functions (or their names); `system` is a text or a
+    function of an `InstructionsContext` (instructions as code); `overridable` names the settings a
     conversation started from it may change. `model` is a model's name, or a function of
     the request (a `FunctionModel`, or a function it names by its own name). Assign the
     result to a module-level name, as with tools: that is how the processes find it.
     """
     function = _function_model(name, settings)
+    written = _instructions(name, settings)
+    for phase in GUARDRAIL_FIELDS:
+        if settings.get(phase) is not None:
+            settings[phase] = [_guardrail_ref(name, item, phase) for item in settings[phase]]
     if tools is not None:
         settings["tools"] = [_tool_name(name, item) for item in tools]
     if settings.get("agents") is not None:  # other agents as tools: Agent values or names
@@ -72,7 +84,32 @@ def agent(
         raise ValueError(f"agent {name!r} is not valid:\n{exc}") from None
     except ValueError as exc:
         raise ValueError(f"agent {name!r}: {exc}") from None
-    return Agent(definition, function)
+    return Agent(definition, function, written)
+
+
+def _instructions(agent_name: str, settings: dict[str, Any]) -> Instructions | None:
+    """The agent's instructions if `system` is a function, the settings then naming it."""
+    system = settings.get("system")
+    if not (isinstance(system, Instructions) or callable(system)):
+        return None
+    try:
+        written = system if isinstance(system, Instructions) else instructions(system)
+    except ValueError as exc:
+        raise ValueError(f"agent {agent_name!r}: {exc}") from None
+    settings.pop("system")
+    settings["instructions"] = written.name
+    return written
+
+
+def _guardrail_ref(agent_name: str, item: Any, phase: str) -> Any:
+    """A `@guardrail` function given in Python, by its name (and its `parallel` default)."""
+    if isinstance(item, Guardrail):
+        parallel = item.parallel and phase == "input_guardrails"
+        return {"name": item.name, "parallel": True} if parallel else item.name
+    if callable(item):
+        raise TypeError(f"agent {agent_name!r}: {phase} are @agentq.guardrail functions or "
+                        f"their names, not the plain function {getattr(item, '__name__', item)!r}")
+    return item
 
 
 def _function_model(agent_name: str, settings: dict[str, Any]) -> FunctionModel | None:
@@ -151,6 +188,15 @@ class CodeAgents:
                 registry.require(item.definition.settings.tools)
             except ValueError as exc:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
+            settings = item.definition.settings
+            missing = registry.guardrails.unknown(
+                ref.name for field in GUARDRAIL_FIELDS for ref in getattr(settings, field) or ())
+            if missing:
+                raise ValueError(f"agent {item.name!r} names guardrails no module registers: "
+                                 f"{', '.join(missing)}")
+            if settings.instructions and registry.instructions.get(settings.instructions) is None:
+                raise ValueError(f"agent {item.name!r} names instructions no module registers: "
+                                 f"{settings.instructions}")
             unknown = [a.name for a in item.definition.settings.agents or ()
                        if a.name not in self._agents]
             if unknown:

@@ -13,6 +13,7 @@ from agentq.core import once
 from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
+from agentq.core.guardrails import verdicts_once
 from agentq.core.keys import MODEL_STEP
 from agentq.core.render import render, validate
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
@@ -55,6 +56,7 @@ def _all_checks(store, info, events, calls) -> Iterator[tuple[str, str]]:
     yield from _context_is_valid(store, info)
     yield from _child_of_its_call(store, info)
     yield from _no_failure_hides(store, info, events)
+    yield from verdicts_once(events)
 
 
 def _no_failure_hides(store: Store, info: ConversationInfo, events: Sequence[Event]

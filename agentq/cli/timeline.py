@@ -91,6 +91,10 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
         status = content.get("status")
         described = f"{content.get('code', '?')}: {clip(content.get('message', ''))}"
         return described + (f" [{status}]" if status else "")
+    if kind == "guardrail":
+        said = "tripped" if content.get("tripped") else "passed"
+        info = f": {compact(content['info'], CLIP)}" if content.get("info") is not None else ""
+        return f"{content.get('phase', '?')} guardrail {content.get('name', '?')} {said}{info}"
     return compact(content)
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from agentq.agents.catalog import Catalog
 from agentq.commands.answers import answer_call
 from agentq.commands.deciding import DecisionRules
+from agentq.commands.guarded import refuse_unknown_code
 from agentq.commands.interrupts import CloseRound, close_turn
 from agentq.commands.outcomes import abandon, record_ran, run_again
 from agentq.commands.refusals import refused
@@ -142,6 +143,7 @@ class Commands:
             self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc), code="unknown_tool") from None
+        refuse_unknown_code(settings, self.registry)
         unknown = [a.name for a in settings.agents or ()
                    if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
         if unknown:

@@ -14,10 +14,12 @@ from agentq.core.settings import Settings
 from agentq.core.timefmt import format_ts, parse_ts, to_utc
 
 EventType = Literal[
-    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
+    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error",
+    "guardrail",
 ]
 EVENT_TYPES: tuple[str, ...] = (
-    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error"
+    "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error",
+    "guardrail",  # a guardrail's verdict (agentq.core.guardrails)
 )
 # "agent": a sub-agent's call, answered by its child conversation (agentq.core.subagents)
 Executor = Literal["server", "human", "client", "agent"]

@@ -127,6 +127,8 @@ _RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {
     "suspension": _suspension,
     "resolution": _resolution,
     "error": _error,
+    # a verdict changes nothing: a trip is the error event committed with it
+    "guardrail": lambda state, event: state,
 }
 
 

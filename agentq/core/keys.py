@@ -12,7 +12,7 @@ import math
 import uuid
 from typing import Any, Literal
 
-StepKind = Literal["llm", "tool", "expire", "compact", "child"]
+StepKind = Literal["llm", "tool", "expire", "compact", "child", "guardrail"]
 # The model step's kind, as stored in the ledger and hashed into every step key (so in every
 # task id): "llm", from before the code called it the model step. Renaming the value would
 # give every step in flight a new key, so the code names it MODEL_STEP and keeps the value.

@@ -181,6 +181,28 @@ class ReasoningOptions(_Strict):
     summary: Literal["auto", "concise", "detailed"] | None = None
 
 
+GUARDRAIL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class GuardrailRef(_Strict):
+    """A guardrail an agent's settings name: one the operator's code registered
+    (agentq.core.guardrails)."""
+
+    name: str = Field(pattern=GUARDRAIL_NAME)
+    # input guardrails only: run beside the turn's first model call instead of before it
+    parallel: bool = False
+
+
+def _named_refs(value: Any) -> Any:
+    """`"no_pii"` is short for `{"name": "no_pii"}`."""
+    if isinstance(value, list):
+        return [{"name": item} if isinstance(item, str) else item for item in value]
+    return value
+
+
+GuardrailRefs = Annotated[list[GuardrailRef] | None, BeforeValidator(_named_refs)]
+
+
 class Settings(_Strict):
     """A conversation's settings, validated once when it is created."""
 
@@ -218,6 +240,21 @@ class Settings(_Strict):
     # its effort); setting either marks the model as one that reasons: no temperature is
     # sent, reasoning items are asked for and sent back.
     reasoning: ReasoningOptions | None = None
+    # Guardrails the operator's code registered, by name: input ones read the user's message
+    # before the turn's first model call (or beside it, `parallel`), output ones the final
+    # answer before the turn ends; one that trips fails the turn (agentq.core.guardrails).
+    input_guardrails: GuardrailRefs = None
+    output_guardrails: GuardrailRefs = None
+    # Publish no text deltas: a stream sees the answer once it is committed, so never an
+    # answer an output guardrail then refuses.
+    hold_deltas: bool = False
+    # The name of an instructions function of the operator's code: the system prompt is what
+    # it returns for the conversation's context, evaluated at each model step.
+    instructions: str | None = Field(default=None, pattern=GUARDRAIL_NAME)
+    # Guardrails of every server tool call: on its arguments before it runs, on its result
+    # after; a trip refuses the call with an error result the model reads.
+    tool_input_guardrails: GuardrailRefs = None
+    tool_output_guardrails: GuardrailRefs = None
 
     @model_validator(mode="before")
     @classmethod
@@ -258,6 +295,15 @@ class Settings(_Strict):
         if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
                 self.tool_choice.name not in offered):
             raise _conflict(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
+        return self
+
+
+    @model_validator(mode="after")
+    def _output_guardrails_run_after_the_answer(self) -> Settings:
+        later = (*(self.output_guardrails or ()), *(self.tool_input_guardrails or ()),
+                 *(self.tool_output_guardrails or ()))
+        if any(ref.parallel for ref in later):
+            raise _conflict("only input guardrails run in parallel (beside the model call)")
         return self
 
 

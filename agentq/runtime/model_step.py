@@ -35,9 +35,11 @@ from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.expire_step import eta
+from agentq.runtime.guardrail_step import Guard, Tripped, commit_trip
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
+from agentq.runtime.instructed import instructed, told
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
-from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
+from agentq.runtime.model_call import Cancelled, ModelCall, ModelCalls, RoundInfo
 from agentq.store import ModelCallRecord, NewStep
 from agentq.store.step_commit import Usage, counted
 from agentq.store.usage import usage_key
@@ -59,12 +61,13 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
+    view, told = instructed(registry, view)  # instructions as code: the system prompt, now
     context = plan_context(view, offered_specs(registry, view.settings), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.announcer, view, step, wait)
-    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context)
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context, told)
     return lifecycle.run(work, task_id=task_id)
 
 
@@ -73,25 +76,28 @@ def offered_specs(registry: Registry, settings: Settings) -> list[ToolSpec]:
     return registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
 
 
-class LlmStep(StepWork[ModelResponse]):
-    """One model round: stream the response, then commit it with its tool calls."""
+class LlmStep(StepWork[ModelResponse | Tripped]):
+    """One model round: stream the response, then commit it with its tool calls (or, if a
+    guardrail tripped, its verdicts instead: agentq.runtime.guardrail_step)."""
 
     heartbeat_s = INTERRUPT_CHECK_S
 
     def __init__(
         self, ctx: StepContext, calls: ModelCalls, registry: Registry, view: View, step: Step,
-        context: Context,
+        context: Context, told: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(ctx, view.conversation_id, view.tenant, step)
         self.calls = calls
         self.registry = registry
         self.view = view
         self.context = context
+        self.told = told  # what the answer records of instructions that are code
+        self.guard = Guard(registry, view, step.key, step.ref["after_seq"])
 
     def turn(self) -> tuple[str | None, str | None]:
         return self.view.fsm.turn_id, self.view.fsm.trace
 
-    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse:
+    def run(self, claim: Claim, lost: threading.Event) -> ModelResponse | Tripped:
         view, step = self.view, self.step
         settings = view.settings
         ctx = CallContext(
@@ -100,14 +106,29 @@ class LlmStep(StepWork[ModelResponse]):
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
         within_budget(self.ctx, self.view)
-        call = self.calls.start(settings, info)
+        if self.guard.before():  # an input guardrail tripped: the model is not called
+            return Tripped()
+        call = self.calls.start(settings, info, deltas=not settings.hold_deltas)
+        beside = self.guard.beside(lost)  # a trip hangs the call up
         try:
-            return self._answer(call, ctx, info, lost)
+            response = self._answer(call, ctx, info, lost)
+        except Cancelled:  # hung up: by a tripped guardrail beside it, or an interrupt
+            if beside is not None:
+                beside.join()
+            if self.guard.tripped:
+                log.info("model call hung up: a guardrail beside it tripped")
+                return Tripped()
+            raise
         except ContextTooLong as exc:  # compact down to the current turn, and retry
             cut = compaction_cut(self.view, context_tokens=0, force=True)
             if cut is None:
                 raise  # shortened as far as it goes: the turn fails with it
             raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
+        if beside is not None:
+            beside.join()  # the answer waits for the verdicts it runs beside
+        if self.guard.tripped or self.guard.after(response):
+            return Tripped(response)
+        return response
 
     def _answer(self, call: ModelCall, ctx: CallContext, info: RoundInfo,
                 lost: threading.Event) -> ModelResponse:
@@ -141,13 +162,16 @@ class LlmStep(StepWork[ModelResponse]):
         return hold_waiting_call(self.ctx, self.calls.announcer, self.view, self.step, opened,
                                  worker=claim.worker)
 
-    def commit(self, claim: Claim, result: ModelResponse) -> list[FollowUp]:
+    def commit(self, claim: Claim, result: ModelResponse | Tripped) -> list[FollowUp]:
+        if isinstance(result, Tripped):
+            return commit_trip(self.ctx, self.guard, result, worker=claim.worker)
         self._audit(result)
         view, step = self.view, self.step
         cid = view.conversation_id
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
         new_drafts, records = self._response_drafts(turn_id, result, now)
+        new_drafts = self.guard.drafts(turn_id, now) + told(new_drafts, self.told)
         # counted where the view the model was called with says (its profile, its agent)
         usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
                                   agent=view.agent, parent=view.parent,

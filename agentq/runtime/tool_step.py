@@ -29,6 +29,7 @@ from agentq.runtime.once_calls import (
     commit_unknown,
     run_once,
 )
+from agentq.runtime.tool_guardrails import ToolGuard
 from agentq.store import ConversationInfo
 from agentq.store.whole_commit import ClosingCall
 from agentq.telemetry import tracing
@@ -84,6 +85,9 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         self.call = call
         self.tool = call.name
         self.breakers = breakers
+        fsm_scope = conversation.fsm.scope
+        self.scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
+        self.guard = ToolGuard(registry, conversation, call, self.scope)  # agentq.runtime.tool_guardrails
 
     def turn(self) -> tuple[str | None, str | None]:
         return self.call.turn_id, self.conversation.fsm.trace
@@ -103,9 +107,10 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         blindly (agentq.runtime.once_calls); any other runs as it comes."""
         tool = self.registry.get(self.call.name)
         if tool is None or tool.effect != "once":
-            return self._call()
+            return self.guard.around(self._call)
         return run_once(StartMarks(self.ctx, self.call, claim.worker), self.registry, tool,
-                        self._context(), timeout_s=self._timeout_s(), body=self._call)
+                        self._context(), timeout_s=self._timeout_s(),
+                        body=lambda: self.guard.around(self._call))
 
     def _timeout_s(self) -> float:
         tool = self.registry.get(self.call.name)
@@ -113,9 +118,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
             self.conversation.settings.limits.tool_timeout_s)
 
     def _context(self) -> ToolContext:
-        fsm_scope = self.conversation.fsm.scope
-        scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
-        return ToolContext(self.call.id, self.conversation.id, scope)
+        return ToolContext(self.call.id, self.conversation.id, self.scope)
 
     def _call(self) -> ToolOutcome:
         call, conversation = self.call, self.conversation
@@ -140,22 +143,23 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
             return self._ask(claim, result.asked)
         call, conversation = self.call, self.conversation
         now = self.ctx.clock()
-        draft = drafts.tool_result(
+        result_draft = drafts.tool_result(
             call.id, result.status, result.output, turn_id=call.turn_id,
             round_id=call.round_id, step_key=self.step.key, created_at=now, parts=result.parts,
         )
+        written = [*self.guard.drafts(now), result_draft]  # the verdicts, then the result
         store = self.ctx.store
         closing = ClosingCall(call.id, {"status": result.status, "output": result.output})
         try:
             done = store.writes.commit_step(
-                self.conversation_id, [draft], next_seq=conversation.next_seq,
+                self.conversation_id, written, next_seq=conversation.next_seq,
                 state_after=lambda appended: fold(appended, conversation.fsm),
                 step_key=self.step.key, worker=claim.worker, finish=closing, now=now)
             events, fsm = done.events, done.conversation.fsm
         except LogMoved:
             with store.writes.locked(self.conversation_id) as tx:
                 tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)
-                events, fsm = tx.append_and_fold([draft], now=now)
+                events, fsm = tx.append_and_fold(written, now=now)
         self.ctx.notices.notify(self.conversation_id, events)
         log.info("step committed: %s returned %s", call.name, result.status,
                  extra={"status": "succeeded"})

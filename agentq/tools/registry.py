@@ -22,6 +22,8 @@ from agentq.tools import remote
 from agentq.tools.calls import Coroutines, awaited, capped, capped_parts
 from agentq.tools.context import ToolContext
 from agentq.tools.definition import Tool, ToolArgsError
+from agentq.tools.guardrails import Guardrails
+from agentq.tools.instructions import InstructionSet
 from agentq.tools.reconcile import CannotTell, Ran, Reconciled, reconciled
 from agentq.tools.remote import Asked, RemoteTools, RemoteUnavailable, ServerBreakers
 
@@ -47,7 +49,11 @@ class Registry:
     or `mcp:server/tool`, and their tools join the local ones under `mcp__server__tool`.
     """
 
-    def __init__(self, tools: Iterable[Tool], remote: Iterable[RemoteTools] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool], remote: Iterable[RemoteTools] = (), *,
+                 guardrails: Guardrails | None = None,
+                 instructions: InstructionSet | None = None) -> None:
+        """`guardrails` and `instructions`: the operator's functions settings name
+        (agentq.tools.guardrails, agentq.tools.instructions)."""
         by_name: dict[str, Tool] = {}
         for item in tools:
             known = by_name.get(item.name)
@@ -56,17 +62,22 @@ class Registry:
             by_name[item.name] = item
         self._tools = by_name
         self._remote = {source.server: source for source in remote}
+        self.guardrails = guardrails or Guardrails()
+        self.instructions = instructions or InstructionSet()
         self._threads = DaemonThreads("agentq-tool")
         self._coroutines = Coroutines()
 
     @classmethod
     def from_modules(cls, modules: Iterable[str], remote: Iterable[RemoteTools] = ()) -> Registry:
-        """Import each module and collect every module-level `Tool` it holds."""
+        """Import each module and collect every module-level `Tool` it holds (and its
+        guardrails and instructions)."""
+        modules = list(modules)
         found: list[Tool] = []
         for module_name in modules:
             module = importlib.import_module(module_name)
             found.extend(value for value in vars(module).values() if isinstance(value, Tool))
-        return cls(found, remote)
+        return cls(found, remote, guardrails=Guardrails.from_modules(modules),
+                   instructions=InstructionSet.from_modules(modules))
 
     @property
     def names(self) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentq.core import elicitation, once
 from agentq.core.events import Event
+from agentq.core.guardrails import GUARDRAIL_TRIPPED
 from agentq.core.timefmt import format_ts
 
 # What a `budget.exceeded` payload says of the budget (`Overspent.details`): whose it is
@@ -61,6 +62,8 @@ def payload(
         data["answer"] = {"text": cause.content.get("text", "")}
     elif event_type == "turn.failed":
         data["error"] = {"code": cause.content.get("code"), "message": cause.content.get("message")}
+        if cause.content.get("code") == GUARDRAIL_TRIPPED:  # which guardrail, and its verdict
+            data["error"]["details"] = cause.content.get("details")
     elif event_type == "budget.exceeded":
         data["budget"] = {k: ref.get(k) for k in BUDGET_FIELDS}
     return {"type": event_type, "timestamp": format_ts(cause.created_at), "data": data}

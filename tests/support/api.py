@@ -33,7 +33,7 @@ from agentq.web.services import Services
 from tests.support.rules import Rules
 from tests.support.sent import RecordingSender
 
-TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests"]
+TOOLS = ["agentq.tools.demo", "tests.support.tools_for_tests", "tests.support.guardrails_for_tests"]
 WEATHER = [
     {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}], "chunks": 3},
     {"text": "Cold in Oslo.", "chunks": 2},

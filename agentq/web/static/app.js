@@ -780,6 +780,10 @@ class Log {
         this.place(event).append(h("div", { class: "note error" }, seq,
           h("strong", { text: c.code }), `: ${c.message}`, c.status ? ` (${c.status})` : ""));
         break;
+      case "guardrail":
+        this.place(event).append(h("div", { class: `note guardrail${c.tripped ? " refused" : ""}` }, seq,
+          `${c.phase} guardrail ${c.name} ${c.tripped ? "tripped" : "passed"}`, c.info != null ? `: ${json(c.info)}` : ""));
+        break;
       default:
         this.place(event).append(h("div", { class: "note" }, seq, `${event.type}: ${json(c)}`));
     }

@@ -1,0 +1,243 @@
+"""Guardrails and instructions as code in the runtime, on a real store (SQLite and Postgres)."""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agentq.cli.check import check_conversation
+from agentq.commands import Commands
+from agentq.config import Config
+from agentq.core.guardrails import GUARDRAIL_TRIPPED, digest
+from agentq.errors import InvalidInput
+from agentq.runtime import Runtime
+from agentq.store.webhooks import WebhookEndpoint
+from agentq.tools import Registry
+from agentq.webhooks.payloads import payload
+from tests.support import guardrails_for_tests as checks
+from tests.support import tools_for_tests as tool_calls
+from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
+from tests.support.turn_fixtures import clock  # noqa: F401
+from tests.support.turns import SCOPE, WEATHER, CountingProviders, start, types
+
+MODULES = ["agentq.tools.demo", "tests.support.tools_for_tests", "tests.support.guardrails_for_tests"]
+
+
+class SeeingProviders(CountingProviders):
+    """Counts the model calls and keeps the system prompt each was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.systems: list[str] = []
+
+    def __call__(self, settings):
+        inner, systems = super().__call__(settings), self.systems
+
+        class Seeing:
+            def stream(self, request, ctx, cancel):
+                systems.append(request.system)
+                return inner.stream(request, ctx, cancel)
+
+        return Seeing()
+
+
+@pytest.fixture
+def providers():
+    return SeeingProviders()
+
+
+@pytest.fixture
+def runtime(store, clock, providers):  # noqa: F811
+    return Runtime(store=store, registry=Registry.from_modules(MODULES), pubsub=Recorder(),
+                   config=Config(lease_s=30.0), clock=clock, rules=Rules(providers=providers),
+                   sleep=lambda s: None)
+
+
+@pytest.fixture
+def commands(runtime, clock):  # noqa: F811
+    return Commands(runtime.store, runtime.registry, clock=clock,
+                    close_round=runtime.pubsub.close_round)
+
+
+def _error(store, cid):
+    return next(e for e in store.log.list_events(cid) if e.type == "error")
+
+
+def test_a_tripped_input_guardrail_fails_the_turn_before_the_model_is_called(
+        store, runtime, commands, providers):
+    cid, _ = start(commands, runtime, [{"text": "The secret is 42."}], text="tell me the secret",
+                   input_guardrails=["no_secrets"])
+    assert types(store, cid) == ["user_msg", "guardrail", "error"]
+    assert providers.calls == 0
+    error = _error(store, cid)
+    assert error.content["code"] == GUARDRAIL_TRIPPED
+    assert error.content["details"] == {"guardrail": "no_secrets", "phase": "input",
+                                        "info": {"matched": "secret"}}
+    assert store.conversations.load(cid).fsm.state == "failed"
+    assert check_conversation(store, cid) == []
+
+
+def test_a_trip_is_a_turn_failed_webhook_naming_the_guardrail_and_its_verdict(
+        store, runtime, commands):
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    hook = WebhookEndpoint(
+        id="we_t1", tenant="t1", url="https://hooks.example.com/x", event_types=["turn.failed"],
+        sealed_secret="sealed", previous_sealed=None, previous_until=None, enabled=True,
+        disabled_reason=None, failing_since=None, created_at=now, updated_at=now)
+    assert store.webhooks.add_endpoint(hook, max_per_tenant=10)
+    cid, _ = start(commands, runtime, [{"text": "hi"}], text="a secret",
+                   input_guardrails=["no_secrets"])
+    (delivery,) = store.webhooks.list_deliveries(hook.id, limit=10)
+    sent = payload(delivery.event_type, conversation_id=cid, seq=delivery.seq, ref=delivery.ref,
+                   turn=store.webhooks.list_turn_events(cid, through_seq=delivery.seq),
+                   title=None, describe=lambda name: None)
+    assert sent["type"] == "turn.failed"
+    assert sent["data"]["error"] == {
+        "code": GUARDRAIL_TRIPPED, "message": "the input guardrail 'no_secrets' tripped",
+        "details": {"guardrail": "no_secrets", "phase": "input", "info": {"matched": "secret"}}}
+
+
+def test_a_passing_input_guardrail_records_its_verdict_before_the_answer(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER, input_guardrails=["no_secrets"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events][:3] == ["user_msg", "guardrail", "assistant_msg"]
+    assert events[1].content == {"name": "no_secrets", "phase": "input", "tripped": False,
+                                 "info": None}
+    assert events[-1].content["text"] == "Cold in Oslo."
+    assert sum(e.type == "guardrail" for e in events) == 1  # the first round only
+    assert check_conversation(store, cid) == []
+
+
+def test_an_output_guardrail_that_trips_fails_the_turn_and_keeps_the_answer_out_of_the_log(
+        store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"text": "You are rude."}], output_guardrails=["polite_answer"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "guardrail", "error"]
+    assert not any("rude" in str(e.content.get("text", "")) for e in events)
+    assert _error(store, cid).content["details"]["info"] == {"phase": "output", "user": "u1"}
+    assert store.conversations.load(cid).fsm.state == "failed"
+
+
+def test_output_guardrails_read_only_the_final_answer(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER, output_guardrails=["polite_answer"])
+    events = store.log.list_events(cid)
+    verdicts = [e for e in events if e.type == "guardrail"]
+    assert len(verdicts) == 1 and verdicts[0].content["phase"] == "output"
+    assert events[-2:] == [verdicts[0], events[-1]] and events[-1].type == "assistant_msg"
+    assert store.conversations.load(cid).fsm.state == "idle"
+
+
+def test_a_guardrail_that_raises_trips(store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"text": "hi"}], input_guardrails=["broken"])
+    assert _error(store, cid).content["details"]["info"] == {
+        "error": "RuntimeError: the checker is down"}
+
+
+def test_running_the_steps_again_records_each_verdict_once(store, runtime, commands):
+    checks.RUNS.clear()
+    cid, _ = start(commands, runtime, WEATHER, input_guardrails=["no_secrets"])
+    before = store.log.list_events(cid)
+    for _ in range(3):
+        drain(runtime, runtime.advance(cid))
+    assert store.log.list_events(cid) == before
+    assert checks.RUNS["no_secrets"] == 1
+
+
+def test_a_parallel_guardrail_that_trips_hangs_the_model_call_up(store, runtime, commands):
+    checks.RELEASE.set()  # it answers at once; the model would take a minute
+    slow = [{"text": "a long answer", "chunks": 10, "delay_s": 60.0}]
+    cid, _ = start(commands, runtime, slow, text="something bad",
+                   input_guardrails=["watchful"])
+    assert types(store, cid) == ["user_msg", "guardrail", "error"]
+    assert _error(store, cid).content["details"]["guardrail"] == "watchful"
+    deltas = [d for kind, d in runtime.pubsub.notices if kind == "delta"]
+    assert len(deltas) < 10  # the stream was closed before its end
+
+
+def test_a_parallel_guardrail_that_passes_lets_the_answer_through(store, runtime, commands):
+    checks.RELEASE.set()
+    cid, _ = start(commands, runtime, [{"text": "fine"}], input_guardrails=["watchful"])
+    assert types(store, cid) == ["user_msg", "guardrail", "assistant_msg"]
+
+
+def test_held_deltas_publish_nothing_before_the_answer_is_committed(store, runtime, commands):
+    cid, _ = start(commands, runtime, [{"text": "held back", "chunks": 4}], hold_deltas=True,
+                   output_guardrails=["polite_answer"])
+    assert types(store, cid)[-1] == "assistant_msg"
+    assert [d for kind, d in runtime.pubsub.notices if kind == "delta"] == []
+
+
+def test_settings_that_name_an_unknown_guardrail_are_refused(commands):
+    with pytest.raises(InvalidInput) as refused:
+        commands.create_conversation(SCOPE, {"input_guardrails": ["no_such_check"]})
+    assert refused.value.code == "unknown_guardrail"
+
+
+def test_instructions_read_the_acting_user_and_the_answer_records_them(store, runtime, commands):
+    cid, _ = start(commands, runtime, WEATHER, system="Be brief.", instructions="for_the_user")
+    answers = [e for e in store.log.list_events(cid) if e.type == "assistant_msg"]
+    told = "Be brief. You are talking to u1 of t1."
+    assert answers[0].content["instructions"] == {"name": "for_the_user", "digest": digest(told),
+                                                  "text": told}
+    assert answers[1].content["instructions"] == {"name": "for_the_user", "digest": digest(told)}
+
+
+def test_instructions_are_what_the_model_is_sent(store, runtime, commands, providers):
+    start(commands, runtime, [{"text": "ok"}], system="Be brief.", instructions="for_the_user")
+    assert providers.systems == ["Be brief. You are talking to u1 of t1."]
+
+
+def test_a_retried_turn_runs_its_input_guardrails_again(store, runtime, commands):
+    checks.RUNS.clear()
+    cid, _ = start(commands, runtime, [{"text": "hi"}], text="the secret", input_guardrails=["no_secrets"])
+    drain(runtime, commands.retry(cid, SCOPE))
+    assert types(store, cid) == ["user_msg", "guardrail", "error", "error", "guardrail", "error"]
+    assert checks.RUNS["no_secrets"] == 2
+    assert check_conversation(store, cid) == []
+
+
+LOOKUP_SECRET = [{"tool_calls": [{"name": "lookup", "args": {"key": "secret"}}]}, {"text": "Refused."}]
+
+
+def test_a_tool_input_guardrail_that_trips_refuses_the_call_and_the_turn_goes_on(
+        store, runtime, commands):
+    tool_calls.CALLS.clear()
+    cid, _ = start(commands, runtime, LOOKUP_SECRET, tools=["lookup"],
+                   tool_input_guardrails=["no_secrets"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "assistant_msg", "tool_call", "guardrail",
+                                        "tool_result", "assistant_msg"]
+    assert events[3].content["phase"] == "tool_input" and events[3].content["tripped"]
+    assert events[4].content["status"] == "error"
+    assert events[4].content["output"] == (
+        "the guardrail 'no_secrets' refused this call's arguments: {\"matched\":\"secret\"}")
+    assert "lookup:secret" not in tool_calls.CALLS  # the tool never ran
+    assert store.conversations.load(cid).fsm.state == "idle"
+    assert check_conversation(store, cid) == []
+
+
+def test_a_tool_output_guardrail_that_trips_withholds_the_result(store, runtime, commands):
+    tool_calls.CALLS.clear()
+    cid, _ = start(commands, runtime, LOOKUP_SECRET, tools=["lookup"],
+                   tool_output_guardrails=["no_secrets"])
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error" and "call's result" in result.content["output"]
+    assert "value of secret" not in str(store.log.list_events(cid)[-3:])
+    assert tool_calls.CALLS["lookup:secret"] == 1  # it ran; the model never read what it said
+    assert check_conversation(store, cid) == []
+
+
+def test_a_tool_call_its_guardrails_pass_runs_once_with_its_verdicts_recorded_once(
+        store, runtime, commands):
+    tool_calls.CALLS.clear()
+    script = [{"tool_calls": [{"name": "lookup", "args": {"key": "k"}}]}, {"text": "Done."}]
+    cid, _ = start(commands, runtime, script, tools=["lookup"],
+                   tool_input_guardrails=["no_secrets"], tool_output_guardrails=["no_secrets"])
+    before = store.log.list_events(cid)
+    for call in store.calls.list_of(cid):
+        drain(runtime, runtime.run_tool(cid, call.id))
+    assert store.log.list_events(cid) == before
+    phases = [e.content["phase"] for e in before if e.type == "guardrail"]
+    assert phases == ["tool_input", "tool_output"]
+    assert tool_calls.CALLS["lookup:k"] == 1
