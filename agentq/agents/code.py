@@ -63,6 +63,8 @@ def agent(
         settings["tools"] = [_tool_name(name, item) for item in tools]
     if settings.get("agents") is not None:  # other agents as tools: Agent values or names
         settings["agents"] = [_agent_tool(item) for item in settings["agents"]]
+    if settings.get("handoffs") is not None:  # agents to hand over to: Agent values or names
+        settings["handoffs"] = [_agent_tool(item) for item in settings["handoffs"]]
     try:
         definition = AgentDefinition.model_validate({
             "name": name, "description": description, "settings": settings,
@@ -92,7 +94,8 @@ def _function_model(agent_name: str, settings: dict[str, Any]) -> FunctionModel 
 
 
 def _agent_tool(item: Any) -> Any:
-    """An `Agent` offered as a tool: by its name, described as the agent describes itself."""
+    """An `Agent` offered as a tool or a handoff: by its name, described as the agent
+    describes itself."""
     if isinstance(item, Agent):
         return {"name": item.name, "description": item.definition.description}
     return item
@@ -145,17 +148,18 @@ class CodeAgents:
 
     def check_tools(self, registry: Registry) -> None:
         """ValueError naming the agent if it names a tool the registry lacks, or offers as a
-        tool an agent the code does not define."""
+        tool, or as a handoff, an agent the code does not define."""
         for item in self._agents.values():
             try:
                 registry.require(item.definition.settings.tools)
             except ValueError as exc:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
-            unknown = [a.name for a in item.definition.settings.agents or ()
-                       if a.name not in self._agents]
-            if unknown:
-                raise ValueError(f"agent {item.name!r} offers as tools agents no module defines: "
-                                 f"{', '.join(unknown)}")
+            settings = item.definition.settings
+            for offered, named in (("as tools", settings.agents), ("handoffs to", settings.handoffs)):
+                unknown = [a.name for a in named or () if a.name not in self._agents]
+                if unknown:
+                    raise ValueError(f"agent {item.name!r} offers {offered} agents no module "
+                                     f"defines: {', '.join(unknown)}")
 
     def publish(self, store, *, now: datetime) -> list[AgentVersion]:
         """Publish each agent whose definition changed; the latest version of each."""

@@ -137,14 +137,21 @@ class Commands:
             self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc), code="unknown_tool") from None
-        unknown = [a.name for a in settings.agents or ()
-                   if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
-        if unknown:
-            details = [{"loc": ["settings", "agents"], "msg": f"no agent {name}",
-                        "type": "unknown_agent"} for name in unknown]
-            raise InvalidInput(f"settings.agents names no agent of yours: {', '.join(unknown)}; "
-                               "GET /v1/agents lists them", code="unknown_agent", details=details)
+        for field, named in (("agents", settings.agents), ("handoffs", settings.handoffs)):
+            self._known_agents(scope, field, [a.name for a in named or ()], defining=defining)
         return self.policy.settings_for(settings, scope.tenant, from_code=from_code)
+
+    def _known_agents(self, scope: Scope, field: str, names: list[str], *,
+                      defining: str | None) -> None:
+        """InvalidInput unless every name is an agent `scope`'s tenant may use (or the one
+        being defined)."""
+        unknown = [name for name in names
+                   if name != defining and self.catalog.find(scope.tenant, name) is None]
+        if unknown:
+            details = [{"loc": ["settings", field], "msg": f"no agent {name}",
+                        "type": "unknown_agent"} for name in unknown]
+            raise InvalidInput(f"settings.{field} names no agent of yours: {', '.join(unknown)}; "
+                               "GET /v1/agents lists them", code="unknown_agent", details=details)
 
     def post_message(
         self,

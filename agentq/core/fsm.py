@@ -11,6 +11,7 @@ from typing import Literal
 
 from agentq.core.elicitation import ANSWERED
 from agentq.core.events import Event, FsmState
+from agentq.core.handoffs import HANDOFF, handed_off
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
 # An error event with this status records that a person re-drove a failed turn.
@@ -122,6 +123,7 @@ _RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {
     "suspension": _suspension,
     "resolution": _resolution,
     "error": _error,
+    HANDOFF: handed_off,
 }
 
 

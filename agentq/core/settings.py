@@ -14,6 +14,7 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from agentq.core.agent_tools import AgentTool, ObjectSchema
+from agentq.core.handoff_targets import HandoffTarget, handoff_targets
 
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
@@ -218,6 +219,9 @@ class Settings(_Strict):
     # its effort); setting either marks the model as one that reasons: no temperature is
     # sent, reasoning items are asked for and sent back.
     reasoning: ReasoningOptions | None = None
+    # other agents the model may pass the conversation to, by a `transfer_to_<name>` tool
+    # ("billing" is short for {"name": "billing"}; agentq.core.handoffs)
+    handoffs: Annotated[list[HandoffTarget] | None, BeforeValidator(handoff_targets)] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -250,6 +254,15 @@ class Settings(_Strict):
         twice = sorted({n for n in names if names.count(n) > 1} | set(names) & set(self.tools or ()))
         if twice:
             raise _conflict(f"agents and tools name {', '.join(twice)} more than once")
+        return self
+
+    @model_validator(mode="after")
+    def _handoffs_are_named_once(self) -> Settings:
+        names = [t.tool_name for t in self.handoffs or ()]
+        offered = {*(self.tools or ()), *(a.name for a in self.agents or ())}
+        twice = sorted({n for n in names if names.count(n) > 1} | set(names) & offered)
+        if twice:
+            raise _conflict(f"handoffs and tools name {', '.join(twice)} more than once")
         return self
 
     @model_validator(mode="after")

@@ -21,6 +21,8 @@ from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.handoff_targets import transfer_specs
+from agentq.core.handoffs import seen_by_holder
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.request import ToolSpec
 from agentq.core.scope import SYSTEM_SCOPE, Scope
@@ -35,6 +37,7 @@ from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.expire_step import eta
+from agentq.runtime.handoffs import HandoffRound
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
@@ -59,7 +62,9 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
-    context = plan_context(view, offered_specs(registry, view.settings), lifecycle.ctx.render)
+    # a handoff's target sees the history its input filter leaves (agentq.core.handoffs)
+    context = plan_context(seen_by_holder(view), offered_specs(registry, view.settings),
+                           lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
@@ -69,8 +74,10 @@ def call_model(
 
 
 def offered_specs(registry: Registry, settings: Settings) -> list[ToolSpec]:
-    """The tools the model is offered: the registry's the settings name, then the agents."""
-    return registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
+    """The tools the model is offered: the registry's the settings name, the agents, then
+    the transfers to the agents it may hand the conversation to."""
+    return (registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
+            + transfer_specs(settings.handoffs))
 
 
 class LlmStep(StepWork[ModelResponse]):
@@ -216,7 +223,15 @@ class LlmStep(StepWork[ModelResponse]):
         results: list[EventDraft] = []
         pending: list[str] = []
         scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
+        handoff = HandoffRound.of(self.ctx, view, response.tool_calls)
         for call in response.tool_calls:
+            if handoff.answers(call):  # a transfer, or any call of a response that made one
+                made, answer, record = handoff.answer(
+                    call, conversation_id=view.conversation_id, **common)
+                out.append(made)
+                results.append(answer)
+                records.append(record)
+                continue
             if find_agent_tool(settings.agents, call.name) is not None:
                 # a sub-agent: its tool step starts the child, whose answer resolves the call
                 out.append(drafts.tool_call(
@@ -257,6 +272,8 @@ class LlmStep(StepWork[ModelResponse]):
                 resolved_at=now if result is not None else None, needs_approval=gated,
             ))
         out.extend(results)
+        if handoff.handoff is not None:  # after its call's result: the holder answers next
+            out.append(handoff.handoff.draft(**common))
         if pending:
             out.append(drafts.suspension(pending, **common))
         return out, records
