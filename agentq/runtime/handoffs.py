@@ -10,7 +10,7 @@ log says so: agentq.core.handoffs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -50,15 +50,15 @@ def target_handoff(ctx: StepContext, view: View, target: HandoffTarget, *, why: 
     """The handoff to `target`, its settings admitted for the conversation's tenant, or why
     there is none. The agent the conversation started from runs with its own settings."""
     source = holder_name(view.fsm, view.agent.name if view.agent else None)
-    common = dict(source=source, target=target.name, why=why, by=BY_MODEL,
-                  input_filter=target.input_filter, tool_call_id=tool_call_id)
+    own = Handoff(source=source, target=target.name, version=None, why=why, by=BY_MODEL,
+                  settings=None, input_filter=target.input_filter, tool_call_id=tool_call_id)
     if view.agent is not None and target.name == view.agent.name:
-        return Handoff(version=view.agent.version, settings=None, **common)
+        return replace(own, version=view.agent.version)
     found = find_agent(ctx.store, ctx.rules, view.tenant, target.name)
     if isinstance(found, str):
         return f"cannot hand off: {found}"
-    return Handoff(version=found.ref.version,
-                   settings=found.settings.model_dump(mode="json", exclude_unset=True), **common)
+    return replace(own, version=found.ref.version,
+                   settings=found.settings.model_dump(mode="json"))
 
 
 class HandoffRound:

@@ -13,8 +13,8 @@ from sqlalchemy import Connection, Engine, Row, and_, literal_column, or_, selec
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
-from agentq.core.lru import WeightedLRU
 from agentq.core.handoffs import held_settings
+from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
 from agentq.core.weight import weight

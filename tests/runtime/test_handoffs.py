@@ -7,12 +7,12 @@ import pytest
 
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
+from agentq.commands.handoffs import HandoffCommands
 from agentq.config import Config
 from agentq.core.agents import AgentDefinition
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings
 from agentq.errors import Conflict, InvalidInput
-from agentq.followups import Advance, RunTool
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from tests.support.clock import Clock
@@ -81,4 +81,98 @@ def test_a_chain_of_handoffs_in_one_turn_ends_with_the_last_agents_answer(
     assert len({e.turn_id for e in events}) == 1
     held = store.conversations.load(conv.id)
     assert held.fsm.agent["name"] == "c" and held.settings.system == "You are C."
+    assert check_conversation(store, conv.id) == []
+
+
+def test_the_next_turn_goes_to_the_agent_that_holds_the_conversation(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    drain(runtime, commands.post_message(conv.id, "charged twice", ALICE)[1])
+    drain(runtime, commands.post_message(conv.id, "and a refund?", ALICE)[1])
+    assert len(handoffs(store, conv.id)) == 2  # no new handoff: C answered at once
+    assert answers(store, conv.id) == ["C answers", "C answers"]
+
+
+def test_a_person_hands_the_conversation_back_to_the_agent_it_started_with(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    drain(runtime, commands.post_message(conv.id, "charged twice", ALICE)[1])
+    HandoffCommands(commands).hand_off(conv.id, ALICE, to="a", why="sorted out")
+    assert handoffs(store, conv.id)[-1] == ("c", "a", "sorted out", "person")
+    back = store.conversations.load(conv.id)
+    assert back.settings.system == "You are A." and back.fsm.agent["name"] == "a"
+    assert back.fsm.agent["settings"] is None
+
+
+def test_a_person_cannot_hand_over_a_conversation_while_its_turn_runs(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    commands.post_message(conv.id, "charged twice", ALICE)
+    with pytest.raises(Conflict):
+        HandoffCommands(commands).hand_off(conv.id, ALICE, to="c")
+    assert handoffs(store, conv.id) == []
+
+
+def test_a_person_cannot_hand_a_conversation_to_another_tenants_agent(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    define(store, clock, "secret", tenant="t2", system="t2's own")
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    with pytest.raises(InvalidInput) as refused:
+        HandoffCommands(commands).hand_off(conv.id, ALICE, to="secret")
+    assert refused.value.code == "unknown_agent"
+    assert handoffs(store, conv.id) == []
+
+
+def test_settings_may_not_name_another_tenants_agent_as_a_handoff(store, commands, clock):
+    define(store, clock, "secret", tenant="t2")
+    with pytest.raises(InvalidInput) as refused:
+        commands.create_conversation(ALICE, {"handoffs": ["secret"]})
+    assert refused.value.code == "unknown_agent"
+
+
+def test_a_transfer_the_agent_does_not_offer_gives_the_model_an_error_result(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(
+        ALICE, {"handoffs": ["b"], "script": [transfer("c"), {"text": "staying"}]})
+    drain(runtime, commands.post_message(conv.id, "hi", ALICE)[1])
+    (call,) = store.calls.list_of(conv.id)
+    assert call.result["status"] == "error" and "transfer_to_c" in call.result["output"]
+    assert handoffs(store, conv.id) == [] and answers(store, conv.id) == ["staying"]
+
+
+def test_only_the_first_transfer_of_a_response_is_taken_and_its_other_calls_do_not_run(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    both = {"tool_calls": [{"name": "transfer_to_b", "args": {"reason": "first"}},
+                           {"name": "transfer_to_c", "args": {"reason": "second"}},
+                           {"name": "noop", "args": {}}]}
+    conv = commands.create_conversation(
+        ALICE, {"handoffs": ["b", "c"], "tools": ["noop"], "script": [both]})
+    drain(runtime, commands.post_message(conv.id, "hi", ALICE)[1])
+    first_round = next(e.round_id for e in store.log.list_events(conv.id)
+                       if e.type == "assistant_msg")
+    results = {c.name: c.result for c in store.calls.list_of(conv.id)
+               if c.round_id == first_round}
+    assert results["transfer_to_b"] == {"status": "ok", "output": {"handed_off_to": "b"}}
+    assert results["transfer_to_c"]["status"] == "error"
+    assert results["noop"]["status"] == "error" and "not run" in results["noop"]["output"]
+    assert [h[1] for h in handoffs(store, conv.id)][0] == "b"
+
+
+def test_running_the_model_step_twice_records_the_handoff_once(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    _, follow = commands.post_message(conv.id, "charged twice", ALICE)
+    (first,) = follow
+    again = runtime.advance(conv.id)  # the same step, delivered twice
+    pending = list(again) + list(runtime.advance(conv.id))
+    drain(runtime, pending + [first])
+    assert handoffs(store, conv.id) == [("a", "b", "billing question", "model"),
+                                        ("b", "c", "C knows", "model")]
     assert check_conversation(store, conv.id) == []
