@@ -40,7 +40,9 @@ class HandoffCommands:
             _between_turns(conversation)
             handoff = self._handoff(conversation, scope, to=to, why=why,
                                     input_filter=input_filter)
-            tx.append_and_fold([handoff.draft(created_at=now)], now=now)
+            # shown with the turn it follows (a person hands over between turns)
+            draft = handoff.draft(created_at=now, turn_id=conversation.fsm.turn_id)
+            tx.append_and_fold([draft], now=now)
         return conversation
 
     def _handoff(self, conversation: ConversationInfo, scope: Scope, *, to: str, why: str,

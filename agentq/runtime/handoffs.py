@@ -28,6 +28,8 @@ from agentq.core.handoffs import (
 from agentq.core.request import CallRef
 from agentq.runtime.children import find_agent
 from agentq.runtime.context import StepContext
+from agentq.telemetry import tracing
+from agentq.telemetry.attributes import handoff_attributes
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,15 @@ class HandoffRound:
             return cls(None, targets)
         target = find_target(targets, first.name)
         assert target is not None
-        found = target_handoff(ctx, view, target, why=reason_of(first.args),
-                               tool_call_id=first.id)
-        if isinstance(found, str):
-            return cls(Transfer(first.id, None, found), targets)
+        source = holder_name(view.fsm, view.agent.name if view.agent else None)
+        with tracing().tool(handoff_attributes(
+                name=first.name, call_id=first.id, conversation_id=view.conversation_id,
+                source=source, target=target.name)) as span:
+            found = target_handoff(ctx, view, target, why=reason_of(first.args),
+                                   tool_call_id=first.id)
+            if isinstance(found, str):
+                span.failed("handoff_refused")
+                return cls(Transfer(first.id, None, found), targets)
         return cls(Transfer(first.id, found), targets)
 
     @property

@@ -685,6 +685,11 @@ class Log {
         this.place(event).append(h("div", { class: "note error" }, seq,
           h("strong", { text: c.code }), `: ${c.message}`, c.status ? ` (${c.status})` : ""));
         break;
+      case "handoff":
+        this.place(event).append(h("div", { class: "note handoff" }, seq, `handed off to ${c.to}`,
+          c.from ? ` from ${c.from}` : "", c.by === "person" ? ` by ${c.user || "a person"}` : "",
+          c.why ? `: ${c.why}` : ""));
+        break;
       default:
         this.place(event).append(h("div", { class: "note" }, seq, `${event.type}: ${json(c)}`));
     }
