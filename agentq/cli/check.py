@@ -107,6 +107,8 @@ def _turn_ordered(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
             open_calls.add(event.content["tool_call_id"])
         elif event.type == "tool_result":
             open_calls.discard(event.content["tool_call_id"])
+        if event.type == "handoff" and event.content.get("by") == "person":
+            continue  # a person hands over between turns: the turn before it ended
         previous = event
 
 

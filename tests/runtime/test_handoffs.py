@@ -54,7 +54,8 @@ def chain(store, clock) -> None:
            script_repeat=True)
     define(store, clock, "b", system="You are B.", script=[transfer("c", "C knows")],
            script_repeat=True, handoffs=["c"])
-    define(store, clock, "a", system="You are A.", script=[transfer("b", "billing question")],
+    define(store, clock, "a", system="You are A.",
+           script=[transfer("b", "billing question"), *[{"text": "A again"}] * 9],
            handoffs=["b"])
 
 
@@ -104,6 +105,9 @@ def test_a_person_hands_the_conversation_back_to_the_agent_it_started_with(
     back = store.conversations.load(conv.id)
     assert back.settings.system == "You are A." and back.fsm.agent["name"] == "a"
     assert back.fsm.agent["settings"] is None
+    drain(runtime, commands.post_message(conv.id, "thanks", ALICE)[1])
+    assert store.log.list_events(conv.id)[-1].content["text"] == "A again"
+    assert check_conversation(store, conv.id) == []
 
 
 def test_a_person_cannot_hand_over_a_conversation_while_its_turn_runs(
