@@ -12,6 +12,7 @@ from typing import Any
 from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
+from agentq.core.handoffs import between_turns
 from agentq.core.keys import MODEL_STEP
 from agentq.core.render import render, validate
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
@@ -107,8 +108,8 @@ def _turn_ordered(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
             open_calls.add(event.content["tool_call_id"])
         elif event.type == "tool_result":
             open_calls.discard(event.content["tool_call_id"])
-        if event.type == "handoff" and event.content.get("by") == "person":
-            continue  # a person hands over between turns: the turn before it ended
+        if between_turns(event):
+            continue  # a person's handoff: the turn before it ended
         previous = event
 
 

@@ -64,6 +64,11 @@ class Handoff:
         return EventDraft(HANDOFF, self.to_json(), created_at, turn_id, round_id, step_key)
 
 
+def between_turns(event: Event) -> bool:
+    """Whether `event` is a person's handoff: written only between turns, after a whole one."""
+    return event.type == HANDOFF and event.content.get("by") == BY_PERSON
+
+
 def holder_name(fsm: FsmState, started_from: str | None) -> str | None:
     """The name of the agent that holds the conversation: the last handoff's target, else
     the agent it started from (None for raw settings)."""

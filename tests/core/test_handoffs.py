@@ -9,7 +9,15 @@ from pydantic import ValidationError
 
 from agentq.core.fsm import fold
 from agentq.core.handoff_targets import HandoffTarget, find_target, transfer_specs
-from agentq.core.handoffs import BY_MODEL, BY_PERSON, Handoff, holder_name, seen_by_holder
+from agentq.core.decide import ends_a_turn
+from agentq.core.handoffs import (
+    BY_MODEL,
+    BY_PERSON,
+    Handoff,
+    between_turns,
+    holder_name,
+    seen_by_holder,
+)
 from agentq.core.render import render
 from agentq.core.settings import Settings
 from agentq.core.events import EventDraft
@@ -124,3 +132,10 @@ def test_a_handoff_event_has_an_exact_json_round_trip():
     made = Handoff(source="a", target="b", version=2, why="w", by=BY_PERSON, settings=None,
                    input_filter="turn", user="alice")
     assert Handoff.from_json(made.to_json()) == made
+
+
+def test_a_turn_followed_by_a_persons_handoff_is_whole_but_one_before_a_models_is_not():
+    by_person = b.log(b.user(), b.assistant("done"), handoff("b", by=BY_PERSON))
+    assert ends_a_turn(by_person, 2) and between_turns(by_person[2])
+    by_model = b.log(b.user(), *transfer_round("b", "c1", "r1"))
+    assert not ends_a_turn(by_model, 4) and not between_turns(by_model[4])

@@ -180,3 +180,17 @@ def test_running_the_model_step_twice_records_the_handoff_once(
     assert handoffs(store, conv.id) == [("a", "b", "billing question", "model"),
                                         ("b", "c", "C knows", "model")]
     assert check_conversation(store, conv.id) == []
+
+
+def test_a_fork_from_before_a_handoff_runs_with_the_conversations_own_settings(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="c")
+    drain(runtime, commands.post_message(conv.id, "hello", ALICE)[1])
+    HandoffCommands(commands).hand_off(conv.id, ALICE, to="a")
+    handed_at = store.conversations.load(conv.id).next_seq - 1
+    assert store.conversations.load(conv.id).settings.system == "You are A."
+    fork = commands.fork(conv.id, ALICE, at_seq=handed_at - 1)
+    assert store.conversations.load(fork.id).settings.system == "You are C."
+    whole = commands.fork(conv.id, ALICE, at_seq=handed_at)
+    assert store.conversations.load(whole.id).settings.system == "You are A."
