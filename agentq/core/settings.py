@@ -267,7 +267,8 @@ class Settings(_Strict):
 
     @model_validator(mode="after")
     def _the_chosen_tool_is_offered(self) -> Settings:
-        offered = [*(self.tools or ()), *(a.name for a in self.agents or ())]
+        offered = [*(self.tools or ()), *(a.name for a in self.agents or ()),
+                   *(t.tool_name for t in self.handoffs or ())]
         if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
                 self.tool_choice.name not in offered):
             raise _conflict(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")

@@ -24,6 +24,7 @@ from agentq.core.fsm import fold
 from agentq.core.handoff_targets import transfer_specs
 from agentq.core.handoffs import seen_by_holder
 from agentq.core.keys import task_id as step_task_id
+from agentq.core.render import render
 from agentq.core.request import ToolSpec
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.settings import Settings
@@ -62,9 +63,11 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
-    # a handoff's target sees the history its input filter leaves (agentq.core.handoffs)
-    context = plan_context(seen_by_holder(view), offered_specs(registry, view.settings),
-                           lifecycle.ctx.render)
+    # a handoff's target sees the history its input filter leaves (agentq.core.handoffs);
+    # a filtered view is rendered whole: a kept transcript is of the log as it runs
+    seen = seen_by_holder(view)
+    context = plan_context(seen, offered_specs(registry, view.settings),
+                           lifecycle.ctx.render if seen is view else render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing

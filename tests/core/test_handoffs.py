@@ -139,3 +139,8 @@ def test_a_turn_followed_by_a_persons_handoff_is_whole_but_one_before_a_models_i
     assert ends_a_turn(by_person, 2) and between_turns(by_person[2])
     by_model = b.log(b.user(), *transfer_round("b", "c1", "r1"))
     assert not ends_a_turn(by_model, 4) and not between_turns(by_model[4])
+
+
+def test_tool_choice_may_name_a_transfer_tool():
+    settings = Settings(tools=[], handoffs=["billing"], tool_choice={"name": "transfer_to_billing"})
+    assert settings.tool_choice.name == "transfer_to_billing"

@@ -13,10 +13,12 @@ from agentq.core.agents import AgentDefinition
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings
 from agentq.errors import Conflict, InvalidInput
+from agentq.providers.scripted import ScriptedProvider
 from agentq.runtime import Runtime
 from agentq.tools import Registry
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
+from tests.support.rules import Rules
 
 ALICE = Scope(tenant="t1", user="alice")
 
@@ -194,3 +196,37 @@ def test_a_fork_from_before_a_handoff_runs_with_the_conversations_own_settings(
     assert store.conversations.load(fork.id).settings.system == "You are C."
     whole = commands.fork(conv.id, ALICE, at_seq=handed_at)
     assert store.conversations.load(whole.id).settings.system == "You are A."
+
+
+class Listening(ScriptedProvider):
+    """The scripted model, keeping every request it is sent."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    def stream(self, request, ctx, cancel):
+        self.requests.append(request)
+        yield from super().stream(request, ctx, cancel)
+
+
+def test_the_agent_taking_over_with_no_tools_is_sent_no_earlier_tool_call(store, clock):
+    model = Listening()
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recorder(),
+                      config=Config(lease_s=30.0), clock=clock, sleep=lambda s: None,
+                      rules=Rules(providers=lambda settings: model))
+    commands = Commands(store, registry, clock=clock, close_round=runtime.pubsub.close_round)
+    define(store, clock, "b", system="You are B.", script=[{"text": "B answers"}],
+           script_repeat=True)
+    conv = commands.create_conversation(ALICE, {
+        "tools": ["noop"], "handoffs": [{"name": "b", "input_filter": "no_tools"}],
+        "script": [{"tool_calls": [{"name": "noop", "args": {}}]}, {"text": "A answers"},
+                   transfer("b")]})
+    drain(runtime, commands.post_message(conv.id, "hi", ALICE)[1])
+    drain(runtime, commands.post_message(conv.id, "billing?", ALICE)[1])
+    drain(runtime, commands.post_message(conv.id, "again", ALICE)[1])
+    called = [[c.name for m in r.messages for c in m.tool_calls] for r in model.requests]
+    assert called[:3] == [[], ["noop"], ["noop"]]  # a sees its own calls
+    assert called[3:] == [[], []]  # b, in that turn and the next, sees none of a's calls
+    assert [r.system for r in model.requests][3:] == ["You are B.", "You are B."]
+    assert answers(store, conv.id) == ["A answers", "B answers", "B answers"]
