@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentq.agents import Agent, agent
+    from agentq.agents import Agent, agent, handoff
     from agentq.core.scope import SYSTEM_SCOPE, Scope
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
     from agentq.providers.function import FunctionModel, ModelRequest, ToolResult
@@ -26,11 +26,13 @@ _HOMES = {
     "FunctionModel": "agentq.providers.function", "ModelRequest": "agentq.providers.function",
     "ToolResult": "agentq.providers.function",
     "Tool": "agentq.tools", "ToolContext": "agentq.tools", "tool": "agentq.tools",
+    "handoff": "agentq.agents",
 }
 
 __all__ = [
     "Agent", "AgentqError", "Conflict", "FunctionModel", "InvalidInput", "ModelRequest",
     "NotFound", "SYSTEM_SCOPE", "Scope", "Tool", "ToolContext", "ToolResult", "agent", "tool",
+    "handoff",
 ]
 
 

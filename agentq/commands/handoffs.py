@@ -61,7 +61,8 @@ class HandoffCommands:
             raise InvalidInput(f"no agent {to}; GET /v1/agents lists yours", code="unknown_agent")
         settings = self.commands.settings_for(version.definition.settings, scope,
                                               defining=version.name,
-                                              from_code=version.source == "code")
+                                              from_code=version.source == "code",
+                                              code_filters=version.source == "code")
         return replace(own, version=version.version, settings=settings.model_dump(mode="json"))
 
 

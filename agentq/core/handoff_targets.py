@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agentq.core.request import ToolSpec
 
@@ -19,8 +19,12 @@ TRANSFER_PREFIX: Final = "transfer_to_"
 # letters, digits, `_` and `-` as a tool name, `transfer_to_` being 12 of them.
 TARGET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,51}$"
 # What the agent taking over sees of the conversation before its handoff: all of it, the
-# turn from its user message on, or all of it without tool calls and their results.
+# turn from its user message on, or all of it without tool calls and their results...
 InputFilter = Literal["all", "turn", "no_tools"]
+# ... or what a function of the operator's code keeps of it (`code:<its name>`), which only
+# the operator's agents name (agentq.agents.code).
+CODE_FILTER_PREFIX: Final = "code:"
+CodeFilter = Annotated[str, StringConstraints(pattern=r"^code:[A-Za-z_][A-Za-z0-9_]{0,99}$")]
 TRANSFER_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {"reason": {"type": "string",
@@ -37,7 +41,7 @@ class HandoffTarget(BaseModel):
 
     name: str = Field(pattern=TARGET_NAME)
     description: str = Field(default="", max_length=2000)
-    input_filter: InputFilter = "all"
+    input_filter: InputFilter | CodeFilter = "all"
 
     @property
     def tool_name(self) -> str:
@@ -48,6 +52,12 @@ class HandoffTarget(BaseModel):
                        f"now on. {self.description}").strip()
         return ToolSpec(name=self.tool_name, description=description,
                         parameters=TRANSFER_PARAMETERS)
+
+
+def code_filter_name(input_filter: str) -> str | None:
+    """The name of the operator's function an input filter names, if it names one."""
+    return input_filter.removeprefix(CODE_FILTER_PREFIX) if input_filter.startswith(
+        CODE_FILTER_PREFIX) else None
 
 
 def transfer_tool_name(agent_name: str) -> str:

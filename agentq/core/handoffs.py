@@ -12,16 +12,20 @@ its state (inv. 1): nothing else records it.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
 from agentq.core.events import Event, EventDraft, FsmState, View
-from agentq.core.handoff_targets import InputFilter
+from agentq.core.handoff_targets import code_filter_name
 
 HANDOFF: Final = "handoff"
 BY_MODEL: Final = "model"
 BY_PERSON: Final = "person"
+# An input filter of the operator's code: the events before the handoff it is given, those
+# the agent taking over is to see (a subset, in log order, keeping each call with its result).
+CodeInputFilter = Callable[[Sequence[Event]], Sequence[Event]]
 # What an earlier agent's tool calls leave in the log: the `no_tools` filter hides them.
 _TOOL_EVENTS = frozenset({"tool_call", "tool_result", "suspension", "resolution"})
 
@@ -41,7 +45,7 @@ class Handoff:
     why: str
     by: str  # BY_MODEL or BY_PERSON
     settings: dict[str, Any] | None
-    input_filter: InputFilter = "all"
+    input_filter: str = "all"  # InputFilter, or code:<name>
     tool_call_id: str | None = None  # the model's transfer call
     user: str | None = None  # the person who handed it, when one did
 
@@ -97,20 +101,40 @@ def handed_off(state: FsmState, event: Event) -> FsmState:
     return replace(state, agent=agent)
 
 
-def seen_by_holder(view: View) -> View:
+def seen_by_holder(view: View, code_filters: Mapping[str, CodeInputFilter] | None = None
+                   ) -> View:
     """The view the holder's model is rendered from: its input filter applied to the
-    history before its handoff. Only for rendering: decisions read the whole view."""
+    history before its handoff. Only for rendering: decisions read the whole view.
+
+    `code_filters` are the operator's functions by name; one a handoff names that this
+    process lacks is a ValueError (its module is not loaded here)."""
     agent = view.fsm.agent
     if agent is None or agent.get("input_filter", "all") == "all":
         return view
+    name = agent["input_filter"]
     first, cut = int(agent.get("history_seq", 0)), int(agent.get("handoff_seq", 0))
-    no_tools = agent["input_filter"] == "no_tools"
+    function = code_filter_name(name)
+    if function is not None:
+        return _filtered_by_code(view, cut, function, code_filters or {})
+    no_tools = name == "no_tools"
     events = tuple(e for e in view.events if e.seq >= first
                    and not (no_tools and e.seq < cut and e.type in _TOOL_EVENTS))
     summary = view.summary
     if summary is not None and (first > summary.from_seq or no_tools):
         summary = None  # it tells of what the holder is not to see
     return replace(view, events=events, summary=summary)
+
+
+def _filtered_by_code(view: View, cut: int, name: str,
+                      code_filters: Mapping[str, CodeInputFilter]) -> View:
+    """The events before the handoff as the operator's function keeps them, then the rest."""
+    function = code_filters.get(name)
+    if function is None:
+        raise ValueError(f"the handoff's input filter {name!r} is a function no module of "
+                         "this process defines")
+    before = tuple(e for e in view.events if e.seq < cut)
+    kept = tuple(function(before))
+    return replace(view, events=kept + tuple(e for e in view.events if e.seq >= cut))
 
 
 def transfer_output(target: str) -> dict[str, Any]:

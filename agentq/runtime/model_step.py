@@ -65,7 +65,11 @@ def call_model(
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
     # a handoff's target sees the history its input filter leaves (agentq.core.handoffs);
     # a filtered view is rendered whole: a kept transcript is of the log as it runs
-    seen = seen_by_holder(view)
+    try:
+        seen = seen_by_holder(view, lifecycle.ctx.input_filters)
+    except ValueError as exc:  # a filter of code this process lacks: the turn cannot go on
+        return lifecycle.ctx.record_error(view.conversation_id, step, "failed_permanent",
+                                          "unknown_input_filter", str(exc))
     context = plan_context(seen, offered_specs(registry, view.settings),
                            lifecycle.ctx.render if seen is view else render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance

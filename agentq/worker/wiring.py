@@ -40,16 +40,17 @@ def build_runtime(
     policy = policy or Policy.from_config(config)
     registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
-    # the model functions of the agents the code defines (their tools are checked where
-    # they are published: the API, or agentq dev)
-    functions = CodeAgents.from_modules(list(config.tools)).functions
-    access = ModelAccess(policy, own_keys.owner, functions=functions)
+    # the model functions and handoff input filters of the agents the code defines (their
+    # tools are checked where they are published: the API, or agentq dev)
+    code = CodeAgents.from_modules(list(config.tools))
+    access = ModelAccess(policy, own_keys.owner, functions=code.functions)
     return Runtime(
         store=store,
         registry=registry,
         pubsub=PubSub(config.redis_url),
         config=config,
         rules=WorkerRules(policy, access, registry.queues),
+        input_filters=code.input_filters,  # the handoff input filters the code defines
     )
 
 

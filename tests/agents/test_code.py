@@ -106,3 +106,17 @@ def test_an_agent_handing_over_to_an_agent_no_module_defines_stops_the_process_a
         CodeAgents([agentq.agent("support", handoffs=[billing, "tech"]), billing]
                    ).check_tools(Registry([]))
     CodeAgents([agentq.agent("support", handoffs=[billing]), billing]).check_tools(Registry([]))
+
+
+def recent_only(events):
+    return list(events)[-4:]
+
+
+def test_a_handoff_input_filter_that_is_a_function_is_named_in_the_definition_and_collected():
+    billing = agentq.agent("billing", description="Refunds.")
+    support = agentq.agent("support", handoffs=[agentq.handoff(billing, input_filter=recent_only),
+                                                agentq.handoff("tech", input_filter="turn")])
+    (to_billing, to_tech) = support.definition.settings.handoffs
+    assert (to_billing.input_filter, to_billing.description) == ("code:recent_only", "Refunds.")
+    assert to_tech.input_filter == "turn"
+    assert CodeAgents([support, billing]).input_filters == {"recent_only": recent_only}

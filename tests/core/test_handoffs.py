@@ -144,3 +144,26 @@ def test_a_turn_followed_by_a_persons_handoff_is_whole_but_one_before_a_models_i
 def test_tool_choice_may_name_a_transfer_tool():
     settings = Settings(tools=[], handoffs=["billing"], tool_choice={"name": "transfer_to_billing"})
     assert settings.tool_choice.name == "transfer_to_billing"
+
+
+def test_a_code_filter_sees_the_events_before_the_handoff_and_the_rest_stays():
+    events = b.log(b.user("q"), b.assistant("thinking", round="r0"),
+                   *transfer_round("b", "c1", "r1", input_filter="code:users_only"),
+                   b.assistant("B here", round="r2"))
+    view = replace(b.view(events), fsm=fold(events))
+    given = []
+
+    def users_only(before):
+        given.extend(before)
+        return [e for e in before if e.type == "user_msg"]
+
+    seen = seen_by_holder(view, {"users_only": users_only})
+    assert [e.seq for e in given] == [1, 2, 3, 4, 5]
+    assert [e.type for e in seen.events] == ["user_msg", "handoff", "assistant_msg"]
+
+
+def test_a_code_filter_this_process_lacks_is_an_error_not_the_whole_history():
+    events = b.log(b.user(), *transfer_round("b", "c1", "r1", input_filter="code:gone"))
+    view = replace(b.view(events), fsm=fold(events))
+    with pytest.raises(ValueError, match="'gone'"):
+        seen_by_holder(view, {})

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+import agentq
+from agentq.agents import CodeAgents
+from agentq.agents.catalog import Catalog
+
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.commands.handoffs import HandoffCommands
@@ -230,3 +234,40 @@ def test_the_agent_taking_over_with_no_tools_is_sent_no_earlier_tool_call(store,
     assert called[3:] == [[], []]  # b, in that turn and the next, sees none of a's calls
     assert [r.system for r in model.requests][3:] == ["You are B.", "You are B."]
     assert answers(store, conv.id) == ["A answers", "B answers", "B answers"]
+
+
+def only_user_messages(events):
+    """A handoff input filter of the code: the target sees only what the user said before."""
+    return [e for e in events if e.type == "user_msg"]
+
+
+def test_an_input_filter_of_the_code_decides_what_the_target_is_sent(store, clock):
+    billing = agentq.agent("billing", system="You are billing.", script=[{"text": "Billed."}],
+                           script_repeat=True)
+    support = agentq.agent("support", handoffs=[
+        agentq.handoff(billing, input_filter=only_user_messages)], script=[
+        {"text": "Let me look.", "tool_calls": [{"name": "noop", "args": {}}]},
+        transfer("billing")], tools=["noop"])
+    code = CodeAgents([support, billing])
+    model = Listening()
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
+                      clock=clock, sleep=lambda s: None, rules=Rules(providers=lambda s: model),
+                      input_filters=code.input_filters)
+    catalog = Catalog.published(store, lambda name, tenant: True, code, now=clock())
+    commands = Commands(store, registry, clock=clock, catalog=catalog)
+    conv = commands.create_conversation(ALICE, {}, agent="support")
+    drain(runtime, commands.post_message(conv.id, "charged twice", ALICE)[1])
+    to_billing = model.requests[2]
+    assert to_billing.system == "You are billing."
+    assert [(m.role, m.text) for m in to_billing.messages][0] == ("user", "charged twice")
+    assert "Let me look." not in str(to_billing.messages)  # support's words were filtered out
+    assert answers(store, conv.id)[-1] == "Billed."
+
+
+def test_a_tenants_settings_cannot_name_an_input_filter_of_the_code(store, commands, clock):
+    define(store, clock, "b")
+    with pytest.raises(InvalidInput) as refused:
+        commands.create_conversation(ALICE, {"handoffs": [
+            {"name": "b", "input_filter": "code:only_user_messages"}]})
+    assert refused.value.code == "forbidden_setting"

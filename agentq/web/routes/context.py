@@ -44,7 +44,11 @@ def context(conversation_id: str):
         tools = offered_specs(svc.commands.registry, view.settings)  # sub-agents included
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
-    planned = plan_context(seen_by_holder(view), tools)  # a handoff's input filter too
+    try:  # a handoff's input filter too (one of the operator's code is not run here)
+        seen = seen_by_holder(view, {})
+    except ValueError as exc:
+        seen, problems = view, [*problems, str(exc)]
+    planned = plan_context(seen, tools)
     request, evictions = planned.request, planned.evictions
     profile = svc.policy.profiles.get(view.settings.profile)
     kind = profile.kind if profile is not None else None
