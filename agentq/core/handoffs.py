@@ -12,7 +12,7 @@ its state (inv. 1): nothing else records it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
@@ -101,12 +101,16 @@ def handed_off(state: FsmState, event: Event) -> FsmState:
     return replace(state, agent=agent)
 
 
-def seen_by_holder(view: View, code_filters: Mapping[str, CodeInputFilter] | None = None
+def _none(name: str) -> CodeInputFilter | None:
+    return None
+
+
+def seen_by_holder(view: View, code_filters: Callable[[str], CodeInputFilter | None] = _none
                    ) -> View:
     """The view the holder's model is rendered from: its input filter applied to the
     history before its handoff. Only for rendering: decisions read the whole view.
 
-    `code_filters` are the operator's functions by name; one a handoff names that this
+    `code_filters` finds the operator's functions by name; one a handoff names that this
     process lacks is a ValueError (its module is not loaded here)."""
     agent = view.fsm.agent
     if agent is None or agent.get("input_filter", "all") == "all":
@@ -115,7 +119,7 @@ def seen_by_holder(view: View, code_filters: Mapping[str, CodeInputFilter] | Non
     first, cut = int(agent.get("history_seq", 0)), int(agent.get("handoff_seq", 0))
     function = code_filter_name(name)
     if function is not None:
-        return _filtered_by_code(view, cut, function, code_filters or {})
+        return _filtered_by_code(view, cut, function, code_filters)
     no_tools = name == "no_tools"
     events = tuple(e for e in view.events if e.seq >= first
                    and not (no_tools and e.seq < cut and e.type in _TOOL_EVENTS))
@@ -126,9 +130,9 @@ def seen_by_holder(view: View, code_filters: Mapping[str, CodeInputFilter] | Non
 
 
 def _filtered_by_code(view: View, cut: int, name: str,
-                      code_filters: Mapping[str, CodeInputFilter]) -> View:
+                      code_filters: Callable[[str], CodeInputFilter | None]) -> View:
     """The events before the handoff as the operator's function keeps them, then the rest."""
-    function = code_filters.get(name)
+    function = code_filters(name)
     if function is None:
         raise ValueError(f"the handoff's input filter {name!r} is a function no module of "
                          "this process defines")

@@ -4,7 +4,7 @@ they share.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,7 +14,6 @@ from agentq.core.budget import Renderer
 from agentq.core.decide import Step
 from agentq.core.events import FsmState
 from agentq.core.fsm import round_closed
-from agentq.core.handoffs import CodeInputFilter
 from agentq.core.render import render
 from agentq.followups import Advance, FollowUp, RunTool
 from agentq.runtime.notices import Notices
@@ -34,8 +33,6 @@ class StepContext:
     rules: TenantRules = field(default_factory=NoPolicy)
     # How a model step renders its view: `render`, or a worker's transcripts that give the same.
     render: Renderer = render
-    # The handoff input filters of the operator's code, by name (agentq.core.handoffs).
-    input_filters: Mapping[str, CodeInputFilter] = field(default_factory=dict)
 
     def record_error(
         self, conversation_id: str, step: Step, status: str, code: str, message: str,

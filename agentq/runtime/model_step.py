@@ -66,7 +66,7 @@ def call_model(
     # a handoff's target sees the history its input filter leaves (agentq.core.handoffs);
     # a filtered view is rendered whole: a kept transcript is of the log as it runs
     try:
-        seen = seen_by_holder(view, lifecycle.ctx.input_filters)
+        seen = seen_by_holder(view, lifecycle.ctx.rules.input_filter)
     except ValueError as exc:  # a filter of code this process lacks: the turn cannot go on
         return lifecycle.ctx.record_error(view.conversation_id, step, "failed_permanent",
                                           "unknown_input_filter", str(exc))

@@ -8,7 +8,7 @@ whole runtime runs in tests on SQLite with no broker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
 
@@ -27,7 +27,6 @@ from agentq.core.decide import (
     decide,
 )
 from agentq.core.events import View
-from agentq.core.handoffs import CodeInputFilter
 from agentq.followups import FollowUp
 from agentq.live.announcer import LiveAnnouncer
 from agentq.live.pubsub import PubSub
@@ -62,13 +61,11 @@ class Runtime:
         rules: TenantRules | None = None,
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] | None = None,
-        input_filters: Mapping[str, CodeInputFilter] | None = None,
     ) -> None:
         """`rules` are what the operator allows each tenant's steps (`agentq.tenancy.rules`;
         None: `NoPolicy`, the built-in providers and no caps). Deltas, retries and new
         events are announced on `pubsub` (`agentq.live.announcer`). `sleep` waits between a
-        model call's attempts (None: a wait that an interrupt ends). `input_filters` are the
-        handoff input filters the code's agents define, by name."""
+        model call's attempts (None: a wait that an interrupt ends)."""
         self.store = store
         self.registry = registry
         self.pubsub = pubsub
@@ -82,8 +79,7 @@ class Runtime:
         # the closed turns of the conversations stepped last, rendered (as many as events kept)
         self.transcripts = Transcripts(config.event_cache, config.event_cache_bytes)
         self._ctx = StepContext(store=store, clock=clock, config=config, notices=self.notices,
-                                rules=self.rules, render=self.transcripts.render,
-                                input_filters=dict(input_filters or {}))
+                                rules=self.rules, render=self.transcripts.render)
         leases = Leases(store, clock, self.timers, lease_s=config.lease_s)
         self._lifecycle = Lifecycle(self._ctx, leases)
         policy = BreakerPolicy(failures_to_open=config.breaker_failures,

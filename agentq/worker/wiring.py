@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from agentq.agents import CodeAgents
 from agentq.config import Config
+from agentq.core.handoffs import CodeInputFilter
 from agentq.runtime import Runtime
 from agentq.tenancy.access import ModelAccess
 from agentq.tenancy.own_keys import OwnKeys
@@ -18,8 +19,9 @@ from agentq.worker.queues import queue_of
 class WorkerRules(PolicyRules):
     """The policy's rules, and the queue each step's task goes to on these workers."""
 
-    def __init__(self, policy: Policy, access: ModelAccess, tool_queues: Mapping[str, str]) -> None:
-        super().__init__(policy, access)
+    def __init__(self, policy: Policy, access: ModelAccess, tool_queues: Mapping[str, str],
+                 input_filters: Mapping[str, CodeInputFilter] | None = None) -> None:
+        super().__init__(policy, access, input_filters)
         self.tool_queues = tool_queues
 
     def queue_of(self, kind: str, tool: str | None) -> str | None:
@@ -49,8 +51,7 @@ def build_runtime(
         registry=registry,
         pubsub=PubSub(config.redis_url),
         config=config,
-        rules=WorkerRules(policy, access, registry.queues),
-        input_filters=code.input_filters,  # the handoff input filters the code defines
+        rules=WorkerRules(policy, access, registry.queues, code.input_filters),
     )
 
 

@@ -157,7 +157,7 @@ def test_a_code_filter_sees_the_events_before_the_handoff_and_the_rest_stays():
         given.extend(before)
         return [e for e in before if e.type == "user_msg"]
 
-    seen = seen_by_holder(view, {"users_only": users_only})
+    seen = seen_by_holder(view, {"users_only": users_only}.get)
     assert [e.seq for e in given] == [1, 2, 3, 4, 5]
     assert [e.type for e in seen.events] == ["user_msg", "handoff", "assistant_msg"]
 
@@ -166,4 +166,4 @@ def test_a_code_filter_this_process_lacks_is_an_error_not_the_whole_history():
     events = b.log(b.user(), *transfer_round("b", "c1", "r1", input_filter="code:gone"))
     view = replace(b.view(events), fsm=fold(events))
     with pytest.raises(ValueError, match="'gone'"):
-        seen_by_holder(view, {})
+        seen_by_holder(view, {}.get)

@@ -251,9 +251,9 @@ def test_an_input_filter_of_the_code_decides_what_the_target_is_sent(store, cloc
     code = CodeAgents([support, billing])
     model = Listening()
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    rules = Rules(providers=lambda s: model, filters=code.input_filters)
     runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
-                      clock=clock, sleep=lambda s: None, rules=Rules(providers=lambda s: model),
-                      input_filters=code.input_filters)
+                      clock=clock, sleep=lambda s: None, rules=rules)
     catalog = Catalog.published(store, lambda name, tenant: True, code, now=clock())
     commands = Commands(store, registry, clock=clock, catalog=catalog)
     conv = commands.create_conversation(ALICE, {}, agent="support")

@@ -45,7 +45,7 @@ def context(conversation_id: str):
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
     try:  # a handoff's input filter too (one of the operator's code is not run here)
-        seen = seen_by_holder(view, {})
+        seen = seen_by_holder(view)
     except ValueError as exc:
         seen, problems = view, [*problems, str(exc)]
     planned = plan_context(seen, tools)
