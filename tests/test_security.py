@@ -170,6 +170,9 @@ def test_the_settings_offer_tenants_strings_in_these_places_only():
         "agents.0.name", "agents.0.description", "agents.0.input_schema.base_url",
         "agents.0.input_schema.url", "agents.0.input_schema.api_base",
         "agents.0.input_schema.headers",
+        # handoffs: a name admitted only if it is one of the tenant's agents, what the model
+        # reads of it, and which history it sees (a code filter's name: the operator's only)
+        "handoffs.0.name", "handoffs.0.description", "handoffs.0.input_filter",
     }
 
 
