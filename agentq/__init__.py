@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentq.agents import Agent, agent
+    from agentq.agents import Agent, agent, handoff
     from agentq.core.deciders import Deciders
     from agentq.core.scope import SYSTEM_SCOPE, Scope
     from agentq.errors import AgentqError, Conflict, InvalidInput, NotFound
@@ -45,6 +45,7 @@ _HOMES = {
     "GuardrailContext": "agentq.tools", "GuardrailVerdict": "agentq.tools",
     "InstructionsContext": "agentq.tools", "guardrail": "agentq.tools",
     "instructions": "agentq.tools",
+    "handoff": "agentq.agents",
 }
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "CannotTell", "DidNotRun", "Ran",
     "Deciders",
     "GuardrailContext", "GuardrailVerdict", "InstructionsContext", "guardrail", "instructions",
+    "handoff",
 ]
 
 

@@ -23,6 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentq.core.agents import AgentDefinition, AgentVersion
+from agentq.core.handoff_targets import CODE_FILTER_PREFIX
+from agentq.core.handoffs import CodeInputFilter
 from agentq.core.settings import FUNCTION_PROFILE
 from agentq.providers.function import FunctionModel, FunctionModels
 from agentq.tools import Registry, Tool
@@ -42,10 +44,38 @@ class Agent:
     definition: AgentDefinition
     function: FunctionModel | None = None  # the model, when it is a function of the code
     instructions: Instructions | None = None  # its system prompt, when a function (`system=`)
+    # the input filters of its handoffs that are functions of the code, by name
+    input_filters: tuple[tuple[str, CodeInputFilter], ...] = ()
 
     @property
     def name(self) -> str:
         return self.definition.name
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A handoff target as `handoff()` makes it: the agent, and what history it sees."""
+
+    target: Agent | str
+    input_filter: str | CodeInputFilter = "all"
+    description: str | None = None
+
+    def as_setting(self) -> dict[str, Any]:
+        """The target as settings name it; a function filter by its name (`code:<name>`)."""
+        name = self.target.name if isinstance(self.target, Agent) else self.target
+        described = self.target.definition.description if isinstance(self.target, Agent) else ""
+        shown = self.input_filter if isinstance(self.input_filter, str) else (
+            CODE_FILTER_PREFIX + self.input_filter.__name__)
+        return {"name": name, "description": self.description or described,
+                "input_filter": shown}
+
+
+def handoff(target: Agent | str, *, input_filter: str | CodeInputFilter = "all",
+            description: str | None = None) -> Handoff:
+    """A handoff to `target` for an agent's `handoffs=[...]`: `input_filter` is `"all"`,
+    `"turn"`, `"no_tools"` or a function of the events before the handoff that returns
+    those the target is to see (a subset, in log order, each call with its result)."""
+    return Handoff(target, input_filter, description)
 
 
 def agent(
@@ -75,6 +105,13 @@ def agent(
         settings["tools"] = [_tool_name(name, item) for item in tools]
     if settings.get("agents") is not None:  # other agents as tools: Agent values or names
         settings["agents"] = [_agent_tool(item) for item in settings["agents"]]
+    filters: dict[str, CodeInputFilter] = {}
+    if settings.get("handoffs") is not None:  # agents to hand over to: Agent values or names
+        for item in settings["handoffs"]:
+            if isinstance(item, Handoff) and callable(item.input_filter):
+                filters[item.input_filter.__name__] = item.input_filter
+        settings["handoffs"] = [item.as_setting() if isinstance(item, Handoff) else
+                                _agent_tool(item) for item in settings["handoffs"]]
     try:
         definition = AgentDefinition.model_validate({
             "name": name, "description": description, "settings": settings,
@@ -84,7 +121,7 @@ def agent(
         raise ValueError(f"agent {name!r} is not valid:\n{exc}") from None
     except ValueError as exc:
         raise ValueError(f"agent {name!r}: {exc}") from None
-    return Agent(definition, function, written)
+    return Agent(definition, function, written, tuple(sorted(filters.items())))
 
 
 def _instructions(agent_name: str, settings: dict[str, Any]) -> Instructions | None:
@@ -128,8 +165,19 @@ def _function_model(agent_name: str, settings: dict[str, Any]) -> FunctionModel 
     return function
 
 
+def _input_filters(agents: Iterable[Agent]) -> dict[str, CodeInputFilter]:
+    """The code's handoff input filters by name; ValueError for two functions of one name."""
+    found: dict[str, CodeInputFilter] = {}
+    for item in agents:
+        for name, function in item.input_filters:
+            if found.setdefault(name, function) is not function:
+                raise ValueError(f"two handoff input filters are named {name!r}")
+    return found
+
+
 def _agent_tool(item: Any) -> Any:
-    """An `Agent` offered as a tool: by its name, described as the agent describes itself."""
+    """An `Agent` offered as a tool or a handoff: by its name, described as the agent
+    describes itself."""
     if isinstance(item, Agent):
         return {"name": item.name, "description": item.definition.description}
     return item
@@ -156,6 +204,7 @@ class CodeAgents:
             by_name[item.name] = item
         self._agents = by_name
         self.functions = FunctionModels(a.function for a in by_name.values() if a.function)
+        self.input_filters = _input_filters(by_name.values())
 
     @classmethod
     def from_modules(cls, modules: Iterable[str], registry: Registry | None = None) -> CodeAgents:
@@ -182,7 +231,7 @@ class CodeAgents:
 
     def check_tools(self, registry: Registry) -> None:
         """ValueError naming the agent if it names a tool the registry lacks, or offers as a
-        tool an agent the code does not define."""
+        tool, or as a handoff, an agent the code does not define."""
         for item in self._agents.values():
             try:
                 registry.require(item.definition.settings.tools)
@@ -197,11 +246,11 @@ class CodeAgents:
             if settings.instructions and registry.instructions.get(settings.instructions) is None:
                 raise ValueError(f"agent {item.name!r} names instructions no module registers: "
                                  f"{settings.instructions}")
-            unknown = [a.name for a in item.definition.settings.agents or ()
-                       if a.name not in self._agents]
-            if unknown:
-                raise ValueError(f"agent {item.name!r} offers as tools agents no module defines: "
-                                 f"{', '.join(unknown)}")
+            for offered, named in (("as tools", settings.agents), ("handoffs to", settings.handoffs)):
+                unknown = [a.name for a in named or () if a.name not in self._agents]
+                if unknown:
+                    raise ValueError(f"agent {item.name!r} offers {offered} agents no module "
+                                     f"defines: {', '.join(unknown)}")
 
     def publish(self, store, *, now: datetime) -> list[AgentVersion]:
         """Publish each agent whose definition changed; the latest version of each."""

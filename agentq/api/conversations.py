@@ -8,7 +8,9 @@ from pydantic import Field
 from agentq.api.agents import AgentRefOut, AgentRefText
 from agentq.api.common import MAX_SEQ, AnswerModel, BodyModel, RequestModel, States, Token
 from agentq.api.tool_calls import Question
+from agentq.core.agents import NAME_PATTERN
 from agentq.core.events import Executor
+from agentq.core.handoff_targets import InputFilter
 from agentq.core.settings import Settings, integer
 
 
@@ -73,6 +75,9 @@ class Conversation(AnswerModel):
     settings: Settings
     created_at: str
     updated_at: str
+    held_by: AgentRefOut | None = Field(
+        None, description="the agent a handoff gave it to, whose settings it runs with; "
+                          "null: the agent (or settings) it started with")
 
 
 class ConversationItem(AnswerModel):
@@ -89,3 +94,15 @@ class ConversationItem(AnswerModel):
 class ConversationPage(AnswerModel):
     conversations: list[ConversationItem]
     next_cursor: str | None
+
+
+class HandOff(BodyModel):
+    """Hand the conversation to another agent between turns: it answers from the next turn."""
+
+    to: str = Field(pattern=NAME_PATTERN,
+                    description="an agent you may use, by name; the agent the conversation "
+                                "started from takes it back")
+    why: str = Field("", max_length=2000, description="recorded in the handoff event")
+    input_filter: InputFilter = Field(
+        "all", description="what history it sees: all, from the next turn (turn), "
+                           "or all without earlier tool calls (no_tools)")

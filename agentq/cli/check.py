@@ -14,6 +14,7 @@ from agentq.core.elicitation import question
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.fsm import fold
 from agentq.core.guardrails import verdicts_once
+from agentq.core.handoffs import between_turns
 from agentq.core.keys import MODEL_STEP
 from agentq.core.render import render, validate
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
@@ -110,6 +111,8 @@ def _turn_ordered(events: Sequence[Event]) -> Iterator[tuple[str, str]]:
             open_calls.add(event.content["tool_call_id"])
         elif event.type == "tool_result":
             open_calls.discard(event.content["tool_call_id"])
+        if between_turns(event):
+            continue  # a person's handoff: the turn before it ended
         previous = event
 
 

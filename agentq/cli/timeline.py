@@ -87,6 +87,10 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
     if kind == "resolution":
         reason = f": {clip(content['reason'])}" if content.get("reason") else ""
         return f"{name} {content.get('status', '?')} by {content.get('by', '?')}{reason}"
+    if kind == "handoff":
+        by = f" by {content.get('user') or 'a person'}" if content.get("by") == "person" else ""
+        reason = f": {clip(content['why'])}" if content.get("why") else ""
+        return f"handed off to {content.get('to', '?')} from {content.get('from') or '-'}{by}{reason}"
     if kind == "error":
         status = content.get("status")
         described = f"{content.get('code', '?')}: {clip(content.get('message', ''))}"

@@ -82,6 +82,11 @@ class AsyncClient:
         """Interrupt the running turn; Conflict if none runs."""
         return await self._run(calls.cancel(conversation_id, self._who(user)))
 
+    async def hand_off(self, conversation_id: str, to: str, *, why: str = "",
+                       input_filter: str = "all", user: str | None = None) -> api.Conversation:
+        """Hand the conversation to the agent `to` between turns; Conflict while a turn runs."""
+        return await self._run(calls.hand_off(conversation_id, to, why, input_filter, self._who(user)))
+
     async def retry(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:
         """Re-drive a failed turn; Conflict if the conversation has not failed."""
         return await self._run(calls.retry(conversation_id, self._who(user)))

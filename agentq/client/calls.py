@@ -127,6 +127,12 @@ def end_conversation(cid: str, user: str | None) -> Call[api.Conversation]:
                 idempotent=True)
 
 
+def hand_off(cid: str, to: str, why: str, input_filter: str, user: str | None
+             ) -> Call[api.Conversation]:
+    return Call("POST", f"/v1/conversations/{cid}/handoff", api.Conversation,
+                json={"to": to, "why": why, "input_filter": input_filter}, headers=_user(user))
+
+
 def cancel(cid: str, user: str | None) -> Call[api.Conversation]:
     return Call("POST", f"/v1/conversations/{cid}/cancel", api.Conversation, headers=_user(user))
 

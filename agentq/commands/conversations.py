@@ -27,6 +27,7 @@ from agentq.core.decide import ends_a_turn
 from agentq.core.deciders import Decider
 from agentq.core.events import InboxItem, ToolCallRecord
 from agentq.core.fsm import RETRIED
+from agentq.core.handoff_targets import code_filter_name
 from agentq.core.message_rules import (
     Append,
     LockedConversation,
@@ -49,7 +50,7 @@ from agentq.core.resolution_rules import (
     resolution_request,
 )
 from agentq.core.scope import Scope
-from agentq.core.settings import FUNCTION_PROFILE, Settings, parse_settings
+from agentq.core.settings import FORBIDDEN_SETTING, FUNCTION_PROFILE, Settings, parse_settings
 from agentq.core.timefmt import to_utc
 from agentq.errors import Conflict, InvalidInput, NotFound
 from agentq.followups import Advance, FollowUp, Settled
@@ -116,7 +117,8 @@ class Commands:
         except ValidationError as exc:
             raise InvalidInput(f"the agent's settings with these overrides are not valid: "
                                f"{_first_error(exc)}", code="invalid_overrides") from None
-        admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged))
+        admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged),
+                                     code_filters=_handoffs_from_code(version, merged))
         return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
                                                now=self.clock(), agent=version.ref)
 
@@ -133,25 +135,38 @@ class Commands:
         return found
 
     def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None,
-                     from_code: bool = False) -> Settings:
+                     from_code: bool = False, code_filters: bool = False) -> Settings:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
         the tools exist, the agents it offers as tools are the tenant's to use, and the
         operator's policy allows them (an agent's versions too; `defining` names the agent
         whose version these are, which may list itself: a cycle ends at max_agent_depth).
-        `from_code`: the profile and model are a code agent's, which may be a function."""
+        `from_code`: the profile and model are a code agent's, which may be a function;
+        `code_filters`: the handoffs are a code agent's, whose input filters may be functions."""
         try:
             self.registry.require(settings.tools)
         except ValueError as exc:
             raise InvalidInput(str(exc), code="unknown_tool") from None
         refuse_unknown_code(settings, self.registry)
-        unknown = [a.name for a in settings.agents or ()
-                   if a.name != defining and self.catalog.find(scope.tenant, a.name) is None]
-        if unknown:
-            details = [{"loc": ["settings", "agents"], "msg": f"no agent {name}",
-                        "type": "unknown_agent"} for name in unknown]
-            raise InvalidInput(f"settings.agents names no agent of yours: {', '.join(unknown)}; "
-                               "GET /v1/agents lists them", code="unknown_agent", details=details)
+        for field, named in (("agents", settings.agents), ("handoffs", settings.handoffs)):
+            self._known_agents(scope, field, [a.name for a in named or ()], defining=defining)
+        coded = [t.name for t in settings.handoffs or () if code_filter_name(t.input_filter)]
+        if coded and not code_filters:
+            raise InvalidInput(f"handoffs to {', '.join(coded)} name input filters of the "
+                               "operator's code; yours may be all, turn or no_tools",
+                               code=FORBIDDEN_SETTING)
         return self.policy.settings_for(settings, scope.tenant, from_code=from_code)
+
+    def _known_agents(self, scope: Scope, field: str, names: list[str], *,
+                      defining: str | None) -> None:
+        """InvalidInput unless every name is an agent `scope`'s tenant may use (or the one
+        being defined)."""
+        unknown = [name for name in names
+                   if name != defining and self.catalog.find(scope.tenant, name) is None]
+        if unknown:
+            details = [{"loc": ["settings", field], "msg": f"no agent {name}",
+                        "type": "unknown_agent"} for name in unknown]
+            raise InvalidInput(f"settings.{field} names no agent of yours: {', '.join(unknown)}; "
+                               "GET /v1/agents lists them", code="unknown_agent", details=details)
 
     def post_message(
         self,
@@ -315,6 +330,12 @@ def _models_from_code(version: AgentVersion, settings: Settings) -> bool:
     defined = version.definition.settings
     return version.source == "code" and (settings.profile, settings.model) == (
         defined.profile, defined.model)
+
+
+def _handoffs_from_code(version: AgentVersion, settings: Settings) -> bool:
+    """Whether `settings` hand over as an agent of the operator's code defines it (its input
+    filters may be its functions): a conversation's overrides did not change them."""
+    return version.source == "code" and settings.handoffs == version.definition.settings.handoffs
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from agentq.core import elicitation, keys, once
 from agentq.core.events import Event, InboxItem, View
 from agentq.core.fsm import FATAL_ERROR_STATUSES
+from agentq.core.handoffs import between_turns
 from agentq.core.keys import StepKind
 
 
@@ -144,7 +145,8 @@ def ends_a_turn(events: Sequence[Event], at_seq: int) -> bool:
         return True
     following = next((e for e in events if e.seq == at_seq + 1), None)
     if following is not None:
-        return following.type == "user_msg"  # inv. 2: a user_msg only follows a whole turn
+        # inv. 2: a user_msg only follows a whole turn; so does a person's handoff
+        return following.type == "user_msg" or between_turns(following)
     turn = current_turn([e for e in events if e.seq <= at_seq])
     return _turn_is_over(turn) or _fatal_error(turn) is not None
 

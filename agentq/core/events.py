@@ -15,11 +15,12 @@ from agentq.core.timefmt import format_ts, parse_ts, to_utc
 
 EventType = Literal[
     "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error",
-    "guardrail",
+    "guardrail", "handoff",
 ]
 EVENT_TYPES: tuple[str, ...] = (
     "user_msg", "assistant_msg", "tool_call", "tool_result", "suspension", "resolution", "error",
     "guardrail",  # a guardrail's verdict (agentq.core.guardrails)
+    "handoff",  # the agent that holds the conversation from here on (agentq.core.handoffs)
 )
 # "agent": a sub-agent's call, answered by its child conversation (agentq.core.subagents)
 Executor = Literal["server", "human", "client", "agent"]
@@ -197,7 +198,9 @@ class FsmState:
     `turn_seq` is the seq of the current turn's user_msg, where a turn's view starts;
     `scope` is who the turn's tools act for: the asker, or the system after an expiry;
     `trace` is the W3C traceparent of the request that started the turn, where its steps'
-    spans join it (agentq.telemetry; None while tracing is off).
+    spans join it (agentq.telemetry; None while tracing is off);
+    `agent` is the agent a handoff gave the conversation to, with the settings it runs with
+    (None while the agent it started with holds it; agentq.core.handoffs).
     """
 
     state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
@@ -209,6 +212,7 @@ class FsmState:
     turn_seq: int = 0
     scope: dict[str, Any] | None = None
     trace: str | None = None
+    agent: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -223,6 +227,8 @@ class FsmState:
         }
         if self.trace is not None:  # written only when tracing is on: the shape stays
             found["trace"] = self.trace
+        if self.agent is not None:  # written only once a handoff happened
+            found["agent"] = self.agent
         return found
 
     @classmethod
@@ -239,6 +245,7 @@ class FsmState:
             turn_seq=int(data.get("turn_seq", 0)),
             scope=data.get("scope"),
             trace=data.get("trace"),
+            agent=data.get("agent"),
         )
 
 

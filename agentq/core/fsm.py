@@ -11,6 +11,7 @@ from typing import Literal
 
 from agentq.core.elicitation import ANSWERED
 from agentq.core.events import Event, FsmState
+from agentq.core.handoffs import HANDOFF, handed_off
 from agentq.core.once import DID_NOT_RUN, OUTCOME_UNKNOWN
 
 FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
@@ -129,6 +130,7 @@ _RULES: dict[str, Callable[[FsmState, Event], FsmState]] = {
     "error": _error,
     # a verdict changes nothing: a trip is the error event committed with it
     "guardrail": lambda state, event: state,
+    HANDOFF: handed_off,
 }
 
 

@@ -14,6 +14,7 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from agentq.core.agent_tools import AgentTool, ObjectSchema
+from agentq.core.handoff_targets import HandoffTarget, handoff_targets
 
 # Settings are stored in clear and shown back to clients, so they must never hold a secret.
 _SECRET_NAMES = frozenset({
@@ -255,6 +256,9 @@ class Settings(_Strict):
     # after; a trip refuses the call with an error result the model reads.
     tool_input_guardrails: GuardrailRefs = None
     tool_output_guardrails: GuardrailRefs = None
+    # other agents the model may pass the conversation to, by a `transfer_to_<name>` tool
+    # ("billing" is short for {"name": "billing"}; agentq.core.handoffs)
+    handoffs: Annotated[list[HandoffTarget] | None, BeforeValidator(handoff_targets)] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -290,8 +294,18 @@ class Settings(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _handoffs_are_named_once(self) -> Settings:
+        names = [t.tool_name for t in self.handoffs or ()]
+        offered = {*(self.tools or ()), *(a.name for a in self.agents or ())}
+        twice = sorted({n for n in names if names.count(n) > 1} | set(names) & offered)
+        if twice:
+            raise _conflict(f"handoffs and tools name {', '.join(twice)} more than once")
+        return self
+
+    @model_validator(mode="after")
     def _the_chosen_tool_is_offered(self) -> Settings:
-        offered = [*(self.tools or ()), *(a.name for a in self.agents or ())]
+        offered = [*(self.tools or ()), *(a.name for a in self.agents or ()),
+                   *(t.tool_name for t in self.handoffs or ())]
         if isinstance(self.tool_choice, NamedTool) and self.tools is not None and (
                 self.tool_choice.name not in offered):
             raise _conflict(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")

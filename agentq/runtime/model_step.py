@@ -21,7 +21,10 @@ from agentq.core.compaction import compaction_cut, request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.handoff_targets import transfer_specs
+from agentq.core.handoffs import seen_by_holder
 from agentq.core.keys import task_id as step_task_id
+from agentq.core.render import render
 from agentq.core.request import ToolSpec
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.settings import Settings
@@ -36,6 +39,7 @@ from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.expire_step import eta
 from agentq.runtime.guardrail_step import Guard, Tripped, commit_trip
+from agentq.runtime.handoffs import HandoffRound
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.instructed import instructed, told
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
@@ -62,7 +66,15 @@ def call_model(
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
     view, told = instructed(registry, view)  # instructions as code: the system prompt, now
-    context = plan_context(view, offered_specs(registry, view.settings), lifecycle.ctx.render)
+    # a handoff's target sees the history its input filter leaves (agentq.core.handoffs);
+    # a filtered view is rendered whole: a kept transcript is of the log as it runs
+    try:
+        seen = seen_by_holder(view, lifecycle.ctx.rules.input_filter)
+    except ValueError as exc:  # a filter of code this process lacks: the turn cannot go on
+        return lifecycle.ctx.record_error(view.conversation_id, step, "failed_permanent",
+                                          "unknown_input_filter", str(exc))
+    context = plan_context(seen, offered_specs(registry, view.settings),
+                           lifecycle.ctx.render if seen is view else render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
@@ -72,8 +84,10 @@ def call_model(
 
 
 def offered_specs(registry: Registry, settings: Settings) -> list[ToolSpec]:
-    """The tools the model is offered: the registry's the settings name, then the agents."""
-    return registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
+    """The tools the model is offered: the registry's the settings name, the agents, then
+    the transfers to the agents it may hand the conversation to."""
+    return (registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
+            + transfer_specs(settings.handoffs))
 
 
 class LlmStep(StepWork[ModelResponse | Tripped]):
@@ -240,7 +254,15 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         results: list[EventDraft] = []
         pending: list[str] = []
         scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
+        handoff = HandoffRound.of(self.ctx, view, response.tool_calls)
         for call in response.tool_calls:
+            if handoff.answers(call):  # a transfer, or any call of a response that made one
+                made, answer, record = handoff.answer(
+                    call, conversation_id=view.conversation_id, **common)
+                out.append(made)
+                results.append(answer)
+                records.append(record)
+                continue
             if find_agent_tool(settings.agents, call.name) is not None:
                 # a sub-agent: its tool step starts the child, whose answer resolves the call
                 out.append(drafts.tool_call(
@@ -281,6 +303,8 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
                 resolved_at=now if result is not None else None, needs_approval=gated,
             ))
         out.extend(results)
+        if handoff.handoff is not None:  # after its call's result: the holder answers next
+            out.append(handoff.handoff.draft(**common))
         if pending:
             out.append(drafts.suspension(pending, **common))
         return out, records

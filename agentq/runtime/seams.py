@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agentq.core.ceilings import Ceilings
+from agentq.core.handoffs import CodeInputFilter
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -57,6 +58,10 @@ class TenantRules(Protocol):
         """A child's settings as admitted for `tenant` (or InvalidInput saying why not)."""
         ...
 
+    def input_filter(self, name: str) -> CodeInputFilter | None:
+        """The handoff input filter of the operator's code of this name, if it defines one."""
+        ...
+
 
 class NoPolicy:
     """The rules without an operator's policy: the built-in providers, no breaker, no cap,
@@ -86,6 +91,9 @@ class NoPolicy:
     def settings_for(self, settings: Settings, tenant: str, *, from_code: bool = False
                      ) -> Settings:
         return settings
+
+    def input_filter(self, name: str) -> CodeInputFilter | None:
+        return None
 
 
 class RoundAnnouncer(Protocol):

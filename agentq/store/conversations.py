@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine, Row, and_, literal_column, or_, selec
 from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.events import FsmState
+from agentq.core.handoffs import held_settings
 from agentq.core.lru import WeightedLRU
 from agentq.core.settings import Settings, parse_settings
 from agentq.core.timefmt import format_ts
@@ -105,11 +106,13 @@ _PARSED = _ParsedSettings(size=1024, max_bytes=16 * 2**20)
 
 
 def conversation_from_row(row: Row[Any]) -> ConversationInfo:
+    fsm = FsmState.from_json(row.fsm_state)
     return ConversationInfo(
         id=row.id,
         tenant=row.tenant,
-        settings=_PARSED.parse(row.id, row.settings),
-        fsm=FsmState.from_json(row.fsm_state),
+        # the agent that holds it runs with its own settings (agentq.core.handoffs)
+        settings=_PARSED.parse(row.id, held_settings(fsm) or row.settings),
+        fsm=fsm,
         status=row.status,
         next_seq=row.next_seq,
         created_at=row.created_at,

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, select
 
 from agentq.core.events import Event, EventDraft, FsmState
 from agentq.core.fsm import fold
+from agentq.core.settings import parse_settings
 from agentq.errors import NotFound
 from agentq.store.calls import call_from_row, put_calls_txn
 from agentq.store.conversations import (
@@ -21,7 +22,7 @@ from agentq.store.conversations import (
     load_conversation_txn,
 )
 from agentq.store.eventlog import append_txn, save_summary_txn
-from agentq.store.schema import tool_calls
+from agentq.store.schema import conversations, tool_calls
 from agentq.store.views import list_events_txn, list_summaries_txn
 
 
@@ -32,8 +33,12 @@ def fork_conversation_txn(
     if source is None:
         raise NotFound(f"conversation {source_id} not found")
     copied = list_events_txn(conn, source_id, after_seq=0, limit=None, before_seq=at_seq + 1)
+    # its own settings, not those of an agent a handoff gave it to: the copied log says
+    # which agent holds the fork (agentq.core.handoffs)
+    own = conn.execute(select(conversations.c.settings)
+                       .where(conversations.c.id == source_id)).scalar_one()
     fork = ConversationInfo(
-        id=str(uuid.uuid4()), tenant=source.tenant, settings=source.settings,
+        id=str(uuid.uuid4()), tenant=source.tenant, settings=parse_settings(own),
         fsm=FsmState(), status="active", next_seq=1, created_at=now, updated_at=now,
         agent=source.agent,
     )

@@ -24,6 +24,8 @@ TENANT = "agentq.tenant"
 ATTEMPT = "agentq.step.attempt"
 OUTCOME = "agentq.step.outcome"  # succeeded, lost, released, failed, held, deferred, …
 REPLACES = "agentq.step.replaces_attempt"  # the attempt a takeover or redelivery replaced
+HANDOFF_FROM = "agentq.handoff.from"  # a transfer call: the agent that held the conversation
+HANDOFF_TO = "agentq.handoff.to"  # ... and the agent it goes to
 
 # The GenAI semantic conventions.
 OPERATION = "gen_ai.operation.name"
@@ -129,6 +131,16 @@ def tool_attributes(*, name: str, call_id: str, conversation_id: str) -> dict[st
     """What an `execute_tool {name}` span carries."""
     return {OPERATION: EXECUTE_TOOL, TOOL_NAME: name, TOOL_CALL_ID: call_id, TOOL_TYPE: "function",
             GEN_AI_CONVERSATION_ID: conversation_id}
+
+
+def handoff_attributes(*, name: str, call_id: str, conversation_id: str, source: str | None,
+                       target: str) -> dict[str, Any]:
+    """What the `execute_tool transfer_to_…` span of a model's handoff carries."""
+    found = tool_attributes(name=name, call_id=call_id, conversation_id=conversation_id)
+    found[HANDOFF_TO] = target
+    if source is not None:
+        found[HANDOFF_FROM] = source
+    return found
 
 
 def agent_attributes(*, name: str, version: int | None, conversation_id: str) -> dict[str, Any]:

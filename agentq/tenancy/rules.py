@@ -6,7 +6,10 @@ The runtime asks at each step, so a policy file read again takes effect at the n
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from agentq.core.ceilings import Ceilings
+from agentq.core.handoffs import CodeInputFilter
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -17,9 +20,11 @@ from agentq.tenancy.policy import Policy
 class PolicyRules:
     """A policy's rules for the runtime, its model calls sent through `access`."""
 
-    def __init__(self, policy: Policy, access: ModelAccess) -> None:
+    def __init__(self, policy: Policy, access: ModelAccess,
+                 input_filters: Mapping[str, CodeInputFilter] | None = None) -> None:
         self.policy = policy
         self.access = access
+        self.input_filters = dict(input_filters or {})  # the code's, for handoffs
 
     def provider_for(self, settings: Settings) -> Provider:
         return self.access.provider_for(settings)
@@ -46,3 +51,6 @@ class PolicyRules:
     def settings_for(self, settings: Settings, tenant: str, *, from_code: bool = False
                      ) -> Settings:
         return self.policy.settings_for(settings, tenant, from_code=from_code)
+
+    def input_filter(self, name: str) -> CodeInputFilter | None:
+        return self.input_filters.get(name)

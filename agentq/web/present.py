@@ -53,6 +53,7 @@ def conversation(overview: Overview) -> Conversation:
         settings=info.settings,
         created_at=format_ts(info.created_at),
         updated_at=format_ts(info.updated_at),
+        held_by=held_by(info),
     )
 
 
@@ -105,6 +106,14 @@ def agent_ref(info: ConversationInfo) -> AgentRefOut | None:
     if info.agent is None or info.agent.version is None:
         return None
     return AgentRefOut(name=info.agent.name, version=info.agent.version)
+
+
+def held_by(info: ConversationInfo) -> AgentRefOut | None:
+    """The agent a handoff gave the conversation to, if one did (agentq.core.handoffs)."""
+    held = info.fsm.agent
+    if held is None or held.get("version") is None:
+        return None
+    return AgentRefOut(name=held["name"], version=held["version"])
 
 
 def agent(version: AgentVersion) -> dict[str, Any]:

@@ -50,6 +50,9 @@ def payload(
         "occurred_at": format_ts(cause.created_at),
         "conversation": {"id": conversation_id, "title": title, **(belongs or {})},
     }
+    handed = handoffs_of(turn, seq)
+    if handed:  # whose answer this is: the turn passed the conversation on
+        data["handoffs"] = handed
     call_id = ref.get("tool_call_id")
     if call_id is not None:
         data["call"] = call_info(turn, call_id, describe)
@@ -67,6 +70,12 @@ def payload(
     elif event_type == "budget.exceeded":
         data["budget"] = {k: ref.get(k) for k in BUDGET_FIELDS}
     return {"type": event_type, "timestamp": format_ts(cause.created_at), "data": data}
+
+
+def handoffs_of(turn: Sequence[Event], seq: int) -> list[dict[str, Any]]:
+    """The turn's handoffs through `seq`: from, to, why, and by the model or a person."""
+    return [{key: e.content.get(key) for key in ("from", "to", "why", "by")}
+            for e in turn if e.type == "handoff" and e.seq <= seq]
 
 
 def belongs_to(info: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from agentq.agents import CodeAgents
 from agentq.config import Config
+from agentq.core.handoffs import CodeInputFilter
 from agentq.runtime import Runtime
 from agentq.tenancy.access import ModelAccess
 from agentq.tenancy.own_keys import OwnKeys
@@ -18,8 +19,9 @@ from agentq.worker.queues import queue_of
 class WorkerRules(PolicyRules):
     """The policy's rules, and the queue each step's task goes to on these workers."""
 
-    def __init__(self, policy: Policy, access: ModelAccess, tool_queues: Mapping[str, str]) -> None:
-        super().__init__(policy, access)
+    def __init__(self, policy: Policy, access: ModelAccess, tool_queues: Mapping[str, str],
+                 input_filters: Mapping[str, CodeInputFilter] | None = None) -> None:
+        super().__init__(policy, access, input_filters)
         self.tool_queues = tool_queues
 
     def queue_of(self, kind: str, tool: str | None) -> str | None:
@@ -40,16 +42,16 @@ def build_runtime(
     policy = policy or Policy.from_config(config)
     registry = registry or Registry.from_modules(list(config.tools), tool_servers(policy.mcp))
     own_keys = OwnKeys.from_config(config, store, policy, utcnow)
-    # the model functions of the agents the code defines (their tools are checked where
-    # they are published: the API, or agentq dev)
-    functions = CodeAgents.from_modules(list(config.tools)).functions
-    access = ModelAccess(policy, own_keys.owner, functions=functions)
+    # the model functions and handoff input filters of the agents the code defines (their
+    # tools are checked where they are published: the API, or agentq dev)
+    code = CodeAgents.from_modules(list(config.tools))
+    access = ModelAccess(policy, own_keys.owner, functions=code.functions)
     return Runtime(
         store=store,
         registry=registry,
         pubsub=PubSub(config.redis_url),
         config=config,
-        rules=WorkerRules(policy, access, registry.queues),
+        rules=WorkerRules(policy, access, registry.queues, code.input_filters),
     )
 
 

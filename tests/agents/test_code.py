@@ -89,3 +89,34 @@ def test_a_catalog_publishes_the_codes_agents_once_at_its_first_read(store):
     assert [v.name for v in catalog.list("acme")] == ["concierge", "support"]
     catalog.list("acme")
     assert [v.version for v in store.agents.list_latest(CODE_OWNER)] == [1, 1]
+
+
+def test_an_agent_hands_over_to_agents_given_as_values_with_their_descriptions():
+    billing = agentq.agent("billing", description="Refunds and invoices.")
+    support = agentq.agent("support", handoffs=[billing, "tech"])
+    targets = support.definition.settings.handoffs
+    assert [(t.name, t.description) for t in targets] == [
+        ("billing", "Refunds and invoices."), ("tech", "")]
+
+
+def test_an_agent_handing_over_to_an_agent_no_module_defines_stops_the_process_at_start():
+    billing = agentq.agent("billing")
+    with pytest.raises(ValueError, match="agent 'support' offers handoffs to agents no module "
+                                         "defines: tech"):
+        CodeAgents([agentq.agent("support", handoffs=[billing, "tech"]), billing]
+                   ).check_tools(Registry([]))
+    CodeAgents([agentq.agent("support", handoffs=[billing]), billing]).check_tools(Registry([]))
+
+
+def recent_only(events):
+    return list(events)[-4:]
+
+
+def test_a_handoff_input_filter_that_is_a_function_is_named_in_the_definition_and_collected():
+    billing = agentq.agent("billing", description="Refunds.")
+    support = agentq.agent("support", handoffs=[agentq.handoff(billing, input_filter=recent_only),
+                                                agentq.handoff("tech", input_filter="turn")])
+    (to_billing, to_tech) = support.definition.settings.handoffs
+    assert (to_billing.input_filter, to_billing.description) == ("code:recent_only", "Refunds.")
+    assert to_tech.input_filter == "turn"
+    assert CodeAgents([support, billing]).input_filters == {"recent_only": recent_only}

@@ -185,3 +185,12 @@ def test_a_sub_agents_call_links_to_its_childs_conversation_in_the_timeline():
         "tool_call_id": "call_1", "name": "researcher", "args": {"input": "Oslo?"},
         "executor": "agent", "child_conversation_id": "c0ffee"}}
     assert summarize(call).endswith("agent · call_1 → conversation c0ffee")
+
+
+def test_a_handoff_names_where_the_conversation_went_and_why():
+    by_model = ev(5, "handoff", {"from": "support", "to": "billing", "why": "a refund",
+                                 "by": "model"}, round_=R1)
+    by_person = ev(9, "handoff", {"from": "billing", "to": "support", "why": "",
+                                  "by": "person", "user": "alice"})
+    assert summarize(by_model) == "handed off to billing from support: a refund"
+    assert summarize(by_person) == "handed off to support from billing by alice"

@@ -197,6 +197,23 @@ def test_fork_copies_the_log_through_a_turn(client):
         client.fork(conversation.id, 1)  # inside a turn
 
 
+def test_a_turn_hands_the_conversation_over_and_hand_off_gives_it_back(client):
+    suffix = uuid.uuid4().hex[:8]
+    support, billing = f"support-{suffix}", f"billing-{suffix}"
+    client.create_agent(billing, {"script": [{"text": "Refunded."}], "script_repeat": True})
+    client.create_agent(support, {"handoffs": [billing], "script": [
+        {"tool_calls": [{"name": f"transfer_to_{billing}",
+                         "args": {"reason": "money"}}]}, {"text": "Support again."}]})
+    conversation = client.create_conversation(agent=support)
+    done = client.send(conversation.id, "refund please").wait()
+    assert [e.content["to"] for e in done.events if e.type == "handoff"] == [billing]
+    assert client.get_conversation(conversation.id).held_by.name == billing
+    back = client.hand_off(conversation.id, support, why="done with billing")
+    assert back.held_by.name == support
+    with pytest.raises(InvalidRequest):
+        client.hand_off(conversation.id, f"nobody-{suffix}")
+
+
 def test_the_log_reads_page_by_page(client):
     conversation = client.create_conversation(script(ANSWER))
     client.send(conversation.id, "hi").wait()

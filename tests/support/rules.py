@@ -22,6 +22,7 @@ class Rules(NoPolicy):
     budgets: Callable[[str], TokenBudgets] | None = None
     ceilings: Callable[[str], Ceilings] | None = None
     policy: Any = None  # offers the code's agents and admits a child's settings
+    filters: dict[str, Any] | None = None  # the code's handoff input filters, by name
 
     def provider_for(self, settings: Settings) -> Provider:
         return super().provider_for(settings) if self.providers is None else self.providers(settings)
@@ -49,3 +50,6 @@ class Rules(NoPolicy):
         if self.policy is None:
             return settings
         return self.policy.settings_for(settings, tenant, from_code=from_code)
+
+    def input_filter(self, name: str) -> Any:
+        return (self.filters or {}).get(name)

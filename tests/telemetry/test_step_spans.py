@@ -200,3 +200,22 @@ def test_without_tracing_the_claim_records_the_worker_alone(runtime, commands):
     drain(runtime, commands.post_message(cid, "go", SCOPE)[1])
     assert all(SPAN_MARK not in (s.worker or "") for s in runtime.store.steps.list_of(cid))
     assert "traceparent" not in runtime.store.log.list_events(cid)[0].content
+
+
+def test_a_handoff_is_a_transfer_span_under_its_model_step_naming_both_agents(
+    exported, runtime, commands, clock
+):
+    traced, exporter = exported
+    runtime.store.agents.create("t1", AgentDefinition(name="billing", settings=Settings(
+        script=[{"text": "billed"}], script_repeat=True)), now=clock())
+    cid = commands.create_conversation(SCOPE, {"handoffs": ["billing"], "script": [
+        {"tool_calls": [{"name": "transfer_to_billing", "args": {"reason": "money"}}]}]}).id
+    request, follow = post_in_request(traced, commands, cid, "refund")
+    drain(runtime, follow)
+    (span,) = [s for s in exporter.get_finished_spans()
+               if s.name == "execute_tool transfer_to_billing"]
+    assert span.attributes["agentq.handoff.to"] == "billing"
+    assert "agentq.handoff.from" not in span.attributes  # raw settings held it: no agent name
+    (model_step,) = [s for s in steps(exporter) if s.context.span_id == span.parent.span_id]
+    assert model_step.name == "step llm"
+    assert span.context.trace_id == request.get_span_context().trace_id

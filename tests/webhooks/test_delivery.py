@@ -12,6 +12,8 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.core.agents import AgentDefinition
+from agentq.core.settings import Settings
 from agentq.tenancy.keybox import KeyBox, KeyBoxError, new_encryption_key
 from agentq.runtime import Runtime
 from agentq.tools import Registry
@@ -267,9 +269,6 @@ def test_an_http_url_the_operator_no_longer_allows_is_never_sent_to(
 def test_a_sub_agents_waiting_call_says_which_conversation_and_agent_it_belongs_to(
     store, registry, clock, runtime, commands
 ):
-    from agentq.core.agents import AgentDefinition
-    from agentq.core.settings import Settings
-
     store.agents.create("t1", AgentDefinition(name="refunder", settings=Settings(
         script=REFUND, tools=["issue_refund"])), now=clock())
     endpoints, deliveries = hooks(store, registry, clock)
@@ -286,3 +285,21 @@ def test_a_sub_agents_waiting_call_says_which_conversation_and_agent_it_belongs_
         "id": child_id, "title": "refund A-17", "agent": "refunder",
         "parent": {"conversation_id": conv.id, "tool_call_id": parent_call.id, "depth": 1,
                    "root_conversation_id": conv.id}}
+
+
+def test_a_turn_completed_after_a_handoff_says_where_the_conversation_went(
+    store, registry, clock, runtime, commands
+):
+    store.agents.create("t1", AgentDefinition(name="billing", settings=Settings(
+        script=[{"text": "Refunded."}], script_repeat=True)), now=clock())
+    endpoints, deliveries = hooks(store, registry, clock)
+    with Receiver() as receiver:
+        _, secret = endpoints.create("t1", url=receiver.url, event_types=["turn.completed"])
+        conv = commands.create_conversation(ALICE, {"handoffs": ["billing"], "script": [
+            {"tool_calls": [{"name": "transfer_to_billing", "args": {"reason": "a refund"}}]}]})
+        drain(runtime, commands.post_message(conv.id, "refund A-17", ALICE)[1])
+        flush(deliveries)
+        (sent,) = verified(receiver, secret)
+    assert sent["data"]["answer"] == {"text": "Refunded."}
+    assert sent["data"]["handoffs"] == [
+        {"from": None, "to": "billing", "why": "a refund", "by": "model"}]

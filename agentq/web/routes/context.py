@@ -15,6 +15,7 @@ from flask import Blueprint, g
 from agentq.api.context import Context, ContextValidation, Eviction, SummaryInUse
 from agentq.core.budget import plan_context
 from agentq.core.compaction import request_tokens
+from agentq.core.handoffs import seen_by_holder
 from agentq.core.render import check_anthropic, check_openai, to_anthropic, to_openai, validate
 from agentq.core.responses_wire import check_responses, to_responses
 from agentq.core.settings import FUNCTION_PROFILE
@@ -43,7 +44,11 @@ def context(conversation_id: str):
         tools = offered_specs(svc.commands.registry, view.settings)  # sub-agents included
     except ValueError as exc:  # the deployment no longer offers a tool the settings name
         tools, problems = [], [str(exc)]
-    planned = plan_context(view, tools)
+    try:  # a handoff's input filter too (one of the operator's code is not run here)
+        seen = seen_by_holder(view)
+    except ValueError as exc:
+        seen, problems = view, [*problems, str(exc)]
+    planned = plan_context(seen, tools)
     request, evictions = planned.request, planned.evictions
     profile = svc.policy.profiles.get(view.settings.profile)
     kind = profile.kind if profile is not None else None

@@ -1,4 +1,4 @@
-"""/v1/conversations: create, list, read, end, cancel, retry and fork conversations."""
+"""/v1/conversations: create, list, read, end, cancel, retry, fork and hand over conversations."""
 from __future__ import annotations
 
 from flask import Blueprint, g, url_for
@@ -8,8 +8,10 @@ from agentq.api.conversations import (
     ConversationPage,
     CreateConversation,
     Fork,
+    HandOff,
     ListConversations,
 )
+from agentq.commands.handoffs import HandoffCommands
 from agentq.web import present
 from agentq.web.operation import operation
 from agentq.web.pagination import page_of
@@ -94,6 +96,16 @@ def fork(conversation_id: str, body: Fork):
     info = svc.commands.fork(conversation_id, g.scope, at_seq=body.at_seq)
     answer = present.dump(present.conversation(svc.overview(info.id, g.scope)))
     return answer, 201, {"Location": url_for("conversations.read", conversation_id=info.id)}
+
+
+@bp.post("/<id:conversation_id>/handoff")
+@operation("Hand the conversation to another agent between turns: it answers from the next turn",
+           body=HandOff, answers={200: Conversation}, errors=(409,))
+def hand_off(conversation_id: str, body: HandOff):
+    svc = services()
+    HandoffCommands(svc.commands).hand_off(conversation_id, g.scope, to=body.to, why=body.why,
+                                           input_filter=body.input_filter)
+    return _after_write(svc, conversation_id, [])
 
 
 def _after_write(svc, conversation_id: str, followups):

@@ -784,6 +784,11 @@ class Log {
         this.place(event).append(h("div", { class: `note guardrail${c.tripped ? " refused" : ""}` }, seq,
           `${c.phase} guardrail ${c.name} ${c.tripped ? "tripped" : "passed"}`, c.info != null ? `: ${json(c.info)}` : ""));
         break;
+      case "handoff":
+        this.place(event).append(h("div", { class: "note handoff" }, seq, `handed off to ${c.to}`,
+          c.from ? ` from ${c.from}` : "", c.by === "person" ? ` by ${c.user || "a person"}` : "",
+          c.why ? `: ${c.why}` : ""));
+        break;
       default:
         this.place(event).append(h("div", { class: "note" }, seq, `${event.type}: ${json(c)}`));
     }
