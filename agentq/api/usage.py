@@ -1,6 +1,8 @@
-"""The shapes of /v1/usage: a range of hours, how to group it, and the tokens spent in it."""
+"""The shapes of /v1/usage: a range of hours, how to group it, and the tokens spent in it
+and what they cost."""
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
@@ -76,6 +78,8 @@ class UsageRow(AnswerModel):
     cached_tokens: int = Field(description="input tokens read from the provider's prompt cache")
     reasoning_tokens: int = Field(description="output tokens spent reasoning")
     calls: int = Field(description="model calls")
+    cost: Decimal = Field(Decimal(0), description="what the calls cost at the operator's prices, "
+                          "in its currency (decimal text, 9 places); unpriced models cost 0")
 
 
 class UsageReport(AnswerModel):

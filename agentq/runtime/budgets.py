@@ -1,4 +1,4 @@
-"""The token-budget check every model call of a step makes before it goes out.
+"""The budget check (tokens, then money) every model call of a step makes before it goes out.
 
 It runs under the step's claim and reads the running totals that every worker's commits
 add to (agentq.store.budget_totals), so a budget holds across all workers. It reserves
@@ -26,7 +26,9 @@ def within_budget(ctx: StepContext, view: View) -> None:
     if spent is None:
         return  # the conversation is gone: the step's commit finds out
     now = ctx.clock()
-    over = overspent(checks(budgets, spent.agent, view.conversation_id, now), spent.totals, now)
+    over = (overspent(checks(budgets, spent.agent, view.conversation_id, now), spent.totals, now)
+            or overspent(checks(budgets, spent.agent, view.conversation_id, now, unit="cost"),
+                         spent.costs, now, unit="cost"))
     if over is None:
         return
     waits = budgets.on_exceeded == "wait" and over.until is not None

@@ -14,6 +14,7 @@ import threading
 from agentq.core.compaction import request_tokens
 from agentq.core.decide import Step
 from agentq.core.events import View
+from agentq.core.prices import cost_of
 from agentq.core.summaries import summary_request, transcript
 from agentq.core.usage import Tokens
 from agentq.followups import Advance, Compact, FollowUp
@@ -123,7 +124,9 @@ class CompactStep(StepWork[Summary]):
                     version=previous.version + 1 if previous else 1,
                     now=now,
                 )
-                tx.add_usage(self.view.settings.model, result[2], now=now)
+                prices = self.ctx.rules.prices_for(self.view.settings)
+                tx.add_usage(self.view.settings.model, result[2], now=now,
+                             cost_nanos=cost_of(prices, result[2]))
                 log.info("step committed: summary through seq %d", self.to_seq,
                          extra={"status": "succeeded"})
         return [Advance(self.conversation_id)]

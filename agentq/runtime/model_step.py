@@ -147,12 +147,15 @@ class LlmStep(StepWork[ModelResponse]):
         cid = view.conversation_id
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
-        new_drafts, records = self._response_drafts(turn_id, result, now)
+        tokens = Tokens.of_call(result.usage)
+        prices = self.ctx.rules.prices_for(view.settings)  # the prices in force at the commit
+        cost = None if prices is None else prices.cost_of(tokens)
+        new_drafts, records = self._response_drafts(turn_id, result, now, cost)
         # counted where the view the model was called with says (its profile, its agent)
         usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
                                   agent=view.agent, parent=view.parent,
                                   model=view.settings.model),
-                        Tokens.of_call(result.usage), now=now)
+                        tokens, now=now, cost_nanos=cost or 0)
         finish, follow = self._finish(records, now, usage)
         # The append takes the lock, if the turn has not moved on while the model answered
         # (the log still ends at after_seq, so its cached state is view.fsm).
@@ -201,7 +204,7 @@ class LlmStep(StepWork[ModelResponse]):
         return Scheduling(records, scheduled, usage), follow or [Advance(cid)]
 
     def _response_drafts(
-        self, turn_id: str, response: ModelResponse, now: datetime
+        self, turn_id: str, response: ModelResponse, now: datetime, cost_nanos: int | None
     ) -> tuple[list[EventDraft], list[ToolCallRecord]]:
         """The assistant_msg, its tool calls, early error results and the suspension."""
         view, step = self.view, self.step
@@ -210,7 +213,7 @@ class LlmStep(StepWork[ModelResponse]):
             turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
         out: list[EventDraft] = [
             drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
-                                 **common)
+                                 cost_nanos=cost_nanos, **common)
         ]
         records: list[ToolCallRecord] = []
         results: list[EventDraft] = []

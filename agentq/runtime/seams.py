@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agentq.core.ceilings import Ceilings
+from agentq.core.prices import Prices
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -57,6 +58,10 @@ class TenantRules(Protocol):
         """A child's settings as admitted for `tenant` (or InvalidInput saying why not)."""
         ...
 
+    def prices_for(self, settings: Settings) -> Prices | None:
+        """What a call with these settings costs per token (None: not priced, it costs 0)."""
+        ...
+
 
 class NoPolicy:
     """The rules without an operator's policy: the built-in providers, no breaker, no cap,
@@ -86,6 +91,9 @@ class NoPolicy:
     def settings_for(self, settings: Settings, tenant: str, *, from_code: bool = False
                      ) -> Settings:
         return settings
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        return None
 
 
 class RoundAnnouncer(Protocol):

@@ -227,6 +227,8 @@ usage_rollups = Table(
     Column("calls", BigInteger, nullable=False),
     # the root of a tree of sub-agents the conversation belongs to (NULL: it is a root)
     Column("root_conversation_id", String(ID)),
+    # what the calls cost at the prices in force, in nanos (agentq.core.prices)
+    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("tenant", "hour", "agent", "profile", "model", "conversation_id"),
     Index(None, "hour"),  # the operator's reads across tenants
     Index(None, "root_conversation_id"),
@@ -246,6 +248,7 @@ budget_totals = Table(
     Column("period", String(8), nullable=False),  # hour, day, month, or life
     Column("period_start", Timestamp, nullable=False),
     Column("tokens", BigInteger, nullable=False),
+    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),  # money budgets'
     PrimaryKeyConstraint("tenant", "scope", "name", "period"),
 )
 

@@ -60,11 +60,11 @@ class Counted:
 Usage = Counted | None  # None: none to count
 
 
-def counted(key: UsageKey, tokens: Tokens, *, now: datetime) -> Counted:
-    """One model call's tokens, for a finish to count in the rollups and the budgets'
-    running totals with it."""
-    return Counted(usage_values(key, tokens, at=now), total_rows(
-        key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
+def counted(key: UsageKey, tokens: Tokens, *, now: datetime, cost_nanos: int = 0) -> Counted:
+    """One model call's tokens and cost, for a finish to count in the rollups and the
+    budgets' running totals with it."""
+    return Counted(usage_values(key, tokens, at=now, cost_nanos=cost_nanos), total_rows(
+        key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total, cost_nanos))
 
 
 # At most this many calls (and as many tool steps) are written in the statement that

@@ -4,8 +4,9 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period, per agent
-(`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
+unset. `[budgets]` and `[tenants.NAME.budgets]` set token and money budgets per period, per
+agent (`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
+`[prices.MODEL]` (and a profile's own `prices.MODEL`) says what a model's tokens cost.
 `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
 settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). A file that does not parse stops
@@ -18,16 +19,19 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
+from agentq.core.prices import Prices, parse_money
 from agentq.core.settings import FUNCTION_PROFILE, Settings
 from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
+from agentq.tenancy.prices import ModelPrice
 from agentq.tenancy.profiles import Profile, builtin_profiles
 from agentq.tools.definition import QUEUE_NAME
 from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
@@ -35,6 +39,16 @@ from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
 
 class PolicyError(ValueError):
     """The operator's policy file cannot be used: it says where and why."""
+
+
+def _nanos(value: object) -> object:
+    """An amount of the policy (decimal text, or a TOML number as written) as nanos."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        return value  # the int check below says what is wrong
+    return parse_money(repr(value) if isinstance(value, float) else value)
+
+
+Money = Annotated[int, BeforeValidator(_nanos)]
 
 
 class AgentBudgets(BaseModel):
@@ -46,6 +60,10 @@ class AgentBudgets(BaseModel):
     tokens_per_hour: int | None = Field(default=None, ge=0)
     tokens_per_day: int | None = Field(default=None, ge=0)
     tokens_per_month: int | None = Field(default=None, ge=0)
+    # money, in the currency of [prices]: decimal text or a number, kept as nanos
+    cost_per_hour: Money | None = None
+    cost_per_day: Money | None = None
+    cost_per_month: Money | None = None
 
     def under(self, own: AgentBudgets | None) -> PeriodBudgets:
         return PeriodBudgets(**_overlaid(self, own))
@@ -60,6 +78,7 @@ class Budgets(AgentBudgets):
     tokens_per_conversation: int | None = Field(default=None, ge=0)
     on_exceeded: Literal["fail", "wait"] = "fail"
     agents: dict[str, AgentBudgets] = Field(default_factory=dict)
+    cost_per_conversation: Money | None = None
 
     def under(self, own: AgentBudgets | None) -> TokenBudgets:
         """These budgets with what `own` sets over them (an agent's, field by field)."""
@@ -144,6 +163,7 @@ class _PolicyFile(BaseModel):
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # per model name
 
     @model_validator(mode="after")
     def _server_names(self) -> _PolicyFile:
@@ -165,6 +185,7 @@ class Policy:
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
     mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
     budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)  # under a profile's own
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -225,6 +246,16 @@ class Policy:
         """The token budgets of `tenant`: its own over every tenant's."""
         own = self.tenants.get(tenant)
         return self.budgets.under(own.budgets if own else None)
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        """The prices of a call with these settings: its profile's own for its model, else
+        the policy's; None: the model is not priced (its calls cost 0)."""
+        if settings.model is None:
+            return None
+        profile = self.profiles.get(settings.profile)
+        own = profile.prices.get(settings.model) if profile is not None else None
+        found = own or self.prices.get(settings.model)
+        return None if found is None else found.prices()
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -357,4 +388,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
-                  mcp=parsed.mcp, budgets=parsed.budgets)
+                  mcp=parsed.mcp, budgets=parsed.budgets, prices=parsed.prices)

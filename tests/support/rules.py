@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.core.ceilings import Ceilings
+from agentq.core.prices import Prices
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -22,6 +23,7 @@ class Rules(NoPolicy):
     budgets: Callable[[str], TokenBudgets] | None = None
     ceilings: Callable[[str], Ceilings] | None = None
     policy: Any = None  # offers the code's agents and admits a child's settings
+    prices: Callable[[Settings], Prices | None] | None = None
 
     def provider_for(self, settings: Settings) -> Provider:
         return super().provider_for(settings) if self.providers is None else self.providers(settings)
@@ -49,3 +51,6 @@ class Rules(NoPolicy):
         if self.policy is None:
             return settings
         return self.policy.settings_for(settings, tenant, from_code=from_code)
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        return super().prices_for(settings) if self.prices is None else self.prices(settings)

@@ -1,4 +1,5 @@
-"""/v1/usage: the tokens and model calls a tenant spent, per hour or day, from the rollups.
+"""/v1/usage: the tokens and model calls a tenant spent, and their cost, per hour or day,
+from the rollups.
 
 A tenant reads its own usage with its key. The operator reads every tenant's (or one's,
 with `tenant=`) with AGENTQ_OPERATOR_KEY, a key of its own compared in constant time; a
@@ -8,10 +9,12 @@ hourly rollup rows (agentq.store.usage) over a bounded range, never the events.
 from __future__ import annotations
 
 import hmac
+from decimal import Decimal
 
 from flask import Blueprint, g, request
 
 from agentq.api import usage
+from agentq.core.prices import format_money
 from agentq.core.scope import Scope
 from agentq.core.timefmt import format_ts
 from agentq.core.usage import hour_of
@@ -40,7 +43,7 @@ def _tenant_or_operator() -> None:
 
 
 @bp.get("")
-@operation("Tokens and model calls spent, per hour or day, by agent, model, profile or "
+@operation("Tokens, model calls and their cost, per hour or day, by agent, model, profile or "
            "conversation (the operator's key reads across tenants)",
            query=usage.UsageQuery, answers={200: usage.UsageReport}, errors=(403,),
            auth=_tenant_or_operator)
@@ -65,4 +68,5 @@ def report(query: usage.UsageQuery):
 
 
 def _row(row: UsageRow) -> usage.UsageRow:
-    return usage.UsageRow(start=format_ts(row.start), group=row.keys, **row.tokens.to_json())
+    return usage.UsageRow(start=format_ts(row.start), group=row.keys, **row.tokens.to_json(),
+                          cost=Decimal(format_money(row.cost_nanos)))
