@@ -58,7 +58,7 @@ def nanos_per_token(per_million: Decimal) -> int:
 
 def format_money(nanos: int) -> str:
     """An amount as decimal text with `MONEY_PLACES` places: 1500 -> "0.000001500"."""
-    return str(Decimal(nanos).scaleb(-MONEY_PLACES).quantize(Decimal(1).scaleb(-MONEY_PLACES)))
+    return f"{Decimal(nanos).scaleb(-MONEY_PLACES):.{MONEY_PLACES}f}"
 
 
 def parse_money(text: str | Decimal | int) -> int:

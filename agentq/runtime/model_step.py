@@ -34,13 +34,13 @@ from agentq.providers.errors import CallWaits, ContextTooLong
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
+from agentq.runtime.costs import cost_in_force, counted_call
 from agentq.runtime.expire_step import eta
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
 from agentq.store import ModelCallRecord, NewStep
-from agentq.store.step_commit import Usage, counted
-from agentq.store.usage import usage_key
+from agentq.store.step_commit import Usage
 from agentq.store.whole_commit import Finish, Scheduling, SeeingInbox
 from agentq.tools import Registry
 
@@ -148,14 +148,9 @@ class LlmStep(StepWork[ModelResponse]):
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
         tokens = Tokens.of_call(result.usage)
-        prices = self.ctx.rules.prices_for(view.settings)  # the prices in force at the commit
-        cost = None if prices is None else prices.cost_of(tokens)
+        cost = cost_in_force(self.ctx, view, tokens)
         new_drafts, records = self._response_drafts(turn_id, result, now, cost)
-        # counted where the view the model was called with says (its profile, its agent)
-        usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
-                                  agent=view.agent, parent=view.parent,
-                                  model=view.settings.model),
-                        tokens, now=now, cost_nanos=cost or 0)
+        usage = counted_call(view, tokens, cost, now)
         finish, follow = self._finish(records, now, usage)
         # The append takes the lock, if the turn has not moved on while the model answered
         # (the log still ends at after_seq, so its cached state is view.fsm).

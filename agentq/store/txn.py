@@ -44,6 +44,7 @@ from agentq.store.ledger import (
     cancel_waiting_steps_txn,
     finish_step_txn,
 )
+from agentq.store.turn_usage import TurnRef, add_turn_txn
 from agentq.store.usage import UsageKey, add_usage_txn, usage_key
 from agentq.store.views import load_view_txn
 from agentq.store.whole_commit import ClosingCall, Finish, Scheduling
@@ -92,12 +93,14 @@ class ConversationTxn:
         return view
 
     def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime,
-                  cost_nanos: int = 0) -> None:
-        """Count model calls' tokens and cost in the rollups and the budgets' running totals,
-        with this transaction's writes."""
+                  cost_nanos: int = 0, turn: TurnRef | None = None) -> None:
+        """Count model calls' tokens and cost in the rollups, the budgets' running totals and
+        their turn's row, with this transaction's writes."""
         key = self._usage_key(model)
         add_usage_txn(self._conn, key, tokens, at=now, cost_nanos=cost_nanos)
         self._add_totals(key, tokens, now, cost_nanos)
+        if turn is not None:
+            add_turn_txn(self._conn, key, turn, tokens, cost_nanos, at=now)
 
     def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime, cost_nanos: int
                     ) -> None:

@@ -64,6 +64,11 @@ def test_counts_a_provider_got_wrong_never_make_a_cost_negative():
     assert GPT.cost_of(odd) == 10 * 1_250 + 5 * 10_000
 
 
+def test_an_amount_is_written_with_nine_places_however_small_or_large():
+    assert (format_money(0), format_money(1), format_money(12_345_000_000_000)) == (
+        "0.000000000", "0.000000001", "12345.000000000")
+
+
 def test_an_unpriced_model_costs_nothing():
     assert cost_of(None, Tokens(input_tokens=10**6, output_tokens=10**6, calls=1)) == 0
 
@@ -82,7 +87,9 @@ def test_a_price_finer_than_a_nano_per_token_or_not_an_amount_is_refused(bad):
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_an_amount_written_as_text_reads_back_to_the_same_nanos(nanos):
-    assert parse_money(format_money(nanos)) == nanos
+    written = format_money(nanos)
+    assert parse_money(written) == nanos and written.count(".") == 1 and len(written) >= 11
+    assert written[-10] == "." and "E" not in written
 
 
 @pytest.mark.parametrize("bad", ["-0.5", "abc", "1e-12", "0.0000000001", "inf"])

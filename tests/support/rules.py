@@ -53,4 +53,6 @@ class Rules(NoPolicy):
         return self.policy.settings_for(settings, tenant, from_code=from_code)
 
     def prices_for(self, settings: Settings) -> Prices | None:
-        return super().prices_for(settings) if self.prices is None else self.prices(settings)
+        if self.prices is not None:
+            return self.prices(settings)
+        return super().prices_for(settings) if self.policy is None else self.policy.prices_for(settings)

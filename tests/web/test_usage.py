@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 
+from agentq.core.prices import Prices, format_money
 from agentq.core.timefmt import format_ts
 from agentq.core.usage import Tokens
-from tests.support.api import WEATHER
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.prices import ModelPrice
+from tests.support.api import WEATHER, Api
 
 OPERATOR = {"Authorization": "Bearer operator-secret-key"}
 
@@ -152,3 +156,17 @@ def test_grouping_by_agent_and_day_keeps_an_agents_conversations_apart(api, alic
     assert totals([per[None]]) == from_messages(api, plain)
     day = api.clock().replace(hour=0, minute=0, second=0, microsecond=0)
     assert {r["start"] for r in body["rows"]} == {format_ts(day)}
+
+
+def test_usage_reports_what_the_calls_cost_at_the_policys_prices_beside_their_tokens(store):
+    price = ModelPrice(input=Decimal("1.5"), output=Decimal(6))
+    api = Api(store, policy=Policy(profiles=Policy.default().profiles,
+                                   prices={"scripted": price}))
+    alice = api.key("acme", "alice")
+    cid = talk(api, alice)
+    rows = usage(api, alice, by="conversation").json["rows"]
+    (row,) = rows
+    expected = Prices(input=1_500, output=6_000, cached_input=1_500, reasoning=6_000).cost_of(
+        from_messages(api, cid))
+    assert expected > 0 and row["cost"] == format_money(expected)
+    assert Decimal(row["cost"]) * 10**9 == expected
