@@ -86,6 +86,9 @@ from agentq.api.tool_calls import (
     ToolCallList,
 )
 from agentq.api.usage import (
+    Overview,
+    OverviewQuery,
+    TurnCost,
     UsageQuery,
     UsageReport,
     UsageRow,
@@ -116,4 +119,5 @@ __all__ = [
     "StreamDelta", "StreamEnd", "StreamHeaders", "StreamQuery", "StreamRetry", "SummaryInUse",
     "SummarySpan", "TenantToolCall", "TenantToolCallPage", "TextPart", "ToolCall", "ToolCallList",
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
+    "Overview", "OverviewQuery", "TurnCost",
 ]

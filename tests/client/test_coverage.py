@@ -42,6 +42,7 @@ METHOD_OF = {
     ("delete", "/v1/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
     ("get", "/v1/usage"): "usage",
+    ("get", "/v1/usage/overview"): "overview",
 }
 
 

@@ -51,6 +51,7 @@ OPERATIONS = {
     ("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("get", "/v1/webhooks/{webhook_id}"),
     ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
     ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
+    ("get", "/v1/usage/overview"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
@@ -67,6 +68,7 @@ REFUSALS: dict[str, set[str]] = {
     "POST /v1/webhooks": {"url_refused"},
     "PATCH /v1/webhooks/{webhook_id}": {"url_refused"},
     "GET /v1/usage": {"invalid_range"},
+    "GET /v1/usage/overview": {"invalid_range"},
 }
 
 
