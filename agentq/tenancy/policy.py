@@ -248,13 +248,15 @@ class Policy:
         return self.budgets.under(own.budgets if own else None)
 
     def prices_for(self, settings: Settings) -> Prices | None:
-        """The prices of a call with these settings: its profile's own for its model, else
-        the policy's; None: the model is not priced (its calls cost 0)."""
-        if settings.model is None:
-            return None
+        """The prices of a call with these settings: its profile's own for its model (the
+        profile's default if it names none), else the policy's; None: the model is not
+        priced (its calls cost 0)."""
         profile = self.profiles.get(settings.profile)
-        own = profile.prices.get(settings.model) if profile is not None else None
-        found = own or self.prices.get(settings.model)
+        model = settings.model or (profile.chosen_model if profile is not None else None)
+        if model is None:
+            return None
+        own = profile.prices.get(model) if profile is not None else None
+        found = own or self.prices.get(model)
         return None if found is None else found.prices()
 
     def running_steps(self, tenant: str) -> int | None:
