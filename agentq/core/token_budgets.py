@@ -59,6 +59,8 @@ class TokenBudgets(PeriodBudgets):
     agents: Mapping[str, PeriodBudgets] = field(default_factory=dict)
     on_exceeded: OnExceeded = "fail"
     cost_per_conversation: int | None = None  # nanos over the conversation's life
+    # past this share of any budget a turn asks a person first (agentq.core.budget_asks)
+    ask_at_percent: int | None = None
 
     def any(self) -> bool:
         """Whether anything is budgeted (else no check reads anything)."""

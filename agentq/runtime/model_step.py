@@ -30,7 +30,8 @@ from agentq.core.subagents import find as find_agent_tool
 from agentq.core.usage import Tokens
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import CallWaits, ContextTooLong
+from agentq.providers.errors import BudgetAsks, CallWaits, ContextTooLong
+from agentq.runtime.budget_asks import ask_about_budget
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
@@ -99,7 +100,7 @@ class LlmStep(StepWork[ModelResponse]):
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
-        within_budget(self.ctx, self.view)
+        within_budget(self.ctx, self.view, ask=True)
         call = self.calls.start(settings, info)
         try:
             return self._answer(call, ctx, info, lost)
@@ -138,6 +139,8 @@ class LlmStep(StepWork[ModelResponse]):
         return replace(context, request=request, evictions=evictions)
 
     def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
+        if isinstance(opened, BudgetAsks):  # past a soft threshold: a person decides
+            return ask_about_budget(self.ctx, self.view, self.step, opened, worker=claim.worker)
         return hold_waiting_call(self.ctx, self.calls.announcer, self.view, self.step, opened,
                                  worker=claim.worker)
 

@@ -73,12 +73,15 @@ class Budgets(AgentBudgets):
     """`[budgets]` (every tenant's) or `[tenants.NAME.budgets]` (one's, over those): tokens,
     input + output, a tenant may spend per UTC hour, day or month, one conversation over its
     life, and each agent (`agents.NAME`); unset is no budget. `on_exceeded`: a turn past a
-    budget fails (`fail`) or waits, holding no worker, until the period resets (`wait`)."""
+    budget fails (`fail`) or waits, holding no worker, until the period resets (`wait`);
+    `ask_at_percent`: past that share of a budget, a turn asks a person before going on."""
 
     tokens_per_conversation: int | None = Field(default=None, ge=0)
     on_exceeded: Literal["fail", "wait"] = "fail"
     agents: dict[str, AgentBudgets] = Field(default_factory=dict)
     cost_per_conversation: Money | None = None
+    # a soft threshold: past this share of any budget, a turn asks a person to go on
+    ask_at_percent: int | None = Field(default=None, ge=1, le=99)
 
     def under(self, own: AgentBudgets | None) -> TokenBudgets:
         """These budgets with what `own` sets over them (an agent's, field by field)."""

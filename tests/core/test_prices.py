@@ -116,3 +116,4 @@ def test_a_conversations_money_budget_is_checked_over_its_whole_life_and_an_agen
     assert only[0].scope == "conversation" and only[1] == 100
     assert checks(budgets, "helper", "c1", NOW) == []  # no token budget
     assert budgets.any()
+

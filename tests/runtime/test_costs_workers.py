@@ -1,6 +1,7 @@
 """Costs and money budgets with real worker processes on Redis and Postgres: a turn that
 asks a sub-agent, whose worker is killed mid-call, costs its tokens at the policy's prices
-once; what one worker's calls cost stops the tenant's next call on another."""
+once; what one worker's calls cost stops the tenant's next call on another; a soft
+threshold asks a person on one worker and their answer is carried out on another."""
 from __future__ import annotations
 
 import time
@@ -9,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agentq.core.agents import AgentDefinition
-from agentq.core.prices import Prices
+from agentq.core.prices import Prices, format_money
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings
 from agentq.core.subagents import child_conversation_id
+from agentq.core.token_budgets import EPOCH, WHOLE, Meter
 from agentq.core.usage import Tokens
 from agentq.process.clock import utcnow
 from agentq.worker.tasks import enqueue
@@ -113,3 +115,51 @@ def test_what_one_worker_spent_in_money_stops_the_tenants_next_call_on_another(
     error = events[-1].content
     assert error["code"] == "budget_exceeded" and error["details"]["unit"] == "cost"
     assert error["details"]["limit"] == "0.000001000"
+
+
+def test_a_soft_threshold_asks_a_person_on_one_worker_and_the_approved_turn_goes_on_on_another(
+    pg_store_clean, commands, broker, workers, tmp_path
+):
+    store = pg_store_clean
+    asking = policy(tmp_path, "[tenants.acme.budgets]\ncost_per_day = '0.001'\nask_at_percent = 1\n")
+    first = workers("w1", AGENTQ_POLICY=asking)
+    conv = commands.create_conversation(ACME, {"script": [
+        {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+        {"text": "Cold in Oslo."}]})
+    enqueue(broker, commands.post_message(conv.id, "weather?", ACME)[1])
+    (call,) = wait_for(lambda: store.calls.list_of(conv.id, status="pending"),
+                       what="the budget call")
+    assert call.name == "budget" and call.args["unit"] == "cost"
+    assert call.args["limit"] == "0.001000000"
+    assert call.args["spent"] == format_money(priced(store, conv.id))  # the first call's cost
+    assert len(answers(store, conv.id)) == 1  # the second call waits for the person
+    first.kill()
+    workers("w2", AGENTQ_POLICY=asking)
+    enqueue(broker, commands.resolve(conv.id, call.id, Scope(tenant="acme", user="alice"),
+                                     status="approved", result=None)[1])
+    assert wait_for(lambda: settled(store, conv.id), what="the approved turn") == "idle"
+    assert answers(store, conv.id)[-1]["text"] == "Cold in Oslo."
+    whole = Meter("conversation", conv.id, WHOLE, EPOCH)  # both calls, on both workers
+    assert store.usage.load_spent(conv.id).cost_of(whole) == priced(store, conv.id)
+
+
+def test_a_rejected_budget_call_fails_the_turn_as_a_budget_failure_on_another_worker(
+    pg_store_clean, commands, broker, workers, tmp_path
+):
+    store = pg_store_clean
+    asking = policy(tmp_path, "[budgets]\ncost_per_conversation = '0.001'\nask_at_percent = 1\n")
+    workers("w1", AGENTQ_POLICY=asking)
+    workers("w2", AGENTQ_POLICY=asking)
+    conv = commands.create_conversation(ACME, {"script": [
+        {"text": "Checking.", "tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+        {"text": "Cold in Oslo."}]})
+    enqueue(broker, commands.post_message(conv.id, "weather?", ACME)[1])
+    (call,) = wait_for(lambda: store.calls.list_of(conv.id, status="pending"),
+                       what="the budget call")
+    assert call.args["scope"] == "conversation" and call.args["period"] == "life"
+    enqueue(broker, commands.resolve(conv.id, call.id, Scope(tenant="acme", user="alice"),
+                                     status="rejected", result=None, reason="too dear")[1])
+    assert wait_for(lambda: settled(store, conv.id), what="the rejected turn") == "failed"
+    error = store.log.list_events(conv.id)[-1].content
+    assert error["code"] == "budget_exceeded" and error["details"]["scope"] == "conversation"
+    assert len(answers(store, conv.id)) == 1

@@ -38,7 +38,9 @@ class Rules(NoPolicy):
         return None if self.queues is None else self.queues(kind, tool)
 
     def budgets_for(self, tenant: str) -> TokenBudgets:
-        return super().budgets_for(tenant) if self.budgets is None else self.budgets(tenant)
+        if self.budgets is not None:
+            return self.budgets(tenant)
+        return super().budgets_for(tenant) if self.policy is None else self.policy.budgets_for(tenant)
 
     def ceilings_for(self, tenant: str) -> Ceilings:
         return super().ceilings_for(tenant) if self.ceilings is None else self.ceilings(tenant)

@@ -419,3 +419,17 @@ def test_a_price_or_money_budget_that_is_not_an_exact_amount_stops_the_policy(tm
     path.write_text(text)
     with pytest.raises(PolicyError):
         load_policy(str(path))
+
+
+def test_a_soft_threshold_is_a_share_of_every_budget_and_a_tenants_is_its_own(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[budgets]\ncost_per_day = 1\nask_at_percent = 80\n"
+                    "[tenants.big.budgets]\nask_at_percent = 95\n")
+    policy = load_policy(str(path))
+    assert policy.budgets_for("anyone").ask_at_percent == 80
+    assert policy.budgets_for("big").ask_at_percent == 95
+    assert load_policy(None).budgets_for("x").ask_at_percent is None
+    for bad in ("0", "100", "'most'"):
+        path.write_text(f"[budgets]\nask_at_percent = {bad}\n")
+        with pytest.raises(PolicyError):
+            load_policy(str(path))
