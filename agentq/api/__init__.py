@@ -88,6 +88,9 @@ from agentq.api.tool_calls import (
     ToolCallList,
 )
 from agentq.api.usage import (
+    Overview,
+    OverviewQuery,
+    TurnCost,
     UsageQuery,
     UsageReport,
     UsageRow,
@@ -119,4 +122,5 @@ __all__ = [
     "SummarySpan", "TenantToolCall", "TenantToolCallPage", "TextPart", "ToolCall", "ToolCallList",
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
     "OutcomeAnswer",
+    "Overview", "OverviewQuery", "TurnCost",
 ]

@@ -89,18 +89,20 @@ class StreamChildDelta(AnswerModel):
 
 
 class BudgetSpent(AnswerModel):
-    """A token budget that stopped a model call (`details` of a `budget_exceeded` error,
-    `budget` of a held step's retry notice, `data.budget` of the `budget.exceeded` webhook)."""
+    """A token or money budget that stopped a model call (`details` of a `budget_exceeded`
+    error, `budget` of a held step's retry notice, `data.budget` of the `budget.exceeded`
+    webhook)."""
 
     tenant: str
     scope: Literal["tenant", "agent", "conversation"]
     period: Literal["hour", "day", "month", "life"]
-    limit: int
-    spent: int
+    limit: int | str = Field(description="tokens; for a money budget, an amount as decimal text")
+    spent: int | str = Field(description="tokens; for a money budget, an amount as decimal text")
     resets_at: str | None = Field(description="when the period resets; null: never (life)")
     agent: str | None
     conversation_id: str
     on_exceeded: Literal["fail", "wait"]
+    unit: Literal["tokens", "cost"] = Field("tokens", description="what the budget counts")
 
 
 class StreamRetry(AnswerModel):

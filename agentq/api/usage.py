@@ -1,6 +1,8 @@
-"""The shapes of /v1/usage: a range of hours, how to group it, and the tokens spent in it."""
+"""The shapes of /v1/usage: a range of hours, how to group it, and the tokens spent in it
+and what they cost."""
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
@@ -76,6 +78,8 @@ class UsageRow(AnswerModel):
     cached_tokens: int = Field(description="input tokens read from the provider's prompt cache")
     reasoning_tokens: int = Field(description="output tokens spent reasoning")
     calls: int = Field(description="model calls")
+    cost: Decimal = Field(Decimal(0), description="what the calls cost at the operator's prices, "
+                          "in its currency (decimal text, 9 places); unpriced models cost 0")
 
 
 class UsageReport(AnswerModel):
@@ -86,3 +90,50 @@ class UsageReport(AnswerModel):
     tenant: str | None = Field(description="whose usage: null is every tenant (the operator)")
     rows: list[UsageRow]
     truncated: bool = Field(description="more rows matched than `limit`: narrow the range")
+
+
+class OverviewQuery(RequestModel):
+    """The operator's overview of a range of days: usage and cost per tenant and agent by
+    UTC day, and the slowest and costliest turns that started in it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    start: Timestamp = Field(alias="from", description="the first hour counted (RFC 3339)")
+    end: Timestamp = Field(alias="to", description="the end of the range, excluded (RFC 3339): "
+                                                   "after `from`, at most 366 days later")
+    turns: int = Field(10, ge=1, le=100, description="turns per ranking")
+    limit: int = Field(1000, ge=1, le=10_000, description="usage rows at most")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> OverviewQuery:
+        if self.end <= self.start:
+            raise PydanticCustomError(INVALID_RANGE, "`to` must come after `from`")
+        if (self.end - self.start).total_seconds() / 3600 > USAGE_MAX_HOURS["day"]:
+            raise PydanticCustomError(INVALID_RANGE, "an overview covers at most 366 days")
+        return self
+
+
+class TurnCost(AnswerModel):
+    """One turn of a ranking: whose, when, how long until its latest model call committed,
+    and what its model calls spent (a sub-agent's turn is its own, naming its root)."""
+
+    tenant: str
+    agent: str | None
+    conversation_id: str
+    root_conversation_id: str | None = Field(description="the top of its tree of sub-agents")
+    turn_id: str
+    started_at: str
+    duration_ms: int
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal = Field(description="decimal text, 9 places, in the operator's currency")
+
+
+class Overview(AnswerModel):
+    start: str = Field(description="the start of the first hour counted (`from`)")
+    end: str = Field(description="the end of the range, excluded (`to`)")
+    days: list[UsageRow] = Field(description="per UTC day, tenant and agent (null: none)")
+    truncated: bool = Field(description="more usage rows matched than `limit`")
+    slowest_turns: list[TurnCost]
+    costliest_turns: list[TurnCost]

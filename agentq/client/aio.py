@@ -262,6 +262,13 @@ class AsyncClient:
         are timezone-aware datetimes, dates (UTC days) or ISO 8601 strings."""
         return await self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
+    async def overview(self, start: calls.Instant, end: calls.Instant, *, turns: int = 10,
+                       limit: int = 1000) -> api.Overview:
+        """The operator's overview of [start, end) (the operator's key only): tokens and cost
+        per UTC day, tenant and agent, and the `turns` slowest and costliest turns that
+        started in it, each with its conversation and turn id."""
+        return await self._run(calls.overview(start, end, turns, limit))
+
     async def profiles(self) -> AsyncPage[api.ProfileOut]:
         """The model profiles you may use, all in one page."""
         return await self._list(calls.profiles())

@@ -381,4 +381,9 @@ def usage(start: Instant, end: Instant, group_by: str, by: Sequence[str],
     return Call("GET", "/v1/usage", api.UsageReport, params=params, idempotent=True)
 
 
+def overview(start: Instant, end: Instant, turns: int, limit: int) -> Call[api.Overview]:
+    params = {"from": _rfc3339(start), "to": _rfc3339(end), "turns": turns, "limit": limit}
+    return Call("GET", "/v1/usage/overview", api.Overview, params=params, idempotent=True)
+
+
 __all__ = ["ApiError", "Call", "Instant", "Listing", "retry_after"]

@@ -253,6 +253,13 @@ class Client:
         are timezone-aware datetimes, dates (UTC days) or ISO 8601 strings."""
         return self._run(calls.usage(start, end, group_by, by, tenant, limit))
 
+    def overview(self, start: calls.Instant, end: calls.Instant, *, turns: int = 10,
+                 limit: int = 1000) -> api.Overview:
+        """The operator's overview of [start, end) (the operator's key only): tokens and cost
+        per UTC day, tenant and agent, and the `turns` slowest and costliest turns that
+        started in it, each with its conversation and turn id."""
+        return self._run(calls.overview(start, end, turns, limit))
+
     def profiles(self) -> Page[api.ProfileOut]:
         """The model profiles you may use, all in one page."""
         return self._list(calls.profiles())

@@ -40,13 +40,17 @@ def assistant_msg(
     interrupted: bool = False,
     usage: dict[str, Any] | None = None,
     reasoning: Sequence[Reasoning] = (),
+    cost_nanos: int | None = None,
 ) -> EventDraft:
-    """The answer text of a round; its reasoning items, verbatim, when the provider sent any."""
+    """The answer text of a round; its reasoning items, verbatim, when the provider sent any;
+    what the call cost, in nanos (agentq.core.prices), when its model is priced."""
     content: dict[str, Any] = {"text": text, "interrupted": interrupted}
     if usage:
         content["usage"] = usage
     if reasoning:
         content["reasoning"] = [item.as_content() for item in reasoning]
+    if cost_nanos is not None:
+        content["cost_nanos"] = cost_nanos
     return EventDraft("assistant_msg", content, created_at, turn_id, round_id, step_key)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
+from agentq.core.budget_asks import is_budget_call
 from agentq.core.edits import edit_note
 from agentq.core.events import Event, View
 from agentq.core.reasoning import reasoning_of
@@ -61,7 +62,7 @@ def _render_round(round_events: Sequence[Event], results: dict[str, Event],
     calls = tuple(
         CallRef(e.content["tool_call_id"], e.content["name"], e.content.get("args") or {})
         for e in round_events
-        if e.type == "tool_call"
+        if e.type == "tool_call" and not is_budget_call(e)  # a person's, not the model's
     )
     text = "\n".join(t for t in texts if t)
     if not calls and not _has_text(text):

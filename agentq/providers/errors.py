@@ -90,3 +90,13 @@ class BudgetWaits(CallWaits):
     def __init__(self, message: str, *, until=None, details: dict[str, Any] | None = None,
                  code: str = "budget_exceeded") -> None:
         super().__init__(message, until=until, code=code, details=details)
+
+
+class BudgetAsks(CallWaits):
+    """A budget's soft threshold is reached in a turn no person has decided on: the step
+    opens a pending call of kind `budget` (agentq.core.budget_asks) and the turn waits for
+    a person. `details` say which budget (Overspent.details)."""
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None,
+                 code: str = "budget_asks") -> None:
+        super().__init__(message, code=code, details=details)

@@ -21,6 +21,7 @@ from agentq.providers.base import CallContext
 from agentq.providers.errors import CallWaits, ContextTooLong
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.context import StepContext
+from agentq.runtime.costs import cost_in_force, turn_of
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.runtime.model_call import ModelCall, ModelCalls, RoundInfo
@@ -123,7 +124,9 @@ class CompactStep(StepWork[Summary]):
                     version=previous.version + 1 if previous else 1,
                     now=now,
                 )
-                tx.add_usage(self.view.settings.model, result[2], now=now)
+                tx.add_usage(self.view.settings.model, result[2], now=now,
+                             cost_nanos=cost_in_force(self.ctx, self.view, result[2]) or 0,
+                             turn=turn_of(self.view, now))
                 log.info("step committed: summary through seq %d", self.to_seq,
                          extra={"status": "succeeded"})
         return [Advance(self.conversation_id)]

@@ -33,10 +33,12 @@ from agentq.core.subagents import find as find_agent_tool
 from agentq.core.usage import Tokens
 from agentq.followups import Advance, Expire, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
-from agentq.providers.errors import CallWaits, ContextTooLong
+from agentq.providers.errors import BudgetAsks, CallWaits, ContextTooLong
+from agentq.runtime.budget_asks import ask_about_budget
 from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
+from agentq.runtime.costs import cost_in_force, counted_call
 from agentq.runtime.expire_step import eta
 from agentq.runtime.guardrail_step import Guard, Tripped, commit_trip
 from agentq.runtime.handoffs import HandoffRound
@@ -45,8 +47,7 @@ from agentq.runtime.instructed import instructed, told
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import Cancelled, ModelCall, ModelCalls, RoundInfo
 from agentq.store import ModelCallRecord, NewStep
-from agentq.store.step_commit import Usage, counted
-from agentq.store.usage import usage_key
+from agentq.store.step_commit import Usage
 from agentq.store.whole_commit import Finish, Scheduling, SeeingInbox
 from agentq.tools import Registry
 
@@ -119,7 +120,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             attempt=claim.retries + 1, rounds_committed=view.fsm.rounds, settings=settings,
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
-        within_budget(self.ctx, self.view)
+        within_budget(self.ctx, self.view, ask=True)
         if self.guard.before():  # an input guardrail tripped: the model is not called
             return Tripped()
         call = self.calls.start(settings, info, deltas=not settings.hold_deltas)
@@ -173,6 +174,8 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         return replace(context, request=request, evictions=evictions)
 
     def hold(self, claim: Claim, opened: CallWaits) -> list[FollowUp]:
+        if isinstance(opened, BudgetAsks):  # past a soft threshold: a person decides
+            return ask_about_budget(self.ctx, self.view, self.step, opened, worker=claim.worker)
         return hold_waiting_call(self.ctx, self.calls.announcer, self.view, self.step, opened,
                                  worker=claim.worker)
 
@@ -184,13 +187,11 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         cid = view.conversation_id
         now = self.ctx.clock()
         turn_id = view.fsm.turn_id or ""
-        new_drafts, records = self._response_drafts(turn_id, result, now)
+        tokens = Tokens.of_call(result.usage)
+        cost = cost_in_force(self.ctx, view, tokens)
+        new_drafts, records = self._response_drafts(turn_id, result, now, cost)
         new_drafts = self.guard.drafts(turn_id, now) + told(new_drafts, self.told)
-        # counted where the view the model was called with says (its profile, its agent)
-        usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
-                                  agent=view.agent, parent=view.parent,
-                                  model=view.settings.model),
-                        Tokens.of_call(result.usage), now=now)
+        usage = counted_call(view, tokens, cost, now)
         finish, follow = self._finish(records, now, usage)
         # The append takes the lock, if the turn has not moved on while the model answered
         # (the log still ends at after_seq, so its cached state is view.fsm).
@@ -239,7 +240,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         return Scheduling(records, scheduled, usage), follow or [Advance(cid)]
 
     def _response_drafts(
-        self, turn_id: str, response: ModelResponse, now: datetime
+        self, turn_id: str, response: ModelResponse, now: datetime, cost_nanos: int | None
     ) -> tuple[list[EventDraft], list[ToolCallRecord]]:
         """The assistant_msg, its tool calls, early error results and the suspension."""
         view, step = self.view, self.step
@@ -248,7 +249,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             turn_id=turn_id, round_id=step.round_id, step_key=step.key, created_at=now)
         out: list[EventDraft] = [
             drafts.assistant_msg(response.text, usage=response.usage, reasoning=response.reasoning,
-                                 **common)
+                                 cost_nanos=cost_nanos, **common)
         ]
         records: list[ToolCallRecord] = []
         results: list[EventDraft] = []

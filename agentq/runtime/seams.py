@@ -13,6 +13,7 @@ from typing import Protocol
 
 from agentq.core.ceilings import Ceilings
 from agentq.core.handoffs import CodeInputFilter
+from agentq.core.prices import Prices
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -62,6 +63,10 @@ class TenantRules(Protocol):
         """The handoff input filter of the operator's code of this name, if it defines one."""
         ...
 
+    def prices_for(self, settings: Settings) -> Prices | None:
+        """What a call with these settings costs per token (None: not priced, it costs 0)."""
+        ...
+
 
 class NoPolicy:
     """The rules without an operator's policy: the built-in providers, no breaker, no cap,
@@ -93,6 +98,9 @@ class NoPolicy:
         return settings
 
     def input_filter(self, name: str) -> CodeInputFilter | None:
+        return None
+
+    def prices_for(self, settings: Settings) -> Prices | None:
         return None
 
 

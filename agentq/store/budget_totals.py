@@ -1,5 +1,5 @@
-"""Running token totals for budgets: the tokens of a tenant, an agent and a conversation in
-the current hour, day, month (or the conversation's whole life).
+"""Running totals for budgets: the tokens, and what they cost, of a tenant, an agent and a
+conversation in the current hour, day, month (or the conversation's whole life).
 
 `add_totals_txn` adds a call's tokens in the transaction that commits it (on PostgreSQL, a
 model step's in the very statement that finishes it, with its usage rollup: `adding_rows`),
@@ -11,7 +11,7 @@ whatever the period's length: the rollups are for reports, these are for checks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -32,14 +32,20 @@ class Spent:
 
     agent: str | None
     totals: dict[Meter, int]
+    costs: dict[Meter, int] = field(default_factory=dict)  # nanos, per meter
 
     def of(self, meter: Meter) -> int:
         return self.totals.get(meter, 0)
 
+    def cost_of(self, meter: Meter) -> int:
+        return self.costs.get(meter, 0)
 
-def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], tokens: int) -> None:
-    """Add `tokens` to each meter's total (one statement), in the caller's transaction."""
-    add_total_rows_txn(conn, total_rows(tenant, meters, tokens))
+
+def add_totals_txn(conn: Connection, tenant: str, meters: Sequence[Meter], tokens: int,
+                   cost_nanos: int = 0) -> None:
+    """Add `tokens` and their cost to each meter's total (one statement), in the caller's
+    transaction."""
+    add_total_rows_txn(conn, total_rows(tenant, meters, tokens, cost_nanos))
 
 
 def add_total_rows_txn(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -48,15 +54,18 @@ def add_total_rows_txn(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> N
         conn.execute(_adding(dialects.of(conn)), [dict(row) for row in rows])
 
 
-def total_rows(tenant: str, meters: Sequence[Meter], tokens: int) -> list[dict[str, Any]]:
-    """The rows `add_total_rows_txn` (or `adding_rows`) adds `tokens` to: none for no tokens."""
-    if tokens <= 0:
+def total_rows(tenant: str, meters: Sequence[Meter], tokens: int, cost_nanos: int = 0
+               ) -> list[dict[str, Any]]:
+    """The rows `add_total_rows_txn` (or `adding_rows`) adds `tokens` and `cost_nanos` to:
+    none for nothing spent."""
+    if tokens <= 0 and cost_nanos <= 0:
         return []
     return [{"tenant": tenant, "scope": m.scope, "name": m.name, "period": m.period,
-             "period_start": m.start, "tokens": tokens} for m in meters]
+             "period_start": m.start, "tokens": tokens, "cost_nanos": cost_nanos}
+            for m in meters]
 
 
-TOTAL_COLUMNS = ("tenant", "scope", "name", "period", "period_start", "tokens")
+TOTAL_COLUMNS = ("tenant", "scope", "name", "period", "period_start", "tokens", "cost_nanos")
 
 
 @cache
@@ -81,8 +90,9 @@ def _added(statement: Any) -> Any:
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.scope, c.name, c.period],
         set_={
-            "tokens": case((c.period_start == new.period_start, c.tokens + new.tokens),
-                           (c.period_start < new.period_start, new.tokens), else_=c.tokens),
+            **{name: case((c.period_start == new.period_start, c[name] + new[name]),
+                          (c.period_start < new.period_start, new[name]), else_=c[name])
+               for name in ("tokens", "cost_nanos")},
             "period_start": case((c.period_start < new.period_start, new.period_start),
                                  else_=c.period_start),
         },
@@ -96,13 +106,16 @@ def spent_txn(conn: Connection, conversation_id: str) -> Spent | None:
     whose = or_(and_(t.scope == literal("tenant"), t.name == literal("")),
                 and_(t.scope == literal("agent"), t.name == c.agent_name),
                 and_(t.scope == literal("conversation"), t.name == c.id))
-    query = (select(c.agent_name, t.scope, t.name, t.period, t.period_start, t.tokens)
+    query = (select(c.agent_name, t.scope, t.name, t.period, t.period_start, t.tokens,
+                    t.cost_nanos)
              .select_from(conversations.outerjoin(budget_totals,
                                                   and_(t.tenant == c.tenant, whose)))
              .where(c.id == conversation_id))
     rows = conn.execute(query).all()
     if not rows:
         return None
-    totals = {Meter(row.scope, row.name, row.period, row.period_start): int(row.tokens)
-              for row in rows if row.scope is not None}
-    return Spent(agent=rows[0].agent_name, totals=totals)
+    found = [(Meter(row.scope, row.name, row.period, row.period_start), row)
+             for row in rows if row.scope is not None]
+    return Spent(agent=rows[0].agent_name,
+                 totals={meter: int(row.tokens) for meter, row in found},
+                 costs={meter: int(row.cost_nanos) for meter, row in found})

@@ -231,6 +231,7 @@ usage_rollups = Table(
     Column("calls", BigInteger, nullable=False),
     # the root of a tree of sub-agents the conversation belongs to (NULL: it is a root)
     Column("root_conversation_id", String(ID)),
+    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),  # core.prices
     PrimaryKeyConstraint("tenant", "hour", "agent", "profile", "model", "conversation_id"),
     Index(None, "hour"),  # the operator's reads across tenants
     Index(None, "root_conversation_id"),
@@ -250,7 +251,25 @@ budget_totals = Table(
     Column("period", String(8), nullable=False),  # hour, day, month, or life
     Column("period_start", Timestamp, nullable=False),
     Column("tokens", BigInteger, nullable=False),
+    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("tenant", "scope", "name", "period"),
+)
+
+# One row per turn that made model calls, added to like usage_rollups (agentq.store.turn_usage).
+turn_usage = Table(
+    "turn_usage",
+    metadata,
+    Column("conversation_id", String(ID), nullable=False),
+    Column("turn_id", String(ID), nullable=False),
+    Column("tenant", String(ID), nullable=False),
+    Column("agent", String(64), nullable=False),  # "" for none
+    Column("root_conversation_id", String(ID)),
+    Column("started_at", Timestamp, nullable=False),
+    Column("duration_ms", BigInteger, nullable=False),
+    *(Column(name, BigInteger, nullable=False)
+      for name in ("input_tokens", "output_tokens", "calls", "cost_nanos")),
+    PrimaryKeyConstraint("conversation_id", "turn_id"),
+    Index(None, "started_at"),
 )
 
 # Every published version of every agent, immutable: a tenant's (`tenant` is its name) or

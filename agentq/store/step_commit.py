@@ -4,7 +4,7 @@ A commit appends first, and the append takes the conversation's lock (inv. 8). W
 follows under that lock are plain conditional writes with no decision between them:
 finish the step, then close its call, or insert the round's calls and schedule their
 steps, or look whether a message waits, and count a model call's tokens in the usage
-rollups and the budgets' running totals. PostgreSQL runs them as data-modifying CTEs of
+rollups, the budgets' running totals and its turn's row. PostgreSQL runs them as data-modifying CTEs of
 one statement, one round trip, and says how each went; SQLite, in process, runs them one
 by one. Either way the caller learns whether the step was still ours, and rolls the
 whole commit back if it was not, so a write made beside a lost finish never lands.
@@ -45,6 +45,7 @@ from agentq.store.ledger import (
     schedule_values,
 )
 from agentq.store.schema import steps, tool_calls
+from agentq.store.turn_usage import TurnRef, turn_values, upsert_turn
 from agentq.store.usage import UsageKey, upsert_usage, usage_values
 
 
@@ -55,16 +56,21 @@ class Counted:
 
     rollup: Mapping[str, Any]
     totals: Sequence[Mapping[str, Any]]
+    turn: Mapping[str, Any] | None = None  # its turn's row's (`turn_usage.turn_values`)
 
 
 Usage = Counted | None  # None: none to count
 
 
-def counted(key: UsageKey, tokens: Tokens, *, now: datetime) -> Counted:
-    """One model call's tokens, for a finish to count in the rollups and the budgets'
-    running totals with it."""
-    return Counted(usage_values(key, tokens, at=now), total_rows(
-        key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total))
+def counted(key: UsageKey, tokens: Tokens, *, now: datetime, cost_nanos: int = 0,
+            turn: TurnRef | None = None) -> Counted:
+    """One model call's tokens and cost, for a finish to count in the rollups, the budgets'
+    running totals and (if it is of one) its turn's row with it."""
+    return Counted(
+        usage_values(key, tokens, at=now, cost_nanos=cost_nanos),
+        total_rows(key.tenant, meters_of(key.agent, key.conversation_id, now), tokens.total,
+                   cost_nanos),
+        None if turn is None else turn_values(key, turn, tokens, cost_nanos, at=now))
 
 
 # At most this many calls (and as many tool steps) are written in the statement that
@@ -137,24 +143,29 @@ def _count_usage(conn: Connection, usage: Usage) -> None:
     if usage is not None:
         conn.execute(upsert_usage(dialects.of(conn)), dict(usage.rollup))
         add_total_rows_txn(conn, usage.totals)
+        if usage.turn is not None:
+            conn.execute(upsert_turn(dialects.of(conn)), dict(usage.turn))
 
 
 def usage_params(usage: Usage) -> dict[str, Any]:
     if usage is None:
         return {}
     return {**{USAGE_PREFIX + name: v for name, v in usage.rollup.items()},
-            **row_parameters(TOTALS_PREFIX, usage.totals)}
+            **row_parameters(TOTALS_PREFIX, usage.totals),
+            **{TURN_PREFIX + name: v for name, v in (usage.turn or {}).items()}}
 
 
 USAGE_PREFIX = "usage_"
 TOTALS_PREFIX = "total"
+TURN_PREFIX = "turn_"
 
-# Usage's part of a statement's shape: none (None), or the rollup and how many totals.
-UsageShape = int | None
+# Usage's part of a statement's shape: none (None), or the rollup, how many totals and
+# whether a turn's row.
+UsageShape = tuple[int, bool] | None
 
 
 def usage_shape(usage: Usage) -> UsageShape:
-    return None if usage is None else len(usage.totals)
+    return None if usage is None else (len(usage.totals), usage.turn is not None)
 
 
 def with_usage(statement: Select[Any], usage: UsageShape, *, where: Any = None) -> Select[Any]:
@@ -163,11 +174,14 @@ def with_usage(statement: Select[Any], usage: UsageShape, *, where: Any = None) 
     rolls it back with the whole commit (or, with `where`, writes nothing unless it holds)."""
     if usage is None:
         return statement
+    totals, turned = usage
     statement = statement.add_cte(
         upsert_usage(POSTGRES, USAGE_PREFIX, where=where).cte("usage"))
-    if usage:
+    if totals:
         statement = statement.add_cte(
-            adding_rows(usage, TOTALS_PREFIX, where=where).cte("totals"))
+            adding_rows(totals, TOTALS_PREFIX, where=where).cte("totals"))
+    if turned:
+        statement = statement.add_cte(upsert_turn(POSTGRES, TURN_PREFIX, where=where).cte("turn"))
     return statement
 
 

@@ -47,6 +47,7 @@ from agentq.store.ledger import (
     cancel_waiting_steps_txn,
     finish_step_txn,
 )
+from agentq.store.turn_usage import TurnRef, add_turn_txn
 from agentq.store.usage import UsageKey, add_usage_txn, usage_key
 from agentq.store.views import load_view_txn
 from agentq.store.whole_commit import ClosingCall, Finish, Scheduling
@@ -94,16 +95,20 @@ class ConversationTxn:
         assert view is not None, "the locked row cannot vanish"
         return view
 
-    def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime) -> None:
-        """Count one model call's tokens in the rollups and the budgets' running totals, with
-        this transaction's writes."""
+    def add_usage(self, model: str | None, tokens: Tokens, *, now: datetime,
+                  cost_nanos: int = 0, turn: TurnRef | None = None) -> None:
+        """Count model calls' tokens and cost in the rollups, the budgets' running totals and
+        their turn's row, with this transaction's writes."""
         key = self._usage_key(model)
-        add_usage_txn(self._conn, key, tokens, at=now)
-        self._add_totals(key, tokens, now)
+        add_usage_txn(self._conn, key, tokens, at=now, cost_nanos=cost_nanos)
+        self._add_totals(key, tokens, now, cost_nanos)
+        if turn is not None:
+            add_turn_txn(self._conn, key, turn, tokens, cost_nanos, at=now)
 
-    def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime) -> None:
+    def _add_totals(self, key: UsageKey, tokens: Tokens, now: datetime, cost_nanos: int
+                    ) -> None:
         add_totals_txn(self._conn, key.tenant, meters_of(key.agent, key.conversation_id, now),
-                       tokens.total)
+                       tokens.total, cost_nanos)
 
     def _usage_key(self, model: str | None) -> UsageKey:
         c = self.conversation

@@ -1,4 +1,5 @@
-"""Usage rollups: tokens and calls per tenant, hour, agent, profile, model and conversation.
+"""Usage rollups: tokens, calls and their cost per tenant, hour, agent, profile, model and
+conversation.
 
 A model call's tokens are added (`add_usage_txn`, one upsert) in the transaction that
 appends its assistant_msg, which commits once per step (on PostgreSQL the upsert is a part
@@ -67,21 +68,29 @@ class UsageRow:
     start: datetime
     keys: dict[str, str | None]
     tokens: Tokens
+    cost_nanos: int = 0  # what the calls cost (agentq.core.prices)
 
 
-def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime) -> None:
-    """Add `tokens` to the rollup row of `key` for the hour of `at` (one upsert)."""
-    conn.execute(upsert_usage(dialects.of(conn)), usage_values(key, tokens, at=at))
+def add_usage_txn(conn: Connection, key: UsageKey, tokens: Tokens, *, at: datetime,
+                  cost_nanos: int = 0) -> None:
+    """Add `tokens` and their cost to the rollup row of `key` for the hour of `at` (one upsert)."""
+    conn.execute(upsert_usage(dialects.of(conn)),
+                 usage_values(key, tokens, at=at, cost_nanos=cost_nanos))
 
 
-def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = ""
-                 ) -> dict[str, Any]:
-    """The parameters of `upsert_usage(…, prefix)` that add `tokens` to `key`'s hour of `at`."""
+def usage_values(key: UsageKey, tokens: Tokens, *, at: datetime, prefix: str = "",
+                 cost_nanos: int = 0) -> dict[str, Any]:
+    """The parameters of `upsert_usage(…, prefix)` that add `tokens` and what they cost to
+    `key`'s hour of `at`."""
     values = {"tenant": key.tenant, "hour": hour_of(at), "agent": key.agent or "",
               "profile": key.profile, "model": key.model or "",
               "conversation_id": key.conversation_id,
-              "root_conversation_id": key.root_conversation_id, **tokens.to_json()}
+              "root_conversation_id": key.root_conversation_id, **tokens.to_json(),
+              "cost_nanos": cost_nanos}
     return {prefix + name: value for name, value in values.items()}
+
+
+ADDED = (*COUNTS, "cost_nanos")  # the columns an upsert adds to
 
 
 @cache
@@ -91,14 +100,14 @@ def upsert_usage(dialect: Dialect, prefix: str = "", *, where: Any = None) -> An
     `where`, a no-op unless it holds)."""
     c = usage_rollups.c
     names = ("tenant", "hour", "agent", "profile", "model", "conversation_id",
-             "root_conversation_id", *COUNTS)
+             "root_conversation_id", *ADDED)
     values = {name: param(c[name], prefix + name) for name in names}
     statement = (dialect.insert(usage_rollups).values(values) if where is None else
                  dialect.insert(usage_rollups).from_select(
                      list(names), select(*(v.label(n) for n, v in values.items())).where(where)))
     return statement.on_conflict_do_update(
         index_elements=[c.tenant, c.hour, c.agent, c.profile, c.model, c.conversation_id],
-        set_={name: c[name] + statement.excluded[name] for name in COUNTS},
+        set_={name: c[name] + statement.excluded[name] for name in ADDED},
     )
 
 
@@ -112,7 +121,7 @@ def report_txn(
     bucket = _bucket(dialects.of(conn), group_by).label("start")
     dims = [_dimension(name).label(name) for name in by]
     query = (
-        select(bucket, *dims, *(func.sum(c[n]).label(n) for n in COUNTS))
+        select(bucket, *dims, *(func.sum(c[n]).label(n) for n in ADDED))
         .where(c.hour >= hour_of(start), c.hour < to_utc(end))
         .group_by(bucket, *dims)
         .order_by(bucket, *dims)
@@ -128,6 +137,7 @@ def report_txn(
             start=start_at,
             keys={name: (values[name] or None) for name in by},
             tokens=Tokens(*(int(values[n]) for n in COUNTS)),
+            cost_nanos=int(values["cost_nanos"]),
         ))
     return rows
 

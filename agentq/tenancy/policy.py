@@ -4,8 +4,9 @@ Read once per process from the TOML file that AGENTQ_POLICY names (tomllib: no e
 dependency); without one, the built-in profiles and default ceilings. `settings_for` is where a
 tenant's settings meet it: the profile must be open to the tenant, the model on offer,
 every costly number under its ceiling; the profile's parameters fill what the tenant left
-unset. `[budgets]` and `[tenants.NAME.budgets]` set token budgets per period, per agent
-(`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
+unset. `[budgets]` and `[tenants.NAME.budgets]` set token and money budgets per period, per
+agent (`.agents.NAME`) and per conversation, and whether a turn past one fails or waits.
+`[prices.MODEL]` (and a profile's own `prices.MODEL`) says what a model's tokens cost.
 `[mcp.NAME]` declares a tool server (agentq.mcp) and the tenants that may name it in their
 settings' tools. `[agents.NAME] tenants = [...]` offers an agent defined in code to those tenants
 only (one the file does not name goes to every tenant). `[deciders.TOOL]` and
@@ -19,18 +20,21 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from agentq.config import Config
 from agentq.core.ceilings import Ceilings, fit_to_ceilings
 from agentq.core.deciders import Deciders
+from agentq.core.prices import Prices, parse_money
 from agentq.core.settings import FUNCTION_PROFILE, Settings
 from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.tenancy.deciders import DecidersRule, rules_of
+from agentq.tenancy.prices import ModelPrice
 from agentq.tenancy.profiles import Profile, builtin_profiles
 from agentq.tools.definition import QUEUE_NAME
 from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
@@ -38,6 +42,16 @@ from agentq.tools.remote import SERVER_NAME, is_ref, parse_ref
 
 class PolicyError(ValueError):
     """The operator's policy file cannot be used: it says where and why."""
+
+
+def _nanos(value: object) -> object:
+    """An amount of the policy (decimal text, or a TOML number as written) as nanos."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        return value  # the int check below says what is wrong
+    return parse_money(repr(value) if isinstance(value, float) else value)
+
+
+Money = Annotated[int, BeforeValidator(_nanos)]
 
 
 class AgentBudgets(BaseModel):
@@ -49,6 +63,10 @@ class AgentBudgets(BaseModel):
     tokens_per_hour: int | None = Field(default=None, ge=0)
     tokens_per_day: int | None = Field(default=None, ge=0)
     tokens_per_month: int | None = Field(default=None, ge=0)
+    # money, in the currency of [prices]: decimal text or a number, kept as nanos
+    cost_per_hour: Money | None = None
+    cost_per_day: Money | None = None
+    cost_per_month: Money | None = None
 
     def under(self, own: AgentBudgets | None) -> PeriodBudgets:
         return PeriodBudgets(**_overlaid(self, own))
@@ -58,11 +76,15 @@ class Budgets(AgentBudgets):
     """`[budgets]` (every tenant's) or `[tenants.NAME.budgets]` (one's, over those): tokens,
     input + output, a tenant may spend per UTC hour, day or month, one conversation over its
     life, and each agent (`agents.NAME`); unset is no budget. `on_exceeded`: a turn past a
-    budget fails (`fail`) or waits, holding no worker, until the period resets (`wait`)."""
+    budget fails (`fail`) or waits, holding no worker, until the period resets (`wait`);
+    `ask_at_percent`: past that share of a budget, a turn asks a person before going on."""
 
     tokens_per_conversation: int | None = Field(default=None, ge=0)
     on_exceeded: Literal["fail", "wait"] = "fail"
     agents: dict[str, AgentBudgets] = Field(default_factory=dict)
+    cost_per_conversation: Money | None = None
+    # a soft threshold: past this share of any budget, a turn asks a person to go on
+    ask_at_percent: int | None = Field(default=None, ge=1, le=99)
 
     def under(self, own: AgentBudgets | None) -> TokenBudgets:
         """These budgets with what `own` sets over them (an agent's, field by field)."""
@@ -149,6 +171,7 @@ class _PolicyFile(BaseModel):
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
     deciders: dict[str, DecidersRule] = Field(default_factory=dict)  # by tool name, or "*"
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # per model name
 
     @model_validator(mode="after")
     def _server_names(self) -> _PolicyFile:
@@ -171,6 +194,7 @@ class Policy:
     mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
     budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
     deciders: Mapping[str, DecidersRule] = field(default_factory=dict)  # who decides, by tool
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)  # under a profile's own
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -237,6 +261,18 @@ class Policy:
         tenant's (agentq.core.deciders.rule_for weighs them with the tool's)."""
         own = self.tenants.get(tenant)
         return rules_of(own.deciders if own else {}), rules_of(self.deciders)
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        """The prices of a call with these settings: its profile's own for its model (the
+        profile's default if it names none), else the policy's; None: the model is not
+        priced (its calls cost 0)."""
+        profile = self.profiles.get(settings.profile)
+        model = settings.model or (profile.chosen_model if profile is not None else None)
+        if model is None:
+            return None
+        own = profile.prices.get(model) if profile is not None else None
+        found = own or self.prices.get(model)
+        return None if found is None else found.prices()
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -369,4 +405,5 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
-                  mcp=parsed.mcp, budgets=parsed.budgets, deciders=parsed.deciders)
+                  mcp=parsed.mcp, budgets=parsed.budgets, deciders=parsed.deciders,
+                  prices=parsed.prices)

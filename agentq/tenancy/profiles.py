@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentq.core.settings import NAME_PATTERN, Settings
 from agentq.providers.kinds import KINDS, ProviderKind
+from agentq.tenancy.prices import ModelPrice
 
 ANY = "*"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -40,6 +41,7 @@ class Profile(BaseModel):
     tenants: tuple[str, ...] | None = None  # None: every tenant
     tenant_keys: TenantKeyUse = "never"
     extra_body: tuple[str, ...] = ()  # extra_body fields tenants may send ("*": any)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # over the policy's [prices]
 
     @field_validator("kind")
     @classmethod

@@ -1,6 +1,6 @@
 """The operator's rules that a tenant's steps consult, as one object (the runtime's
 `TenantRules`): which provider and endpoint a conversation's calls use (`ModelAccess`), and
-the policy's caps: running steps, token budgets, ceilings, which agents a child may run.
+the policy's caps: running steps, token budgets, prices, ceilings, which agents a child may run.
 
 The runtime asks at each step, so a policy file read again takes effect at the next step.
 """
@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from agentq.core.ceilings import Ceilings
 from agentq.core.handoffs import CodeInputFilter
+from agentq.core.prices import Prices
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -41,6 +42,9 @@ class PolicyRules:
 
     def budgets_for(self, tenant: str) -> TokenBudgets:
         return self.policy.budgets_for(tenant)
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        return self.policy.prices_for(settings)
 
     def ceilings_for(self, tenant: str) -> Ceilings:
         return self.policy.ceilings_for(tenant)

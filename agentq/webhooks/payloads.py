@@ -19,9 +19,10 @@ from agentq.core.timefmt import format_ts
 
 # What a `budget.exceeded` payload says of the budget (`Overspent.details`): whose it is
 # (the tenant's, an agent's or the conversation's), its period and limit, what was spent,
-# when it resets (null: never), and whether the turn waits for that or failed.
+# when it resets (null: never), whether the turn waits for that or failed, and whether it
+# counts tokens or money ("cost": `limit` and `spent` are decimal text).
 BUDGET_FIELDS = ("tenant", "scope", "period", "limit", "spent", "resets_at", "agent",
-                 "conversation_id", "on_exceeded")
+                 "conversation_id", "on_exceeded", "unit")
 OUTPUT_CLIP = 2000  # characters of an earlier result a payload carries
 TITLE_CLIP = 120
 

@@ -15,13 +15,14 @@ from tests.support.mcp_servers import mcp_server, policy_text
 
 pytestmark = [pytest.mark.worker, pytest.mark.postgres, pytest.mark.redis]
 STREAM_CAP = 48  # open streams a tenant may hold (the RateLimited test fills it)
+PRICES = "\n[prices.scripted]\ninput = 1.5\noutput = 6\n"  # per million tokens
 
 
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory, pg_url, redis_url) -> Iterator[ApiStack]:
     tmp = tmp_path_factory.mktemp("sdk-stack")
     with mcp_server(tmp / "mcp.log", tmp / "mcp-calls.log") as mcp_url:
-        (tmp / "policy.toml").write_text(policy_text(mcp_url, tenants='["sdk"]'))
+        (tmp / "policy.toml").write_text(policy_text(mcp_url, tenants='["sdk"]') + PRICES)
         started = ApiStack(tmp, pg_url, redis_url, concurrency=8,
                            AGENTQ_MAX_STREAMS_PER_TENANT=str(STREAM_CAP),
                            AGENTQ_POLICY=str(tmp / "policy.toml"), CRM_TOKEN="Bearer t0ken")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 
@@ -239,6 +240,20 @@ def test_usage_reads_the_tokens_of_a_finished_turn_per_conversation(client):
     mine = [row for row in report.rows if row.group["conversation"] == conversation.id]
     assert len(mine) == 1 and mine[0].calls == 1 and mine[0].output_tokens > 0
     assert report.by == ["conversation"] and report.tenant is not None
+
+
+def test_usage_reads_what_a_turn_cost_as_an_exact_decimal(client):
+    conversation = client.create_conversation(script({"text": "Priced.", "chunks": 1}))
+    client.send(conversation.id, "hi").wait()
+    now = datetime.now(timezone.utc)
+    report = client.usage(now - timedelta(hours=2), now + timedelta(hours=1),
+                          by=["conversation"])
+    (row,) = [row for row in report.rows if row.group["conversation"] == conversation.id]
+    (answer,) = [e for e in client.events(conversation.id).events if e.type == "assistant_msg"]
+    usage = answer.content["usage"]  # at 1.5 and 6 per million tokens: 1500 and 6000 nanos each
+    nanos = usage["input_tokens"] * 1500 + usage["output_tokens"] * 6000
+    assert isinstance(row.cost, Decimal) and row.cost == Decimal(nanos).scaleb(-9)
+    assert answer.content["cost_nanos"] == nanos
 
 
 def test_usage_takes_dates_iso_strings_and_aware_datetimes(client):

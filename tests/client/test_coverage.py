@@ -43,6 +43,7 @@ METHOD_OF = {
     ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
     ("get", "/v1/usage"): "usage",
     ("post", "/v1/conversations/{conversation_id}/handoff"): "hand_off",
+    ("get", "/v1/usage/overview"): "overview",
 }
 
 

@@ -52,6 +52,7 @@ OPERATIONS = {
     ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
     ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
     ("post", "/v1/conversations/{conversation_id}/handoff"),
+    ("get", "/v1/usage/overview"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
@@ -70,6 +71,7 @@ REFUSALS: dict[str, set[str]] = {
     "GET /v1/usage": {"invalid_range"},
     # the target must be an agent of the tenant, its settings admitted as a conversation's
     "POST /v1/conversations/{conversation_id}/handoff": _SETTINGS_RULES,
+    "GET /v1/usage/overview": {"invalid_range"},
 }
 
 

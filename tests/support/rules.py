@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.core.ceilings import Ceilings
+from agentq.core.prices import Prices
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import TokenBudgets
 from agentq.providers.base import Provider
@@ -23,6 +24,7 @@ class Rules(NoPolicy):
     ceilings: Callable[[str], Ceilings] | None = None
     policy: Any = None  # offers the code's agents and admits a child's settings
     filters: dict[str, Any] | None = None  # the code's handoff input filters, by name
+    prices: Callable[[Settings], Prices | None] | None = None
 
     def provider_for(self, settings: Settings) -> Provider:
         return super().provider_for(settings) if self.providers is None else self.providers(settings)
@@ -37,7 +39,9 @@ class Rules(NoPolicy):
         return None if self.queues is None else self.queues(kind, tool)
 
     def budgets_for(self, tenant: str) -> TokenBudgets:
-        return super().budgets_for(tenant) if self.budgets is None else self.budgets(tenant)
+        if self.budgets is not None:
+            return self.budgets(tenant)
+        return super().budgets_for(tenant) if self.policy is None else self.policy.budgets_for(tenant)
 
     def ceilings_for(self, tenant: str) -> Ceilings:
         return super().ceilings_for(tenant) if self.ceilings is None else self.ceilings(tenant)
@@ -53,3 +57,8 @@ class Rules(NoPolicy):
 
     def input_filter(self, name: str) -> Any:
         return (self.filters or {}).get(name)
+
+    def prices_for(self, settings: Settings) -> Prices | None:
+        if self.prices is not None:
+            return self.prices(settings)
+        return super().prices_for(settings) if self.policy is None else self.policy.prices_for(settings)

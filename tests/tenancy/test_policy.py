@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentq.config import Config
-from agentq.core.settings import parse_settings
+from agentq.core.prices import Prices
+from agentq.core.settings import Settings, parse_settings
 from agentq.core.token_budgets import PeriodBudgets, TokenBudgets
 from agentq.errors import InvalidInput
 from agentq.providers.errors import ProviderError
@@ -374,3 +375,61 @@ def test_a_budget_that_is_not_a_count_of_tokens_per_hour_day_or_month_stops_the_
     path.write_text(text)
     with pytest.raises(PolicyError, match="budgets"):
         load_policy(str(path))
+
+
+def test_prices_come_from_a_profiles_own_table_over_the_policys_per_model(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[prices.gpt-4o]\ninput = 2.5\noutput = 10\ncached_input = '1.25'\n"
+                    "[prices.scripted]\ninput = 0.15\noutput = 0.6\n"
+                    "[profiles.openai]\nkind = 'openai'\n"
+                    "[profiles.cheap]\nkind = 'openai'\n"
+                    "[profiles.cheap.prices.gpt-4o]\ninput = 1\noutput = 4\nreasoning = 8\n")
+    policy = load_policy(str(path))
+    listed = policy.prices_for(Settings(profile="openai", model="gpt-4o"))
+    own = policy.prices_for(Settings(profile="cheap", model="gpt-4o"))
+    assert listed == Prices(input=2_500, output=10_000, cached_input=1_250, reasoning=10_000)
+    assert own == Prices(input=1_000, output=4_000, cached_input=1_000, reasoning=8_000)
+    assert policy.prices_for(Settings(profile="openai", model="gpt-5")) is None
+    assert load_policy(None).prices_for(Settings(profile="scripted", model="scripted")) is None
+
+
+def test_money_budgets_are_read_as_exact_amounts_and_merge_like_token_budgets(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[budgets]\ncost_per_day = 0.1\ncost_per_conversation = '2.5'\n"
+                    "[tenants.big.budgets]\ncost_per_day = 100\n"
+                    "[tenants.big.budgets.agents.support]\ncost_per_hour = 0.000000001\n")
+    policy = load_policy(str(path))
+    big, anyone = policy.budgets_for("big"), policy.budgets_for("anyone")
+    assert anyone.cost_limits() == {"day": 100_000_000}
+    assert big.cost_limits() == {"day": 100 * 10**9}
+    assert big.cost_per_conversation == anyone.cost_per_conversation == 2_500_000_000
+    assert big.agents["support"].cost_limits() == {"hour": 1}
+    assert big.limits() == {} and big.any()
+
+
+@pytest.mark.parametrize("text", ["[prices.m]\ninput = 0.0001\noutput = 1\n",
+                                  "[prices.m]\ninput = -1\noutput = 1\n",
+                                  "[prices.m]\ninput = 1\n",
+                                  "[prices.m]\ninput = 1\noutput = 1\nwrite = 2\n",
+                                  "[budgets]\ncost_per_day = -2\n",
+                                  "[budgets]\ncost_per_day = 'a lot'\n",
+                                  "[budgets]\ncost_per_day = 1e-12\n"])
+def test_a_price_or_money_budget_that_is_not_an_exact_amount_stops_the_policy(tmp_path, text):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(PolicyError):
+        load_policy(str(path))
+
+
+def test_a_soft_threshold_is_a_share_of_every_budget_and_a_tenants_is_its_own(tmp_path: Path):
+    path = tmp_path / "p.toml"
+    path.write_text("[budgets]\ncost_per_day = 1\nask_at_percent = 80\n"
+                    "[tenants.big.budgets]\nask_at_percent = 95\n")
+    policy = load_policy(str(path))
+    assert policy.budgets_for("anyone").ask_at_percent == 80
+    assert policy.budgets_for("big").ask_at_percent == 95
+    assert load_policy(None).budgets_for("x").ask_at_percent is None
+    for bad in ("0", "100", "'most'"):
+        path.write_text(f"[budgets]\nask_at_percent = {bad}\n")
+        with pytest.raises(PolicyError):
+            load_policy(str(path))

@@ -38,7 +38,7 @@ def test_every_secured_route_answers_401_without_a_valid_key(api, headers):
     assert len(operations) == 33 and ("get", "/v1/tool-calls") in operations
     assert ("post", "/v1/agents/{name}/versions") in operations
     assert ("post", "/v1/webhooks/{webhook_id}/rotate") in operations
-    assert ("get", "/v1/usage") in operations
+    assert ("get", "/v1/usage") in operations and ("get", "/v1/usage/overview") in operations
     assert ("put", "/v1/profiles/{profile}/key") in operations
     for method, path in operations:
         response = _call(api, method, path, headers)

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 
+from agentq.core.prices import Prices, format_money
 from agentq.core.timefmt import format_ts
 from agentq.core.usage import Tokens
-from tests.support.api import WEATHER
+from agentq.tenancy.policy import Policy
+from agentq.tenancy.prices import ModelPrice
+from tests.support.api import WEATHER, Api
 
 OPERATOR = {"Authorization": "Bearer operator-secret-key"}
 
@@ -152,3 +156,63 @@ def test_grouping_by_agent_and_day_keeps_an_agents_conversations_apart(api, alic
     assert totals([per[None]]) == from_messages(api, plain)
     day = api.clock().replace(hour=0, minute=0, second=0, microsecond=0)
     assert {r["start"] for r in body["rows"]} == {format_ts(day)}
+
+
+def test_usage_reports_what_the_calls_cost_at_the_policys_prices_beside_their_tokens(store):
+    price = ModelPrice(input=Decimal("1.5"), output=Decimal(6))
+    api = Api(store, policy=Policy(profiles=Policy.default().profiles,
+                                   prices={"scripted": price}))
+    alice = api.key("acme", "alice")
+    cid = talk(api, alice)
+    rows = usage(api, alice, by="conversation").json["rows"]
+    (row,) = rows
+    expected = Prices(input=1_500, output=6_000, cached_input=1_500, reasoning=6_000).cost_of(
+        from_messages(api, cid))
+    assert expected > 0 and row["cost"] == format_money(expected)
+    assert Decimal(row["cost"]) * 10**9 == expected
+
+
+def overview(api, headers, **params):
+    now = api.clock()
+    params.setdefault("from", format_ts(now - timedelta(days=1)))
+    params.setdefault("to", format_ts(now + timedelta(hours=1)))
+    return api.get("/v1/usage/overview", headers, query_string=params)
+
+
+def test_the_operators_overview_has_cost_per_tenant_and_agent_by_day_and_ranks_turns(store):
+    price = ModelPrice(input=Decimal("1.5"), output=Decimal(6))
+    api = Api(store, policy=Policy(profiles=Policy.default().profiles,
+                                   prices={"scripted": price}))
+    api.services.operator_key = "operator-secret-key"
+    alice, bob = api.key("acme", "alice"), api.key("globex", "bob")
+    short = talk(api, alice, script=WEATHER[1:])
+    long = talk(api, bob)  # two calls, a longer answer: it costs more
+    answer = overview(api, OPERATOR, turns=5)
+    assert answer.status_code == 200, answer.json
+    body = answer.json
+    per_tenant = {row["group"]["tenant"]: row for row in body["days"]}
+    assert set(per_tenant) == {"acme", "globex"} and per_tenant["acme"]["group"]["agent"] is None
+    prices = price.prices()
+    for tenant, cid in (("acme", short), ("globex", long)):
+        assert per_tenant[tenant]["cost"] == format_money(prices.cost_of(from_messages(api, cid)))
+    costliest = body["costliest_turns"]
+    assert [t["conversation_id"] for t in costliest] == [long, short]
+    assert costliest[0]["cost"] == per_tenant["globex"]["cost"] and costliest[0]["calls"] == 2
+    turn_ids = {e.turn_id for e in api.store.log.list_events(long) if e.type == "user_msg"}
+    assert {costliest[0]["turn_id"]} == turn_ids and costliest[0]["tenant"] == "globex"
+    assert {t["conversation_id"] for t in body["slowest_turns"]} == {short, long}
+
+
+def test_a_tenants_key_cannot_read_the_overview(api, alice, operator):
+    talk(api, alice)
+    refused = overview(api, alice)
+    assert refused.status_code == 403 and refused.json["error"]["code"] == "forbidden"
+    assert overview(api, {}).status_code == 401
+
+
+def test_an_overview_of_an_empty_or_overlong_range_is_refused(api, operator):
+    now = api.clock()
+    backwards = overview(api, OPERATOR, **{"from": format_ts(now), "to": format_ts(now)})
+    too_long = overview(api, OPERATOR, **{"from": format_ts(now - timedelta(days=400))})
+    assert backwards.status_code == too_long.status_code == 422
+    assert overview(api, OPERATOR, turns=0).status_code == 422
