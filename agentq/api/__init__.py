@@ -74,6 +74,17 @@ from agentq.api.tenant_tool_calls import (
     TenantToolCall,
     TenantToolCallPage,
 )
+from agentq.api.timeline import (
+    ConversationTree,
+    TimelineAttempt,
+    TimelineCall,
+    TimelineMark,
+    TimelineModelCall,
+    TimelineStep,
+    TimelineWait,
+    TreeNodeOut,
+    TurnTimeline,
+)
 from agentq.api.tool_calls import (
     Answer,
     CallContext,
@@ -116,4 +127,6 @@ __all__ = [
     "StreamDelta", "StreamEnd", "StreamHeaders", "StreamQuery", "StreamRetry", "SummaryInUse",
     "SummarySpan", "TenantToolCall", "TenantToolCallPage", "TextPart", "ToolCall", "ToolCallList",
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
+    "ConversationTree", "TimelineAttempt", "TimelineCall", "TimelineMark", "TimelineModelCall",
+    "TimelineStep", "TimelineWait", "TreeNodeOut", "TurnTimeline",
 ]

@@ -359,4 +359,14 @@ def usage(start: Instant, end: Instant, group_by: str, by: Sequence[str],
     return Call("GET", "/v1/usage", api.UsageReport, params=params, idempotent=True)
 
 
+def turn_timeline(cid: str, turn_id: str, user: str | None) -> Call[api.TurnTimeline]:
+    return Call("GET", f"/v1/conversations/{cid}/turns/{turn_id}/timeline", api.TurnTimeline,
+                headers=_user(user), idempotent=True)
+
+
+def conversation_tree(cid: str, user: str | None) -> Call[api.ConversationTree]:
+    return Call("GET", f"/v1/conversations/{cid}/tree", api.ConversationTree,
+                headers=_user(user), idempotent=True)
+
+
 __all__ = ["ApiError", "Call", "Instant", "Listing", "retry_after"]

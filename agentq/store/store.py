@@ -31,6 +31,7 @@ from agentq.store.slots import Slots
 from agentq.store.step_ledger import Leases, Steps
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
+from agentq.store.timeline import Timelines
 from agentq.store.usage import Usage
 from agentq.store.webhooks import Webhooks
 from agentq.store.writes import Writes
@@ -65,6 +66,7 @@ class Store:
         self.tenant_keys = TenantKeys(*on)
         self.webhooks = Webhooks(*on)
         self.breakers = Breakers(*on)
+        self.timelines = Timelines(*on)
 
     @classmethod
     def open(cls, url: str, *, event_cache: int = 0,

@@ -42,6 +42,8 @@ METHOD_OF = {
     ("delete", "/v1/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
     ("get", "/v1/usage"): "usage",
+    ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"): "turn_timeline",
+    ("get", "/v1/conversations/{conversation_id}/tree"): "conversation_tree",
 }
 
 

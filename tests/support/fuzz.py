@@ -51,6 +51,8 @@ OPERATIONS = {
     ("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("get", "/v1/webhooks/{webhook_id}"),
     ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
     ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
+    ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"),
+    ("get", "/v1/conversations/{conversation_id}/tree"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
