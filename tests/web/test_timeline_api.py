@@ -116,3 +116,40 @@ def test_a_timeline_is_read_in_the_same_few_statements_however_many_steps(api, a
     reads = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
     # the API key, the conversation, its turn's events, its calls, its steps
     assert len(reads) <= 6, reads
+
+
+def agent(api, headers, name: str, **settings) -> None:
+    response = api.client.post("/v1/agents", json={"name": name, "settings": settings},
+                               headers=headers)
+    assert response.status_code == 201, response.json
+
+
+def test_the_tree_holds_children_and_grandchildren_each_with_its_agent_and_tokens(api, alice):
+    agent(api, alice, "fact", script=[{"text": "Oslo is rainy."}])
+    agent(api, alice, "researcher", agents=["fact"], script=[
+        {"tool_calls": [{"name": "fact", "args": {"input": "Oslo?"}}]}, {"text": "Rain."}])
+    cid = api.create(alice, agents=["researcher"], script=[
+        {"tool_calls": [{"name": "researcher", "args": {"input": "Oslo?"}}]}, {"text": "Wet."}])
+    api.say(cid, "weather?", alice)
+    api.run()
+    nodes = api.get(f"/v1/conversations/{cid}/tree", alice).json["nodes"]
+    assert [(n["depth"], n["agent"], n["state"]) for n in nodes] == [
+        (0, None, "idle"), (1, "researcher", "idle"), (2, "fact", "idle")]
+    assert [n["model_calls"] for n in nodes] == [2, 2, 1]
+    assert nodes[2]["parent_conversation_id"] == nodes[1]["id"] and nodes[1]["parent_conversation_id"] == cid
+    under = api.get(f"/v1/conversations/{nodes[1]['id']}/tree", alice).json["nodes"]
+    assert [(n["depth"], n["agent"]) for n in under] == [(0, "researcher"), (1, "fact")]
+    assert under[0]["parent_conversation_id"] is None  # the top of the tree asked for
+
+
+def test_a_sub_agent_call_names_its_child_whose_own_timeline_reads_the_same_way(api, alice):
+    agent(api, alice, "fact", script=[{"text": "Oslo is rainy."}])
+    cid = api.create(alice, agents=["fact"], script=[
+        {"tool_calls": [{"name": "fact", "args": {"input": "Oslo?"}}]}, {"text": "Wet."}])
+    api.say(cid, "weather?", alice)
+    api.run()
+    [call] = timeline_of(api, cid, alice)["calls"]
+    assert call["executor"] == "agent" and call["child_agent"] == "fact"
+    assert call["child_state"] == "idle"
+    child = timeline_of(api, call["child_conversation_id"], alice)
+    assert [step["kind"] for step in child["steps"]] == ["llm"]
