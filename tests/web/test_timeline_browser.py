@@ -2,8 +2,9 @@
 `agentq api`, Celery workers (one killed mid-step) and the sweeper on PostgreSQL and Redis.
 
 The turn calls a tool whose worker is killed while it runs, asks a person for approval,
-delegates to a sub-agent, and its first model call is refused once and retried; the page
-shows each with its attempts, and the sub-agent's own timeline is a click away.
+delegates to a sub-agent, and its first model call is refused once and retried; the page,
+opened while the turn waits for the person, follows it to its end and shows each with its
+attempts, and the sub-agent's own timeline is a click away.
 """
 from __future__ import annotations
 
@@ -91,19 +92,24 @@ def test_the_timeline_shows_a_killed_worker_a_retried_model_call_an_approval_and
     beat()
     [approval] = wait_for(lambda: store.calls.list_of(conv.id, status="pending"), timeout_s=WAIT_S,
                           what="the approval to wait")
-    httpx2.post(f"{url}/v1/conversations/{conv.id}/tool-calls/{approval.id}/resolution",
-                json={"status": "resolved", "result": {"approved": True}},
-                headers={"Authorization": f"Bearer {key}", "X-Agentq-User": "pat"}, timeout=10)
-    wait_for(lambda: (info := store.conversations.load(conv.id)).fsm.state == "idle"
-             and info.fsm.rounds >= 2, timeout_s=WAIT_S, what="the turn to end")
     turn = store.log.list_events(conv.id)[0].turn_id
 
     browser.get(url + "/ui/")
     browser.execute_script("sessionStorage.setItem('agentq.key', arguments[0])", key)
     browser.get(f"{url}/ui/#/conversation/{conv.id}")
     visible(browser, "#log .turn h3 .timeline-link").click()
+    # live: the turn waits for a person, and the page shows the wait still open
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline[data-state=running] "
+                                            ".tl-row.call[data-executor=human] .bar.wait-person"),
+         "the running turn's timeline")
+    assert "still waiting" in browser.find_element(
+        By.CSS_SELECTOR, "#timeline .tl-row.call[data-executor=human] .bar.wait-person").get_attribute("title")
+    httpx2.post(f"{url}/v1/conversations/{conv.id}/tool-calls/{approval.id}/resolution",
+                json={"status": "resolved", "result": {"approved": True}},
+                headers={"Authorization": f"Bearer {key}", "X-Agentq-User": "pat"}, timeout=10)
+    # the same page, not reloaded, follows the turn to its end
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline[data-state=ended] .tl-row.step"),
-         "the turn's timeline")
+         "the turn's timeline to end")
     outcomes = browser.execute_script("""
         return [...document.querySelectorAll('#timeline .tl-row.step')].map((row) => ({
           kind: row.dataset.kind, label: row.querySelector('.tl-label strong').textContent,
@@ -123,6 +129,7 @@ def test_the_timeline_shows_a_killed_worker_a_retried_model_call_an_approval_and
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline[data-state=ended] .tl-row.step[data-kind=llm] .attempt[data-outcome=done]"),
          "the sub-agent's own timeline")
     assert conv.id not in browser.current_url and turn not in browser.current_url
+    assert store.conversations.load(conv.id).fsm.rounds == 2
 
     browser.get(f"{url}/ui/#/tree/{conv.id}")
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree .tree-node")) == 2, "the tree")
