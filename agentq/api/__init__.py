@@ -75,6 +75,17 @@ from agentq.api.tenant_tool_calls import (
     TenantToolCall,
     TenantToolCallPage,
 )
+from agentq.api.timeline import (
+    ConversationTree,
+    TimelineAttempt,
+    TimelineCall,
+    TimelineMark,
+    TimelineModelCall,
+    TimelineStep,
+    TimelineWait,
+    TreeNodeOut,
+    TurnTimeline,
+)
 from agentq.api.tool_calls import (
     Answer,
     CallContext,
@@ -123,4 +134,6 @@ __all__ = [
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
     "OutcomeAnswer",
     "Overview", "OverviewQuery", "TurnCost",
+    "ConversationTree", "TimelineAttempt", "TimelineCall", "TimelineMark", "TimelineModelCall",
+    "TimelineStep", "TimelineWait", "TreeNodeOut", "TurnTimeline",
 ]

@@ -252,6 +252,8 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
     from agentq.cli.timeline import header, timeline
     from agentq.client import ApiError
 
+    if args.turn or args.tree:
+        return _print_run(client, args)
     conversation = client.get_conversation(args.id).model_dump(mode="json")
     events = (event.model_dump(mode="json") for event in client.iter_events(args.id))
     if args.json:
@@ -266,6 +268,29 @@ def _cmd_inspect(client, args: argparse.Namespace) -> int:
     for line in header(conversation, summary):
         print(line)
     for line in timeline(events, summary=summary):
+        print(line)
+    return 0
+
+
+def _print_run(client, args: argparse.Namespace) -> int:
+    """`inspect --turn T`: the turn's timeline (T `last`: the latest turn); `--tree`: the tree."""
+    import json
+    from datetime import UTC, datetime
+
+    from agentq.cli.turn_bars import tree_lines, turn_lines
+
+    if args.tree:
+        tree = client.conversation_tree(args.id).model_dump(mode="json")
+        lines = [json.dumps(tree, ensure_ascii=False)] if args.json else list(tree_lines(tree))
+    else:
+        turn = args.turn if args.turn != "last" else client.get_conversation(args.id).turn_id
+        if turn is None:
+            print(f"agentq inspect: conversation {args.id} has had no turn", file=sys.stderr)
+            return 1
+        drawn = client.turn_timeline(args.id, turn).model_dump(mode="json")
+        lines = ([json.dumps(drawn, ensure_ascii=False)] if args.json
+                 else list(turn_lines(drawn, now=datetime.now(UTC))))
+    for line in lines:
         print(line)
     return 0
 
@@ -356,6 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print a conversation's log as a timeline")
     inspect.add_argument("id", help="the conversation")
     inspect.add_argument("--json", action="store_true", help="the raw events, one JSON object a line")
+    inspect.add_argument("--turn", metavar="TURN_ID",
+                         help="the timeline of this turn instead (`last`: the latest turn)")
+    inspect.add_argument("--tree", action="store_true",
+                         help="the tree of sub-agents under the conversation instead")
     _add_api_client(inspect)
     inspect.set_defaults(run=_on_the_api(_cmd_inspect))
     fork = sub.add_parser("fork", help="copy a conversation's log up to a turn boundary into a new one")

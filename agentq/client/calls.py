@@ -386,4 +386,14 @@ def overview(start: Instant, end: Instant, turns: int, limit: int) -> Call[api.O
     return Call("GET", "/v1/usage/overview", api.Overview, params=params, idempotent=True)
 
 
+def turn_timeline(cid: str, turn_id: str, user: str | None) -> Call[api.TurnTimeline]:
+    return Call("GET", f"/v1/conversations/{cid}/turns/{turn_id}/timeline", api.TurnTimeline,
+                headers=_user(user), idempotent=True)
+
+
+def conversation_tree(cid: str, user: str | None) -> Call[api.ConversationTree]:
+    return Call("GET", f"/v1/conversations/{cid}/tree", api.ConversationTree,
+                headers=_user(user), idempotent=True)
+
+
 __all__ = ["ApiError", "Call", "Instant", "Listing", "retry_after"]

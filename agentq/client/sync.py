@@ -260,6 +260,17 @@ class Client:
         started in it, each with its conversation and turn id."""
         return self._run(calls.overview(start, end, turns, limit))
 
+    def turn_timeline(self, conversation_id: str, turn_id: str, *,
+                      user: str | None = None) -> api.TurnTimeline:
+        """A turn's timeline: each step with its attempts and waits, its calls (a sub-agent's
+        with its child conversation), its model calls with their tokens."""
+        return self._run(calls.turn_timeline(conversation_id, turn_id, self._who(user)))
+
+    def conversation_tree(self, conversation_id: str, *,
+                          user: str | None = None) -> api.ConversationTree:
+        """The conversation and its children and grandchildren: state, agent, tokens."""
+        return self._run(calls.conversation_tree(conversation_id, self._who(user)))
+
     def profiles(self) -> Page[api.ProfileOut]:
         """The model profiles you may use, all in one page."""
         return self._list(calls.profiles())

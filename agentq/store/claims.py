@@ -21,6 +21,7 @@ from sqlalchemy import (
     case,
     func,
     literal,
+    null,
     or_,
     select,
     true,
@@ -112,9 +113,11 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
     c = steps.c
     now = param(c.started_at, "now")
     values = {name: param(c[name], "new_" + name) for name in _GIVEN}
-    claimed = {"status": literal("running"), "worker": param(c.worker, "new_worker"),
+    worker = param(c.worker, "new_worker")
+    claimed = {"status": literal("running"), "worker": worker,
                "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
-               "created_at": now, "started_at": now}
+               "created_at": now, "started_at": now,
+               "attempt_log": _attempt_logged(dialect, null(), worker, now, after=null())}
     if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
         taken = _slots_taken(dialect, values["tenant"], values["step_key"], now, by_kind=by_kind)
         slot = select((taken < bindparam("cap", type_=Integer))
@@ -139,11 +142,22 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
             "worker": new.worker,
             "started_at": func.coalesce(new.started_at, c.started_at),
             "celery_task_id": new.celery_task_id,  # the task that took it up last
+            # a claim (not a wait for a slot) notes its worker and how the last attempt ended
+            "attempt_log": case((new.attempts > 0, _attempt_logged(
+                dialect, c.attempt_log, new.worker, now, after=c.status, error=c.last_error)),
+                else_=c.attempt_log),
         },
         where=and_(faults_after(now) < bindparam("max_attempts"), claimable(now),
                    or_(deaths_after(now) < ALONE_AFTER_DEATHS,
                        bindparam("alone", type_=Boolean))),
     ).returning(*c)
+
+
+def _attempt_logged(dialect: Dialect, log: Any, worker: Any, now: Any, *, after: Any,
+                    error: Any = None) -> ColumnElement[Any]:
+    """`log` with this claim appended: its worker, when, and the status it found the step in."""
+    entry = {"worker": worker, "claimed_at": now, "after": after}
+    return dialect.json_appended(log, entry if error is None else {**entry, "error": error})
 
 
 def give_up_step_txn(

@@ -163,6 +163,9 @@ steps = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("started_at", Timestamp),
     Column("finished_at", Timestamp),
+    # every claim of the step, oldest first: [{worker, claimed_at, after, error}], where
+    # `after` is the status the claim found (how the attempt before it ended; migration 0021)
+    Column("attempt_log", Json),
     Index(None, "status", "lease_until"),
     Index(None, "conversation_id"),
     # A tenant's steps that hold or wait for a slot, by arrival: what a capped claim counts.

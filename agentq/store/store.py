@@ -31,6 +31,7 @@ from agentq.store.slots import Slots
 from agentq.store.step_ledger import Leases, Steps
 from agentq.store.sweeper_lock import Sweeps
 from agentq.store.tenant_keys import TenantKeys
+from agentq.store.timeline import Timelines
 from agentq.store.turn_usage import Turns
 from agentq.store.usage import Usage
 from agentq.store.webhooks import Webhooks
@@ -67,6 +68,7 @@ class Store:
         self.webhooks = Webhooks(*on)
         self.breakers = Breakers(*on)
         self.turns = Turns(*on)
+        self.timelines = Timelines(*on)
 
     @classmethod
     def open(cls, url: str, *, event_cache: int = 0,

@@ -317,6 +317,30 @@ def test_inspect_prints_every_event_with_its_seq_and_type_by_turn_and_round(serv
     assert [json.loads(line) for line in raw.stdout.splitlines()] == events
 
 
+def test_inspect_turn_prints_each_step_with_its_attempts_and_the_wait_for_a_person(server, api):
+    cid = create(api, APPROVAL)
+    api.post(f"/v1/conversations/{cid}/messages", json={"content": "pay Bob"})
+    pending = wait_for(lambda: api.get(f"/v1/conversations/{cid}").json()["pending"],
+                       timeout_s=WAIT_S, what="the approval to wait")
+    api.post(f"/v1/conversations/{cid}/tool-calls/{pending[0]['tool_call_id']}/resolution",
+             json={"status": "resolved", "result": {"approved": True}})
+    wait_for(lambda: idle(api, cid), timeout_s=WAIT_S, what="the turn to end")
+
+    done = agentq(server, "inspect", cid, "--turn", "last")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("turn ") and "took " in lines[0]
+    assert len([line for line in lines if line.startswith("  step ")]) == 2  # two model rounds
+    assert len([line for line in lines if re.match(r"^    #1 .* done on ", line)]) == 2
+    assert any(line.startswith("  call ") and "approve_payment · human · resolved" in line
+               for line in lines)
+    assert any(line.startswith("    wait ") and "for a person" in line for line in lines)
+
+    tree = agentq(server, "inspect", cid, "--tree")
+    assert tree.returncode == 0, tree.stderr
+    assert tree.stdout.splitlines()[0].startswith(f"{cid} · idle · ")
+
+
 def test_fork_prints_the_id_of_a_new_conversation_holding_the_log_up_to_a_turn(server, api):
     cid = create(api, [{"text": "first answer"}, {"text": "second answer"}])
     for text in ("one", "two"):

@@ -394,3 +394,15 @@ def test_a_provider_key_for_a_profile_that_takes_none_is_a_conflict_and_none_to_
         assert refused.value.code == "own_keys_not_taken"
         with pytest.raises(NotFound):
             client.delete_provider_key("openai")
+
+
+def test_a_turn_s_timeline_and_the_tree_read_as_models_with_the_worker_that_ran_each_step(client):
+    conversation = client.create_conversation(script({"text": "Drawn.", "chunks": 1}))
+    client.send(conversation.id, "hi").wait()
+    turn_id = client.events(conversation.id, after_seq=0, limit=1).events[0].turn_id
+    drawn = client.turn_timeline(conversation.id, turn_id)
+    [step] = drawn.steps
+    assert step.kind == "llm" and [a.outcome for a in step.attempts] == ["done"]
+    assert step.attempts[0].worker and drawn.ended_at is not None
+    [node] = client.conversation_tree(conversation.id).nodes
+    assert node.id == conversation.id and node.model_calls == 1

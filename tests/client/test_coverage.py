@@ -44,6 +44,8 @@ METHOD_OF = {
     ("get", "/v1/usage"): "usage",
     ("post", "/v1/conversations/{conversation_id}/handoff"): "hand_off",
     ("get", "/v1/usage/overview"): "overview",
+    ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"): "turn_timeline",
+    ("get", "/v1/conversations/{conversation_id}/tree"): "conversation_tree",
 }
 
 

@@ -53,6 +53,8 @@ OPERATIONS = {
     ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
     ("post", "/v1/conversations/{conversation_id}/handoff"),
     ("get", "/v1/usage/overview"),
+    ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"),
+    ("get", "/v1/conversations/{conversation_id}/tree"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",

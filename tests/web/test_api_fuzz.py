@@ -39,7 +39,8 @@ def served(pg_store_clean):
     hook = target.client.post("/v1/webhooks", headers=headers, json={
         "url": "https://hooks.example.com/agentq", "event_types": ["call.waiting"]}).json
     real = {"conversation_id": cid, "call_id": call.id, "profile": "byok", "name": "fuzzy",
-            "version": "1", "webhook_id": hook["id"]}
+            "version": "1", "webhook_id": hook["id"],
+            "turn_id": store.log.list_events(cid)[0].turn_id}
     config = configured(headers=headers, fixed={"query.until_idle": "1"})
     return schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config), real
 

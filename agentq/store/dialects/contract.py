@@ -62,6 +62,12 @@ class Dialect(ABC):
         """The start of the UTC day of a Timestamp column (as stored: coerce it back)."""
 
     @abstractmethod
+    def json_appended(self, array: ColumnElement[Any], entry: dict[str, ColumnElement[Any]]
+                      ) -> ColumnElement[Any]:
+        """The JSON list `array` (NULL as empty) with the object of `entry` appended, its
+        values as text."""
+
+    @abstractmethod
     def timestamp_type(self) -> TypeEngine[Any]:
         """How a Timestamp is stored."""
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Float,
     Integer,
     Table,
+    Text,
     bindparam,
     cast,
     event,
@@ -93,6 +94,13 @@ class Postgres(Dialect):
 
     def utc_day(self, hour: ColumnElement[Any]) -> ColumnElement[Any]:
         return func.date_trunc("day", hour, literal("UTC"))
+
+    def json_appended(self, array: ColumnElement[Any], entry: dict[str, ColumnElement[Any]]
+                      ) -> ColumnElement[Any]:
+        pairs = [part for key, value in entry.items() for part in (literal(key), cast(value, Text))]
+        empty = cast(literal("[]"), postgresql.JSONB)
+        return func.coalesce(array, empty).op("||")(
+            func.jsonb_build_array(func.jsonb_build_object(*pairs)))
 
     def timestamp_type(self) -> TypeEngine[Any]:
         return postgresql.TIMESTAMP(timezone=True)

@@ -75,6 +75,12 @@ class Sqlite(Dialect):
         # `format_ts` text (2026-11-21T22:00:00.000000Z): the day is its first 10 characters.
         return func.substr(type_coerce(hour, String), 1, 10).op("||")(literal("T00:00:00.000000Z"))
 
+    def json_appended(self, array: ColumnElement[Any], entry: dict[str, ColumnElement[Any]]
+                      ) -> ColumnElement[Any]:
+        pairs = [part for key, value in entry.items() for part in (literal(key), value)]
+        return func.json_insert(func.coalesce(array, literal("[]")), literal("$[#]"),
+                                func.json_object(*pairs))
+
     def timestamp_type(self) -> TypeEngine[Any]:
         return String(27)
 

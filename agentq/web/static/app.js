@@ -144,7 +144,8 @@ function route() {
   }
   const main = document.getElementById("main");
   main.replaceChildren();
-  const views = { conversations: conversationsView, conversation: conversationView, approvals: approvalsView, failed: failedView };
+  const views = { conversations: conversationsView, conversation: conversationView, approvals: approvalsView, failed: failedView,
+    timeline: timelineView, tree: treeView }; // the last two: timeline.js
   (views[name] || conversationsView)(main, current, decodeURIComponent(arg)).catch(report);
 }
 
@@ -560,11 +561,12 @@ async function conversationView(main, view, cid) {
   const actions = h("span", { class: "actions" });
   const calls = h("div", { class: "cards" });
   const pending = h("div", { id: "pending", hidden: true }, helpText(), calls);
-  const log = new Log(h("div", { id: "log" }));
+  const log = new Log(h("div", { id: "log" }), cid);
   const form = messageForm(cid);
   main.append(
     h("h2", {}, "Conversation ", h("code", { text: cid })),
-    h("p", { class: "toolbar" }, state, " ", live, " ", actions),
+    h("p", { class: "toolbar" }, state, " ", live, " ", actions, " ",
+      h("a", { class: "tree-link", href: `#/tree/${encodeURIComponent(cid)}`, text: "tree of agents" })),
     pending, log.root, form);
 
   const show = async () => {
@@ -687,8 +689,9 @@ function parseFrame(block) {
 
 /** The log as people read it: turns, then rounds, each round's text and its tool calls. */
 class Log {
-  constructor(root) {
+  constructor(root, cid) {
     this.root = root;
+    this.cid = cid;
     this.lastSeq = 0;
     this.turns = new Map();
     this.rounds = new Map();
@@ -698,7 +701,8 @@ class Log {
   turn(turnId) {
     const key = turnId || "";
     if (!this.turns.has(key)) {
-      const box = h("section", { class: "turn" }, h("h3", { class: "muted", text: `turn ${this.turns.size + 1}` }));
+      const box = h("section", { class: "turn" }, h("h3", { class: "muted" }, `turn ${this.turns.size + 1} `,
+        turnId ? h("a", { class: "timeline-link", href: timelineHref(this.cid, turnId), text: "timeline" }) : null));
       this.turns.set(key, box);
       this.root.append(box);
     }
