@@ -69,6 +69,20 @@ from agentq.api.profiles import (
     ProfileOut,
     PutKey,
 )
+from agentq.api.schedules import (
+    ApprovalRule,
+    ApprovalsOut,
+    CatchUpOut,
+    CatchUpRule,
+    CreateSchedule,
+    ListRuns,
+    ListSchedules,
+    OneSchedule,
+    RunList,
+    RunOut,
+    ScheduleList,
+    ScheduleOut,
+)
 from agentq.api.tenant_tool_calls import (
     ListTenantToolCalls,
     TenantToolCall,
@@ -116,4 +130,6 @@ __all__ = [
     "StreamDelta", "StreamEnd", "StreamHeaders", "StreamQuery", "StreamRetry", "SummaryInUse",
     "SummarySpan", "TenantToolCall", "TenantToolCallPage", "TextPart", "ToolCall", "ToolCallList",
     "UsageQuery", "UsageReport", "UsageRow", "WebhookList", "WebhookOut", "WebhookWithSecret",
+    "ApprovalRule", "ApprovalsOut", "CatchUpOut", "CatchUpRule", "CreateSchedule", "ListRuns",
+    "ListSchedules", "OneSchedule", "RunList", "RunOut", "ScheduleList", "ScheduleOut",
 ]

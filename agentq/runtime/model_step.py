@@ -23,6 +23,7 @@ from agentq.core.events import CallStatus, EventDraft, ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.request import ToolSpec
+from agentq.core.schedules import unattended_expiry_s
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.settings import Settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
@@ -216,6 +217,7 @@ class LlmStep(StepWork[ModelResponse]):
         results: list[EventDraft] = []
         pending: list[str] = []
         scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
+        unattended_s = unattended_expiry_s(view)
         for call in response.tool_calls:
             if find_agent_tool(settings.agents, call.name) is not None:
                 # a sub-agent: its tool step starts the child, whose answer resolves the call
@@ -239,6 +241,9 @@ class LlmStep(StepWork[ModelResponse]):
                 if tool is not None and tool.expires_in is not None and waits
                 else None
             )
+            if waits and unattended_s is not None:  # a schedule's run: nobody may be there
+                capped = now + timedelta(seconds=unattended_s)
+                expires_at = capped if expires_at is None else min(expires_at, capped)
             out.append(drafts.tool_call(
                 call.id, call.name, call.args, executor=executor, expires_at=expires_at,
                 needs_approval=gated, **common

@@ -80,6 +80,22 @@ def _overlaid(base: BaseModel, own: BaseModel | None, exclude: set[str] | None =
     return merged
 
 
+class ScheduleLimits(BaseModel):
+    """`[schedules]` (every tenant's) or `[tenants.NAME.schedules]` (one's, over those): how
+    many schedules a tenant may keep, how often one may fire at most, and how far back a
+    catch-up may reach (agentq.commands.schedules)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_per_tenant: int = Field(default=100, ge=0)
+    min_interval_s: float = Field(default=60.0, gt=0.0)
+    max_catch_up_slots: int = Field(default=100, ge=0)
+    max_catch_up_age_s: float = Field(default=7 * 86_400.0, ge=0.0)
+
+    def under(self, own: ScheduleLimits | None) -> ScheduleLimits:
+        return ScheduleLimits(**_overlaid(self, own))
+
+
 class TenantPolicy(BaseModel):
     """`[tenants.NAME]`: what differs for one tenant."""
 
@@ -87,6 +103,7 @@ class TenantPolicy(BaseModel):
 
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
     budgets: Budgets | None = None  # over [budgets]
+    schedules: ScheduleLimits | None = None  # over [schedules]
 
 
 class AgentOffer(BaseModel):
@@ -144,6 +161,7 @@ class _PolicyFile(BaseModel):
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     agents: dict[str, AgentOffer] = Field(default_factory=dict)
     mcp: dict[str, McpServer] = Field(default_factory=dict)
+    schedules: ScheduleLimits = Field(default_factory=ScheduleLimits)
 
     @model_validator(mode="after")
     def _server_names(self) -> _PolicyFile:
@@ -165,6 +183,7 @@ class Policy:
     agents: Mapping[str, AgentOffer] = field(default_factory=dict)
     mcp: Mapping[str, McpServer] = field(default_factory=dict)  # tool servers, by name
     budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
+    schedules: ScheduleLimits = field(default_factory=ScheduleLimits)  # every tenant's, under its own
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -225,6 +244,11 @@ class Policy:
         """The token budgets of `tenant`: its own over every tenant's."""
         own = self.tenants.get(tenant)
         return self.budgets.under(own.budgets if own else None)
+
+    def schedules_for(self, tenant: str) -> ScheduleLimits:
+        """The schedule limits of `tenant`: its own over every tenant's."""
+        own = self.tenants.get(tenant)
+        return self.schedules.under(own.schedules if own else None)
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -357,4 +381,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
                           f"is none of its profiles ({', '.join(profiles)})")
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
-                  mcp=parsed.mcp, budgets=parsed.budgets)
+                  mcp=parsed.mcp, budgets=parsed.budgets, schedules=parsed.schedules)
