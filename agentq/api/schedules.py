@@ -25,9 +25,9 @@ class CatchUpRule(BodyModel):
     grace): `skip` none, `latest` the newest only, `all` each, at most `max_slots` (the newest)
     and none older than `max_age_s`; the operator's policy bounds both."""
 
-    mode: Literal["skip", "latest", "all"] = "skip"
-    max_slots: int = Field(1, ge=1, le=100_000)
-    max_age_s: float | None = Field(None, gt=0, le=366 * 86_400.0)
+    mode: Literal["skip", "latest", "all"] = Field(default="skip")
+    max_slots: int = Field(default=1, ge=1, le=100_000)
+    max_age_s: float | None = Field(default=None, gt=0, le=366 * 86_400.0)
 
 
 class ApprovalRule(BodyModel):
@@ -35,7 +35,7 @@ class ApprovalRule(BodyModel):
     `expire_after_s` (an approval is then refused by the system, a question unanswered)."""
 
     mode: Literal["wait", "expire"] = "wait"
-    expire_after_s: float | None = Field(None, gt=0, le=MAX_EXPIRE_S)
+    expire_after_s: float | None = Field(default=None, gt=0, le=MAX_EXPIRE_S)
 
 
 class CreateSchedule(BodyModel):
@@ -49,8 +49,8 @@ class CreateSchedule(BodyModel):
     agent: RefText | None = Field(None, description="`name` or `name@version`")
     conversation_id: RefText | None = None
     message: Content
-    catch_up: CatchUpRule = Field(default_factory=CatchUpRule)
-    approvals: ApprovalRule = Field(default_factory=ApprovalRule)
+    catch_up: CatchUpRule = Field(default_factory=lambda: CatchUpRule())
+    approvals: ApprovalRule = Field(default_factory=lambda: ApprovalRule())
     paused: bool = False
 
 

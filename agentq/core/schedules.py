@@ -18,10 +18,11 @@ from agentq.core.events import View
 from agentq.core.keys import AGENTQ_NAMESPACE
 
 CatchUpMode = Literal["skip", "latest", "all"]
-# How many slots one tick looks at for one schedule, at most: a ticker down for a long
-# time walks a fast schedule's missed slots a page per tick, never all at once.
+# How many on-time slots one tick fires for one schedule at most, and how many slots the
+# shortest gap of a cron expression is measured over.
 SCAN_LIMIT = 1000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 class Calendar(Protocol):
@@ -29,6 +30,9 @@ class Calendar(Protocol):
 
     def slots_after(self, after: datetime) -> Iterator[datetime]:
         """The slots strictly after `after`, in order, UTC-aware, without end."""
+
+    def slots_before(self, before: datetime) -> Iterator[datetime]:
+        """The slots strictly before `before`, the latest first."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,15 @@ class Interval:
         while True:
             yield slot
             slot += step
+
+    def slots_before(self, before: datetime) -> Iterator[datetime]:
+        step = timedelta(seconds=self.every_s)
+        if before <= self.anchor:
+            return
+        slot = self.anchor + ((before - self.anchor - MICROSECOND) // step) * step
+        while slot >= self.anchor:
+            yield slot
+            slot -= step
 
 
 @dataclass(frozen=True)
@@ -74,40 +87,37 @@ def due(calendar: Calendar, next_at: datetime, now: datetime, catch_up: CatchUp,
     when that slot is still to come.
 
     A slot at most `grace_s` old is on time and always fires; an older one was missed
-    (nothing ran when it fell due) and follows `catch_up`. `next_at` moves to the first
-    slot after `now`, or, past SCAN_LIMIT slots, after the last one looked at.
+    (nothing ran when it fell due) and follows `catch_up`. The walk goes back from `now`
+    and stops as soon as the rule wants no older slot, so a long outage costs no more than
+    the slots it fires; `next_at` moves to the first slot after `now`.
     """
     if next_at > now:
         return None
-    looked, following = [next_at], next_at
-    for following in calendar.slots_after(next_at):
-        if following > now or len(looked) >= SCAN_LIMIT:
-            break
-        looked.append(following)
     on_time_from = now - timedelta(seconds=grace_s)
-    on_time = [s for s in looked if s >= on_time_from]
-    missed = [s for s in looked if s < on_time_from]
-    fire = caught_up(missed, now, catch_up, on_time=bool(on_time)) + on_time
-    return Due(tuple(fire), following)
-
-
-def caught_up(missed: list[datetime], now: datetime, catch_up: CatchUp,
-              *, on_time: bool) -> list[datetime]:
-    """The missed slots the rule fires; `latest` fires none when an on-time slot does."""
-    if not missed or catch_up.mode == "skip":
-        return []
-    if catch_up.mode == "latest":
-        return [] if on_time else [missed[-1]]
-    kept = missed[-catch_up.max_slots:] if catch_up.max_slots > 0 else []
-    if catch_up.max_age_s is not None:
-        oldest = now - timedelta(seconds=catch_up.max_age_s)
-        kept = [s for s in kept if s >= oldest]
-    return kept
+    wanted = {"skip": 0, "latest": 1, "all": catch_up.max_slots}[catch_up.mode]
+    oldest = next_at
+    if catch_up.mode == "all" and catch_up.max_age_s is not None:
+        oldest = max(oldest, now - timedelta(seconds=catch_up.max_age_s))
+    on_time: list[datetime] = []
+    missed: list[datetime] = []
+    for slot in calendar.slots_before(now + MICROSECOND):
+        if slot < next_at or len(on_time) >= SCAN_LIMIT:
+            break
+        if slot >= on_time_from:
+            on_time.append(slot)
+        elif len(missed) < wanted and slot >= oldest:
+            missed.append(slot)
+        else:
+            break
+    if catch_up.mode == "latest" and on_time:  # an on-time slot stands for the missed ones
+        missed = []
+    following = next(iter(calendar.slots_after(now)))
+    return Due(tuple(sorted(missed + on_time)), following)
 
 
 def upcoming(calendar: Calendar, now: datetime, count: int) -> list[datetime]:
     """The next `count` slots after `now`."""
-    found = []
+    found: list[datetime] = []
     for slot in calendar.slots_after(now):
         if len(found) >= count:
             break

@@ -35,6 +35,11 @@ class Cron:
         for slot in CronSim(self.expression, local):
             yield slot.astimezone(UTC)
 
+    def slots_before(self, before: datetime) -> Iterator[datetime]:
+        local = before.astimezone(zone(self.timezone))
+        for slot in CronSim(self.expression, local, reverse=True):
+            yield slot.astimezone(UTC)
+
 
 def zone(name: str) -> ZoneInfo:
     """The IANA zone `name`, or BadCalendar."""

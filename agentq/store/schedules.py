@@ -19,7 +19,8 @@ from sqlalchemy import Engine, delete, func, select, update
 
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
-from agentq.store.schema import record_from_row, record_values, schedule_runs, schedules
+from agentq.store.schedule_tables import schedule_runs, schedules
+from agentq.store.schema import record_from_row, record_values
 
 
 @dataclass(frozen=True)
