@@ -42,6 +42,13 @@ METHOD_OF = {
     ("delete", "/v1/webhooks/{webhook_id}"): "delete_webhook",
     ("get", "/v1/webhooks/{webhook_id}/deliveries"): "webhook_deliveries",
     ("get", "/v1/usage"): "usage",
+    ("post", "/v1/schedules"): "create_schedule",
+    ("get", "/v1/schedules"): "list_schedules",
+    ("get", "/v1/schedules/{schedule_id}"): "get_schedule",
+    ("post", "/v1/schedules/{schedule_id}/pause"): "pause_schedule",
+    ("post", "/v1/schedules/{schedule_id}/resume"): "resume_schedule",
+    ("delete", "/v1/schedules/{schedule_id}"): "delete_schedule",
+    ("get", "/v1/schedules/{schedule_id}/runs"): "schedule_runs",
 }
 
 

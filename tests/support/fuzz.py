@@ -51,6 +51,9 @@ OPERATIONS = {
     ("post", "/v1/webhooks"), ("get", "/v1/webhooks"), ("get", "/v1/webhooks/{webhook_id}"),
     ("patch", "/v1/webhooks/{webhook_id}"), ("delete", "/v1/webhooks/{webhook_id}"),
     ("post", "/v1/webhooks/{webhook_id}/rotate"), ("get", "/v1/webhooks/{webhook_id}/deliveries"),
+    ("post", "/v1/schedules"), ("get", "/v1/schedules"), ("get", "/v1/schedules/{schedule_id}"),
+    ("post", "/v1/schedules/{schedule_id}/pause"), ("post", "/v1/schedules/{schedule_id}/resume"),
+    ("delete", "/v1/schedules/{schedule_id}"), ("get", "/v1/schedules/{schedule_id}/runs"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
@@ -67,6 +70,9 @@ REFUSALS: dict[str, set[str]] = {
     "POST /v1/webhooks": {"url_refused"},
     "PATCH /v1/webhooks/{webhook_id}": {"url_refused"},
     "GET /v1/usage": {"invalid_range"},
+    "POST /v1/schedules": {"invalid_cron", "invalid_timezone", "invalid_schedule",
+                           "interval_too_short", "above_ceiling", "unknown_agent",
+                           "unknown_conversation", "invalid_content"},
 }
 
 
