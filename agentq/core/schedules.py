@@ -23,6 +23,7 @@ CatchUpMode = Literal["skip", "latest", "all"]
 SCAN_LIMIT = 1000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
+WEEK_AND_A_DAY = timedelta(days=8)
 
 
 class Calendar(Protocol):
@@ -126,8 +127,15 @@ def upcoming(calendar: Calendar, now: datetime, count: int) -> list[datetime]:
 
 
 def shortest_gap_s(calendar: Calendar, start: datetime, sample: int = SCAN_LIMIT) -> float:
-    """The shortest time between two slots among the first `sample` after `start`."""
-    slots = upcoming(calendar, start, sample)
+    """The shortest time between two slots: among the first `sample` after `start`, or those of
+    the first eight days from the first slot on, whichever ends sooner (a cron expression
+    fires the same minutes on every day it fires, so a week and a day show its shortest gap;
+    a rare date, like 29 February, is not walked for centuries)."""
+    slots: list[datetime] = []
+    for slot in calendar.slots_after(start):
+        if len(slots) >= sample or (len(slots) >= 2 and slot > slots[0] + WEEK_AND_A_DAY):
+            break
+        slots.append(slot)
     gaps = [(b - a).total_seconds() for a, b in zip(slots, slots[1:], strict=False)]
     return min(gaps, default=float("inf"))
 

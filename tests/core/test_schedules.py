@@ -155,3 +155,8 @@ def test_a_slots_ids_derive_from_the_schedule_and_the_slot_alone():
     assert slot_conversation_id("s1", at(2)) != slot_conversation_id("s2", at(2))
     assert slot_message_key("s1", at(2)) == slot_message_key("s1", at(2).astimezone())
     assert slot_message_key("s1", at(2)) != slot_message_key("s1", at(2) + timedelta(microseconds=1))
+
+
+def test_a_rare_dates_shortest_gap_is_found_without_walking_centuries():
+    assert shortest_gap_s(cron("0,1 0 29 2 *", "UTC"), T0) == 60
+    assert shortest_gap_s(cron("0 0 1 1 *", "UTC"), T0) >= 365 * 86_400
