@@ -22,9 +22,10 @@ from agentq.core.scope import Scope
 from agentq.core.settings import parse_settings
 from agentq.tenancy.policy import Policy, ScheduleLimits
 from agentq.tools import Registry
+from tests.support.brokers import ON_EACH_BROKER
 from tests.support.processes import FAST_RECOVERY, ROOT, wait_for, worker_env
 
-pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 SCOPE = Scope("acme")
 EVERY_S = 2.0
@@ -75,6 +76,7 @@ def every(store, sid):
     return sorted(store.schedules.list_runs(sid, limit=10_000), key=lambda r: r.slot_at)
 
 
+@ON_EACH_BROKER
 def test_two_beats_and_three_workers_fire_each_slot_once_while_a_beat_and_a_worker_die(
         schedules, beats, workers):
     store = schedules.store
