@@ -111,6 +111,10 @@ class Config:
     webhook_lease_s: float = 60.0
     webhook_poll_s: float = 2.0
     webhook_disable_after_s: float = 86_400.0
+    # Schedules (agentq.commands.firing): how often beat sends a tick, and how late a slot
+    # may be and still count as on time (older ones follow the schedule's catch-up rule).
+    schedule_tick_s: float = 1.0
+    schedule_grace_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -161,6 +165,8 @@ class Config:
             webhook_poll_s=_float(env, "AGENTQ_WEBHOOK_POLL_S", cls.webhook_poll_s),
             webhook_disable_after_s=_float(env, "AGENTQ_WEBHOOK_DISABLE_AFTER_S",
                                            cls.webhook_disable_after_s),
+            schedule_tick_s=_float(env, "AGENTQ_SCHEDULE_TICK_S", cls.schedule_tick_s),
+            schedule_grace_s=_float(env, "AGENTQ_SCHEDULE_GRACE_S", cls.schedule_grace_s),
         )
 
     @property

@@ -70,6 +70,20 @@ from agentq.api.profiles import (
     ProfileOut,
     PutKey,
 )
+from agentq.api.schedules import (
+    ApprovalRule,
+    ApprovalsOut,
+    CatchUpOut,
+    CatchUpRule,
+    CreateSchedule,
+    ListRuns,
+    ListSchedules,
+    OneSchedule,
+    RunList,
+    RunOut,
+    ScheduleList,
+    ScheduleOut,
+)
 from agentq.api.tenant_tool_calls import (
     ListTenantToolCalls,
     TenantToolCall,
@@ -136,4 +150,6 @@ __all__ = [
     "Overview", "OverviewQuery", "TurnCost",
     "ConversationTree", "TimelineAttempt", "TimelineCall", "TimelineMark", "TimelineModelCall",
     "TimelineStep", "TimelineWait", "TreeNodeOut", "TurnTimeline",
+    "ApprovalRule", "ApprovalsOut", "CatchUpOut", "CatchUpRule", "CreateSchedule", "ListRuns",
+    "ListSchedules", "OneSchedule", "RunList", "RunOut", "ScheduleList", "ScheduleOut",
 ]

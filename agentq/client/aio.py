@@ -221,6 +221,46 @@ class AsyncClient:
         """The endpoint's latest `limit` deliveries, newest first, with each attempt's status code."""
         return await self._list(calls.webhook_deliveries(webhook_id, limit))
 
+    # -- schedules ---------------------------------------------------------------------------
+
+    async def create_schedule(self, name: str, message: str | Sequence[Mapping[str, Any]], *,
+                        cron: str | None = None, timezone: str = "UTC",
+                        every_s: float | None = None, agent: str | None = None,
+                        conversation_id: str | None = None,
+                        catch_up: Mapping[str, Any] | None = None,
+                        approvals: Mapping[str, Any] | None = None,
+                        paused: bool = False) -> api.ScheduleOut:
+        """A schedule: `cron` in `timezone` or `every_s`; each slot starts a conversation from `agent`
+        with `message`, or posts it into `conversation_id`."""
+        return await self._run(calls.create_schedule(
+            name, message, cron=cron, timezone=timezone, every_s=every_s, agent=agent,
+            conversation_id=conversation_id, catch_up=catch_up, approvals=approvals,
+            paused=paused))
+
+    async def list_schedules(self, *, upcoming: int = 3) -> AsyncPage[api.ScheduleOut]:
+        """Your schedules, each with its next `upcoming` slots, all in one page."""
+        return await self._list(calls.list_schedules(upcoming))
+
+    async def get_schedule(self, schedule_id: str, *, upcoming: int = 10) -> api.ScheduleOut:
+        """One schedule, with its next `upcoming` slots."""
+        return await self._run(calls.get_schedule(schedule_id, upcoming))
+
+    async def pause_schedule(self, schedule_id: str) -> api.ScheduleOut:
+        """Pause a schedule: no slot fires until it is resumed."""
+        return await self._run(calls.pause_schedule(schedule_id))
+
+    async def resume_schedule(self, schedule_id: str) -> api.ScheduleOut:
+        """Resume a schedule from its next slot after now."""
+        return await self._run(calls.resume_schedule(schedule_id))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule and the record of its runs; their conversations stay."""
+        await self._run(calls.delete_schedule(schedule_id))
+
+    async def schedule_runs(self, schedule_id: str, *, limit: int = 50) -> AsyncPage[api.RunOut]:
+        """The runs the schedule fired, the latest slot first, each with its conversation."""
+        return await self._list(calls.schedule_runs(schedule_id, limit))
+
     # -- agents ----------------------------------------------------------------------------
 
     async def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,

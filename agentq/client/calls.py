@@ -342,6 +342,50 @@ def webhook_deliveries(webhook_id: str, limit: int) -> Call[api.DeliveryList]:
                 params={"limit": limit}, idempotent=True, listing=Listing("deliveries"))
 
 
+# -- schedules ----------------------------------------------------------------------------
+
+
+def create_schedule(name: str, message: str | Sequence[Mapping[str, Any]], *, cron: str | None,
+                    timezone: str, every_s: float | None, agent: str | None,
+                    conversation_id: str | None, catch_up: Mapping[str, Any] | None,
+                    approvals: Mapping[str, Any] | None, paused: bool) -> Call[api.ScheduleOut]:
+    """Not sent twice: a lost answer would leave a second schedule firing beside the first."""
+    body = _drop_none(name=name, cron=cron, every_s=every_s, agent=agent,
+                      conversation_id=conversation_id,
+                      catch_up=None if catch_up is None else dict(catch_up),
+                      approvals=None if approvals is None else dict(approvals))
+    content = message if isinstance(message, str) else [dict(part) for part in message]
+    return Call("POST", "/v1/schedules", api.ScheduleOut,
+                json={**body, "message": content, "timezone": timezone, "paused": paused})
+
+
+def list_schedules(upcoming: int) -> Call[api.ScheduleList]:
+    return Call("GET", "/v1/schedules", api.ScheduleList, params={"upcoming": upcoming},
+                idempotent=True, listing=Listing("schedules"))
+
+
+def get_schedule(schedule_id: str, upcoming: int) -> Call[api.ScheduleOut]:
+    return Call("GET", f"/v1/schedules/{schedule_id}", api.ScheduleOut,
+                params={"upcoming": upcoming}, idempotent=True)
+
+
+def pause_schedule(schedule_id: str) -> Call[api.ScheduleOut]:
+    return Call("POST", f"/v1/schedules/{schedule_id}/pause", api.ScheduleOut, idempotent=True)
+
+
+def resume_schedule(schedule_id: str) -> Call[api.ScheduleOut]:
+    return Call("POST", f"/v1/schedules/{schedule_id}/resume", api.ScheduleOut, idempotent=True)
+
+
+def delete_schedule(schedule_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/schedules/{schedule_id}", None, idempotent=True)
+
+
+def schedule_runs(schedule_id: str, limit: int) -> Call[api.RunList]:
+    return Call("GET", f"/v1/schedules/{schedule_id}/runs", api.RunList,
+                params={"limit": limit}, idempotent=True, listing=Listing("runs"))
+
+
 # -- usage --------------------------------------------------------------------------------
 
 

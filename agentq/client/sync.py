@@ -212,6 +212,46 @@ class Client:
         """The endpoint's latest `limit` deliveries, newest first, with each attempt's status code."""
         return self._list(calls.webhook_deliveries(webhook_id, limit))
 
+    # -- schedules ---------------------------------------------------------------------------
+
+    def create_schedule(self, name: str, message: str | Sequence[Mapping[str, Any]], *,
+                        cron: str | None = None, timezone: str = "UTC",
+                        every_s: float | None = None, agent: str | None = None,
+                        conversation_id: str | None = None,
+                        catch_up: Mapping[str, Any] | None = None,
+                        approvals: Mapping[str, Any] | None = None,
+                        paused: bool = False) -> api.ScheduleOut:
+        """A schedule: `cron` in `timezone` or `every_s`; each slot starts a conversation from `agent`
+        with `message`, or posts it into `conversation_id`."""
+        return self._run(calls.create_schedule(
+            name, message, cron=cron, timezone=timezone, every_s=every_s, agent=agent,
+            conversation_id=conversation_id, catch_up=catch_up, approvals=approvals,
+            paused=paused))
+
+    def list_schedules(self, *, upcoming: int = 3) -> Page[api.ScheduleOut]:
+        """Your schedules, each with its next `upcoming` slots, all in one page."""
+        return self._list(calls.list_schedules(upcoming))
+
+    def get_schedule(self, schedule_id: str, *, upcoming: int = 10) -> api.ScheduleOut:
+        """One schedule, with its next `upcoming` slots."""
+        return self._run(calls.get_schedule(schedule_id, upcoming))
+
+    def pause_schedule(self, schedule_id: str) -> api.ScheduleOut:
+        """Pause a schedule: no slot fires until it is resumed."""
+        return self._run(calls.pause_schedule(schedule_id))
+
+    def resume_schedule(self, schedule_id: str) -> api.ScheduleOut:
+        """Resume a schedule from its next slot after now."""
+        return self._run(calls.resume_schedule(schedule_id))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule and the record of its runs; their conversations stay."""
+        self._run(calls.delete_schedule(schedule_id))
+
+    def schedule_runs(self, schedule_id: str, *, limit: int = 50) -> Page[api.RunOut]:
+        """The runs the schedule fired, the latest slot first, each with its conversation."""
+        return self._list(calls.schedule_runs(schedule_id, limit))
+
     # -- agents ----------------------------------------------------------------------------
 
     def create_agent(self, name: str, settings: BaseModel | Mapping[str, Any] | None = None, *,

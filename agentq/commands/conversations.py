@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, assert_never
 
@@ -22,7 +22,13 @@ from agentq.commands.outcomes import abandon, record_ran, run_again
 from agentq.commands.refusals import refused
 from agentq.commands.resolutions import approve_call, close_call, reject_call
 from agentq.core import drafts
-from agentq.core.agents import AgentVersion, NotOverridable, parse_agent_ref, settings_with_overrides
+from agentq.core.agents import (
+    AgentRef,
+    AgentVersion,
+    NotOverridable,
+    parse_agent_ref,
+    settings_with_overrides,
+)
 from agentq.core.decide import ends_a_turn
 from agentq.core.deciders import Decider
 from agentq.core.events import InboxItem, ToolCallRecord
@@ -95,19 +101,20 @@ class Commands:
         self.deciding = DecisionRules(registry, self.policy)  # who may decide, and edits
 
     def create_conversation(
-        self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None
+        self, scope: Scope, settings: dict[str, Any] | Settings, *, agent: str | None = None,
+        conversation_id: str | None = None,
     ) -> ConversationInfo:
         """Validate the settings (tools must exist, the operator's policy must allow them)
         and store a new, idle conversation with the settings the policy made of them.
 
         With `agent` (`name` or `name@version`), the settings are the agent version's, pinned
-        now, and `settings` holds only the overrides the agent allows."""
+        now, and `settings` holds only the overrides the agent allows. With a derived
+        `conversation_id` (a schedule's run), a second creation under it writes nothing."""
         parsed = settings if isinstance(settings, Settings) else parse_settings(settings)
         if agent is None:
             admitted = self.settings_for(parsed, scope)
-            return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
-                                                   now=self.clock())
-        version = self._agent_version(scope, agent)
+            return self._store_new(scope, admitted, None, conversation_id)
+        version = self.agent_version(scope, agent)
         try:
             merged = settings_with_overrides(version, parsed.model_dump(mode="json", exclude_unset=True))
         except NotOverridable as exc:
@@ -119,10 +126,23 @@ class Commands:
                                f"{_first_error(exc)}", code="invalid_overrides") from None
         admitted = self.settings_for(merged, scope, from_code=_models_from_code(version, merged),
                                      code_filters=_handoffs_from_code(version, merged))
-        return self.store.conversations.create(tenant=scope.tenant, settings=admitted,
-                                               now=self.clock(), agent=version.ref)
+        return self._store_new(scope, admitted, version.ref, conversation_id)
 
-    def _agent_version(self, scope: Scope, agent: str):
+    def _store_new(self, scope: Scope, settings: Settings, agent: AgentRef | None,
+                   conversation_id: str | None) -> ConversationInfo:
+        now = self.clock()
+        if conversation_id is None:
+            return self.store.conversations.create(tenant=scope.tenant, settings=settings,
+                                                   now=now, agent=agent)
+        self.store.conversations.create_once(tenant=scope.tenant, settings=settings, now=now,
+                                             conversation_id=conversation_id, agent=agent)
+        found = self.store.conversations.load(conversation_id, tenant=scope.tenant)
+        if found is None:  # the id is another tenant's: it never derives from theirs (inv. 9)
+            raise Conflict(f"conversation {conversation_id} exists", code="conversation_exists")
+        return found
+
+    def agent_version(self, scope: Scope, agent: str) -> AgentVersion:
+        """The version `agent` names, if the tenant may start it; else InvalidInput."""
         try:
             ref = parse_agent_ref(agent)
         except ValueError as exc:
@@ -177,10 +197,12 @@ class Commands:
         on_busy: str = "enqueue",
         idempotency_key: str | None = None,
         created_at: datetime | None = None,
+        unattended: dict[str, Any] | None = None,
     ) -> tuple[MessageAnswer, list[FollowUp]]:
         """Append a user_msg at a turn boundary, or queue it (inv. 2); same key, same answer.
 
-        `content` is text or a list of parts (core/parts.py), checked before anything is written."""
+        `content` is text or a list of parts (core/parts.py), checked before anything is written.
+        `unattended` is a schedule's rule for its run's waiting calls, kept in the user_msg."""
         request = message_request(content, on_busy, idempotency_key=idempotency_key,
                                   created_at=created_at)
         if isinstance(request, Refusal):
@@ -197,6 +219,8 @@ class Commands:
                 case Replay(answer=first):
                     written = MessageAnswer(**first), []  # inv. 5: nothing appended the second time
                 case Queue() | Append():
+                    if unattended:
+                        verdict = replace(verdict, message={**verdict.message, "unattended": unattended})
                     written = self._write_message(tx, verdict, request, scope, now=now, created=created)
         return written
 
@@ -226,7 +250,7 @@ class Commands:
         tx.append_and_fold([drafts.user_msg(
             message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
             created_at=created, parts=message.get("parts") or (),
-            traceparent=traceparent,
+            traceparent=traceparent, unattended=message.get("unattended"),
         )], now=now)
         return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id), *settled]
 

@@ -18,15 +18,20 @@ from agentq.core.timefmt import format_ts
 def user_msg(
     text: str, *, turn_id: str, message_id: str, scope: dict[str, Any], created_at: datetime,
     parts: Sequence[dict[str, Any]] = (), traceparent: str | None = None,
+    unattended: dict[str, Any] | None = None,
 ) -> EventDraft:
     """Starts a turn; `scope` is who asked, so the turn's tools run on their behalf; `parts`
     are its text and images when it has more than text; `traceparent` is the trace the
-    request that posted it was in, which the turn's steps join (only while tracing is on)."""
+    request that posted it was in, which the turn's steps join (only while tracing is on);
+    `unattended` is the rule of a schedule's run for calls that wait for a person
+    (agentq.core.schedules.unattended_expiry)."""
     content: dict[str, Any] = {"text": text, "message_id": message_id, "scope": scope}
     if parts:
         content["parts"] = list(parts)
     if traceparent:
         content["traceparent"] = traceparent
+    if unattended:
+        content["unattended"] = dict(unattended)
     return EventDraft("user_msg", content, created_at, turn_id=turn_id)
 
 

@@ -32,6 +32,7 @@ def start_turn(ctx: StepContext, view: View, item: InboxItem) -> list[FollowUp]:
                 created_at=item.created_at,
                 parts=item.content.get("parts") or (),
                 traceparent=item.content.get("traceparent"),
+                unattended=item.content.get("unattended"),
             )
             events, _ = tx.append_and_fold([draft], now=now)
     except Stale:

@@ -125,20 +125,23 @@ def conversation_from_row(row: Row[Any]) -> ConversationInfo:
 
 
 def insert_conversation_txn(conn: Connection, info: ConversationInfo) -> None:
-    conn.execute(
-        conversations.insert().values(
-            id=info.id,
-            tenant=info.tenant,
-            settings=info.settings.model_dump(mode="json"),
-            fsm_state=info.fsm.to_json(),
-            status=info.status,
-            next_seq=info.next_seq,
-            created_at=info.created_at,
-            updated_at=info.updated_at,
-            agent_name=None if info.agent is None else info.agent.name,
-            agent_version=None if info.agent is None else info.agent.version,
-            **parent_values(info.parent),
-        )
+    conn.execute(conversations.insert().values(**conversation_values(info)))
+
+
+def conversation_values(info: ConversationInfo) -> dict[str, Any]:
+    """The columns of a new conversation's row."""
+    return dict(
+        id=info.id,
+        tenant=info.tenant,
+        settings=info.settings.model_dump(mode="json"),
+        fsm_state=info.fsm.to_json(),
+        status=info.status,
+        next_seq=info.next_seq,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        agent_name=None if info.agent is None else info.agent.name,
+        agent_version=None if info.agent is None else info.agent.version,
+        **parent_values(info.parent),
     )
 
 
@@ -317,6 +320,21 @@ class Conversations:
         with begin_write(self._engine) as conn:
             insert_conversation_txn(conn, info)
         return info
+
+    def create_once(
+        self, *, tenant: str, settings: Settings, now: datetime, conversation_id: str,
+        agent: AgentRef | None = None,
+    ) -> bool:
+        """`create` under an id derived from what asks for it: False, and nothing written,
+        when a conversation of that id exists already (a run that fires twice, inv. 10)."""
+        info = ConversationInfo(
+            id=conversation_id, tenant=tenant, settings=settings, fsm=FsmState(),
+            status="active", next_seq=1, created_at=now, updated_at=now, agent=agent,
+        )
+        with begin_write(self._engine) as conn:
+            done = conn.execute(self._dialect.insert_ignoring(conversations)
+                                .values(**conversation_values(info)))
+        return done.rowcount == 1
 
     def load(self, conversation_id: str, *, tenant: str | None = None) -> ConversationInfo | None:
         """The conversation, or None if absent or owned by another `tenant`."""

@@ -27,6 +27,7 @@ from agentq.store.log import EventLog
 from agentq.store.metrics import Metrics
 from agentq.store.migrations import migrate
 from agentq.store.overview import Overviews
+from agentq.store.schedules import Schedules
 from agentq.store.slots import Slots
 from agentq.store.step_ledger import Leases, Steps
 from agentq.store.sweeper_lock import Sweeps
@@ -69,6 +70,7 @@ class Store:
         self.breakers = Breakers(*on)
         self.turns = Turns(*on)
         self.timelines = Timelines(*on)
+        self.schedules = Schedules(*on)
 
     @classmethod
     def open(cls, url: str, *, event_cache: int = 0,

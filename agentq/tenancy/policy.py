@@ -105,6 +105,22 @@ def _overlaid(base: BaseModel, own: BaseModel | None, exclude: set[str] | None =
     return merged
 
 
+class ScheduleLimits(BaseModel):
+    """`[schedules]` (every tenant's) or `[tenants.NAME.schedules]` (one's, over those): how
+    many schedules a tenant may keep, how often one may fire at most, and how far back a
+    catch-up may reach (agentq.commands.schedules)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_per_tenant: int = Field(default=100, ge=0)
+    min_interval_s: float = Field(default=60.0, gt=0.0)
+    max_catch_up_slots: int = Field(default=100, ge=0)
+    max_catch_up_age_s: float = Field(default=7 * 86_400.0, ge=0.0)
+
+    def under(self, own: ScheduleLimits | None) -> ScheduleLimits:
+        return ScheduleLimits(**_overlaid(self, own))
+
+
 class TenantPolicy(BaseModel):
     """`[tenants.NAME]`: what differs for one tenant."""
 
@@ -113,6 +129,7 @@ class TenantPolicy(BaseModel):
     ceilings: dict[str, Any] = Field(default_factory=dict)  # overrides of [ceilings]
     budgets: Budgets | None = None  # over [budgets]
     deciders: dict[str, DecidersRule] = Field(default_factory=dict)  # over [deciders], by tool
+    schedules: ScheduleLimits | None = None  # over [schedules]
 
 
 class AgentOffer(BaseModel):
@@ -172,6 +189,7 @@ class _PolicyFile(BaseModel):
     mcp: dict[str, McpServer] = Field(default_factory=dict)
     deciders: dict[str, DecidersRule] = Field(default_factory=dict)  # by tool name, or "*"
     prices: dict[str, ModelPrice] = Field(default_factory=dict)  # per model name
+    schedules: ScheduleLimits = Field(default_factory=ScheduleLimits)
 
     @model_validator(mode="after")
     def _server_names(self) -> _PolicyFile:
@@ -195,6 +213,7 @@ class Policy:
     budgets: Budgets = field(default_factory=Budgets)  # every tenant's, under its own
     deciders: Mapping[str, DecidersRule] = field(default_factory=dict)  # who decides, by tool
     prices: Mapping[str, ModelPrice] = field(default_factory=dict)  # under a profile's own
+    schedules: ScheduleLimits = field(default_factory=ScheduleLimits)  # every tenant's, under its own
 
     @classmethod
     def default(cls, *, demo: bool = True) -> Policy:
@@ -273,6 +292,11 @@ class Policy:
         own = profile.prices.get(model) if profile is not None else None
         found = own or self.prices.get(model)
         return None if found is None else found.prices()
+
+    def schedules_for(self, tenant: str) -> ScheduleLimits:
+        """The schedule limits of `tenant`: its own over every tenant's."""
+        own = self.tenants.get(tenant)
+        return self.schedules.under(own.schedules if own else None)
 
     def running_steps(self, tenant: str) -> int | None:
         """How many of `tenant`'s steps may run at once on all workers (None: no cap)."""
@@ -406,4 +430,4 @@ def load_policy(path: str | None, *, demo: bool = True) -> Policy:
     return Policy(profiles=profiles, ceilings=parsed.ceilings, tenants=parsed.tenants,
                   default_profile=parsed.default_profile, agents=parsed.agents,
                   mcp=parsed.mcp, budgets=parsed.budgets, deciders=parsed.deciders,
-                  prices=parsed.prices)
+                  prices=parsed.prices, schedules=parsed.schedules)

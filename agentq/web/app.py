@@ -23,6 +23,7 @@ from agentq.web.routes import (
     messages,
     metrics,
     profiles,
+    schedules,
     tenant_tool_calls,
     timeline,
     tool_calls,
@@ -57,7 +58,7 @@ def create_app(config: Mapping[str, Any] | None = None, services: Services | Non
         services = build_services(Config.from_env())
     app.extensions["agentq"] = services
     for module in (health, conversations, messages, events, tool_calls, context, tenant_tool_calls, ui,
-                   metrics, profiles, agents, webhooks, usage, timeline):
+                   metrics, profiles, agents, webhooks, usage, timeline, schedules):
         app.register_blueprint(module.bp)
     register_error_handlers(app)
     tracing().instrument_flask(app)  # request spans, when OTEL_* turns tracing on

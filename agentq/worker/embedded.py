@@ -17,6 +17,7 @@ from celery.exceptions import SecurityWarning
 from agentq.agents import CodeAgents
 from agentq.agents.catalog import Catalog
 from agentq.commands import Commands
+from agentq.commands.firing import Firing
 from agentq.config import Config
 from agentq.process.clock import utcnow
 from agentq.runtime import Runtime
@@ -48,10 +49,11 @@ class Embedded:
             close_round=self.runtime.pubsub.close_round, policy=policy,
             catalog=Catalog.published(self.runtime.store, policy.offers_agent, agents, now=utcnow()),
         )
+        self.firing = Firing(self.commands, grace_s=config.schedule_grace_s)
         self.own_keys = OwnKeys.from_config(config, self.runtime.store, policy, utcnow)
         self.tool_queues = self.runtime.registry.queues
         self.app = create_celery(config, self.the_runtime, tool_queues=self.tool_queues,
-                                 deliveries=self.the_webhooks)
+                                 deliveries=self.the_webhooks, firing=self.the_firing)
         self.stopping = threading.Event()
         connect_process(config.log_format)
 
@@ -62,6 +64,10 @@ class Embedded:
     def the_webhooks(self) -> Deliveries | None:
         """The webhook sender of this process's tasks (None: no secrets are sealed)."""
         return self.webhooks
+
+    def the_firing(self) -> Firing:
+        """What fires the schedules in this process."""
+        return self.firing
 
     def send(self, followups) -> None:
         enqueue(self.app, followups, tool_queues=self.tool_queues)
@@ -91,6 +97,8 @@ class Embedded:
         if self.webhooks is not None:
             threading.Thread(target=self._relay_forever, name="agentq-webhooks-beat",
                              daemon=True).start()
+        threading.Thread(target=self._tick_forever, name="agentq-schedules-beat",
+                         daemon=True).start()
         threading.Thread(target=drive, name="agentq-main", daemon=True).start()
         worker.start()
         sweeper.stop()
@@ -112,6 +120,15 @@ class Embedded:
                 self.app.send_task("agentq.webhooks.relay")
             except Exception:
                 log.exception("webhook relay failed")
+
+
+    def _tick_forever(self) -> None:
+        """Beat's schedule tick, run in this process's own thread."""
+        while not self.stopping.wait(self.config.schedule_tick_s):
+            try:
+                self.send(self.firing.tick())
+            except Exception:
+                log.exception("schedule tick failed")
 
 
 def quiet_in_process_worker() -> None:

@@ -22,9 +22,10 @@ from agentq.runtime import Runtime
 from agentq.worker import rabbitmq, transport
 from agentq.worker.queues import MODEL, NO_TOOL_QUEUES, TASK_QUEUES, all_queues
 from agentq.worker.task_events import BatchedTaskEvents
-from agentq.worker.tasks import no_deliveries, register_tasks
+from agentq.worker.tasks import no_deliveries, no_firing, register_tasks
 
 if TYPE_CHECKING:
+    from agentq.commands.firing import Firing
     from agentq.webhooks.delivery import Deliveries
 
 # What agentq's workers run with. An operator tunes the few that are theirs to tune in
@@ -80,9 +81,11 @@ def create_celery(
     config: Config, runtime: Callable[[], Runtime],
     *, tool_queues: Mapping[str, str] = NO_TOOL_QUEUES,
     deliveries: Callable[[], Deliveries | None] = no_deliveries,
+    firing: Callable[[], Firing | None] = no_firing,
 ) -> Celery:
-    """A Celery app for `config`; `runtime` builds the Runtime once per worker process, and
-    `deliveries` its webhook sender (`wiring.deliveries_for`).
+    """A Celery app for `config`; `runtime` builds the Runtime once per worker process,
+    `deliveries` its webhook sender (`wiring.deliveries_for`) and `firing` what fires its
+    schedules (`wiring.firing_for`).
 
     `tool_queues` (tool name -> queue) are the tools' own queues: a worker started without
     `-Q` takes them too, and their calls are sent there.
@@ -97,6 +100,10 @@ def create_celery(
             "agentq-gc": {"task": "agentq.gc", "schedule": timedelta(hours=1)},
             "agentq-webhooks-relay": {"task": "agentq.webhooks.relay",
                                       "schedule": timedelta(seconds=config.webhook_poll_s)},
+            # a tick that waited in the queue longer than a few ticks is dropped: the next does its work
+            "agentq-schedules-tick": {"task": "agentq.schedules.tick",
+                                      "schedule": timedelta(seconds=config.schedule_tick_s),
+                                      "options": {"expires": max(5.0, 5 * config.schedule_tick_s)}},
         },
     )
     if config.embedded_broker:
@@ -104,7 +111,7 @@ def create_celery(
         app.conf.update(worker_send_task_events=False, task_send_sent_event=False,
                         worker_enable_remote_control=False,
                         broker_transport_options={"polling_interval": EMBEDDED_POLL_S})
-    register_tasks(app, runtime, tool_queues, deliveries)
+    register_tasks(app, runtime, tool_queues, deliveries, firing)
     return app
 
 

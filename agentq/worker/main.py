@@ -18,7 +18,7 @@ from agentq.tools import Registry
 from agentq.worker import signals
 from agentq.worker.factory import create_celery
 from agentq.worker.tasks import enqueue
-from agentq.worker.wiring import build_runtime, deliveries_for
+from agentq.worker.wiring import build_runtime, deliveries_for, firing_for
 
 _config = Config.from_env()
 # A policy the processes cannot use stops them at start, not at their first task.
@@ -30,7 +30,9 @@ for _problem in _policy.unusable(os.environ):  # said at start, not at a tenant'
 _registry = Registry.from_modules(list(_config.tools), tool_servers(_policy.mcp))
 _runtime = functools.cache(lambda: build_runtime(_config, _policy, _registry))
 _deliveries = functools.cache(lambda: deliveries_for(_runtime()))
-app = create_celery(_config, _runtime, tool_queues=_registry.queues, deliveries=_deliveries)
+_firing = functools.cache(lambda: firing_for(_runtime(), _policy))
+app = create_celery(_config, _runtime, tool_queues=_registry.queues, deliveries=_deliveries,
+                    firing=_firing)
 signals.connect_process(_config.log_format)
 signals.connect_sweeper(app, _runtime, lambda due: enqueue(app, due, tool_queues=_registry.queues))
 signals.connect_slots(app, _runtime)

@@ -5,7 +5,7 @@ cannot hold up another: a slow tool never delays a model call or a deadline.
 | --- | --- |
 | `agentq.model` | `agentq.advance` (model calls, turns), `agentq.compact` (summaries), `agentq.ping` |
 | `agentq.tools` | `agentq.run_tool`, unless the tool names a queue: `@agentq.tool(queue="…")` |
-| `agentq.timers` | `agentq.expire` (deadlines of pending calls), beat's `agentq.sweep` and `agentq.gc` |
+| `agentq.timers` | `agentq.expire` (deadlines), beat's `agentq.sweep`, `agentq.gc`, `agentq.schedules.tick` |
 | `agentq.webhooks` | `agentq.webhooks.relay` (beat: what is due) and `agentq.webhooks.deliver` (one POST) |
 
 A worker started with `-Q` takes only the queues it names; one started without takes every
@@ -34,6 +34,7 @@ TASK_QUEUES = {
     "agentq.gc": TIMERS,
     "agentq.webhooks.relay": WEBHOOKS,
     "agentq.webhooks.deliver": WEBHOOKS,
+    "agentq.schedules.tick": TIMERS,
 }
 
 

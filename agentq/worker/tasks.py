@@ -17,6 +17,7 @@ from agentq.runtime import Runtime
 from agentq.worker.queues import NO_TOOL_QUEUES
 
 if TYPE_CHECKING:
+    from agentq.commands.firing import Firing
     from agentq.webhooks.delivery import Deliveries
 
 log = logging.getLogger(__name__)
@@ -27,12 +28,18 @@ def no_deliveries() -> Deliveries | None:
     return None
 
 
+def no_firing() -> Firing | None:
+    """A process whose workers fire no schedules (the API's, a test's)."""
+    return None
+
+
 def register_tasks(
     app: Celery, runtime: Callable[[], Runtime], tool_queues: Mapping[str, str],
     deliveries: Callable[[], Deliveries | None] = no_deliveries,
+    firing: Callable[[], Firing | None] = no_firing,
 ) -> None:
     """The tasks of `app`, each calling the process's `runtime()` (or, for webhooks, its
-    `deliveries()`: None where no encryption key seals secrets)."""
+    `deliveries()`: None where no encryption key seals secrets; for schedules, its `firing()`)."""
     @contextmanager
     def stepping(conversation_id: str) -> Iterator[Runtime]:
         """The runtime, for one step run in the block, which `send`s its follow-ups; then
@@ -97,6 +104,13 @@ def register_tasks(
         sender = deliveries()
         answer = None if sender is None else sender.deliver(delivery_id, attempt)
         return None if answer is None else answer.outcome
+
+    @app.task(name="agentq.schedules.tick", shared=False)
+    def schedules_tick() -> None:
+        """Fire the schedules' due slots, once each however many ticks run (commands.firing)."""
+        fire = firing()
+        if fire is not None:
+            enqueue(app, fire.tick(), tool_queues=tool_queues)
 
     @app.task(name="agentq.ping", shared=False)
     def ping(reply_to: str) -> None:

@@ -55,6 +55,18 @@ def build_runtime(
     )
 
 
+def firing_for(runtime: Runtime, policy: Policy):
+    """What fires the schedules on a worker: the commands a run takes, on the runtime's store."""
+    from agentq.agents.catalog import Catalog
+    from agentq.commands import Commands
+    from agentq.commands.firing import Firing
+
+    agents = CodeAgents.from_modules(list(runtime.config.tools), runtime.registry)
+    commands = Commands(runtime.store, runtime.registry, close_round=runtime.pubsub.close_round,
+                        policy=policy, catalog=Catalog(runtime.store, policy.offers_agent, agents))
+    return Firing(commands, grace_s=runtime.config.schedule_grace_s)
+
+
 def deliveries_for(runtime: Runtime):
     """The webhook sender of a worker's runtime; None where no encryption key seals secrets."""
     from agentq.process.clock import utcnow

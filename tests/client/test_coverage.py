@@ -46,6 +46,13 @@ METHOD_OF = {
     ("get", "/v1/usage/overview"): "overview",
     ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"): "turn_timeline",
     ("get", "/v1/conversations/{conversation_id}/tree"): "conversation_tree",
+    ("post", "/v1/schedules"): "create_schedule",
+    ("get", "/v1/schedules"): "list_schedules",
+    ("get", "/v1/schedules/{schedule_id}"): "get_schedule",
+    ("post", "/v1/schedules/{schedule_id}/pause"): "pause_schedule",
+    ("post", "/v1/schedules/{schedule_id}/resume"): "resume_schedule",
+    ("delete", "/v1/schedules/{schedule_id}"): "delete_schedule",
+    ("get", "/v1/schedules/{schedule_id}/runs"): "schedule_runs",
 }
 
 

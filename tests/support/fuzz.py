@@ -55,6 +55,9 @@ OPERATIONS = {
     ("get", "/v1/usage/overview"),
     ("get", "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline"),
     ("get", "/v1/conversations/{conversation_id}/tree"),
+    ("post", "/v1/schedules"), ("get", "/v1/schedules"), ("get", "/v1/schedules/{schedule_id}"),
+    ("post", "/v1/schedules/{schedule_id}/pause"), ("post", "/v1/schedules/{schedule_id}/resume"),
+    ("delete", "/v1/schedules/{schedule_id}"), ("get", "/v1/schedules/{schedule_id}/runs"),
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
@@ -74,6 +77,9 @@ REFUSALS: dict[str, set[str]] = {
     # the target must be an agent of the tenant, its settings admitted as a conversation's
     "POST /v1/conversations/{conversation_id}/handoff": _SETTINGS_RULES,
     "GET /v1/usage/overview": {"invalid_range"},
+    "POST /v1/schedules": {"invalid_cron", "invalid_timezone", "invalid_schedule",
+                           "interval_too_short", "above_ceiling", "unknown_agent",
+                           "unknown_conversation", "invalid_content"},
 }
 
 

@@ -38,8 +38,10 @@ def served(pg_store_clean):
     assert target.client.post("/v1/agents", json={"name": "fuzzy"}, headers=headers).status_code == 201
     hook = target.client.post("/v1/webhooks", headers=headers, json={
         "url": "https://hooks.example.com/agentq", "event_types": ["call.waiting"]}).json
+    schedule = target.client.post("/v1/schedules", headers=headers, json={
+        "name": "fuzzy", "agent": "fuzzy", "every_s": 3600, "message": "hello"}).json
     real = {"conversation_id": cid, "call_id": call.id, "profile": "byok", "name": "fuzzy",
-            "version": "1", "webhook_id": hook["id"],
+            "version": "1", "webhook_id": hook["id"], "schedule_id": schedule["id"],
             "turn_id": store.log.list_events(cid)[0].turn_id}
     config = configured(headers=headers, fixed={"query.until_idle": "1"})
     return schemathesis.openapi.from_wsgi("/openapi.json", target.app, config=config), real

@@ -97,7 +97,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, model: OpenAIEmulator) -> I
     policy = folder / "policy.toml"  # the operator's profile of the emulated model, and scripted
     policy.write_text(f'[profiles.scripted]\nkind = "scripted"\nmodels = ["scripted"]\n\n'
                       f'[profiles.emu]\nkind = "openai"\nbase_url = "{model.base_url}"\n'
-                      f'key_env = "{MODEL_KEY_VARIABLE}"\n')
+                      f'key_env = "{MODEL_KEY_VARIABLE}"\n\n'
+                      '[schedules]\nmin_interval_s = 1\n')  # a schedule's runs within a test
     env = dict(os.environ, AGENTQ_DATABASE_URL=f"sqlite:///{folder / 'agentq.db'}",
                AGENTQ_API_KEY=f"ui:{secret}", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT),
                AGENTQ_POLICY=str(policy), **{MODEL_KEY_VARIABLE: model.api_key})
@@ -400,3 +401,25 @@ def test_the_page_s_stream_parser_reads_each_field_of_a_server_sent_event(page):
     assert parse(": keep-alive")["data"] is None  # a comment carries nothing
     assert parse("retry: 2000")["retry"] == 2000
     assert parse("data:{not json")["data"] is None
+
+
+def test_the_schedules_page_lists_next_runs_and_runs_so_far_and_pauses_a_schedule(page, server):
+    server.call("POST", "/v1/agents", {"name": "pulse", "settings": {
+        "profile": "scripted", "script": [{"text": "pulse answered"}], "script_repeat": True}})
+    made = server.call("POST", "/v1/schedules", {"name": "every two seconds", "every_s": 2,
+                                                 "agent": "pulse", "message": "pulse"})
+    page.get(server.url + "/ui/#/schedules")
+    card = visible(page, f"#schedules .schedule[data-key='{made['id']}']")
+    assert "every two seconds" in card.text and "next:" in card.text
+    link = wait(page, lambda d: next(iter(d.find_elements(
+        By.CSS_SELECTOR, f"#schedules .schedule[data-key='{made['id']}'] .runs .conversation-link")),
+        None), "a run linked to its conversation")
+    cid = link.text
+    visible(page, f"#schedules .schedule[data-key='{made['id']}'] button.toggle").click()
+    wait(page, lambda d: "fires nothing while paused" in d.find_element(
+        By.CSS_SELECTOR, f"#schedules .schedule[data-key='{made['id']}']").text, "the pause")
+    assert server.call("GET", f"/v1/schedules/{made['id']}")["paused"] is True
+    page.find_element(By.CSS_SELECTOR, f"#schedules .schedule[data-key='{made['id']}'] "
+                                       f".runs .conversation-link").click()
+    wait(page, lambda d: "pulse answered" in " ".join(texts(d, "#log .answer .text")),
+         f"the run's conversation {cid}")

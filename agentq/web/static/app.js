@@ -145,7 +145,7 @@ function route() {
   const main = document.getElementById("main");
   main.replaceChildren();
   const views = { conversations: conversationsView, conversation: conversationView, approvals: approvalsView, failed: failedView,
-    timeline: timelineView, tree: treeView }; // the last two: timeline.js
+    timeline: timelineView, tree: treeView, schedules: schedulesView }; // timeline and tree: timeline.js
   (views[name] || conversationsView)(main, current, decodeURIComponent(arg)).catch(report);
 }
 
@@ -551,6 +551,49 @@ async function lastError(conv, view) {
   const after = Math.max(0, conv.last_seq - 20);
   const page = await api("GET", `${conversationPath(conv.id)}/events?after_seq=${after}`, undefined, view.signal);
   return page.events.filter((e) => e.type === "error").pop();
+}
+
+// (e) schedules: their next runs, the runs so far (each links to its conversation), pause / resume
+
+async function schedulesView(main, view) {
+  const list = h("div", { id: "schedules", class: "cards" });
+  const empty = h("p", { class: "empty", text: "No schedules. POST /v1/schedules makes one." });
+  main.append(h("h2", { text: "Schedules" }), list, empty);
+  const sig = (s) => `${s.paused}/${s.next_runs.join()}/${s.updated_at}`;
+  const load = async () => {
+    const page = await api("GET", "v1/schedules?upcoming=5", undefined, view.signal);
+    syncRows(list, page.schedules, (s) => s.id, (s) => scheduleCard(s, view, load),
+      (old, s) => (old.dataset.sig === sig(s) ? null : scheduleCard(s, view, load)));
+    for (const card of list.children) card.dataset.sig = sig(page.schedules.find((s) => s.id === card.dataset.key));
+    empty.hidden = page.schedules.length > 0;
+  };
+  await load();
+  view.every(REFRESH_MS, load);
+}
+
+function scheduleCard(schedule, view, reload) {
+  const path = `v1/schedules/${encodeURIComponent(schedule.id)}`;
+  const calendar = schedule.cron ? `cron ${schedule.cron} (${schedule.timezone})` : `every ${schedule.every_s} s`;
+  const target = schedule.agent ? `starts a conversation from ${schedule.agent}` : "posts into ";
+  const toggle = h("button", { type: "button", class: "toggle", text: schedule.paused ? "Resume" : "Pause",
+    onclick: async () => {
+      toggle.disabled = true;
+      await api("POST", `${path}/${schedule.paused ? "resume" : "pause"}`).catch(report);
+      await reload();
+    } });
+  const runs = h("ul", { class: "runs" }, h("li", { class: "muted", text: "loading the runs…" }));
+  api("GET", `${path}/runs?limit=10`, undefined, view.signal).then((found) => {
+    runs.replaceChildren(...(found.runs.length ? found.runs.map((r) => h("li", {},
+      `${when(r.slot_at)} · ${r.status}${r.error ? `: ${r.error}` : ""} · `, convLink(r.conversation_id)))
+      : [h("li", { class: "muted", text: "no runs yet" })]));
+  }).catch(report);
+  return h("article", { class: "schedule card" },
+    h("h3", { class: "title", text: schedule.name }),
+    h("p", {}, `${calendar} · ${target}`, schedule.conversation_id ? convLink(schedule.conversation_id) : "",
+      schedule.paused ? " · paused" : ""),
+    h("p", { class: "muted", text: schedule.next_runs.length
+      ? `next: ${schedule.next_runs.map(when).join(", ")}` : "fires nothing while paused" }),
+    toggle, h("h4", { text: "Runs so far" }), runs);
 }
 
 // (b) one conversation, live

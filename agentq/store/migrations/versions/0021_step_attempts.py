@@ -13,7 +13,7 @@ from alembic import op
 from agentq.store.column_types import Json
 
 revision = "0021"
-down_revision = "0015"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
