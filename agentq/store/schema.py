@@ -159,6 +159,9 @@ steps = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("started_at", Timestamp),
     Column("finished_at", Timestamp),
+    # a step of the tenant may wait for the slot this running step holds: its commit reads
+    # what the freed slot wakes (agentq.store.waits); unset, that read is skipped
+    Column("waited_on", Boolean, nullable=False, server_default=text("false")),
     Index(None, "status", "lease_until"),
     Index(None, "conversation_id"),
     # A tenant's steps that hold or wait for a slot, by arrival: what a capped claim counts.
