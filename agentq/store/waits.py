@@ -9,9 +9,9 @@ Two writers set the flag, and between them no wake-up is lost:
 - a step left waiting sets it on every step of its tenant (of those kinds) running then
   (`mark_waited_on_txn`), before it looks for a slot once more.
 
-The step's finish returns the flag from the newest version of its row (an UPDATE rechecks
-the row it waited for), so a mark made while the commit ran is seen by it or finds the step
-finished.
+The commit's guard locks the step's row FOR NO KEY UPDATE, as the finish's own UPDATE
+would, and reads the flag there: a lock that waited for a mark reads the row's newest
+version, so a mark made while the commit ran is seen by it or finds the step finished.
 """
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def mark_waited_on_txn(conn: Connection, tenant: str, kinds: Sequence[str] | Non
     return conn.execute(update(steps).where(*where).values(waited_on=True)).rowcount
 
 
-def finished_waited_on(finished: Any) -> ColumnElement[bool]:
-    """From a finish's RETURNING (`finished`, with `waited_on`): whether its step was waited
-    on; true when nothing was finished, so a caller that reads it wakes by default."""
-    return func.coalesce(select(finished.c.waited_on).scalar_subquery(), literal_column("true"))
+def waited_on(locked: Any) -> ColumnElement[bool]:
+    """From the commit's guard on the step's row (`locked`, with `waited_on`, locked FOR NO
+    KEY UPDATE): whether the step was waited on; true when the guard found no row, so a
+    caller that reads it wakes by default."""
+    return func.coalesce(select(locked.c.waited_on).scalar_subquery(), literal_column("true"))

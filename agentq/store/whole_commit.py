@@ -52,7 +52,7 @@ from agentq.store.step_commit import (
     with_scheduling,
     with_usage,
 )
-from agentq.store.waits import finished_waited_on
+from agentq.store.waits import waited_on
 
 
 @dataclass(frozen=True)
@@ -153,8 +153,9 @@ def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageSh
         here = here.where(c.parent_conversation_id.is_(None), endpoints_of(c.tenant).is_(None))
     # each guard is what its write will find, locked: FINISH's and the close's own conditions
     last = here.with_for_update(key_share=True).cte("here")
-    mine = select(steps.c.step_key).where(_condition(FINISH), select(last).exists())
-    last = mine.with_for_update(key_share=True).cte("mine")
+    mine = select(steps.c.step_key, steps.c.waited_on).where(_condition(FINISH),
+                                                            select(last).exists())
+    last = owned = mine.with_for_update(key_share=True).cte("mine")
     close = transition(with_result=True, terminal=True)
     if closing:
         open_call = select(tool_calls.c.id).where(_condition(close), select(last).exists())
@@ -162,9 +163,12 @@ def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageSh
     guarded = select(last).exists()
 
     moved = MOVE_NEXT_SEQ.where(guarded).cte("moved")
-    finished = FINISH.where(guarded).returning(steps.c.step_key, steps.c.waited_on).cte("finished")
-    statement = select(moved, finished_waited_on(finished).label("waited_on")).add_cte(
-        inserting_after(moved, count), finished)
+    # the flag as the lock found it: FOR NO KEY UPDATE waits for a mark in flight and reads
+    # the row's newest version (agentq.store.waits)
+    statement = select(moved, waited_on(owned).label("waited_on")).add_cte(
+        inserting_after(moved, count),
+        FINISH.where(guarded).returning(steps.c.step_key).cte("finished"),
+    )
     if closing:
         statement = statement.add_cte(
             close.where(guarded).returning(tool_calls.c.id).cte("closed"))
