@@ -10,14 +10,17 @@ is not a task per step is not held to this floor.
 
     python bench/floor.py [--chains 50] [--hops 90] [--workers 2] [--pool gevent]
                           [--concurrency 1000] [--no-events] [--reads 0]
+                          [--setting NAME=JSON ...]
 
 `--reads N` adds N one-row reads to each hop (a step's loads); `--no-events` runs the
-worker without task events (what Flower shows).
+worker without task events (what Flower shows); `--setting NAME=JSON` sets any other Celery
+setting of the workers (repeatable), to measure what it buys.
 PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379); the database is dropped at the end.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +41,7 @@ app = celery_app("agentq_floor")
 app.conf.update(broker_url=os.environ.get("FLOOR_BROKER_URL", "memory://"),
                 task_default_queue=QUEUE,
                 worker_send_task_events=os.environ.get("FLOOR_EVENTS", "1") == "1")
+app.conf.update(json.loads(os.environ.get("FLOOR_SETTINGS", "{}")))  # --setting
 _engine = None
 
 
@@ -72,9 +76,9 @@ def hop(chain: int, n: int, hops: int, reads: int) -> None:
 def run(args) -> dict:
     import redis
 
+    from agentq.store.engine import create_engine
     from bench.capacity import CpuMeter
     from bench.places import postgres_database, redis_database
-    from agentq.store.engine import create_engine
 
     with postgres_database() as db_url, redis_database() as broker_url, \
             tempfile.TemporaryDirectory() as logs:
@@ -84,7 +88,8 @@ def run(args) -> dict:
                 "CREATE TABLE floor_hops (id TEXT PRIMARY KEY, chain INT, n INT)")
             conn.exec_driver_sql("CREATE INDEX ON floor_hops (chain, n)")
         env = dict(os.environ, FLOOR_BROKER_URL=broker_url, FLOOR_DATABASE_URL=db_url,
-                   FLOOR_EVENTS="0" if args.no_events else "1", PYTHONPATH=str(ROOT))
+                   FLOOR_EVENTS="0" if args.no_events else "1", PYTHONPATH=str(ROOT),
+                   FLOOR_SETTINGS=json.dumps(dict(args.setting)))
         workers = [_Worker(env, Path(logs) / f"w{i}.log", i, args) for i in range(args.workers)]
         reply = redis.Redis.from_url(broker_url, socket_timeout=None)
         app.conf.broker_url = broker_url
@@ -150,16 +155,24 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=0)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--setting", type=_setting, action="append", default=[],
+                        help="a Celery setting for the workers, NAME=JSON (repeatable)")
     args = parser.parse_args()
     result = run(args)
     cpu = result["cpu_ms_per_hop"]
     print("| hop | hops/s | CPU ms/hop: workers + postgres + redis = total | load1 before, after |")
     print("| --- | --- | --- | --- |")
     what = (f"{args.workers} x -P {args.pool} -c {args.concurrency}, events "
-            f"{'off' if args.no_events else 'on'}, {args.reads} read(s) + 1 write")
+            f"{'off' if args.no_events else 'on'}, {args.reads} read(s) + 1 write"
+            + "".join(f", {name}={value!r}" for name, value in args.setting))
     print(f"| {what} | {result['hops_per_s']:.1f} | {cpu['workers']:.2f} + {cpu['postgres']:.2f}"
           f" + {cpu['redis']:.2f} = {result['cpu_ms_per_hop_total']:.2f} | "
           f"{result['load1'][0]:.2f}, {result['load1'][1]:.2f} |")
+
+
+def _setting(text: str) -> tuple[str, object]:
+    name, _, value = text.partition("=")
+    return name, json.loads(value)
 
 
 if __name__ == "__main__":

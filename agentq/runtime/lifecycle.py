@@ -128,6 +128,9 @@ class StepWork(ABC, Generic[Result]):
     heartbeat_s: float | None = None
     # The tool a tool step calls (its task goes to that tool's queue).
     tool: str | None = None
+    # Whether a step of its tenant may wait for the slot it holds, as its commit found
+    # (`Committed.waited_on`): if not, its end reads nothing for the slot it frees.
+    waited_on: bool = True
 
     def __init__(self, ctx: StepContext, conversation_id: str, tenant: str, step: Step) -> None:
         self.ctx = ctx
@@ -210,7 +213,10 @@ class Lifecycle:
                  cap: int | None, kinds: tuple[str, ...] | None) -> list[FollowUp]:
         if isinstance(claim, Waits):  # it holds no worker while it waits; a freed slot wakes it
             return []
-        return self._run_claimed(work, claim, place) + self._slot_freed(work.tenant, cap, kinds)
+        followups = self._run_claimed(work, claim, place)
+        if not work.waited_on:  # its commit found no step of its tenant waiting (inv. 9)
+            return followups
+        return followups + self._slot_freed(work.tenant, cap, kinds)
 
     def _slot_freed(self, tenant: str, cap: int | None, kinds: tuple[str, ...] | None
                     ) -> list[FollowUp]:
@@ -314,8 +320,13 @@ class Lifecycle:
             # that finished meanwhile may have read what its freed slot wakes before the row
             # was there; its finish is seen now. Of two such steps one always sees the other,
             # and no wake-up is lost to the sweeper's next round (or for good, with no beat).
+            # Before looking, mark the tenant's running steps: a commit that finds its step
+            # unmarked skips that read, so a step marked now wakes this one, and one that
+            # finished before is seen by the look (inv. 9, agentq.store.waits).
             if record is None or record.status != WAITING:
                 break
+            if _look == 0:
+                self.ctx.store.steps.mark_waited_on(work.tenant, cap_kinds)
         bind_log_context(conversation_id=cid, step_key=step.key,
                          step_kind=step.kind, round_id=step.round_id)
         if record is None:

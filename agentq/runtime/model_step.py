@@ -200,6 +200,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             cid, new_drafts, next_seq=step.ref["after_seq"] + 1,
             state_after=lambda appended: fold(appended, view.fsm), step_key=step.key,
             worker=claim.worker, finish=finish, now=now)
+        self.waited_on = done.waited_on
         if isinstance(finish, SeeingInbox):  # the turn is over: only a waiting message goes on
             follow = ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)
         self.ctx.notices.notify(cid, done.events)

@@ -156,6 +156,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
                 state_after=lambda appended: fold(appended, conversation.fsm),
                 step_key=self.step.key, worker=claim.worker, finish=closing, now=now)
             events, fsm = done.events, done.conversation.fsm
+            self.waited_on = done.waited_on
         except LogMoved:
             with store.writes.locked(self.conversation_id) as tx:
                 tx.finish(self.step.key, worker=claim.worker, finish=closing, now=now)

@@ -19,6 +19,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    false,
     func,
     literal,
     null,
@@ -43,6 +44,7 @@ from agentq.store.ledger import (
     step_from_row,
 )
 from agentq.store.schema import record_values, steps
+from agentq.store.waits import tenant_waits
 
 
 def schedule_and_claim_step_txn(
@@ -114,22 +116,25 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
     now = param(c.started_at, "now")
     values = {name: param(c[name], "new_" + name) for name in _GIVEN}
     worker = param(c.worker, "new_worker")
-    claimed = {"status": literal("running"), "worker": worker,
+    claimed: dict[str, Any] = {"status": literal("running"), "worker": worker,
                "lease_until": param(c.lease_until, "new_lease_until"), "attempts": literal(1),
                "created_at": now, "started_at": now,
                "attempt_log": _attempt_logged(dialect, null(), worker, now, after=null())}
     if capped:  # claimed if a slot is free, else waiting: no worker, no lease, no attempt
         taken = _slots_taken(dialect, values["tenant"], values["step_key"], now, by_kind=by_kind)
-        slot = select((taken < bindparam("cap", type_=Integer))
-                      .label("free")).subquery("slot")
-        waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now}
+        waits = tenant_waits(dialect, values["tenant"], by_kind=by_kind)
+        slot = select((taken < bindparam("cap", type_=Integer)).label("free"),
+                      waits.label("waits")).subquery("slot")
+        claimed["waited_on"] = slot.c.waits  # a step of its tenant waits: wake at its end
+        waiting = {"status": literal(WAITING), "attempts": literal(0), "created_at": now,
+                   "waited_on": false()}
         chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
                   for name, value in claimed.items()}
         row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
         statement = dialect.insert(steps).from_select(
             [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
-    else:
-        statement = dialect.insert(steps).values({**values, **claimed})
+    else:  # uncapped here, it may hold a slot steps capped elsewhere wait for
+        statement = dialect.insert(steps).values({**values, **claimed, "waited_on": true()})
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],
@@ -146,6 +151,7 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
             "attempt_log": case((new.attempts > 0, _attempt_logged(
                 dialect, c.attempt_log, new.worker, now, after=c.status, error=c.last_error)),
                 else_=c.attempt_log),
+            "waited_on": new.waited_on,
         },
         where=and_(faults_after(now) < bindparam("max_attempts"), claimable(now),
                    or_(deaths_after(now) < ALONE_AFTER_DEATHS,

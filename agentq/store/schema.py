@@ -166,6 +166,9 @@ steps = Table(
     # every claim of the step, oldest first: [{worker, claimed_at, after, error}], where
     # `after` is the status the claim found (how the attempt before it ended; migration 0021)
     Column("attempt_log", Json),
+    # a step of the tenant may wait for the slot this running step holds: its commit reads
+    # what the freed slot wakes (agentq.store.waits); unset, that read is skipped
+    Column("waited_on", Boolean, nullable=False, server_default=text("false")),
     Index(None, "status", "lease_until"),
     Index(None, "conversation_id"),
     # A tenant's steps that hold or wait for a slot, by arrival: what a capped claim counts.

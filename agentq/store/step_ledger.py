@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from agentq.core.occurrences import Occurrence
-from agentq.store import claims, ledger
+from agentq.store import claims, ledger, waits
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.ledger import NewStep, StepRecord
@@ -96,6 +96,13 @@ class Steps:
                 record_outbox_txn(conn, tenant=step.tenant, conversation_id=step.conversation_id,
                                   occurrences=[occurrence], now=now)
             return held
+
+    def mark_waited_on(self, tenant: str, kinds: tuple[str, ...] | None) -> int:
+        """A step of `tenant` was left waiting for a slot (of `kinds`, else of any): mark the
+        tenant's running steps, whose commits then read what their freed slots wake
+        (`agentq.store.waits`). How many were marked now."""
+        with begin_write(self._engine, one_statement=True) as conn:
+            return waits.mark_waited_on_txn(conn, tenant, kinds)
 
     def add_retry(self, step_key: str) -> None:
         """Count one more retry of the step."""

@@ -52,6 +52,7 @@ from agentq.store.step_commit import (
     with_scheduling,
     with_usage,
 )
+from agentq.store.waits import waited_on
 
 
 @dataclass(frozen=True)
@@ -90,15 +91,19 @@ class Committed:
     events: list[Event]
     conversation: ConversationInfo
     waiting: bool = False
+    # whether a step of its tenant may wait for the slot it held (agentq.store.waits): a
+    # commit that cannot tell says True, and its caller reads what the slot wakes
+    waited_on: bool = True
 
 
 def commit_whole_txn(
     conn: Connection, appended: Sequence[Event], *, next_seq: int, fsm: FsmState,
     step_key: str, worker: str, finish: Finish, now: datetime,
-) -> ConversationInfo | None:
+) -> tuple[ConversationInfo, bool] | None:
     """Append `appended` (from `next_seq` on, leaving the state `fsm`) and finish our step
-    with `finish`, in one statement run in autocommit: the moved row, or None if nothing
-    was written (a guard refused, or the commit does not fit one statement)."""
+    with `finish`, in one statement run in autocommit: the moved row and whether the step
+    was waited on (`agentq.store.waits`), or None if nothing was written (a guard refused,
+    or the commit does not fit one statement)."""
     if not fits(appended, finish):
         return None
     conversation_id = appended[0].conversation_id
@@ -126,7 +131,7 @@ def commit_whole_txn(
     statement = _whole(len(appended), isinstance(finish, ClosingCall), calls, scheduled,
                        usage_shape(usage), told)
     row = conn.execute(statement, params).first()
-    return None if row is None else conversation_from_row(row)
+    return None if row is None else (conversation_from_row(row), bool(row.waited_on))
 
 
 def fits(appended: Sequence[Event], finish: Finish) -> bool:
@@ -148,8 +153,9 @@ def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageSh
         here = here.where(c.parent_conversation_id.is_(None), endpoints_of(c.tenant).is_(None))
     # each guard is what its write will find, locked: FINISH's and the close's own conditions
     last = here.with_for_update(key_share=True).cte("here")
-    mine = select(steps.c.step_key).where(_condition(FINISH), select(last).exists())
-    last = mine.with_for_update(key_share=True).cte("mine")
+    mine = select(steps.c.step_key, steps.c.waited_on).where(_condition(FINISH),
+                                                            select(last).exists())
+    last = owned = mine.with_for_update(key_share=True).cte("mine")
     close = transition(with_result=True, terminal=True)
     if closing:
         open_call = select(tool_calls.c.id).where(_condition(close), select(last).exists())
@@ -157,7 +163,9 @@ def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageSh
     guarded = select(last).exists()
 
     moved = MOVE_NEXT_SEQ.where(guarded).cte("moved")
-    statement = select(moved).add_cte(
+    # the flag as the lock found it: FOR NO KEY UPDATE waits for a mark in flight and reads
+    # the row's newest version (agentq.store.waits)
+    statement = select(moved, waited_on(owned).label("waited_on")).add_cte(
         inserting_after(moved, count),
         FINISH.where(guarded).returning(steps.c.step_key).cte("finished"),
     )

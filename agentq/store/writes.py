@@ -77,8 +77,9 @@ class Writes:
                     conn, appended, next_seq=next_seq, fsm=state_after(appended),
                     step_key=step_key, worker=worker, finish=finish, now=now)
             if moved is not None:
+                info, waited_on = moved
                 waiting = isinstance(finish, SeeingInbox) and self._message_waits(conversation_id)
-                return Committed(appended, moved, waiting)
+                return Committed(appended, info, waiting, waited_on)
         with self.appending(conversation_id, drafts, next_seq=next_seq, state_after=state_after,
                             now=now) as (tx, events):
             waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)

@@ -156,3 +156,29 @@ def test_a_commit_that_ends_a_turn_tells_the_tenants_webhook_endpoint(store):
     assert (delivery.conversation_id, delivery.seq, delivery.event_type) == (
         cid, done.events[0].seq, "turn.completed")
     assert store.steps.load("llm-1").status == "succeeded"
+
+
+@pytest.mark.postgres
+def test_a_steps_commit_statement_is_converted_for_the_driver_once_not_on_every_run(
+    pg_store_clean, monkeypatch
+):
+    """psycopg converts a statement's placeholders anew on every run past 4 KB or 50
+    parameters unless told otherwise; a step's commit is past both."""
+    from psycopg import _queries
+
+    store = pg_store_clean
+    uncached: list[int] = []
+    convert = _queries._query2pg_nocache
+
+    def counted_conversion(query, encoding):
+        uncached.append(len(query))
+        return convert(query, encoding)
+
+    monkeypatch.setattr(_queries, "_query2pg_nocache", counted_conversion)
+    for n in range(3):
+        cid = new_conversation(store).id
+        running_step(store, cid, f"llm-{n}", worker="w1")
+        commit(store, cid, [answer("done")], key=f"llm-{n}", worker="w1",
+               finish=SeeingInbox(model_usage(cid, Tokens(input_tokens=3, output_tokens=2,
+                                                           calls=1), now=at(2))))
+    assert uncached == []
