@@ -91,7 +91,7 @@ def suspension_content(call: ToolCallRecord, mark: dict[str, Any]) -> dict[str, 
     return {"pending": [call.id], OUTCOME_UNKNOWN: {
         "tool_call_id": call.id, "name": call.name, "args": call.args, "run": run_of(mark),
         **{k: mark.get(k) for k in ("worker", "started_at", "found_at", "ran_s", "description")},
-        **({"reconcile": mark["reconcile"]} if "reconcile" in mark else {}),
+        **{k: mark[k] for k in ("reconcile", "given_up") if k in mark},
     }}
 
 

@@ -120,3 +120,25 @@ def commit_unknown(
     log.info("step committed: %s's outcome is unknown, a person decides", call.name,
              extra={"status": "succeeded"})
     return []
+
+
+def unknown_on_give_up(ctx: StepContext, call: ToolCallRecord, *, message: str,
+                       description: str | None) -> bool:
+    """A `once` call whose step is given up (its attempts used up) after its run started
+    waits for a person as outcome_unknown instead of failing: the run may have taken effect.
+    False if its run never started (or the call is closed): then it fails as any call."""
+    now = ctx.clock()
+    with ctx.store.writes.locked(call.conversation_id) as tx:
+        found = tx.load_call(call.id)
+        if found is None or found.status != "scheduled" or not once.started_before(
+                found.started, once.run_of(found.started)):
+            return False
+        assert found.started is not None  # started_before says so
+        mark = {**once.found_mark(found.started, now=now, description=description),
+                "given_up": message}  # why no attempt is left to find out
+        if not tx.await_outcome(call.id, started=mark):
+            return False
+        events, _ = tx.append_and_fold(
+            [drafts.outcome_unknown(found, mark, step_key=None, created_at=now)], now=now)
+    ctx.notices.notify(call.conversation_id, events)
+    return True

@@ -28,6 +28,7 @@ from agentq.runtime.once_calls import (
     StartMarks,
     commit_unknown,
     run_once,
+    unknown_on_give_up,
 )
 from agentq.runtime.tool_guardrails import ToolGuard
 from agentq.store import ConversationInfo
@@ -190,7 +191,12 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
                                                                     call.id).key, when)]
 
     def give_up(self, message: str) -> list[FollowUp]:
-        """Close the call with an error result the model can read; the turn goes on."""
+        """Close the call with an error result the model can read; the turn goes on. A
+        `once` call whose run started waits for a person instead (inv. 13)."""
+        tool = self.registry.get(self.call.name)
+        if tool is not None and tool.effect == "once" and unknown_on_give_up(
+                self.ctx, self.call, message=message, description=tool.description):
+            return []
         now = self.ctx.clock()
         try:
             with self.ctx.store.writes.locked(self.conversation_id) as tx:

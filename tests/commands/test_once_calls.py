@@ -256,3 +256,33 @@ def test_a_turn_interrupted_while_a_call_waits_as_outcome_unknown_closes_it_as_c
     assert store.calls.load(cid, call_id).status == "cancelled"
     assert store.conversations.load(cid).fsm.state == "idle" and effects(call_id) == 1
     assert check_conversation(store, cid) == []
+
+
+def test_a_once_call_whose_step_is_given_up_after_its_run_started_waits_as_outcome_unknown(
+    store, runtime, commands, clock
+):
+    from agentq.runtime.tool_step import ToolStep
+
+    conv = commands.create_conversation(ALICE, {"script": pay()})
+    runs = until_tool(runtime, commands.post_message(conv.id, "pay order A-17", ALICE)[1])
+    call_id = started_and_died(store, clock, conv.id, runs)
+    conversation, call = store.calls.load_with_conversation(conv.id, call_id)
+    assert ToolStep(runtime._ctx, runtime.registry, conversation, call).give_up(
+        "the step killed its worker 5 times") == []
+    waiting = store.calls.load(conv.id, call_id)
+    assert once.waits(waiting) and waiting.started["given_up"] == "the step killed its worker 5 times"
+    assert not any(e.type == "tool_result" for e in store.log.list_events(conv.id))
+    assert check_conversation(store, conv.id) == []
+
+
+def test_a_once_call_given_up_before_its_run_started_fails_as_any_call(
+    store, runtime, commands, clock
+):
+    from agentq.runtime.tool_step import ToolStep
+
+    conv = commands.create_conversation(ALICE, {"script": pay()})
+    (run,) = until_tool(runtime, commands.post_message(conv.id, "pay order A-17", ALICE)[1])
+    conversation, call = store.calls.load_with_conversation(conv.id, run.tool_call_id)
+    ToolStep(runtime._ctx, runtime.registry, conversation, call).give_up("poison")
+    result = next(e for e in store.log.list_events(conv.id) if e.type == "tool_result")
+    assert result.content["status"] == "error" and effects(call.id) == 0
