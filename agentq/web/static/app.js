@@ -819,8 +819,9 @@ class Log {
       case "resolution": {
         const refused = ["rejected", "expired", "cancelled", "errored"].includes(c.status);
         this.place(event).append(h("div", { class: `note resolution resolution-${c.status}${refused ? " refused" : ""}` }, seq,
-          `${c.tool_call_id} ${c.status} by ${c.by}`, c.decider?.key_id ? ` (key ${c.decider.key_id})` : "",
-          c.args ? `, with the arguments changed to ${JSON.stringify(c.args)}` : "", c.reason ? `: ${c.reason}` : ""));
+          `${c.tool_call_id} ${c.status} by ${c.by}`, c.reason ? `: ${c.reason}` : "",
+          c.args ? `, with the arguments changed to ${JSON.stringify(c.args)}` : "",
+          c.decider?.key_id ? ` (key ${c.decider.key_id})` : ""));
         break;
       }
       case "error":
