@@ -255,6 +255,9 @@ class Settings(_Strict):
     # after; a trip refuses the call with an error result the model reads.
     tool_input_guardrails: GuardrailRefs = None
     tool_output_guardrails: GuardrailRefs = None
+    # Whether the model may call several tools in one answer (None: the API's default, yes);
+    # sent with the model's tools on answer rounds.
+    parallel_tool_calls: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
