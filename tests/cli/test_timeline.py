@@ -185,3 +185,12 @@ def test_a_sub_agents_call_links_to_its_childs_conversation_in_the_timeline():
         "tool_call_id": "call_1", "name": "researcher", "args": {"input": "Oslo?"},
         "executor": "agent", "child_conversation_id": "c0ffee"}}
     assert summarize(call).endswith("agent · call_1 → conversation c0ffee")
+
+
+def test_a_guardrails_verdict_names_its_phase_and_what_it_found():
+    tripped = {"type": "guardrail", "content": {"name": "no_pii", "phase": "input",
+                                                 "tripped": True, "info": {"pii": "card"}}}
+    passed = {"type": "guardrail", "content": {"name": "on_topic", "phase": "output",
+                                                "tripped": False, "info": None}}
+    assert summarize(tripped) == 'input guardrail no_pii tripped: {"pii":"card"}'
+    assert summarize(passed) == "output guardrail on_topic passed"
