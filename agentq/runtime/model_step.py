@@ -61,13 +61,13 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
-    view, told = instructed(registry, view)  # instructions as code: the system prompt, now
+    view, instructions = instructed(registry, view)  # instructions as code: the prompt, now
     context = plan_context(view, offered_specs(registry, view.settings), lifecycle.ctx.render)
     if context.cut is not None:  # summarize first; the model call comes on the next advance
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.announcer, view, step, wait)
-    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context, told)
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context, instructions)
     return lifecycle.run(work, task_id=task_id)
 
 
