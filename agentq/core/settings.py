@@ -259,6 +259,9 @@ class Settings(_Strict):
     # other agents the model may pass the conversation to, by a `transfer_to_<name>` tool
     # ("billing" is short for {"name": "billing"}; agentq.core.handoffs)
     handoffs: Annotated[list[HandoffTarget] | None, BeforeValidator(handoff_targets)] = None
+    # Whether the model may call several tools in one answer (None: the API's default, yes);
+    # sent with the model's tools on answer rounds.
+    parallel_tool_calls: bool | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -63,6 +63,10 @@ def _answer_options(options: AnswerOptions) -> dict[str, Any]:
     if options.tool_choice is not None:
         kind = {"required": "any"}.get(options.tool_choice, options.tool_choice)
         out["tool_choice"] = {"type": kind, **({"name": options.tool_name} if kind == "tool" else {})}
+    if options.parallel_tool_calls is False and out.get("tool_choice", {}).get("type") != "none":
+        # Anthropic says it inside tool_choice (absent: "auto"), and only to turn it off
+        out["tool_choice"] = {"type": "auto", **out.get("tool_choice", {}),
+                              "disable_parallel_tool_use": True}
     if options.schema is not None:  # structured outputs: the answer text is the JSON
         out["output_config"] = {"format": {"type": "json_schema", "schema": options.schema}}
     return out

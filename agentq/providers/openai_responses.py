@@ -62,6 +62,8 @@ def _answer_options(options: AnswerOptions) -> dict[str, Any]:
         out["tool_choice"] = {"type": "function", "name": options.tool_name}
     elif options.tool_choice is not None:
         out["tool_choice"] = options.tool_choice
+    if options.parallel_tool_calls is not None:
+        out["parallel_tool_calls"] = options.parallel_tool_calls
     if options.schema is not None:
         out["text"] = {"format": {"type": "json_schema", "name": options.schema_name,
                                   "schema": options.schema, "strict": options.strict}}

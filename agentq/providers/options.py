@@ -24,6 +24,7 @@ class AnswerOptions:
     schema_name: str = "answer"
     schema: dict[str, Any] | None = None
     strict: bool = True
+    parallel_tool_calls: bool | None = None  # None: the API's default (several at once)
 
 
 def answer_options(request: Request, settings: Settings, purpose: str) -> AnswerOptions:
@@ -40,7 +41,8 @@ def answer_options(request: Request, settings: Settings, purpose: str) -> Answer
         choice = "tool"
     elif request.tools and isinstance(settings.tool_choice, str):  # auto, none, required
         choice = settings.tool_choice
+    parallel = settings.parallel_tool_calls if request.tools else None
     out = settings.response_format
     if out is None:
-        return AnswerOptions(choice, name)
-    return AnswerOptions(choice, name, out.name, out.schema_, out.strict)
+        return AnswerOptions(choice, name, parallel_tool_calls=parallel)
+    return AnswerOptions(choice, name, out.name, out.schema_, out.strict, parallel)

@@ -67,7 +67,7 @@ def call_model(
     *, task_id: str | None = None,
 ) -> list[FollowUp]:
     """Run the model step (or the compaction it needs first), once; `view` is the whole context."""
-    view, told = instructed(registry, view)  # instructions as code: the system prompt, now
+    view, instructions = instructed(registry, view)  # instructions as code: the prompt, now
     # a handoff's target sees the history its input filter leaves (agentq.core.handoffs);
     # a filtered view is rendered whole: a kept transcript is of the log as it runs
     try:
@@ -81,7 +81,7 @@ def call_model(
         return [compaction(view.conversation_id, context.cut - 1)]
     if (wait := calls.breaker_wait(view.settings)) is not None:  # the endpoint keeps failing
         return hold_for_breaker(lifecycle.ctx, calls.announcer, view, step, wait)
-    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context, told)
+    work = LlmStep(lifecycle.ctx, calls, registry, view, step, context, instructions)
     return lifecycle.run(work, task_id=task_id)
 
 

@@ -194,3 +194,12 @@ def test_a_handoff_names_where_the_conversation_went_and_why():
                                   "by": "person", "user": "alice"})
     assert summarize(by_model) == "handed off to billing from support: a refund"
     assert summarize(by_person) == "handed off to support from billing by alice"
+
+
+def test_a_guardrails_verdict_names_its_phase_and_what_it_found():
+    tripped = {"type": "guardrail", "content": {"name": "no_pii", "phase": "input",
+                                                 "tripped": True, "info": {"pii": "card"}}}
+    passed = {"type": "guardrail", "content": {"name": "on_topic", "phase": "output",
+                                                "tripped": False, "info": None}}
+    assert summarize(tripped) == 'input guardrail no_pii tripped: {"pii":"card"}'
+    assert summarize(passed) == "output guardrail on_topic passed"

@@ -145,3 +145,19 @@ def test_stored_options_read_back_the_same():
     stored = settings.model_dump(mode="json")
     assert stored["response_format"]["schema"] == SCHEMA
     assert parse_settings(stored) == settings
+
+
+def test_one_tool_call_at_a_time_is_asked_in_each_apis_words(kit: Kit):
+    kit.answer(settings=kit.settings(parallel_tool_calls=False))
+    body = kit.emulator.received[-1]
+    assert not kit.emulator.refused
+    if kit.name == "openai":
+        assert body["parallel_tool_calls"] is False
+    else:
+        assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+
+
+def test_parallel_tool_calls_unset_sends_nothing(kit: Kit):
+    kit.answer(settings=kit.settings())
+    body = kit.emulator.received[-1]
+    assert "parallel_tool_calls" not in body and "tool_choice" not in body
