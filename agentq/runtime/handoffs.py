@@ -120,9 +120,10 @@ class HandoffRound:
     def _result(self, call: CallRef) -> tuple[str, Any]:
         transfer, handoff = self.transfer, self.handoff
         assert transfer is not None
+        if call.id == transfer.call_id and handoff is not None:
+            return "ok", transfer_output(handoff.target)
         if call.id == transfer.call_id:
-            return ("ok", transfer_output(handoff.target)) if handoff else ("error",
-                                                                              transfer.refusal)
+            return "error", transfer.refusal
         if handoff is None:  # the first transfer was refused: so is any other
             return "error", "only one handoff per response is taken, the first: it was refused"
         if find_target(self.targets, call.name) is not None:

@@ -271,3 +271,25 @@ def test_a_tenants_settings_cannot_name_an_input_filter_of_the_code(store, comma
         commands.create_conversation(ALICE, {"handoffs": [
             {"name": "b", "input_filter": "code:only_user_messages"}]})
     assert refused.value.code == "forbidden_setting"
+
+
+class Refusing(Rules):
+    """Rules under which no agent's settings are admitted any more."""
+
+    def settings_for(self, settings, tenant, *, from_code=False):
+        raise InvalidInput("the profile is closed to you", code="unknown_profile")
+
+
+def test_a_target_whose_settings_are_refused_now_gives_the_transfer_an_error_result(
+        store, clock, commands):
+    define(store, clock, "b", system="You are B.")
+    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
+    runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
+                      clock=clock, sleep=lambda s: None, rules=Refusing())
+    conv = commands.create_conversation(ALICE, {"handoffs": ["b"],
+                                                "script": [transfer("b"), {"text": "stayed"}]})
+    drain(runtime, commands.post_message(conv.id, "hi", ALICE)[1])
+    (call,) = store.calls.list_of(conv.id)
+    assert call.result == {"status": "error", "output": "cannot hand off: the agent 'b' cannot "
+                                                        "start: the profile is closed to you"}
+    assert handoffs(store, conv.id) == [] and answers(store, conv.id) == ["stayed"]
