@@ -29,7 +29,7 @@ from agentq.core.token_budgets import meters_of, period_start  # noqa: E402
 from agentq.core.usage import Tokens  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.store.budget_totals import add_totals_txn  # noqa: E402
-from agentq.store.schema import usage_rollups  # noqa: E402
+from agentq.store.spend_tables import usage_rollups  # noqa: E402
 from agentq.store.usage import UsageKey, add_usage_txn  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from bench.timing import timed  # noqa: E402

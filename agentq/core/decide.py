@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentq.core import elicitation, keys, once
-from agentq.core.events import Event, InboxItem, View
-from agentq.core.fsm import FATAL_ERROR_STATUSES
+from agentq.core.events import FATAL_ERROR_STATUSES, Event, InboxItem, View
 from agentq.core.handoffs import between_turns
 from agentq.core.keys import StepKind
 

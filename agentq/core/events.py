@@ -22,6 +22,9 @@ EVENT_TYPES: tuple[str, ...] = (
     "guardrail",  # a guardrail's verdict (agentq.core.guardrails)
     "handoff",  # the agent that holds the conversation from here on (agentq.core.handoffs)
 )
+# The statuses of an error event that fail its turn (what the fold, the decisions and the
+# webhooks read of it; here, so that readers of events need not load the fold).
+FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
 # "agent": a sub-agent's call, answered by its child conversation (agentq.core.subagents)
 Executor = Literal["server", "human", "client", "agent"]
 CallStatus = Literal[

@@ -10,11 +10,10 @@ from dataclasses import replace
 from typing import Literal
 
 from agentq.core.elicitation import ANSWERED
-from agentq.core.events import Event, FsmState
+from agentq.core.events import FATAL_ERROR_STATUSES, Event, FsmState
 from agentq.core.handoffs import HANDOFF, handed_off
 from agentq.core.once import DID_NOT_RUN, OUTCOME_UNKNOWN
 
-FATAL_ERROR_STATUSES: tuple[str, ...] = ("failed_permanent", "timeout")
 # An error event with this status records that a person re-drove a failed turn.
 RETRIED = "retried"
 # A resolution with this status records that a person approved a gated call: it runs now.

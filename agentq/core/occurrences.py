@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.core.events import Event, FsmState
-from agentq.core.fsm import FATAL_ERROR_STATUSES
+from agentq.core.events import FATAL_ERROR_STATUSES, Event, FsmState
 
 EVENT_TYPES: tuple[str, ...] = (
     "call.waiting", "call.resolved", "call.expired", "turn.completed", "turn.failed",

@@ -22,7 +22,8 @@ from agentq.core.token_budgets import Meter
 from agentq.store import dialects
 from agentq.store.dialects import Dialect
 from agentq.store.engine import parameter_rows
-from agentq.store.schema import budget_totals, conversations
+from agentq.store.schema import conversations
+from agentq.store.spend_tables import budget_totals
 
 
 @dataclass(frozen=True)

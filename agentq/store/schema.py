@@ -9,7 +9,6 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    BigInteger,
     Boolean,
     Column,
     ForeignKey,
@@ -35,10 +34,6 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 metadata = MetaData(naming_convention=NAMING)
-
-
-
-
 
 ID = 255  # uuid4 text for our ids; tool call ids come from providers and vary in length
 
@@ -215,67 +210,6 @@ model_calls = Table(
     Column("evictions", Json),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "created_at"),
-)
-
-# Token usage per tenant, hour, agent, profile, model and conversation (agentq.store.usage),
-# added to in the transaction that commits each model call, so it counts each call once.
-# "" stands for no agent and for the profile's default model: keys must not be NULL to
-# conflict. No foreign key: usage outlives a deleted conversation, for billing.
-usage_rollups = Table(
-    "usage_rollups",
-    metadata,
-    Column("tenant", String(ID), nullable=False),
-    Column("hour", Timestamp, nullable=False),
-    Column("agent", String(64), nullable=False),
-    Column("profile", String(ID), nullable=False),
-    Column("model", String(ID), nullable=False),
-    Column("conversation_id", String(ID), nullable=False),
-    Column("input_tokens", BigInteger, nullable=False),
-    Column("output_tokens", BigInteger, nullable=False),
-    Column("cached_tokens", BigInteger, nullable=False),
-    Column("reasoning_tokens", BigInteger, nullable=False),
-    Column("calls", BigInteger, nullable=False),
-    # the root of a tree of sub-agents the conversation belongs to (NULL: it is a root)
-    Column("root_conversation_id", String(ID)),
-    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),  # core.prices
-    PrimaryKeyConstraint("tenant", "hour", "agent", "profile", "model", "conversation_id"),
-    Index(None, "hour"),  # the operator's reads across tenants
-    Index(None, "root_conversation_id"),
-)
-
-# Running token totals that budgets read (agentq.store.budget_totals): per tenant, agent
-# and conversation, one row each per period kind, holding the current period only (a commit
-# in a later period starts it afresh), so a check reads a few rows by primary key and the
-# table grows with tenants, agents and conversations, not with time. Added to in the
-# transaction that commits each model call, like usage_rollups.
-budget_totals = Table(
-    "budget_totals",
-    metadata,
-    Column("tenant", String(ID), nullable=False),
-    Column("scope", String(16), nullable=False),  # tenant, agent or conversation
-    Column("name", String(ID), nullable=False),  # "", the agent's name, the conversation's id
-    Column("period", String(8), nullable=False),  # hour, day, month, or life
-    Column("period_start", Timestamp, nullable=False),
-    Column("tokens", BigInteger, nullable=False),
-    Column("cost_nanos", BigInteger, nullable=False, server_default="0"),
-    PrimaryKeyConstraint("tenant", "scope", "name", "period"),
-)
-
-# One row per turn that made model calls, added to like usage_rollups (agentq.store.turn_usage).
-turn_usage = Table(
-    "turn_usage",
-    metadata,
-    Column("conversation_id", String(ID), nullable=False),
-    Column("turn_id", String(ID), nullable=False),
-    Column("tenant", String(ID), nullable=False),
-    Column("agent", String(64), nullable=False),  # "" for none
-    Column("root_conversation_id", String(ID)),
-    Column("started_at", Timestamp, nullable=False),
-    Column("duration_ms", BigInteger, nullable=False),
-    *(Column(name, BigInteger, nullable=False)
-      for name in ("input_tokens", "output_tokens", "calls", "cost_nanos")),
-    PrimaryKeyConstraint("conversation_id", "turn_id"),
-    Index(None, "started_at"),
 )
 
 # Every published version of every agent, immutable: a tenant's (`tenant` is its name) or

@@ -19,7 +19,8 @@ from agentq.store.conversations import ConversationInfo, conversation_from_row, 
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read
 from agentq.store.eventlog import event_from_row
-from agentq.store.schema import conversations, events, steps, tool_calls, usage_rollups
+from agentq.store.schema import conversations, events, steps, tool_calls
+from agentq.store.spend_tables import usage_rollups
 
 _CHILD = "child_"
 

@@ -21,7 +21,7 @@ from agentq.core.usage import Tokens
 from agentq.store import dialects
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
-from agentq.store.schema import turn_usage
+from agentq.store.spend_tables import turn_usage
 from agentq.store.usage import UsageKey
 
 ADDED = ("input_tokens", "output_tokens", "calls", "cost_nanos")  # summed on each call

@@ -29,7 +29,7 @@ from agentq.store.budget_totals import Spent, spent_txn
 from agentq.store.column_types import Timestamp
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, param
-from agentq.store.schema import usage_rollups
+from agentq.store.spend_tables import usage_rollups
 
 # The dimensions a report may group by, and the column each reads.
 DIMENSIONS = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 from alembic import context
 
 import agentq.store.schedule_tables  # noqa: F401  (its tables join the metadata)
+import agentq.store.spend_tables  # noqa: F401  (its tables join the metadata)
 from agentq.store.schema import metadata
 
 connection = context.config.attributes["connection"]
