@@ -390,11 +390,11 @@ def _write_resolution(
             return close_call(tx, call, by=by, status=status, result=result, now=now,
                               decider=decider)
         case RecordRan(call=call, result=result):
-            return record_ran(tx, call, by=by, result=result, now=now)
+            return record_ran(tx, call, by=by, result=result, now=now, decider=decider)
         case RunAgain(call=call):
-            return run_again(tx, call, by=by, now=now)
+            return run_again(tx, call, by=by, now=now, decider=decider)
         case Abandon(call=call, reason=reason):
-            return abandon(tx, call, by=by, reason=reason, now=now)
+            return abandon(tx, call, by=by, reason=reason, now=now, decider=decider)
     assert_never(verdict)
 
 

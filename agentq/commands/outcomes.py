@@ -12,34 +12,36 @@ from typing import Any
 from agentq.commands.refusals import refused
 from agentq.core import drafts, once
 from agentq.core.decide import Step
+from agentq.core.deciders import Decider, signed
 from agentq.core.events import EventDraft, ToolCallRecord
 from agentq.core.fsm import round_closed
 from agentq.core.resolution_rules import late
 from agentq.followups import Advance, FollowUp, RunTool, Settled
 
 
-def record_ran(tx, call: ToolCallRecord, *, by: str, result: Any, now: datetime
-               ) -> tuple[ToolCallRecord, list[FollowUp]]:
+def record_ran(tx, call: ToolCallRecord, *, by: str, result: Any, now: datetime,
+               decider: Decider | None = None) -> tuple[ToolCallRecord, list[FollowUp]]:
     """It ran: the call closes with the person's result, which the model reads."""
-    recorded = [drafts.outcome_answer(call, once.RAN, by=by, created_at=now),
+    recorded = [*signed([drafts.outcome_answer(call, once.RAN, by=by, created_at=now)], decider),
                 drafts.tool_result(call.id, "ok", result, turn_id=call.turn_id,
                                    round_id=call.round_id, step_key=None, created_at=now)]
     return _closed(tx, call, once.RAN, "resolved", result, recorded, now=now)
 
 
-def abandon(tx, call: ToolCallRecord, *, by: str, reason: str | None, now: datetime
-            ) -> tuple[ToolCallRecord, list[FollowUp]]:
+def abandon(tx, call: ToolCallRecord, *, by: str, reason: str | None, now: datetime,
+            decider: Decider | None = None) -> tuple[ToolCallRecord, list[FollowUp]]:
     """Abandoned: the model reads an error saying the outcome is unknown."""
     text = once.abandoned_text(call.started or {}, reason)
-    recorded = [drafts.outcome_answer(call, once.ABANDONED, by=by, created_at=now, reason=reason),
+    recorded = [*signed([drafts.outcome_answer(call, once.ABANDONED, by=by, created_at=now,
+                                               reason=reason)], decider),
                 drafts.tool_result(call.id, "error", text, turn_id=call.turn_id,
                                    round_id=call.round_id, step_key=None, created_at=now)]
     return _closed(tx, call, once.ABANDONED, "errored", {"status": "error", "output": text},
                    recorded, now=now, reason=reason)
 
 
-def run_again(tx, call: ToolCallRecord, *, by: str, now: datetime
-              ) -> tuple[ToolCallRecord, list[FollowUp]]:
+def run_again(tx, call: ToolCallRecord, *, by: str, now: datetime,
+              decider: Decider | None = None) -> tuple[ToolCallRecord, list[FollowUp]]:
     """It did not run: the call runs now as its next run, a step of its own (inv. 5), whose
     start is marked like the first's: if it dies too, it is unknown again (inv. 13)."""
     mark = once.answered_mark(call.started or {}, once.DID_NOT_RUN)
@@ -47,8 +49,8 @@ def run_again(tx, call: ToolCallRecord, *, by: str, now: datetime
                               now=now):
         raise refused(late(f"tool call {call.id} is no longer pending", tx.load_call(call.id)))
     tx.mark_started(call.id, started=mark)
-    tx.append_and_fold([drafts.outcome_answer(call, once.DID_NOT_RUN, by=by, created_at=now)],
-                       now=now)
+    tx.append_and_fold(signed([drafts.outcome_answer(call, once.DID_NOT_RUN, by=by,
+                                                     created_at=now)], decider), now=now)
     updated = tx.load_call(call.id)
     step = Step.tool(call.conversation_id, call.id, call.answers, once.run_of(mark))
     return updated, [RunTool(call.conversation_id, call.id, step.key, tool=call.name),

@@ -117,3 +117,16 @@ def test_another_tenant_can_neither_see_nor_answer_the_call(api, alice, mallory)
     assert api.get(f"/v1/conversations/{cid}/tool-calls/{call_id}/context",
                    mallory).status_code == 404
     assert api.store.log.list_events(cid) == before
+
+
+@pytest.mark.parametrize("body", [
+    {"status": "ran", "result": "paid, receipt R-9"}, {"status": "did_not_run"},
+    {"status": "abandoned", "reason": "the bank will call back"}])
+def test_an_answer_names_the_acting_user_and_the_key_it_came_with(api, body):
+    bob = api.key("acme", "bob")
+    cid, call_id = unknown(api, bob)
+    [key] = api.store.keys.list_all(tenant="acme")
+    assert answer(api, bob, cid, call_id, body).status_code == 200
+    [said] = [e for e in api.store.log.list_events(cid)
+              if e.type == "resolution" and e.content["status"] == body["status"]]
+    assert said.content["decider"] == {"user": "bob", "key_id": key.id}
