@@ -153,3 +153,13 @@ def test_a_sub_agent_call_names_its_child_whose_own_timeline_reads_the_same_way(
     assert call["child_state"] == "idle"
     child = timeline_of(api, call["child_conversation_id"], alice)
     assert [step["kind"] for step in child["steps"]] == ["llm"]
+
+
+def test_the_page_loads_the_timeline_s_files_which_put_text_in_the_dom_as_text_only(api):
+    page = api.client.get("/ui/").data
+    assert b'<script src="timeline.js" defer></script>' in page
+    assert page.index(b"timeline.js") < page.index(b"app.js")  # its views exist when app.js routes
+    for name, mimetype in (("timeline.js", "text/javascript"), ("timeline.css", "text/css")):
+        served = api.client.get(f"/ui/{name}")
+        assert served.status_code == 200 and served.mimetype == mimetype
+    assert b"innerHTML" not in api.client.get("/ui/timeline.js").data
