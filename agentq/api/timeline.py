@@ -1,7 +1,7 @@
 """The shapes of a turn's timeline and a conversation's tree of agents (agentq.core.timeline).
 
 Times are RFC 3339 text in UTC, as everywhere in the API; `null` where a bar has not ended.
-`cost` is passed through where the log records one; nothing here computes it.
+`cost` is what the commit recorded at the prices in force (agentq.core.prices), as text.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ class TimelineModelCall(AnswerModel):
     usage: dict[str, Any] = Field(description="tokens, as the provider counted them")
     interrupted: bool
     time_to_first_token_ms: int | None = None
-    cost: Any = None
+    cost: str | None = Field(None, description="the call's cost, decimal text; null: unpriced")
 
 
 class TimelineMark(AnswerModel):
@@ -102,7 +102,7 @@ class TreeNodeOut(AnswerModel):
     input_tokens: int
     output_tokens: int
     model_calls: int
-    cost: Any = None
+    cost: str = Field(description="what its model calls cost, decimal text (docs/tenancy.md)")
 
 
 class ConversationTree(AnswerModel):

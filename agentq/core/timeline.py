@@ -18,6 +18,7 @@ from typing import Any
 
 from agentq.core.decide import Step
 from agentq.core.events import Event, ToolCallRecord
+from agentq.core.prices import format_money
 from agentq.core.timefmt import to_utc
 
 # how an attempt ended, from the status the next claim found the step in
@@ -114,7 +115,7 @@ class ModelCallMark:
     usage: dict[str, Any]
     interrupted: bool
     time_to_first_token_ms: int | None = None
-    cost: Any = None  # passed through when the log records one
+    cost: str | None = None  # the call's cost at the prices in force, decimal text
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def model_call(event: Event) -> ModelCallMark:
     return ModelCallMark(
         step_key=event.step_key, round_id=event.round_id, at=event.created_at, usage=usage,
         interrupted=bool(content.get("interrupted")), time_to_first_token_ms=ttft,
-        cost=content.get("cost", usage.get("cost")),
+        cost=None if content.get("cost_nanos") is None else format_money(content["cost_nanos"]),
     )
 
 

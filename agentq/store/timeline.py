@@ -50,6 +50,7 @@ class TreeNode:
     input_tokens: int
     output_tokens: int
     calls: int
+    cost_nanos: int = 0  # what its model calls cost at the prices in force (agentq.core.prices)
 
 
 class Timelines:
@@ -133,20 +134,23 @@ def _tree_txn(conn: Connection, root_id: str, *, tenant: str) -> list[TreeNode]:
     spent = (select(u.conversation_id,
                     func.sum(u.input_tokens).label("input_tokens"),
                     func.sum(u.output_tokens).label("output_tokens"),
-                    func.sum(u.calls).label("calls"))
+                    func.sum(u.calls).label("calls"),
+                    func.sum(u.cost_nanos).label("cost_nanos"))
              .where(u.tenant == tenant,
                     or_(u.root_conversation_id == root_id, u.conversation_id == root_id))
              .group_by(u.conversation_id).subquery("spent"))
     conv = conversations.c
     rows = conn.execute(
-        select(conversations, spent.c.input_tokens, spent.c.output_tokens, spent.c.calls)
+        select(conversations, spent.c.input_tokens, spent.c.output_tokens, spent.c.calls,
+               spent.c.cost_nanos)
         .select_from(conversations.outerjoin(spent, spent.c.conversation_id == conv.id))
         .where(conv.tenant == tenant,
                or_(conv.id == root_id, conv.root_conversation_id == root_id,
                    conv.parent_conversation_id == root_id))
         .order_by(conv.depth, conv.created_at, conv.id))
     return [TreeNode(conversation_from_row(row), int(row.input_tokens or 0),
-                     int(row.output_tokens or 0), int(row.calls or 0)) for row in rows]
+                     int(row.output_tokens or 0), int(row.calls or 0), int(row.cost_nanos or 0))
+            for row in rows]
 
 
 def _under(nodes: list[TreeNode], top: str) -> list[TreeNode]:

@@ -60,8 +60,8 @@ def test_a_human_call_is_a_wait_for_a_person_until_it_is_resolved():
 def test_events_of_kinds_without_a_bar_are_kept_as_marks_with_their_content():
     events = [event(1, "user_msg", {"text": "hi"}, 0), event(2, "handoff", {"to": "billing"}, 1),
               event(3, "assistant_msg", {"text": "ok", "usage": {"output_tokens": 2},
-                                         "cost": 0.5}, 2)]
+                                         "cost_nanos": 500_000_000}, 2)]
     drawn = timeline("c1", "t1", events, [], [], [], now=at(5), running=False)
     assert [(m.type, m.content) for m in drawn.marks] == [("user_msg", {"text": "hi"}),
                                                           ("handoff", {"to": "billing"})]
-    assert [(m.usage, m.cost) for m in drawn.model_calls] == [({"output_tokens": 2}, 0.5)]
+    assert [(m.usage, m.cost) for m in drawn.model_calls] == [({"output_tokens": 2}, "0.500000000")]

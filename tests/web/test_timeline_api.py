@@ -4,6 +4,7 @@ however many steps its turn took."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import event
@@ -163,3 +164,21 @@ def test_the_page_loads_the_timeline_s_files_which_put_text_in_the_dom_as_text_o
         served = api.client.get(f"/ui/{name}")
         assert served.status_code == 200 and served.mimetype == mimetype
     assert b"innerHTML" not in api.client.get("/ui/timeline.js").data
+
+
+def test_a_model_calls_cost_and_each_nodes_cost_are_the_ones_its_commits_recorded(api, alice):
+    from agentq.core.prices import Prices
+
+    api.runtime.rules.prices = lambda settings: Prices(input=1_500, output=6_000,
+                                                       cached_input=750, reasoning=6_000)
+    cid = api.create(alice, script=WEATHER)
+    api.say(cid, "weather?", alice)
+    api.run()
+    recorded = [e.content["cost_nanos"] for e in api.store.log.list_events(cid)
+                if e.type == "assistant_msg"]
+    assert len(recorded) == 2 and all(n > 0 for n in recorded)
+    drawn = timeline_of(api, cid, alice)
+    assert [Decimal(m["cost"]) for m in drawn["model_calls"]] == [
+        Decimal(n).scaleb(-9) for n in recorded]
+    [node] = api.get(f"/v1/conversations/{cid}/tree", alice).json["nodes"]
+    assert Decimal(node["cost"]) == Decimal(sum(recorded)).scaleb(-9)

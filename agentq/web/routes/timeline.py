@@ -13,6 +13,7 @@ from typing import Any
 from flask import Blueprint, g
 
 from agentq.api.timeline import ConversationTree, TreeNodeOut, TurnTimeline
+from agentq.core.prices import format_money
 from agentq.core.timefmt import format_ts
 from agentq.core.timeline import timeline
 from agentq.errors import NotFound
@@ -54,7 +55,7 @@ def tree(conversation_id: str):
             depth=node.conversation.depth - top, state=present.state_of(node.conversation),
             agent=None if node.conversation.agent is None else node.conversation.agent.name,
             input_tokens=node.input_tokens, output_tokens=node.output_tokens,
-            model_calls=node.calls,
+            model_calls=node.calls, cost=format_money(node.cost_nanos),
         ) for index, node in enumerate(nodes)]))
 
 
