@@ -16,6 +16,7 @@ from agentq.core.refusal import Refusal
 from agentq.core.resolution_rules import Approve, ResolutionVerdict, Unchanged, late
 
 NOT_EDITABLE = "not_editable"
+EDITS_NEED_APPROVAL = "edits_need_approval"
 
 
 def with_edits(verdict: ResolutionVerdict, status: str, args: dict[str, Any] | None, *,
@@ -24,12 +25,13 @@ def with_edits(verdict: ResolutionVerdict, status: str, args: dict[str, Any] | N
     if args is None:
         return _as_given(verdict)
     if status != "approved":
-        return Refusal.invalid("edited arguments go with an approval (status approved)")
+        return Refusal.invalid("edited arguments go with an approval (status approved)",
+                               code=EDITS_NEED_APPROVAL)
     if isinstance(verdict, Refusal):
         return verdict
     if not isinstance(verdict, Approve | Unchanged) or not verdict.call.needs_approval:
         return Refusal.invalid("edited arguments go with an approval of a call that needs "
-                               "approval")
+                               "approval", code=EDITS_NEED_APPROVAL)
     call = verdict.call
     if not editable:
         return Refusal.invalid(f"tool {call.name} takes no edited arguments: approve or reject "

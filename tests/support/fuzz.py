@@ -61,7 +61,8 @@ OPERATIONS = {
 }
 
 _SETTINGS_RULES = {"unknown_profile", "model_required", "model_not_offered", "extra_body_refused",
-                   "above_ceiling", "conflicting_settings", "unknown_tool", "unknown_agent"}
+                   "above_ceiling", "conflicting_settings", "unknown_tool", "unknown_agent",
+                   "unknown_guardrail", "unknown_instructions", "forbidden_setting"}
 # Codes that may refuse a request the schema allows, by operation: each names a rule beyond
 # what a JSON schema states (the operator's policy, the tools and agents there are, how
 # settings relate, what an image's bytes are, where a URL's host is, how a range's ends
@@ -77,6 +78,9 @@ REFUSALS: dict[str, set[str]] = {
     # the target must be an agent of the tenant, its settings admitted as a conversation's
     "POST /v1/conversations/{conversation_id}/handoff": _SETTINGS_RULES,
     "GET /v1/usage/overview": {"invalid_range"},
+    # edited arguments: only with an approval, of an editable tool's call, fitting its schema
+    "POST /v1/conversations/{conversation_id}/tool-calls/{call_id}/resolution": {
+        "edits_need_approval", "not_editable", "invalid_tool_args"},
     "POST /v1/schedules": {"invalid_cron", "invalid_timezone", "invalid_schedule",
                            "interval_too_short", "above_ceiling", "unknown_agent",
                            "unknown_conversation", "invalid_content"},

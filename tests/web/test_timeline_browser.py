@@ -90,7 +90,9 @@ def test_the_timeline_shows_a_killed_worker_a_retried_model_call_an_approval_and
     first.kill()  # mid-step: the tool runs for four seconds
     workers("w2", AGENTQ_TEST_TOOL_LOG=str(tool_log))
     beat()
-    [approval] = wait_for(lambda: store.calls.list_of(conv.id, status="pending"), timeout_s=WAIT_S,
+    # the sub-agent's call is pending too while its child runs: the approval is the human one
+    [approval] = wait_for(lambda: [c for c in store.calls.list_of(conv.id, status="pending")
+                                   if c.executor == "human"], timeout_s=WAIT_S,
                           what="the approval to wait")
     turn = store.log.list_events(conv.id)[0].turn_id
 
