@@ -85,7 +85,8 @@ def model_of(script: list[dict], **scripted) -> dict:
 
 billing = agentq.agent(
     "billing", description="Refunds, invoices and charges.", system=billing_instructions,
-    tools=[refund_status], input_guardrails=[no_card_numbers], temperature=0.0, limits={"max_rounds_per_turn": 6},
+    tools=[refund_status], input_guardrails=[no_card_numbers], temperature=0.0,
+    limits={"max_rounds_per_turn": 6},
     **model_of(BILLING_SCRIPT, script_repeat=True),
 )
 
