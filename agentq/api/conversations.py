@@ -99,9 +99,10 @@ class ConversationPage(AnswerModel):
 class HandOff(BodyModel):
     """Hand the conversation to another agent between turns: it answers from the next turn."""
 
-    to: str = Field(pattern=NAME_PATTERN,
-                    description="an agent you may use, by name; the agent the conversation "
-                                "started from takes it back")
+    to: str = Field(pattern=NAME_PATTERN.removesuffix("$") + r"(@[0-9]{1,9})?$",
+                    description="an agent you may use, by name or name@version (a newer "
+                                "version of its own agent moves the conversation to it); the "
+                                "agent the conversation started from takes it back")
     why: str = Field("", max_length=2000, description="recorded in the handoff event")
     input_filter: InputFilter = Field(
         "all", description="what history it sees: all, from the next turn (turn), "

@@ -84,7 +84,8 @@ class AsyncClient:
 
     async def hand_off(self, conversation_id: str, to: str, *, why: str = "",
                        input_filter: str = "all", user: str | None = None) -> api.Conversation:
-        """Hand the conversation to the agent `to` between turns; Conflict while a turn runs."""
+        """Hand the conversation to the agent `to` (a name, or `name@version`: a version of its
+        own agent moves it there) between turns; Conflict while a turn runs."""
         return await self._run(calls.hand_off(conversation_id, to, why, input_filter, self._who(user)))
 
     async def retry(self, conversation_id: str, *, user: str | None = None) -> api.Conversation:

@@ -5,12 +5,17 @@ The handoff is an event of the log (by "person", with who acted), so the agent t
 the conversation stays a fold of its log (agentq.core.handoffs). The target must be an agent
 the tenant may use, its settings admitted as a new conversation's would be; the agent the
 conversation started from takes it back with the conversation's own settings.
+
+A target may name a version (`support@4`): that is how the operator moves a running
+conversation to a newer version of its own agent on purpose (a deploy never does: a
+conversation keeps the version it started with).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from agentq.core.agents import AgentRef, parse_agent_ref
 from agentq.core.handoff_targets import InputFilter
 from agentq.core.handoffs import BY_PERSON, Handoff, holder_name
 from agentq.core.scope import Scope
@@ -49,14 +54,18 @@ class HandoffCommands:
                  input_filter: InputFilter) -> Handoff:
         started = conversation.agent
         source = holder_name(conversation.fsm, started.name if started else None)
-        if to == source:
+        try:
+            ref = parse_agent_ref(to)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), code="invalid_agent") from None
+        if (ref.name == source and ref.version is None) or ref == _held(conversation):
             raise Conflict(f"the agent {to!r} holds the conversation already",
                            code="already_held")
-        own = Handoff(source=source, target=to, version=None, why=why, by=BY_PERSON,
+        own = Handoff(source=source, target=ref.name, version=None, why=why, by=BY_PERSON,
                       settings=None, input_filter=input_filter, user=scope.user or scope.tenant)
-        if started is not None and to == started.name:  # back to its own settings
+        if started is not None and ref in (started, AgentRef(started.name)):  # its own settings
             return replace(own, version=started.version)
-        version = self.commands.catalog.find(scope.tenant, to)
+        version = self.commands.catalog.find(scope.tenant, ref.name, version=ref.version)
         if version is None:
             raise InvalidInput(f"no agent {to}; GET /v1/agents lists yours", code="unknown_agent")
         settings = self.commands.settings_for(version.definition.settings, scope,
@@ -64,6 +73,14 @@ class HandoffCommands:
                                               from_code=version.source == "code",
                                               code_filters=version.source == "code")
         return replace(own, version=version.version, settings=settings.model_dump(mode="json"))
+
+
+def _held(conversation: ConversationInfo) -> AgentRef | None:
+    """The agent and version that hold the conversation: the last handoff's, else its own."""
+    held = conversation.fsm.agent
+    if held is not None:
+        return AgentRef(held["name"], held.get("version"))
+    return conversation.agent
 
 
 def _between_turns(conversation: ConversationInfo) -> None:

@@ -88,7 +88,7 @@ def call_model(
 def offered_specs(registry: Registry, settings: Settings) -> list[ToolSpec]:
     """The tools the model is offered: the registry's the settings name, the agents, then
     the transfers to the agents it may hand the conversation to."""
-    return (registry.specs(settings.tools) + [a.spec() for a in settings.agents or ()]
+    return (registry.specs_in_code(settings.tools) + [a.spec() for a in settings.agents or ()]
             + transfer_specs(settings.handoffs))
 
 

@@ -125,6 +125,18 @@ class Registry:
                 specs.append(self._tools[name].spec)
         return specs
 
+    def specs_in_code(self, names: list[str] | None) -> list[ToolSpec]:
+        """The specs of `names` that this code still registers, for a running conversation:
+        its settings were checked when it started, so a local tool missing now was removed
+        from the code by a deploy since. It is left out of what the model is offered (and
+        logged), and a call of it gets an error result (`check`), not a failed turn."""
+        if names is None:
+            return self.specs()
+        removed = [n for n in names if not remote.is_ref(n) and n not in self._tools]
+        if removed:
+            log.warning("settings name tools the code no longer registers: %s", ", ".join(removed))
+        return self.specs([n for n in names if n not in removed])
+
     def _remote_specs(self, ref: str) -> list[ToolSpec]:
         server, only = remote.parse_ref(ref) or ("", None)
         source = self._remote.get(server)
@@ -165,6 +177,10 @@ class Registry:
         if item is None or (allowed is not None and name not in allowed):
             available = [n for n in self._tools if allowed is None or n in allowed]
             available += [n for n in allowed or () if remote.is_ref(n)]
+            if item is None and allowed is not None and name in allowed:  # removed by a deploy
+                return ToolOutcome("error", f"tool '{name}' is no longer available: it was removed "
+                                            f"since this conversation started; available: "
+                                            f"{', '.join(available) or 'none'}")
             return ToolOutcome("error", f"unknown tool '{name}'; available: {', '.join(available) or 'none'}")
         try:
             return item.validate(args)

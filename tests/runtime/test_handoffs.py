@@ -137,6 +137,60 @@ def test_a_person_cannot_hand_a_conversation_to_another_tenants_agent(
     assert handoffs(store, conv.id) == []
 
 
+def two_versions(store, clock) -> None:
+    """Agent a at version 1, then its version 2 with another prompt and answer."""
+    define(store, clock, "a", system="You are A.", script=[{"text": "A one"}], script_repeat=True)
+    store.agents.add_version("t1", AgentDefinition(name="a", settings=Settings(
+        system="You are A, two.", script=[{"text": "A two"}], script_repeat=True)), now=clock())
+
+
+def held(store, cid) -> tuple:
+    info = store.conversations.load(cid)
+    return info.fsm.agent["name"], info.fsm.agent["version"], info.settings.system
+
+
+def test_a_person_moves_a_conversation_to_a_newer_version_of_its_own_agent(
+        store, runtime, commands, clock):
+    two_versions(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a@1")
+    drain(runtime, commands.post_message(conv.id, "hello", ALICE)[1])
+    HandoffCommands(commands).hand_off(conv.id, ALICE, to="a@2", why="deployed v2")
+    assert handoffs(store, conv.id) == [("a", "a", "deployed v2", "person")]
+    assert held(store, conv.id) == ("a", 2, "You are A, two.")
+    drain(runtime, commands.post_message(conv.id, "again", ALICE)[1])
+    assert answers(store, conv.id) == ["A one", "A two"]
+    assert store.conversations.load(conv.id).agent.version == 1  # where it started, kept
+    assert check_conversation(store, conv.id) == []
+
+
+def test_a_person_moves_a_conversation_back_to_the_version_it_started_with(
+        store, runtime, commands, clock):
+    two_versions(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a@1")
+    HandoffCommands(commands).hand_off(conv.id, ALICE, to="a@2")
+    HandoffCommands(commands).hand_off(conv.id, ALICE, to="a@1")
+    assert held(store, conv.id) == ("a", 1, "You are A.")
+    assert store.conversations.load(conv.id).fsm.agent["settings"] is None
+
+
+def test_a_conversation_is_not_moved_to_a_version_it_holds_or_that_is_not_the_tenants(
+        store, runtime, commands, clock):
+    two_versions(store, clock)
+    define(store, clock, "secret", tenant="t2", system="t2's own")
+    conv = commands.create_conversation(ALICE, {}, agent="a@1")
+    with pytest.raises(Conflict) as same:
+        HandoffCommands(commands).hand_off(conv.id, ALICE, to="a@1")
+    assert same.value.code == "already_held"
+    for target in ("a@9", "secret@1"):
+        with pytest.raises(InvalidInput) as refused:
+            HandoffCommands(commands).hand_off(conv.id, ALICE, to=target)
+        assert refused.value.code == "unknown_agent"
+    with pytest.raises(InvalidInput) as malformed:
+        HandoffCommands(commands).hand_off(conv.id, ALICE, to="a@x")
+    assert malformed.value.code == "invalid_agent"
+    assert handoffs(store, conv.id) == []
+
+
 def test_settings_may_not_name_another_tenants_agent_as_a_handoff(store, commands, clock):
     define(store, clock, "secret", tenant="t2")
     with pytest.raises(InvalidInput) as refused:

@@ -238,6 +238,18 @@ def test_specs_of_unknown_names_fail_listing_them() -> None:
         Registry([demo_tools.add]).specs(["add", "nope", "nada"])
 
 
+def test_specs_in_code_leave_out_a_tool_the_code_no_longer_registers() -> None:
+    registry = Registry([demo_tools.add])
+    assert [spec.name for spec in registry.specs_in_code(["removed", "add"])] == ["add"]
+
+
+def test_a_call_of_a_tool_removed_since_the_conversation_started_says_so() -> None:
+    outcome = Registry([demo_tools.add]).check("removed", {}, allowed=["add", "removed"])
+    assert outcome is not None and outcome.status == "error"
+    assert outcome.output == ("tool 'removed' is no longer available: it was removed since this "
+                              "conversation started; available: add")
+
+
 def test_check_passes_a_good_call() -> None:
     assert Registry([demo_tools.add]).check("add", {"a": 1, "b": 2}) is None
 

@@ -109,3 +109,29 @@ def test_the_stream_sends_the_handoff_event(api, alice):
                               query_string={"until_idle": 1}, buffered=False)
     events = events_of(SseReader(response).frames())
     assert [e["content"]["to"] for e in events if e["type"] == "handoff"] == ["billing"]
+
+
+def test_a_conversation_is_moved_to_a_newer_version_of_its_agent_by_naming_it(api, alice):
+    support_and_billing(api, alice)
+    cid = started(api, alice, "support")
+    assert api.client.post("/v1/agents/support/versions", json={
+        "settings": {"system": "You are support, two."}}, headers=alice).status_code == 201
+    response = api.client.post(f"/v1/conversations/{cid}/handoff",
+                               json={"to": "support@2", "why": "v2 deployed"}, headers=alice)
+    assert response.status_code == 200, response.json
+    assert response.json["held_by"] == {"name": "support", "version": 2}
+    assert response.json["agent"] == {"name": "support", "version": 1}
+    assert response.json["settings"]["system"] == "You are support, two."
+    handoff = api.get(f"/v1/conversations/{cid}/events", alice).json["events"][-1]
+    assert (handoff["type"], handoff["content"]["version"]) == ("handoff", 2)
+
+
+def test_moving_a_conversation_to_a_version_its_agent_does_not_have_is_422(api, alice):
+    support_and_billing(api, alice)
+    cid = started(api, alice, "support")
+    for target, code in (("support@7", "unknown_agent"), ("support@0", "invalid_agent")):
+        response = api.client.post(f"/v1/conversations/{cid}/handoff", json={"to": target},
+                                   headers=alice)
+        assert response.status_code == 422, response.json
+        assert response.json["error"]["code"] == code
+    assert "handoff" not in api.types(cid)
