@@ -153,3 +153,17 @@ def test_a_sub_agent_call_names_its_child_whose_own_timeline_reads_the_same_way(
     assert call["child_state"] == "idle"
     child = timeline_of(api, call["child_conversation_id"], alice)
     assert [step["kind"] for step in child["steps"]] == ["llm"]
+
+
+def test_the_operators_key_reads_any_tenants_turn_timeline_and_no_tree(api, alice, mallory):
+    api.services.operator_key = "operator-secret-key"
+    operator = {"Authorization": "Bearer operator-secret-key"}
+    cid = api.create(alice, script=WEATHER)
+    api.say(cid, "weather?", alice)
+    api.run()
+    path = f"/v1/conversations/{cid}/turns/{first_turn(api, cid)}/timeline"
+    read = api.get(path, operator)
+    assert read.status_code == 200 and read.json == timeline_of(api, cid, alice)
+    assert api.get(path, mallory).status_code == 404  # a tenant's key still reads its own only
+    assert api.get(f"/v1/conversations/{cid}/turns/no-such-turn/timeline", operator).status_code == 404
+    assert api.get(f"/v1/conversations/{cid}/tree", operator).status_code == 401
