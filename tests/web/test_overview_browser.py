@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import pytest
 from agentq.process.clock import utcnow
 from agentq.store import Store
 from tests.support.processes import ROOT, wait_for
-from tests.web.test_ui_browser import SCREENS, WAIT_S, DevServer, _stop, browser, shoot, visible, wait
+from tests.web.test_ui_browser import WAIT_S, DevServer, _stop, browser, shoot, visible, wait
 
 pytestmark = pytest.mark.slow  # a browser and an `agentq dev` process
 __all__ = ["browser"]  # the browser fixture, shared with the page's other tests
@@ -30,7 +29,6 @@ try:
 except ImportError:  # pragma: no cover - the browser fixture skips without selenium
     By = None
 
-IMAGES = ROOT / "docs" / "images"
 # per million tokens: one input token costs 1,500 nanos, one output token 6,000
 PRICES = '[prices.scripted]\ninput = 1.5\noutput = 6\n'
 NANOS_PER_INPUT, NANOS_PER_OUTPUT = 1500, 6000
@@ -64,7 +62,8 @@ def server(folder: Path, operator_key: str) -> Iterator[DevServer]:
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         found = wait_for(
-            lambda: proc.poll() is not None or re.search(r"API on (http://127\.0\.0\.1:\d+)", log_path.read_text()),
+            lambda: proc.poll() is not None
+            or re.search(r"API on (http://127\.0\.0\.1:\d+)", log_path.read_text()),
             timeout_s=WAIT_S, what="agentq dev to serve")
         assert proc.poll() is None, log_path.read_text()
         yield DevServer(proc=proc, url=found.group(1), key=secret, database_url=env["AGENTQ_DATABASE_URL"])
@@ -83,7 +82,8 @@ def other_tenant(server: DevServer) -> DevServer:
     return DevServer(proc=server.proc, url=server.url, key=secret, database_url=server.database_url)
 
 
-def run_turn(server: DevServer, text: str, agent: str | None = None, script_text: str = "Done.") -> tuple[str, str]:
+def run_turn(server: DevServer, text: str, agent: str | None = None,
+             script_text: str = "Done.") -> tuple[str, str]:
     """A conversation (of `agent`, else with a script of its own) whose one turn has ended."""
     if agent is None:
         cid = server.create(script=[{"text": script_text}])
@@ -97,13 +97,14 @@ def cost_by(server: DevServer, dimension: str) -> dict[str | None, tuple[int, in
     """Per `dimension`, from the tenant's own /v1/usage: its tokens and their cost in nanos at
     the policy's prices (tokens times prices, not the overview's figures)."""
     today = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
-    rows = httpx2.get(server.url + "/v1/usage", headers=server.headers, timeout=10, params={
-        "from": today.isoformat(), "to": (today + timedelta(days=1)).isoformat(), "by": dimension}).json()["rows"]
+    params = {"from": today.isoformat(), "to": (today + timedelta(days=1)).isoformat(), "by": dimension}
+    rows = httpx2.get(server.url + "/v1/usage", headers=server.headers, timeout=10,
+                      params=params).json()["rows"]
     out: dict[str | None, tuple[int, int]] = {}
     for row in rows:
         tokens, nanos = out.get(row["group"][dimension], (0, 0))
-        out[row["group"][dimension]] = (tokens + row["input_tokens"] + row["output_tokens"],
-                                        nanos + row["input_tokens"] * NANOS_PER_INPUT + row["output_tokens"] * NANOS_PER_OUTPUT)
+        cost = row["input_tokens"] * NANOS_PER_INPUT + row["output_tokens"] * NANOS_PER_OUTPUT
+        out[row["group"][dimension]] = (tokens + row["input_tokens"] + row["output_tokens"], nanos + cost)
     return out
 
 
@@ -113,11 +114,14 @@ def money(nanos: int) -> str:
 
 def test_the_overview_charts_each_tenant_and_agent_at_its_cost_and_links_the_costliest_turn(
         browser, server, other_tenant, operator_key):
-    server.call("POST", "/v1/agents", {"name": "support", "settings": {"script": [{"text": "Your parcel left today."}]}})
-    other_tenant.call("POST", "/v1/agents", {"name": "billing", "settings": {"script": [{"text": "Invoice 9 is paid."}]}})
+    server.call("POST", "/v1/agents", {"name": "support",
+                                       "settings": {"script": [{"text": "Your parcel left today."}]}})
+    other_tenant.call("POST", "/v1/agents", {"name": "billing",
+                                             "settings": {"script": [{"text": "Invoice 9 is paid."}]}})
     run_turn(server, "Where is my parcel?", agent="support")
     run_turn(server, "Where is my other parcel?", agent="support")
-    costly, costly_turn = run_turn(server, "Please refund order A-17 and tell me all about it.", script_text=LONG)
+    costly, costly_turn = run_turn(server, "Please refund order A-17 and tell me all about it.",
+                                   script_text=LONG)
     run_turn(other_tenant, "Is invoice 9 paid?", agent="billing")
     expected = {("ui", agent): figures for agent, figures in cost_by(server, "agent").items()}
     expected |= {("acme", agent): figures for agent, figures in cost_by(other_tenant, "agent").items()}
@@ -148,8 +152,8 @@ def test_the_overview_charts_each_tenant_and_agent_at_its_cost_and_links_the_cos
         assert name in item["text"] and f"{item['tokens']:,} tokens" in item["text"]
         assert item["cost"].rstrip("0") in item["text"]
         for chart in ("overview-cost", "overview-tokens"):
-            bars = browser.find_elements(By.CSS_SELECTOR, f"#{chart} rect.ov-bar[data-tenant='{item['tenant']}']"
-                                                          f"[data-agent='{item['agent']}']")
+            selector = f"#{chart} rect.ov-bar[data-tenant='{item['tenant']}'][data-agent='{item['agent']}']"
+            bars = browser.find_elements(By.CSS_SELECTOR, selector)
             assert len(bars) == 1 and float(bars[0].get_attribute("height")) > 0  # today's bar
     total = sum(nanos for _, nanos in expected.values())
     assert money(total).rstrip("0") in browser.find_element(By.ID, "overview-total").text
@@ -157,11 +161,9 @@ def test_the_overview_charts_each_tenant_and_agent_at_its_cost_and_links_the_cos
     first = browser.find_element(By.CSS_SELECTOR, "#overview-costliest tbody tr")
     assert first.get_attribute("data-turn") == costly_turn and first.get_attribute("data-tenant") == "ui"
     assert first.get_attribute("data-cost") == money(by_conversation[costly][1])
-    shoot(browser, "usage-overview")
-    IMAGES.mkdir(exist_ok=True)
-    shutil.copyfile(SCREENS / "usage-overview.png", IMAGES / "usage-overview.png")
+    shoot(browser, "usage-overview")  # docs/images/usage-overview.png is one of these
 
     first.find_element(By.CSS_SELECTOR, "a.timeline-link").click()
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline[data-state=ended] .tl-row.step[data-kind=llm]"),
-         "the costliest turn's timeline")
+    ended = "#timeline[data-state=ended] .tl-row.step[data-kind=llm]"
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ended), "the costliest turn's timeline")
     assert costly in browser.current_url and costly_turn in browser.current_url
