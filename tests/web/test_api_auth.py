@@ -21,7 +21,7 @@ def _secured_operations(api) -> list[tuple[str, str]]:
 
 def _call(api, method, path, headers, cid="c1", call_id="call_x"):
     url = path.format(conversation_id=cid, call_id=call_id, profile="openai", name="support",
-                      version="1", webhook_id="w1")
+                      version="1", webhook_id="w1", turn_id="turn_x")
     bodies = {"resolution": {"status": "resolved"}, "fork": {"at_seq": 0},
               "handoff": {"to": "support"}}
     body = bodies.get(url.rsplit("/", 1)[-1], {"content": "hi"})
@@ -35,7 +35,7 @@ def _call(api, method, path, headers, cid="c1", call_id="call_x"):
 ])
 def test_every_secured_route_answers_401_without_a_valid_key(api, headers):
     operations = _secured_operations(api)
-    assert len(operations) == 33 and ("get", "/v1/tool-calls") in operations
+    assert len(operations) == 43 and ("get", "/v1/tool-calls") in operations
     assert ("post", "/v1/agents/{name}/versions") in operations
     assert ("post", "/v1/webhooks/{webhook_id}/rotate") in operations
     assert ("get", "/v1/usage") in operations and ("get", "/v1/usage/overview") in operations
