@@ -21,7 +21,7 @@ def _secured_operations(api) -> list[tuple[str, str]]:
 
 def _call(api, method, path, headers, cid="c1", call_id="call_x"):
     url = path.format(conversation_id=cid, call_id=call_id, profile="openai", name="support",
-                      version="1", webhook_id="w1", turn_id="turn_x")
+                      version="1", webhook_id="w1", turn_id="turn_x", schedule_id="s1")
     bodies = {"resolution": {"status": "resolved"}, "fork": {"at_seq": 0},
               "handoff": {"to": "support"}}
     body = bodies.get(url.rsplit("/", 1)[-1], {"content": "hi"})
