@@ -182,3 +182,17 @@ def test_a_model_calls_cost_and_each_nodes_cost_are_the_ones_its_commits_recorde
         Decimal(n).scaleb(-9) for n in recorded]
     [node] = api.get(f"/v1/conversations/{cid}/tree", alice).json["nodes"]
     assert Decimal(node["cost"]) == Decimal(sum(recorded)).scaleb(-9)
+
+
+def test_the_operators_key_reads_any_tenants_turn_timeline_and_no_tree(api, alice, mallory):
+    api.services.operator_key = "operator-secret-key"
+    operator = {"Authorization": "Bearer operator-secret-key"}
+    cid = api.create(alice, script=WEATHER)
+    api.say(cid, "weather?", alice)
+    api.run()
+    path = f"/v1/conversations/{cid}/turns/{first_turn(api, cid)}/timeline"
+    read = api.get(path, operator)
+    assert read.status_code == 200 and read.json == timeline_of(api, cid, alice)
+    assert api.get(path, mallory).status_code == 404  # a tenant's key still reads its own only
+    assert api.get(f"/v1/conversations/{cid}/turns/no-such-turn/timeline", operator).status_code == 404
+    assert api.get(f"/v1/conversations/{cid}/tree", operator).status_code == 401

@@ -2,7 +2,8 @@
 
 A turn's timeline is built from a fixed number of reads, however many steps the turn took
 (agentq.store.timeline); the tree is the conversation and everything under it. Both answer
-404 for another tenant's conversation, as every read of a conversation does.
+404 for another tenant's conversation, as every read of a conversation does. The operator's
+key (AGENTQ_OPERATOR_KEY) reads any tenant's turn timeline, the one its overview links to.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from agentq.errors import NotFound
 from agentq.process.clock import utcnow
 from agentq.web import present
 from agentq.web.operation import operation
+from agentq.web.routes.usage import tenant_or_operator
 from agentq.web.services import services
 
 bp = Blueprint("timeline", __name__, url_prefix="/v1/conversations")
@@ -27,9 +29,11 @@ bp = Blueprint("timeline", __name__, url_prefix="/v1/conversations")
 
 @bp.get("/<id:conversation_id>/turns/<id:turn_id>/timeline")
 @operation("A turn's timeline: each step with its attempts and waits, its calls, its model "
-           "calls", answers={200: TurnTimeline})
+           "calls (the operator's key reads any tenant's)", answers={200: TurnTimeline},
+           auth=tenant_or_operator)
 def turn_timeline(conversation_id: str, turn_id: str):
-    found = services().store.timelines.load_turn(conversation_id, turn_id, tenant=g.scope.tenant)
+    tenant = None if g.operator else g.scope.tenant
+    found = services().store.timelines.load_turn(conversation_id, turn_id, tenant=tenant)
     if found is None:
         raise NotFound(f"no turn {turn_id} in conversation {conversation_id}")
     drawn = timeline(conversation_id, turn_id, found.events, found.steps, found.calls,

@@ -31,7 +31,7 @@ from agentq.web.services import services
 bp = Blueprint("usage", __name__, url_prefix="/v1/usage")
 
 
-def _tenant_or_operator() -> None:
+def tenant_or_operator() -> None:
     """g.operator is True for the operator's key; otherwise g.scope is the tenant's, or 401."""
     key = services().operator_key
     scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
@@ -49,7 +49,7 @@ def _tenant_or_operator() -> None:
 @operation("Tokens, model calls and their cost, per hour or day, by agent, model, profile or "
            "conversation (the operator's key reads across tenants)",
            query=usage.UsageQuery, answers={200: usage.UsageReport}, errors=(403,),
-           auth=_tenant_or_operator)
+           auth=tenant_or_operator)
 def report(query: usage.UsageQuery):
     by = query.dimensions()
     if g.operator:
@@ -79,7 +79,7 @@ def _row(row: UsageRow) -> usage.UsageRow:
 @operation("The operator's overview: tokens and cost per tenant and agent by UTC day, and the "
            "slowest and costliest turns that started in the range (the operator's key only)",
            query=usage.OverviewQuery, answers={200: usage.Overview}, errors=(403,),
-           auth=_tenant_or_operator)
+           auth=tenant_or_operator)
 def overview(query: usage.OverviewQuery):
     if not g.operator:
         raise ApiError(403, "forbidden", "the overview is the operator's: it reads every tenant")

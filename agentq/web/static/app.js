@@ -77,6 +77,7 @@ const conversationPath = (id) => `v1/conversations/${encodeURIComponent(id)}`;
 
 function signOut(reason) {
   sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(OPERATOR);
   current?.stop();
   current = null;
   showLogin(reason);
@@ -97,7 +98,9 @@ async function signIn(event) {
   sessionStorage.setItem(KEY, key);
   if (user) sessionStorage.setItem(USER, user); else sessionStorage.removeItem(USER);
   try {
-    await api("GET", "v1/conversations?limit=1");
+    const operator = await isOperatorKey(); // overview.js: the operator's key reads no tenant's pages
+    if (operator) sessionStorage.setItem(OPERATOR, "1"); else sessionStorage.removeItem(OPERATOR);
+    if (!operator) await api("GET", "v1/conversations?limit=1");
   } catch (error) {
     if (error.status !== 401) document.getElementById("login-error").textContent = error.message;
     return;
@@ -138,14 +141,17 @@ function route() {
   current?.stop();
   current = new View();
   flash("");
-  const [, name = "conversations", arg = ""] = location.hash.split("/");
+  const operator = Boolean(sessionStorage.getItem(OPERATOR));
+  operatorNav(operator);
+  let [, name = "conversations", arg = ""] = location.hash.split("/");
+  if (operator && name !== "timeline") name = "overview"; // the operator's key reads no tenant's pages
   for (const link of document.querySelectorAll("#nav a")) {
     link.classList.toggle("current", link.getAttribute("href") === `#/${name}`);
   }
   const main = document.getElementById("main");
   main.replaceChildren();
   const views = { conversations: conversationsView, conversation: conversationView, approvals: approvalsView, failed: failedView,
-    timeline: timelineView, tree: treeView, schedules: schedulesView }; // timeline and tree: timeline.js
+    timeline: timelineView, tree: treeView, schedules: schedulesView, overview: overviewView }; // timeline.js, overview.js
   (views[name] || conversationsView)(main, current, decodeURIComponent(arg)).catch(report);
 }
 
