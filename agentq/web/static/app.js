@@ -325,6 +325,37 @@ function helpText() {
   return document.getElementById("answers-help").content.cloneNode(true);
 }
 
+/** What a pending call's answers share: the status line, the buttons, and the confirmation a
+ * second click gives before the answer is posted to `path` (`box()` is the call's element,
+ * whose buttons are disabled while the answer is on its way). */
+function confirmedAnswers(path, done, box) {
+  const outcome = h("p", { class: "outcome", role: "status" });
+  const buttons = h("div", { class: "actions" });
+  const confirm = h("div", { class: "confirm", hidden: true });
+  const send = async (body, label) => {
+    for (const b of box().querySelectorAll("button")) b.disabled = true;
+    try {
+      const after = await api("POST", path, body);
+      outcome.textContent = `${label}: the call is ${after.status}.`;
+      confirm.hidden = true;
+      done();
+    } catch (error) {
+      const status = error.details?.status;
+      outcome.textContent = status ? `Too late: the call is already ${status}.` : error.message;
+      for (const b of box().querySelectorAll("button")) b.disabled = false;
+      if (status) done();
+    }
+  };
+  const ask = (question, body, label, cls) => { // the second click is the decision
+    confirm.replaceChildren(h("span", { class: "question", text: question }),
+      h("button", { type: "button", class: `confirm-${cls}`, text: `Yes, ${label.toLowerCase()}`, onclick: () => send(body, label) }),
+      h("button", { type: "button", class: "cancel-confirm", text: "Cancel", onclick: () => { confirm.hidden = true; buttons.hidden = false; } }));
+    confirm.hidden = false;
+    buttons.hidden = true;
+  };
+  return { outcome, buttons, confirm, ask };
+}
+
 /** A pending call: its name, arguments and deadline, and the buttons that answer it.
  * Every answer asks for a confirmation first; a gated call is approved or rejected as it
  * stands (its arguments cannot be changed), a human call is resolved with the answer. */
@@ -341,31 +372,8 @@ function pendingCall(cid, call, done) {
     text: JSON.stringify(call.args || {}, null, 2) }) : null;
   const note = h("input", { class: "reply", placeholder: gated ? "reason (reject)" : "reason (reject) or answer",
     "aria-label": gated ? "reason" : "reason or answer" });
-  const outcome = h("p", { class: "outcome", role: "status" });
-  const buttons = h("div", { class: "actions" });
-  const confirm = h("div", { class: "confirm", hidden: true });
-  const send = async (body, label) => {
-    for (const b of box.querySelectorAll("button")) b.disabled = true;
-    try {
-      const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
-      const closed = await api("POST", path, body);
-      outcome.textContent = `${label}: the call is ${closed.status}.`;
-      confirm.hidden = true;
-      done();
-    } catch (error) {
-      const status = error.details?.status;
-      outcome.textContent = status ? `Too late: the call is already ${status}.` : error.message;
-      for (const b of box.querySelectorAll("button")) b.disabled = false;
-      if (status) done();
-    }
-  };
-  const ask = (question, body, label, cls) => { // the second click is the decision
-    confirm.replaceChildren(h("span", { class: "question", text: question }),
-      h("button", { type: "button", class: `confirm-${cls}`, text: `Yes, ${label.toLowerCase()}`, onclick: () => send(body, label) }),
-      h("button", { type: "button", class: "cancel-confirm", text: "Cancel", onclick: () => { confirm.hidden = true; buttons.hidden = false; } }));
-    confirm.hidden = false;
-    buttons.hidden = true;
-  };
+  const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
+  const { outcome, buttons, confirm, ask } = confirmedAnswers(path, done, () => box);
   const shown = `${call.name}(${Object.entries(call.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})`;
   const reason = () => note.value.trim();
   const approve = () => {
@@ -458,30 +466,7 @@ function unknownOutcomeCall(cid, call, done) {
   const path = `${conversationPath(cid)}/tool-calls/${encodeURIComponent(call.tool_call_id)}/resolution`;
   const note = h("input", { class: "reply", placeholder: "its result (ran) or a reason (abandon)",
     "aria-label": "result or reason" });
-  const outcome = h("p", { class: "outcome", role: "status" });
-  const buttons = h("div", { class: "actions" });
-  const confirm = h("div", { class: "confirm", hidden: true });
-  const send = async (body, label) => {
-    for (const b of box.querySelectorAll("button")) b.disabled = true;
-    try {
-      const after = await api("POST", path, body);
-      outcome.textContent = `${label}: the call is ${after.status}.`;
-      confirm.hidden = true;
-      done();
-    } catch (error) {
-      const status = error.details?.status;
-      outcome.textContent = status ? `Too late: the call is already ${status}.` : error.message;
-      for (const b of box.querySelectorAll("button")) b.disabled = false;
-      if (status) done();
-    }
-  };
-  const ask = (question, body, label, cls) => { // the second click is the decision
-    confirm.replaceChildren(h("span", { class: "question", text: question }),
-      h("button", { type: "button", class: `confirm-${cls}`, text: `Yes, ${label.toLowerCase()}`, onclick: () => send(body, label) }),
-      h("button", { type: "button", class: "cancel-confirm", text: "Cancel", onclick: () => { confirm.hidden = true; buttons.hidden = false; } }));
-    confirm.hidden = false;
-    buttons.hidden = true;
-  };
+  const { outcome, buttons, confirm, ask } = confirmedAnswers(path, done, () => box);
   const ran = () => {
     const text = note.value.trim();
     if (!text) { outcome.textContent = "Type what it returned first: the model reads it."; note.focus(); return; }
