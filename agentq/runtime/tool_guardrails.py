@@ -10,7 +10,6 @@ after its worker died records it once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import datetime
 
 from agentq.core.events import EventDraft, ToolCallRecord
@@ -36,19 +35,25 @@ class ToolGuard:
         self.checked: list[tuple[str, Verdict]] = []
         self._lock = threading.Lock()
 
-    def around(self, run: Callable[[], ToolOutcome]) -> ToolOutcome:
-        """The call's outcome, `run` only if its arguments pass; a refusal if a guardrail trips."""
-        settings = self.conversation.settings
+    def before(self) -> ToolOutcome | None:
+        """The refusal if a guardrail trips on the call's arguments; None: the tool may run.
+
+        Run before anything of the call is committed: a `once` call refused here never gets
+        a start mark, so no takeover can take it for a run that may have taken effect.
+        """
         arguments = canonical_json(self.call.args)
-        for ref in settings.tool_input_guardrails or ():
+        for ref in self.conversation.settings.tool_input_guardrails or ():
             verdict = self._run("tool_input", ref.name, arguments)
             if verdict.tripped:
                 return ToolOutcome("error", refusal(verdict))
-        outcome = run()
+        return None
+
+    def after(self, outcome: ToolOutcome) -> ToolOutcome:
+        """The call's outcome, or a refusal if a guardrail trips on its result."""
         if outcome.asked is not None:  # no result yet: its server asked a person
             return outcome
         shown = outcome.output if isinstance(outcome.output, str) else canonical_json(outcome.output)
-        for ref in settings.tool_output_guardrails or ():
+        for ref in self.conversation.settings.tool_output_guardrails or ():
             verdict = self._run("tool_output", ref.name, shown)
             if verdict.tripped:
                 return ToolOutcome("error", refusal(verdict))

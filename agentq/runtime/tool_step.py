@@ -106,12 +106,15 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
     def _outcome(self, claim: Claim) -> ToolOutcome | OutcomeUnknown:
         """A `once` tool's call runs only once its start is committed, and never again
         blindly (agentq.runtime.once_calls); any other runs as it comes."""
+        refused = self.guard.before()  # before a `once` call's start is marked
+        if refused is not None:
+            return refused
         tool = self.registry.get(self.call.name)
         if tool is None or tool.effect != "once":
-            return self.guard.around(self._call)
+            return self.guard.after(self._call())
         return run_once(StartMarks(self.ctx, self.call, claim.worker), self.registry, tool,
                         self._context(), timeout_s=self._timeout_s(),
-                        body=lambda: self.guard.around(self._call))
+                        body=lambda: self.guard.after(self._call()))
 
     def _timeout_s(self) -> float:
         tool = self.registry.get(self.call.name)

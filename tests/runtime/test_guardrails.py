@@ -241,3 +241,19 @@ def test_a_tool_call_its_guardrails_pass_runs_once_with_its_verdicts_recorded_on
     phases = [e.content["phase"] for e in before if e.type == "guardrail"]
     assert phases == ["tool_input", "tool_output"]
     assert tool_calls.CALLS["lookup:k"] == 1
+
+
+def test_a_tool_input_guardrail_refuses_a_once_call_before_its_start_is_marked(
+        store, runtime, commands):
+    tool_calls.CALLS.clear()
+    script = [{"tool_calls": [{"name": "pay", "args": {"order": "secret-7", "amount": 5.0,
+                                                       "seconds": 0}}]},
+              {"text": "Refused."}]
+    cid, _ = start(commands, runtime, script, tools=["pay"], tool_input_guardrails=["no_secrets"])
+    (call,) = store.calls.list_of(cid)
+    result = next(e for e in store.log.list_events(cid) if e.type == "tool_result")
+    assert result.content["status"] == "error" and "no_secrets" in result.content["output"]
+    assert call.started is None  # no takeover could take it for a run begun
+    assert not any(k.startswith("pay:") for k in tool_calls.CALLS)
+    assert store.conversations.load(cid).fsm.state == "idle"
+    assert check_conversation(store, cid) == []
