@@ -65,9 +65,12 @@ class Guard:
         self.after_seq = after_seq
         self.checked: list[Checked] = []
         self._lock = threading.Lock()
-        turn = current_turn(view.events)
-        self._first = first_round(turn)
-        self._text = input_text(turn)
+        self._text = ""  # the user's message, read only if there are input guardrails
+        self._first = False
+        if view.settings.input_guardrails:
+            turn = current_turn(view.events)
+            self._first = first_round(turn)
+            self._text = input_text(turn)
 
     def _inputs(self, parallel: bool) -> list[GuardrailRef]:
         if not self._first:
