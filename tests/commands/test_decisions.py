@@ -6,18 +6,14 @@ import pytest
 
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
-from agentq.config import Config
 from agentq.core.deciders import Decider
 from agentq.core.render import render
 from agentq.core.scope import Scope
 from agentq.errors import Conflict, Forbidden, InvalidInput, NotFound
-from agentq.runtime import Runtime
 from agentq.tenancy.deciders import DecidersRule
 from agentq.tenancy.policy import Policy, TenantPolicy
-from agentq.tools import Registry
 from tests.support import tools_for_tests
-from tests.support.clock import Clock
-from tests.support.drive import Recorder, drain
+from tests.support.drive import drain
 
 ALICE = Scope(tenant="t1", user="alice")
 BOB = Scope(tenant="t1", user="bob")
@@ -25,24 +21,6 @@ MODEL = {"order": "A-17", "amount": 1299.0}
 PERSON = {"order": "A-17", "amount": 129.9}
 FINANCE_KEY = Decider(user="bob", key_id="key-finance", roles=("finance",))
 SUPPORT_KEY = Decider(user="bob", key_id="key-support", roles=("support",))
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def runtime(store, clock):
-    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
-    return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
-                   clock=clock, sleep=lambda s: None)
-
-
-@pytest.fixture
-def commands(runtime, clock):
-    return Commands(runtime.store, runtime.registry, clock=clock,
-                    close_round=runtime.pubsub.close_round)
 
 
 def start(commands, runtime, tool: str, args: dict) -> tuple[str, str]:

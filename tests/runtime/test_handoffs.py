@@ -20,33 +20,15 @@ from agentq.errors import Conflict, InvalidInput
 from agentq.providers.scripted import ScriptedProvider
 from agentq.runtime import Runtime
 from agentq.tools import Registry
-from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.rules import Rules
+from tests.support.turn_fixtures import clock, commands, providers, runtime  # noqa: F401
 
 ALICE = Scope(tenant="t1", user="alice")
 
 
 def transfer(to: str, reason: str = "theirs to answer") -> dict:
     return {"tool_calls": [{"name": f"transfer_to_{to}", "args": {"reason": reason}}]}
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def runtime(store, clock):
-    registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
-    return Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(lease_s=30.0),
-                   clock=clock, sleep=lambda s: None)
-
-
-@pytest.fixture
-def commands(runtime, clock):
-    return Commands(runtime.store, runtime.registry, clock=clock,
-                    close_round=runtime.pubsub.close_round)
 
 
 def define(store, clock, name: str, tenant: str = "t1", **settings) -> None:
