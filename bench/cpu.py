@@ -3,6 +3,11 @@ busy machine, so benchmarks compare changes by it."""
 from __future__ import annotations
 
 import os
+import statistics
+import time
+from collections.abc import Callable, Iterable
+
+from sqlalchemy.engine import Engine
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
@@ -36,3 +41,46 @@ def group_pids(pgid: int) -> list[int]:
 def groups_cpu_s(pgids: list[int]) -> float:
     """CPU seconds of every live process of these process groups."""
     return sum(process_cpu_s(pid) for pgid in pgids for pid in group_pids(pgid))
+
+
+def backends_cpu_s(engine: Engine) -> float:
+    """CPU seconds of the PostgreSQL backends connected to the engine's database."""
+    with engine.connect() as conn:
+        pids = conn.exec_driver_sql(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()").scalars().all()
+    return sum(process_cpu_s(pid) for pid in pids)
+
+
+def per_turn(turn: Callable[[], Callable[[], object]], turns: int, *, engine: Engine,
+             warm: int = 5) -> dict[str, float]:
+    """Per timed turn, run in this process: latency (p50, p95) and the CPU of this process
+    and of the database's backends, in ms. `turn()` sets a turn up, untimed (a new
+    conversation, an earlier turn), and returns what runs it; the first `warm` turns warm
+    the caches and the pool and are not counted."""
+    samples = []
+    for index in range(turns + warm):
+        run = turn()
+        cpu0, db0 = process_cpu_s(os.getpid()), backends_cpu_s(engine)
+        started = time.perf_counter()
+        run()
+        elapsed = time.perf_counter() - started
+        cpu, db = process_cpu_s(os.getpid()) - cpu0, backends_cpu_s(engine) - db0
+        if index >= warm:
+            samples.append((elapsed, cpu, db))
+    latencies = sorted(s[0] for s in samples)
+    return {"p50_ms": 1000 * statistics.median(latencies),
+            "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
+            "cpu_ms": 1000 * sum(s[1] for s in samples) / turns,
+            "db_cpu_ms": 1000 * sum(s[2] for s in samples) / turns}
+
+
+def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """What `a` adds over `b`, figure by figure."""
+    return {k: a[k] - b[k] for k in a}
+
+
+def print_rows(rows: Iterable[tuple[str, dict[str, float]]], width: int = 18) -> None:
+    """One line per row of `per_turn` figures."""
+    for label, row in rows:
+        print(f"{label:{width}} turn p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
+              f"CPU {row['cpu_ms']:6.2f} ms + database {row['db_cpu_ms']:6.2f} ms per turn")

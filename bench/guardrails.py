@@ -13,10 +13,8 @@ p95) and CPU of this process and of the database's backends, then what the guard
 """
 from __future__ import annotations
 
-import os
-import statistics
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +27,7 @@ from agentq.core.scope import Scope  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
-from bench.cpu import process_cpu_s  # noqa: E402
+from bench.cpu import less, per_turn, print_rows  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from tests.support.drive import Recorder, drain  # noqa: E402
 
@@ -46,33 +44,18 @@ def passes(text: str) -> bool:
     return "never" in text and False
 
 
-def _backends_cpu_s(store: Store) -> float:
-    with store.engine.connect() as conn:
-        pids = conn.exec_driver_sql(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()").scalars().all()
-    return sum(process_cpu_s(pid) for pid in pids)
+def _turn(store: Store, runtime: Runtime, commands: Commands, settings: dict, verdicts: int
+          ) -> Callable[[], Callable[[], None]]:
+    def one() -> Callable[[], None]:
+        cid = commands.create_conversation(SCOPE, settings).id
 
-
-def _turns(store: Store, runtime: Runtime, commands: Commands, settings: dict, turns: int,
-           verdicts: int) -> dict[str, float]:
-    def one() -> float:
-        conv = commands.create_conversation(SCOPE, settings)
-        started = time.perf_counter()
-        drain(runtime, commands.post_message(conv.id, "go", SCOPE)[1])
-        elapsed = time.perf_counter() - started
-        events = store.log.list_events(conv.id)
-        assert [e.type for e in events].count("guardrail") == verdicts
-        assert events[-1].type == "assistant_msg"
-        return elapsed
-
-    for _ in range(5):  # warm the caches and the pool
-        one()
-    cpu0, db0 = process_cpu_s(os.getpid()), _backends_cpu_s(store)
-    latencies = sorted(one() for _ in range(turns))
-    return {"p50_ms": 1000 * statistics.median(latencies),
-            "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
-            "cpu_ms": 1000 * (process_cpu_s(os.getpid()) - cpu0) / turns,
-            "db_cpu_ms": 1000 * (_backends_cpu_s(store) - db0) / turns}
+        def run() -> None:
+            drain(runtime, commands.post_message(cid, "go", SCOPE)[1])
+            events = store.log.list_events(cid)
+            assert [e.type for e in events].count("guardrail") == verdicts
+            assert events[-1].type == "assistant_msg"
+        return run
+    return one
 
 
 def main(turns: int = 200) -> None:
@@ -83,16 +66,15 @@ def main(turns: int = 200) -> None:
         runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                           sleep=lambda s: None)
         commands = Commands(store, registry)
-        plain = _turns(store, runtime, commands, PLAIN, turns, 0)
-        guarded = _turns(store, runtime, commands, GUARDED, turns, 2)
-        parallel = _turns(store, runtime, commands, PARALLEL, turns, 2)
+        plain = per_turn(_turn(store, runtime, commands, PLAIN, 0), turns, engine=store.engine)
+        guarded = per_turn(_turn(store, runtime, commands, GUARDED, 2), turns,
+                           engine=store.engine)
+        parallel = per_turn(_turn(store, runtime, commands, PARALLEL, 2), turns,
+                            engine=store.engine)
         store.dispose()
     rows = (("plain turn", plain), ("in + out", guarded), ("parallel in + out", parallel),
-            ("in + out add", {k: guarded[k] - plain[k] for k in plain}),
-            ("parallel adds", {k: parallel[k] - plain[k] for k in plain}))
-    for label, row in rows:
-        print(f"{label:18} turn p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
-              f"CPU {row['cpu_ms']:6.2f} ms + database {row['db_cpu_ms']:6.2f} ms per turn")
+            ("in + out add", less(guarded, plain)), ("parallel adds", less(parallel, plain)))
+    print_rows(rows)
 
 
 if __name__ == "__main__":

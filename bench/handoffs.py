@@ -20,13 +20,9 @@ Each turn runs in a new conversation, so history stays the same. Prints per turn
 """
 from __future__ import annotations
 
-import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,9 +35,8 @@ from agentq.core.settings import Settings  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
-from bench.cpu import process_cpu_s  # noqa: E402
+from bench.cpu import less, per_turn, print_rows  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
-from bench.subagents import _backends_cpu_s  # noqa: E402
 from tests.support.drive import Recorder, drain  # noqa: E402
 
 SCOPE = Scope(tenant="bench", user="bench")
@@ -54,41 +49,20 @@ HANDOFF = {"system": SYSTEM, "handoffs": ["helper"],
                                        "args": {"reason": "billing"}}]}]}
 
 
-def _measure(store: Store, one: Callable[[], None], turns: int, *, second: bool
-             ) -> dict[str, float]:
-    """Per timed turn: latency (p50, p95), this process's CPU and the database's."""
-    samples = []
-    for index in range(turns + 5):  # the first five warm the caches and the pool
-        before = one() if second else None
-        cpu0, db0 = process_cpu_s(os.getpid()), _backends_cpu_s(store)
-        started = time.perf_counter()
-        (before or one)()
-        elapsed = time.perf_counter() - started
-        cpu, db = process_cpu_s(os.getpid()) - cpu0, _backends_cpu_s(store) - db0
-        if index >= 5:
-            samples.append((elapsed, cpu, db))
-    latencies = sorted(s[0] for s in samples)
-    return {"p50_ms": 1000 * statistics.median(latencies),
-            "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
-            "cpu_ms": 1000 * sum(s[1] for s in samples) / turns,
-            "db_cpu_ms": 1000 * sum(s[2] for s in samples) / turns}
-
-
 def _turn(store: Store, runtime: Runtime, commands: Commands, settings: dict, *,
-          second: bool) -> Callable[[], Any]:
-    """A turn of a new conversation; with `second`, the first turn is run now and what is
-    returned runs the second."""
+          second: bool) -> Callable[[], Callable[[], None]]:
+    """A turn of a new conversation; with `second`, its first turn is run untimed and the
+    second is the one measured."""
     def turn(cid: str) -> None:
         drain(runtime, commands.post_message(cid, "go", SCOPE)[1])
         info = store.conversations.load(cid)
         assert info.fsm.state == "idle"
         assert (info.fsm.agent is not None) == ("handoffs" in settings)
 
-    def one() -> Any:
+    def one() -> Callable[[], None]:
         cid = commands.create_conversation(SCOPE, settings).id
-        if not second:
-            return turn(cid)
-        turn(cid)
+        if second:
+            turn(cid)
         return lambda: turn(cid)
     return one
 
@@ -105,24 +79,19 @@ def main(turns: int = 200) -> None:
             system=SYSTEM, script=[{"text": "hello"}], script_repeat=True)), now=commands.clock())
         plain = {**LOCAL, "script": [{"text": "ok"}]}
         measured = {
-            name: _measure(store, _turn(store, runtime, commands, settings, second=second),
-                           turns, second=second)
+            name: per_turn(_turn(store, runtime, commands, settings, second=second), turns,
+                           engine=store.engine)
             for name, settings, second in (
                 ("plain", plain, False), ("local", LOCAL, False), ("handoff", HANDOFF, False),
                 ("next", plain, True), ("held", HANDOFF, True))}
         store.dispose()
-    def less(a: str, b: str) -> dict[str, float]:
-        return {k: measured[a][k] - measured[b][k] for k in measured[a]}
-
     rows = (("one round", measured["plain"]), ("local @tool", measured["local"]),
             ("handoff", measured["handoff"]),
-            ("handoff - 1 rnd", less("handoff", "plain")),
-            ("handoff - @tool", less("handoff", "local")),
+            ("handoff - 1 rnd", less(measured["handoff"], measured["plain"])),
+            ("handoff - @tool", less(measured["handoff"], measured["local"])),
             ("next turn", measured["next"]), ("held next turn", measured["held"]),
-            ("held adds", less("held", "next")))
-    for label, row in rows:
-        print(f"{label:15} turn p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
-              f"CPU {row['cpu_ms']:6.2f} ms + database {row['db_cpu_ms']:6.2f} ms per turn")
+            ("held adds", less(measured["held"], measured["next"])))
+    print_rows(rows, width=15)
 
 
 if __name__ == "__main__":

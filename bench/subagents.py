@@ -16,10 +16,8 @@ in `bench/floor.py`).
 """
 from __future__ import annotations
 
-import os
-import statistics
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +31,7 @@ from agentq.core.settings import Settings  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
-from bench.cpu import process_cpu_s  # noqa: E402
+from bench.cpu import less, per_turn, print_rows  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from tests.support.drive import Recorder, drain  # noqa: E402
 
@@ -44,31 +42,16 @@ DELEGATE = {"agents": ["helper"],
                        {"text": "ok"}]}
 
 
-def _backends_cpu_s(store: Store) -> float:
-    with store.engine.connect() as conn:
-        pids = conn.exec_driver_sql(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()").scalars().all()
-    return sum(process_cpu_s(pid) for pid in pids)
+def _turn(store: Store, runtime: Runtime, commands: Commands, settings: dict
+          ) -> Callable[[], Callable[[], None]]:
+    def one() -> Callable[[], None]:
+        cid = commands.create_conversation(SCOPE, settings).id
 
-
-def _turns(store: Store, runtime: Runtime, commands: Commands, settings: dict, turns: int
-           ) -> dict[str, float]:
-    def one() -> float:
-        conv = commands.create_conversation(SCOPE, settings)
-        started = time.perf_counter()
-        drain(runtime, commands.post_message(conv.id, "go", SCOPE)[1])
-        elapsed = time.perf_counter() - started
-        assert store.conversations.load(conv.id).fsm.rounds == 2
-        return elapsed
-
-    for _ in range(5):  # warm the caches and the pool
-        one()
-    cpu0, db0 = process_cpu_s(os.getpid()), _backends_cpu_s(store)
-    latencies = sorted(one() for _ in range(turns))
-    return {"p50_ms": 1000 * statistics.median(latencies),
-            "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
-            "cpu_ms": 1000 * (process_cpu_s(os.getpid()) - cpu0) / turns,
-            "db_cpu_ms": 1000 * (_backends_cpu_s(store) - db0) / turns}
+        def run() -> None:
+            drain(runtime, commands.post_message(cid, "go", SCOPE)[1])
+            assert store.conversations.load(cid).fsm.rounds == 2
+        return run
+    return one
 
 
 def main(turns: int = 200) -> None:
@@ -81,14 +64,12 @@ def main(turns: int = 200) -> None:
         commands = Commands(store, registry)
         store.agents.create("bench", AgentDefinition(name="helper", settings=Settings(
             script=[{"text": "hello"}])), now=commands.clock())
-        local = _turns(store, runtime, commands, LOCAL, turns)
-        delegated = _turns(store, runtime, commands, DELEGATE, turns)
+        local = per_turn(_turn(store, runtime, commands, LOCAL), turns, engine=store.engine)
+        delegated = per_turn(_turn(store, runtime, commands, DELEGATE), turns,
+                             engine=store.engine)
         store.dispose()
-    rows = (("local @tool", local), ("sub-agent", delegated),
-            ("sub-agent adds", {k: delegated[k] - local[k] for k in local}))
-    for label, row in rows:
-        print(f"{label:15} turn p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
-              f"CPU {row['cpu_ms']:6.2f} ms + database {row['db_cpu_ms']:6.2f} ms per turn")
+    print_rows((("local @tool", local), ("sub-agent", delegated),
+                ("sub-agent adds", less(delegated, local))), width=15)
 
 
 if __name__ == "__main__":
