@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, View
 from agentq.core.handoff_targets import code_filter_name
 
@@ -77,6 +78,14 @@ def holder_name(fsm: FsmState, started_from: str | None) -> str | None:
     """The name of the agent that holds the conversation: the last handoff's target, else
     the agent it started from (None for raw settings)."""
     return fsm.agent["name"] if fsm.agent is not None else started_from
+
+
+def holder_ref(fsm: FsmState, started_from: AgentRef | None) -> AgentRef | None:
+    """The agent version that holds the conversation, whose model makes its calls: the last
+    handoff's target, else the agent it started from (None for raw settings)."""
+    if fsm.agent is None:
+        return started_from
+    return AgentRef(fsm.agent["name"], fsm.agent.get("version"))
 
 
 def held_settings(fsm: FsmState) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from agentq.core.events import View
+from agentq.core.handoffs import holder_ref
 from agentq.core.usage import Tokens
 from agentq.runtime.context import StepContext
 from agentq.store.step_commit import Counted, counted
@@ -35,7 +36,8 @@ def turn_of(view: View, now: datetime) -> TurnRef | None:
 
 def counted_call(view: View, tokens: Tokens, cost_nanos: int | None, now: datetime) -> Counted:
     """A call's tokens and cost, counted where the view the model was called with says (its
-    profile, its agent, its turn)."""
+    profile, the agent holding the conversation after any handoff, its turn)."""
     key = usage_key(view.conversation_id, tenant=view.tenant, settings=view.settings,
-                    agent=view.agent, parent=view.parent, model=view.settings.model)
+                    agent=holder_ref(view.fsm, view.agent), parent=view.parent,
+                    model=view.settings.model)
     return counted(key, tokens, now=now, cost_nanos=cost_nanos or 0, turn=turn_of(view, now))

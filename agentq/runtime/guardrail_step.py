@@ -28,8 +28,7 @@ from agentq.core.usage import Tokens
 from agentq.followups import Advance, FollowUp
 from agentq.providers.base import ModelResponse
 from agentq.runtime.context import StepContext, to_parent
-from agentq.store.step_commit import counted
-from agentq.store.usage import usage_key
+from agentq.runtime.costs import cost_in_force, counted_call
 from agentq.store.whole_commit import SeeingInbox
 from agentq.telemetry import tracing
 from agentq.telemetry.attributes import tool_attributes
@@ -148,9 +147,8 @@ def commit_trip(ctx: StepContext, guard: Guard, tripped: Tripped, *, worker: str
     cid, now = view.conversation_id, ctx.clock()
     usage = None
     if tripped.response is not None:
-        usage = counted(usage_key(cid, tenant=view.tenant, settings=view.settings,
-                                  agent=view.agent, parent=view.parent, model=view.settings.model),
-                        Tokens.of_call(tripped.response.usage), now=now)
+        tokens = Tokens.of_call(tripped.response.usage)
+        usage = counted_call(view, tokens, cost_in_force(ctx, view, tokens), now)
     done = ctx.store.writes.commit_step(
         cid, guard.drafts(view.fsm.turn_id, now), next_seq=guard.after_seq + 1,
         state_after=lambda appended: fold(appended, view.fsm), step_key=guard.step_key,

@@ -12,6 +12,7 @@ from agentq.core.agent_tools import Parent
 from agentq.core.agents import AgentRef
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem, ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.handoffs import holder_ref
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import meters_of
 from agentq.core.usage import Tokens
@@ -112,8 +113,8 @@ class ConversationTxn:
 
     def _usage_key(self, model: str | None) -> UsageKey:
         c = self.conversation
-        return usage_key(c.id, tenant=c.tenant, settings=c.settings, agent=c.agent,
-                         parent=c.parent, model=model)
+        return usage_key(c.id, tenant=c.tenant, settings=c.settings,
+                         agent=holder_ref(c.fsm, c.agent), parent=c.parent, model=model)
 
     def put_tool_calls(self, records: Sequence[ToolCallRecord]) -> None:
         put_calls_txn(self._conn, records)

@@ -3,6 +3,8 @@ transfer call passes the conversation to another agent in the same turn, later t
 the agent that holds it, and a person hands it back through the commands."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 import agentq
@@ -329,3 +331,20 @@ def test_a_target_whose_settings_are_refused_now_gives_the_transfer_an_error_res
     assert call.result == {"status": "error", "output": "cannot hand off: the agent 'b' cannot "
                                                         "start: the profile is closed to you"}
     assert handoffs(store, conv.id) == [] and answers(store, conv.id) == ["stayed"]
+
+
+def _calls_by_agent(store, clock) -> dict:
+    start = clock() - timedelta(days=1)
+    rows = store.usage.report(tenant="t1", start=start, end=start + timedelta(days=2),
+                              group_by="day", by=["agent"], limit=10)
+    return {row.keys["agent"]: row.tokens.calls for row in rows}
+
+
+def test_a_turns_usage_after_a_handoff_counts_under_the_agent_that_made_each_call(
+        store, runtime, commands, clock):
+    chain(store, clock)
+    conv = commands.create_conversation(ALICE, {}, agent="a")
+    drain(runtime, commands.post_message(conv.id, "why was I charged twice?", ALICE)[1])
+    assert _calls_by_agent(store, clock) == {"a": 1, "b": 1, "c": 1}
+    drain(runtime, commands.post_message(conv.id, "and now?", ALICE)[1])
+    assert _calls_by_agent(store, clock) == {"a": 1, "b": 1, "c": 2}
