@@ -143,6 +143,8 @@ def _guardrail_ref(agent_name: str, item: Any, phase: str) -> Any:
     if isinstance(item, Guardrail):
         parallel = item.parallel and phase == "input_guardrails"
         return {"name": item.name, "parallel": True} if parallel else item.name
+    if isinstance(item, Agent):  # a guardrail that is an agent: its model answers a verdict
+        return {"agent": item.name}
     if callable(item):
         raise TypeError(f"agent {agent_name!r}: {phase} are @agentq.guardrail functions or "
                         f"their names, not the plain function {getattr(item, '__name__', item)!r}")
@@ -239,15 +241,18 @@ class CodeAgents:
                 raise ValueError(f"agent {item.name!r}: {exc}") from None
             settings = item.definition.settings
             missing = registry.guardrails.unknown(
-                ref.name for field in GUARDRAIL_FIELDS for ref in getattr(settings, field) or ())
+                ref.name for field in GUARDRAIL_FIELDS for ref in getattr(settings, field) or ()
+                if ref.name is not None)
             if missing:
                 raise ValueError(f"agent {item.name!r} names guardrails no module registers: "
                                  f"{', '.join(missing)}")
             if settings.instructions and registry.instructions.get(settings.instructions) is None:
                 raise ValueError(f"agent {item.name!r} names instructions no module registers: "
                                  f"{settings.instructions}")
-            for offered, named in (("as tools", settings.agents), ("handoffs to", settings.handoffs)):
-                unknown = [a.name for a in named or () if a.name not in self._agents]
+            for offered, names in (("as tools", [a.name for a in settings.agents or ()]),
+                                   ("handoffs to", [t.name for t in settings.handoffs or ()]),
+                                   ("as guardrails", settings.guardrail_agents())):
+                unknown = [name for name in names if name not in self._agents]
                 if unknown:
                     raise ValueError(f"agent {item.name!r} offers {offered} agents no module "
                                      f"defines: {', '.join(unknown)}")

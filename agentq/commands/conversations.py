@@ -157,7 +157,8 @@ class Commands:
     def settings_for(self, settings: Settings, scope: Scope, *, defining: str | None = None,
                      from_code: bool = False, code_filters: bool = False) -> Settings:
         """The settings a conversation of `scope`'s tenant is created with, or InvalidInput:
-        the tools exist, the agents it offers as tools are the tenant's to use, and the
+        the tools exist, the agents it offers as tools, hands over to or guards with are the
+        tenant's to use, and the
         operator's policy allows them (an agent's versions too; `defining` names the agent
         whose version these are, which may list itself: a cycle ends at max_agent_depth).
         `from_code`: the profile and model are a code agent's, which may be a function;
@@ -169,6 +170,10 @@ class Commands:
         refuse_unknown_code(settings, self.registry)
         for field, named in (("agents", settings.agents), ("handoffs", settings.handoffs)):
             self._known_agents(scope, field, [a.name for a in named or ()], defining=defining)
+        for field in ("input_guardrails", "output_guardrails"):  # guardrails that are agents
+            refs = getattr(settings, field) or ()
+            self._known_agents(scope, field, [r.agent for r in refs if r.agent is not None],
+                               defining=defining)
         coded = [t.name for t in settings.handoffs or () if code_filter_name(t.input_filter)]
         if coded and not code_filters:
             raise InvalidInput(f"handoffs to {', '.join(coded)} name input filters of the "

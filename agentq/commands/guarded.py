@@ -2,7 +2,8 @@
 
 A tenant's settings (and its agents' versions) may name the guardrails and instructions
 functions the operator's code registered, never send code; a name no process offers is
-refused with a 422 that names it, and nothing is stored.
+refused with a 422 that names it, and nothing is stored. (A guardrail that is an agent is
+checked where sub-agents are: agentq.commands.conversations.)
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def refuse_unknown_code(settings: Settings, registry: Registry) -> None:
     for field in ("input_guardrails", "output_guardrails", "tool_input_guardrails",
                   "tool_output_guardrails"):
         refs = getattr(settings, field) or ()
-        unknown = registry.guardrails.unknown(ref.name for ref in refs)
+        unknown = registry.guardrails.unknown(ref.name for ref in refs if ref.name is not None)
         if unknown:
             details = [{"loc": ["settings", field], "msg": f"no guardrail {name}",
                         "type": "unknown_guardrail"} for name in unknown]

@@ -81,11 +81,12 @@ def input_text(turn: Sequence[Event]) -> str:
 
 
 def verdict_drafts(verdict: Verdict, *, step_key: str, turn_id: str | None,
-                   created_at: datetime) -> list[EventDraft]:
+                   created_at: datetime, call: dict[str, Any] | None = None) -> list[EventDraft]:
     """The verdict's event and, if it tripped on the turn's message or answer, the error that
-    fails the turn with it."""
+    fails the turn with it; `call`: what a guardrail agent's model call spent (its agent,
+    usage and cost), shown in the event."""
     content = {"name": verdict.name, "phase": verdict.phase, "tripped": verdict.tripped,
-               "info": verdict.info}
+               "info": verdict.info, **(call or {})}
     out = [EventDraft(GUARDRAIL_EVENT, content, created_at, turn_id, None, step_key)]
     if verdict.tripped and verdict.phase in TURN_PHASES:
         out.append(drafts.error(

@@ -185,20 +185,46 @@ class ReasoningOptions(_Strict):
 GUARDRAIL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
-class GuardrailRef(_Strict):
-    """A guardrail an agent's settings name: one the operator's code registered
-    (agentq.core.guardrails)."""
+# A guardrail that is an agent, as a string names it: `agent:<the agent's name>`.
+GUARDRAIL_AGENT_PREFIX = "agent:"
 
-    name: str = Field(pattern=GUARDRAIL_NAME)
+
+class GuardrailRef(_Strict):
+    """A guardrail an agent's settings name: a function the operator's code registered
+    (`name`), or an agent whose model answers a verdict (`agent`: one the tenant may use, as
+    sub-agents and handoff targets are); agentq.core.guardrails, agentq.core.guardrail_agents."""
+
+    name: str | None = Field(default=None, pattern=GUARDRAIL_NAME)
+    agent: str | None = Field(default=None, pattern=GUARDRAIL_NAME)  # an agent's name's pattern
     # input guardrails only: run beside the turn's first model call instead of before it
     parallel: bool = False
 
+    @model_validator(mode="after")
+    def _a_function_or_an_agent(self) -> GuardrailRef:
+        if (self.name is None) == (self.agent is None):
+            raise ValueError("a guardrail names a function (name) or an agent (agent), "
+                             "one of the two")
+        return self
+
+    @property
+    def label(self) -> str:
+        """What its verdicts and its step keys name it: the function's name, or
+        `agent:<name>` (no function's name has a colon)."""
+        return self.name if self.name is not None else GUARDRAIL_AGENT_PREFIX + str(self.agent)
+
 
 def _named_refs(value: Any) -> Any:
-    """`"no_pii"` is short for `{"name": "no_pii"}`."""
+    """`"no_pii"` is short for `{"name": "no_pii"}`, `"agent:pii_judge"` for
+    `{"agent": "pii_judge"}`."""
     if isinstance(value, list):
-        return [{"name": item} if isinstance(item, str) else item for item in value]
+        return [_named_ref(item) if isinstance(item, str) else item for item in value]
     return value
+
+
+def _named_ref(text: str) -> dict[str, str]:
+    if text.startswith(GUARDRAIL_AGENT_PREFIX):
+        return {"agent": text.removeprefix(GUARDRAIL_AGENT_PREFIX)}
+    return {"name": text}
 
 
 GuardrailRefs = Annotated[list[GuardrailRef] | None, BeforeValidator(_named_refs)]
@@ -321,7 +347,16 @@ class Settings(_Strict):
                  *(self.tool_output_guardrails or ()))
         if any(ref.parallel for ref in later):
             raise _conflict("only input guardrails run in parallel (beside the model call)")
+        tools = (*(self.tool_input_guardrails or ()), *(self.tool_output_guardrails or ()))
+        if any(ref.agent is not None for ref in tools):
+            raise _conflict("a tool call's guardrails are functions; an agent may guard the "
+                            "turn's message (input_guardrails) or answer (output_guardrails)")
         return self
+
+    def guardrail_agents(self) -> list[str]:
+        """The agents the turn's guardrails name, in order, each once."""
+        refs = (*(self.input_guardrails or ()), *(self.output_guardrails or ()))
+        return list(dict.fromkeys(ref.agent for ref in refs if ref.agent is not None))
 
 
 def _conflict(message: str) -> PydanticCustomError:

@@ -7,14 +7,17 @@ turn's row (agentq.store.turn_usage), all in the commit's one transaction.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
+from agentq.core.agents import AgentRef
 from agentq.core.events import View
 from agentq.core.handoffs import holder_ref
+from agentq.core.settings import Settings
 from agentq.core.usage import Tokens
 from agentq.runtime.context import StepContext
 from agentq.store.step_commit import Counted, counted
-from agentq.store.turn_usage import TurnRef
+from agentq.store.turn_usage import TurnRef, turn_values
 from agentq.store.usage import usage_key
 
 
@@ -41,3 +44,19 @@ def counted_call(view: View, tokens: Tokens, cost_nanos: int | None, now: dateti
                     agent=holder_ref(view.fsm, view.agent), parent=view.parent,
                     model=view.settings.model)
     return counted(key, tokens, now=now, cost_nanos=cost_nanos or 0, turn=turn_of(view, now))
+
+
+def counted_guardrail_call(view: View, agent: AgentRef, settings: Settings, tokens: Tokens,
+                           cost_nanos: int | None, now: datetime) -> Counted:
+    """A guardrail agent's call, counted under that agent (its profile and model) in the
+    rollups and the budgets' totals, and in the turn's row of the conversation it checked."""
+    key = usage_key(view.conversation_id, tenant=view.tenant, settings=settings, agent=agent,
+                    parent=view.parent, model=settings.model)
+    found = counted(key, tokens, now=now, cost_nanos=cost_nanos or 0)
+    turn = turn_of(view, now)
+    if turn is None:
+        return found
+    holder = usage_key(view.conversation_id, tenant=view.tenant, settings=view.settings,
+                       agent=holder_ref(view.fsm, view.agent), parent=view.parent,
+                       model=view.settings.model)
+    return replace(found, turn=turn_values(holder, turn, tokens, cost_nanos or 0, at=now))

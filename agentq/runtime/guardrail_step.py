@@ -28,7 +28,10 @@ from agentq.core.usage import Tokens
 from agentq.followups import Advance, FollowUp
 from agentq.providers.base import ModelResponse
 from agentq.runtime.context import StepContext, to_parent
-from agentq.runtime.costs import cost_in_force, counted_call
+from agentq.runtime.costs import cost_in_force, counted_call, counted_guardrail_call
+from agentq.runtime.guardrail_agents import AgentCall, GuardrailAgents
+from agentq.runtime.model_call import Cancelled
+from agentq.store.step_commit import Counted
 from agentq.store.whole_commit import SeeingInbox
 from agentq.telemetry import tracing
 from agentq.telemetry.attributes import tool_attributes
@@ -48,20 +51,27 @@ class Tripped:
 
 @dataclass(frozen=True)
 class Checked:
-    """One guardrail's run: its step key and its verdict."""
+    """One guardrail's run: its step key, its verdict and, for an agent, what its call spent."""
 
     step_key: str
     verdict: Verdict
+    call: AgentCall | None = None
 
 
 class Guard:
-    """The guardrails one model step runs, and the verdicts they gave, in the order they ran."""
+    """The guardrails one model step runs, and the verdicts they gave, in the order they ran.
 
-    def __init__(self, registry: Registry, view: View, step_key: str, after_seq: int) -> None:
+    `agents` runs those that are agents (agentq.runtime.guardrail_agents), set by the step
+    once it is claimed (its calls are of the claim's attempt); `cancel` is the step's: a lost
+    lease or an interrupt stops a guardrail agent's call as it stops the step's own."""
+
+    def __init__(self, registry: Registry, view: View, step_key: str, after_seq: int,
+                 agents: GuardrailAgents | None = None) -> None:
         self.registry = registry
         self.view = view
         self.step_key = step_key  # the model step's
         self.after_seq = after_seq
+        self.agents = agents
         self.checked: list[Checked] = []
         self._lock = threading.Lock()
         self._text = ""  # the user's message, read only if there are input guardrails
@@ -76,21 +86,33 @@ class Guard:
             return []
         return [r for r in self.view.settings.input_guardrails or () if r.parallel == parallel]
 
-    def before(self) -> bool:
+    def before(self, cancel: threading.Event) -> bool:
         """Run the input guardrails that go before the model call; True if one tripped."""
-        return any(self._run("input", ref.name, self._text).tripped
+        return any(self._run("input", ref, self._text, cancel).tripped
                    for ref in self._inputs(parallel=False))
 
     def beside(self, cancel: threading.Event) -> threading.Thread | None:
         """Start the parallel input guardrails on a thread; a trip sets `cancel` (the model
-        call's), which hangs the call up."""
+        call's), which hangs the call up. A guardrail that fails there trips (no verdict is
+        no pass); one hung up with the call says nothing."""
         refs = self._inputs(parallel=True)
         if not refs:
             return None
 
         def run() -> None:
             for ref in refs:
-                if self._run("input", ref.name, self._text).tripped:
+                try:
+                    tripped = self._run("input", ref, self._text, cancel).tripped
+                except Cancelled:
+                    return  # the step was interrupted or lost: it commits no verdict
+                except Exception as exc:  # noqa: BLE001 - on this thread, a failure must trip
+                    log.warning("guardrail %s failed beside the model call: %s", ref.label, exc)
+                    key = guardrail_key(self.view.conversation_id, "input", ref.label,
+                                        self.after_seq)
+                    self._record(Checked(key, Verdict(ref.label, "input", True, {
+                        "error": f"{type(exc).__name__}: {exc}"})))
+                    tripped = True
+                if tripped:
                     cancel.set()
                     return
 
@@ -98,12 +120,12 @@ class Guard:
         thread.start()
         return thread
 
-    def after(self, response: ModelResponse) -> bool:
+    def after(self, response: ModelResponse, cancel: threading.Event) -> bool:
         """Run the output guardrails on a final answer (one with no tool call); True if one
         tripped."""
         if response.tool_calls:
             return False
-        return any(self._run("output", ref.name, response.text).tripped
+        return any(self._run("output", ref, response.text, cancel).tripped
                    for ref in self.view.settings.output_guardrails or ())
 
     @property
@@ -111,21 +133,31 @@ class Guard:
         with self._lock:
             return any(c.verdict.tripped for c in self.checked)
 
-    def _run(self, phase: Phase, name: str, text: str) -> Verdict:
-        view = self.view
+    def _run(self, phase: Phase, ref: GuardrailRef, text: str, cancel: threading.Event
+             ) -> Verdict:
+        view, name = self.view, ref.label
         key = guardrail_key(view.conversation_id, phase, name, self.after_seq)
-        scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
-        ctx = GuardrailContext(view.conversation_id, phase, scope, view.agent, key)
+        call = None
         with tracing().tool(tool_attributes(name=f"guardrail:{name}", call_id=key,
                                             conversation_id=view.conversation_id)) as span:
-            verdict = self.registry.guardrails.run(name, text, ctx)
+            if ref.agent is not None and self.agents is not None:
+                verdict, call = self.agents.run(ref.agent, phase, text, key, cancel)
+            elif ref.agent is not None:
+                verdict = Verdict(name, phase, True, {"error": "no model calls in this step"})
+            else:
+                scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
+                ctx = GuardrailContext(view.conversation_id, phase, scope, view.agent, key)
+                verdict = self.registry.guardrails.run(name, text, ctx)
             if verdict.tripped:
                 span.failed("guardrail_tripped")
         log.info("guardrail %s (%s) %s", name, phase, "tripped" if verdict.tripped else "passed",
                  extra={"guardrail": name})
-        with self._lock:
-            self.checked.append(Checked(key, verdict))
+        self._record(Checked(key, verdict, call))
         return verdict
+
+    def _record(self, checked: Checked) -> None:
+        with self._lock:
+            self.checked.append(checked)
 
     def drafts(self, turn_id: str | None, now: datetime) -> list[EventDraft]:
         """The verdicts' events, in the order the guardrails ran; a trip's error after its own."""
@@ -134,10 +166,19 @@ class Guard:
         out: list[EventDraft] = []
         for item in checked:
             out.extend(verdict_drafts(item.verdict, step_key=item.step_key, turn_id=turn_id,
-                                      created_at=now))
+                                      created_at=now,
+                                      call=None if item.call is None else item.call.record()))
             if item.verdict.tripped:
                 break  # the turn ended there: what ran after it says nothing more
         return out
+
+    def spent(self, now: datetime) -> tuple[Counted, ...]:
+        """What the guardrail agents' calls spent, each counted under its agent by the step's
+        commit (agentq.runtime.costs.counted_guardrail_call)."""
+        with self._lock:
+            calls = [c.call for c in self.checked if c.call is not None]
+        return tuple(counted_guardrail_call(self.view, call.agent, call.settings, call.tokens,
+                                            call.cost_nanos, now) for call in calls)
 
 
 def commit_trip(ctx: StepContext, guard: Guard, tripped: Tripped, *, worker: str) -> list[FollowUp]:
@@ -152,7 +193,7 @@ def commit_trip(ctx: StepContext, guard: Guard, tripped: Tripped, *, worker: str
     done = ctx.store.writes.commit_step(
         cid, guard.drafts(view.fsm.turn_id, now), next_seq=guard.after_seq + 1,
         state_after=lambda appended: fold(appended, view.fsm), step_key=guard.step_key,
-        worker=worker, finish=SeeingInbox(usage), now=now)
+        worker=worker, finish=SeeingInbox(usage, also=guard.spent(now)), now=now)
     ctx.notices.notify(cid, done.events)
     log.info("step committed: a guardrail tripped", extra={"status": "succeeded"})
     return ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)

@@ -41,6 +41,7 @@ from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.costs import cost_in_force, counted_call
 from agentq.runtime.expire_step import eta
+from agentq.runtime.guardrail_agents import GuardrailAgents
 from agentq.runtime.guardrail_step import Guard, Tripped, commit_trip
 from agentq.runtime.handoffs import HandoffRound
 from agentq.runtime.held import hold_for_breaker, hold_waiting_call
@@ -48,7 +49,7 @@ from agentq.runtime.instructed import instructed, told
 from agentq.runtime.lifecycle import Claim, Deferred, Lifecycle, StepWork
 from agentq.runtime.model_call import Cancelled, ModelCall, ModelCalls, RoundInfo
 from agentq.store import ModelCallRecord, NewStep
-from agentq.store.step_commit import Usage
+from agentq.store.step_commit import Counted, Usage
 from agentq.store.whole_commit import Finish, Scheduling, SeeingInbox
 from agentq.tools import Registry
 
@@ -122,7 +123,8 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         )
         info = RoundInfo(view.conversation_id, view.fsm.turn_id, step.round_id, step.key)
         within_budget(self.ctx, self.view, ask=True)
-        if self.guard.before():  # an input guardrail tripped: the model is not called
+        self.guard.agents = GuardrailAgents(self.ctx, self.calls, view, claim.retries + 1)
+        if self.guard.before(lost):  # an input guardrail tripped: the model is not called
             return Tripped()
         call = self.calls.start(settings, info, deltas=not settings.hold_deltas)
         beside = self.guard.beside(lost)  # a trip hangs the call up
@@ -142,7 +144,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             raise Deferred(str(exc), [compaction(self.conversation_id, cut - 1)]) from None
         if beside is not None:
             beside.join()  # the answer waits for the verdicts it runs beside
-        if self.guard.tripped or self.guard.after(response):
+        if self.guard.tripped or self.guard.after(response, lost):
             return Tripped(response)
         return response
 
@@ -193,7 +195,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         new_drafts, records = self._response_drafts(turn_id, result, now, cost)
         new_drafts = self.guard.drafts(turn_id, now) + told(new_drafts, self.told)
         usage = counted_call(view, tokens, cost, now)
-        finish, follow = self._finish(records, now, usage)
+        finish, follow = self._finish(records, now, usage, self.guard.spent(now))
         # The append takes the lock, if the turn has not moved on while the model answered
         # (the log still ends at after_seq, so its cached state is view.fsm).
         done = self.ctx.store.writes.commit_step(
@@ -220,13 +222,14 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             evictions=list(self.context.evictions), created_at=self.ctx.clock(),
         ))
 
-    def _finish(self, records: Sequence[ToolCallRecord], now: datetime, usage: Usage
-                ) -> tuple[Finish, list[FollowUp]]:
+    def _finish(self, records: Sequence[ToolCallRecord], now: datetime, usage: Usage,
+                also: tuple[Counted, ...] = ()) -> tuple[Finish, list[FollowUp]]:
         """How the commit finishes the step, with the round's calls and their tool steps so
-        no crash can lose one, counting the call's `usage` with it; and what it sends next."""
+        no crash can lose one, counting the call's `usage` (and its guardrail agents' calls,
+        `also`) with it; and what it sends next."""
         cid, tenant = self.view.conversation_id, self.view.tenant
         if not records:
-            return SeeingInbox(usage), []
+            return SeeingInbox(usage, also), []
         scheduled: list[NewStep] = []
         follow: list[FollowUp] = []
         for record in records:
@@ -239,7 +242,7 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
                 when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
                 follow.append(Expire(cid, record.id, expire, when, tool=record.name))
         # every call refused: the model reads why, and speaks again
-        return Scheduling(records, scheduled, usage), follow or [Advance(cid)]
+        return Scheduling(records, scheduled, usage, also), follow or [Advance(cid)]
 
     def _response_drafts(
         self, turn_id: str, response: ModelResponse, now: datetime, cost_nanos: int | None

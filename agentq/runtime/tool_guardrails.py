@@ -43,7 +43,7 @@ class ToolGuard:
         """
         arguments = canonical_json(self.call.args)
         for ref in self.conversation.settings.tool_input_guardrails or ():
-            verdict = self._run("tool_input", ref.name, arguments)
+            verdict = self._run("tool_input", ref.label, arguments)
             if verdict.tripped:
                 return ToolOutcome("error", refusal(verdict))
         return None
@@ -54,7 +54,7 @@ class ToolGuard:
             return outcome
         shown = outcome.output if isinstance(outcome.output, str) else canonical_json(outcome.output)
         for ref in self.conversation.settings.tool_output_guardrails or ():
-            verdict = self._run("tool_output", ref.name, shown)
+            verdict = self._run("tool_output", ref.label, shown)
             if verdict.tripped:
                 return ToolOutcome("error", refusal(verdict))
         return outcome

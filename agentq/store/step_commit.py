@@ -108,7 +108,7 @@ def finish_scheduling_txn(
         put_calls_txn(conn, calls)
         for step in scheduled:
             schedule_step_txn(conn, step, now=now)
-        _count_usage(conn, usage)
+        count_usage_txn(conn, usage)
         return True
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **row_parameters("call", map(call_values, calls)),
@@ -131,7 +131,7 @@ def finish_seeing_inbox_txn(
     if not dialects.of(conn).one_statement_commit:
         if not finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now):
             return False, False
-        _count_usage(conn, usage)
+        count_usage_txn(conn, usage)
         return True, inbox_waiting_txn(conn, conversation_id)
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **usage_params(usage)}
@@ -139,7 +139,8 @@ def finish_seeing_inbox_txn(
     return row.finished == 1, bool(row.waiting)
 
 
-def _count_usage(conn: Connection, usage: Usage) -> None:
+def count_usage_txn(conn: Connection, usage: Usage) -> None:
+    """Count `usage` in the rollups, the budgets' totals and its turn's row, one by one."""
     if usage is not None:
         conn.execute(upsert_usage(dialects.of(conn)), dict(usage.rollup))
         add_total_rows_txn(conn, usage.totals)

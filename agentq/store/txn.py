@@ -228,6 +228,8 @@ class ConversationTxn:
                                                          usage=finish.usage)
         if not finished:
             raise Stale("the step is no longer ours")
+        for counted in () if isinstance(finish, ClosingCall) else finish.also:
+            step_commit.count_usage_txn(self._conn, counted)
         return waiting
 
     def finish_closing_call(

@@ -45,6 +45,7 @@ from agentq.store.outbox import endpoints_of
 from agentq.store.schema import conversations, steps, tool_calls
 from agentq.store.step_commit import (
     MERGED_ROWS,
+    Counted,
     Usage,
     UsageShape,
     usage_params,
@@ -60,6 +61,9 @@ class SeeingInbox:
     """A turn's last model step: its usage is counted; whether a message waits is read."""
 
     usage: Usage = None
+    # more calls to count: a guardrail agent's each, under its own agent (these go the
+    # transactional way, one upsert each: they are rare)
+    also: Sequence[Counted] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Scheduling:
     calls: Sequence[ToolCallRecord]
     scheduled: Sequence[NewStep]
     usage: Usage = None
+    also: Sequence[Counted] = ()  # as SeeingInbox's
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ def commit_whole_txn(
 def fits(appended: Sequence[Event], finish: Finish) -> bool:
     """Whether one statement kept for its shape takes this commit."""
     if not 0 < len(appended) <= MERGED_EVENTS:
+        return False
+    if not isinstance(finish, ClosingCall) and finish.also:
         return False
     return not isinstance(finish, Scheduling) or max(
         len(finish.calls), len(finish.scheduled)) <= MERGED_ROWS

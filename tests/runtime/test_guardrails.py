@@ -1,14 +1,17 @@
 """Guardrails and instructions as code in the runtime, on a real store (SQLite and Postgres)."""
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
 from agentq.config import Config
+from agentq.core.agents import AgentDefinition
 from agentq.core.guardrails import GUARDRAIL_TRIPPED, digest
+from agentq.core.settings import Settings
 from agentq.errors import InvalidInput
 from agentq.runtime import Runtime
 from agentq.store.webhooks import WebhookEndpoint
@@ -257,3 +260,104 @@ def test_a_tool_input_guardrail_refuses_a_once_call_before_its_start_is_marked(
     assert not any(k.startswith("pay:") for k in tool_calls.CALLS)
     assert store.conversations.load(cid).fsm.state == "idle"
     assert check_conversation(store, cid) == []
+
+
+# Guardrails that are agents: the tenant's agent `judge` answers a verdict.
+
+TRIPS = '{"tripped": true, "reason": "asks for a card number"}'
+PASSES = '{"tripped": false, "reason": "nothing to stop"}'
+
+
+def _judge(store, clock, answer: str, name: str = "judge") -> None:  # noqa: F811
+    store.agents.create("t1", AgentDefinition(name=name, settings=Settings(
+        system="Stop card numbers.", script=[{"text": answer}], script_repeat=True)), now=clock())
+
+
+def _calls_by_agent(store, clock) -> dict:  # noqa: F811
+    start_at = clock() - timedelta(days=1)
+    rows = store.usage.report(tenant="t1", start=start_at, end=start_at + timedelta(days=2),
+                              group_by="day", by=["agent"], limit=10)
+    return {row.keys["agent"]: row.tokens.calls for row in rows}
+
+
+def test_an_agent_input_guardrail_that_trips_fails_the_turn_and_its_call_is_counted(
+        store, runtime, commands, providers, clock):  # noqa: F811
+    _judge(store, clock, TRIPS)
+    cid, _ = start(commands, runtime, [{"text": "Your card is 4111."}], text="my card?",
+                   input_guardrails=["agent:judge"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "guardrail", "error"]
+    verdict = events[1].content
+    assert verdict["name"] == "agent:judge" and verdict["tripped"] is True
+    assert verdict["info"] == {"reason": "asks for a card number"}
+    assert verdict["agent"] == {"name": "judge", "version": 1} and verdict["usage"]["input_tokens"] > 0
+    assert _error(store, cid).content["details"]["guardrail"] == "agent:judge"
+    assert providers.calls == 1  # the judge's; the conversation's model was never called
+    assert providers.systems[0].startswith("Stop card numbers.")
+    assert _calls_by_agent(store, clock) == {"judge": 1}
+    assert check_conversation(store, cid) == []
+
+
+def test_an_agent_input_guardrail_that_passes_lets_the_turn_go_on_each_call_counted_under_its_agent(
+        store, runtime, commands, providers, clock):  # noqa: F811
+    _judge(store, clock, PASSES)
+    cid, _ = start(commands, runtime, [{"text": "Hello."}], input_guardrails=["agent:judge"])
+    assert types(store, cid) == ["user_msg", "guardrail", "assistant_msg"]
+    assert providers.calls == 2
+    assert _calls_by_agent(store, clock) == {"judge": 1, None: 1}
+
+
+def test_an_agent_guardrail_that_answers_no_verdict_trips_as_a_raising_function_does(
+        store, runtime, commands, clock):  # noqa: F811
+    _judge(store, clock, "It looks fine to me.")
+    cid, _ = start(commands, runtime, [{"text": "Hello."}], input_guardrails=["agent:judge"])
+    assert types(store, cid) == ["user_msg", "guardrail", "error"]
+    info = _error(store, cid).content["details"]["info"]
+    assert info["error"] == "the guardrail agent answered no verdict: its answer is not JSON"
+    assert info["answer"] == "It looks fine to me."
+
+
+def test_an_agent_output_guardrail_that_trips_keeps_the_answer_out_of_the_log(
+        store, runtime, commands, clock):  # noqa: F811
+    _judge(store, clock, TRIPS)
+    cid, _ = start(commands, runtime, [{"text": "Your card is 4111."}],
+                   output_guardrails=["agent:judge"])
+    events = store.log.list_events(cid)
+    assert [e.type for e in events] == ["user_msg", "guardrail", "error"]
+    assert not any("4111" in str(e.content) for e in events)
+    assert _calls_by_agent(store, clock) == {"judge": 1, None: 1}  # both calls were paid for
+
+
+def test_a_parallel_agent_guardrail_that_trips_hangs_the_model_call_up(
+        store, runtime, commands, clock):  # noqa: F811
+    _judge(store, clock, TRIPS)
+    slow = [{"text": "a long answer", "chunks": 10, "delay_s": 60.0}]
+    cid, _ = start(commands, runtime, slow, input_guardrails=[{"agent": "judge", "parallel": True}])
+    assert types(store, cid) == ["user_msg", "guardrail", "error"]
+    deltas = [d for kind, d in runtime.pubsub.notices if kind == "delta"]
+    assert len(deltas) < 10
+
+
+def test_an_agent_guardrail_runs_again_with_its_step_but_its_verdict_is_recorded_once(
+        store, runtime, commands, providers, clock):  # noqa: F811
+    _judge(store, clock, PASSES)
+    cid, _ = start(commands, runtime, [{"text": "Hello."}], input_guardrails=["agent:judge"])
+    before, calls = store.log.list_events(cid), providers.calls
+    for _ in range(3):
+        drain(runtime, runtime.advance(cid))
+    assert store.log.list_events(cid) == before and providers.calls == calls
+    assert _calls_by_agent(store, clock) == {"judge": 1, None: 1}
+
+
+def test_a_guardrail_agent_the_tenant_may_not_use_is_refused_and_nothing_is_written(
+        store, commands, clock):  # noqa: F811
+    _judge(store, clock, PASSES, name="theirs")
+    store.agents.create("t2", AgentDefinition(name="elsewhere", settings=Settings()), now=clock())
+    for settings in ({"input_guardrails": ["agent:elsewhere"]},
+                     {"output_guardrails": [{"agent": "nobody"}]}):
+        with pytest.raises(InvalidInput) as refused:
+            commands.create_conversation(SCOPE, settings)
+        assert refused.value.code == "unknown_agent"
+    with pytest.raises(ValidationError, match="a tool call's guardrails are functions"):
+        commands.create_conversation(SCOPE, {"tool_input_guardrails": ["agent:theirs"]})
+    assert store.conversations.list_ids(status=None) == []
