@@ -3,12 +3,16 @@ guardrail that trips, an output guardrail that trips, a worker killed mid-guardr
 instructions that read the acting user; every log passes `agentq check`."""
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from agentq.cli.check import check_conversation
 from agentq.commands import Commands
+from agentq.core.agents import AgentDefinition
 from agentq.core.guardrails import GUARDRAIL_TRIPPED, digest
 from agentq.core.scope import Scope
+from agentq.core.settings import Settings
 from agentq.tools import Registry
 from agentq.worker.tasks import enqueue
 from tests.support.processes import wait_for
@@ -122,3 +126,25 @@ def test_instructions_read_the_acting_user(pg_store_clean, guarded, broker, work
     told = "Be kind. You are talking to alice of t1."
     assert answer.content["instructions"] == {"name": "for_the_user", "digest": digest(told),
                                               "text": told}
+
+
+def test_an_agent_input_guardrail_that_trips_stops_the_turn_and_no_answer_reaches_the_log(
+        pg_store_clean, guarded, broker, workers):
+    store = pg_store_clean
+    store.agents.create("t1", AgentDefinition(name="judge", settings=Settings(
+        system="Stop questions about secrets.", script_repeat=True,
+        script=[{"text": '{"tripped": true, "reason": "asks for a secret"}'}])),
+        now=datetime.now(UTC))
+    cid = begin(guarded, broker, "what is the code word?", [{"text": "It is ZEBRA-CODE."}],
+                input_guardrails=["agent:judge"])
+    workers("w1", AGENTQ_TOOLS=MODULES)
+    wait_for(lambda: ended(store, cid, "failed"), what="the turn to fail")
+    assert types(store, cid) == ["user_msg", "guardrail", "error"]
+    assert tripped(store, cid) == {"guardrail": "agent:judge", "phase": "input",
+                                   "info": {"reason": "asks for a secret"}}
+    assert not any("ZEBRA" in str(e.content) for e in store.log.list_events(cid))
+    today = datetime.now(UTC) - timedelta(hours=1)
+    rows = store.usage.report(tenant="t1", start=today, end=today + timedelta(hours=3),
+                              group_by="hour", by=["agent"], limit=10)
+    assert [(row.keys["agent"], row.tokens.calls) for row in rows] == [("judge", 1)]
+    assert check_conversation(store, cid) == []
