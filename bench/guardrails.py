@@ -1,11 +1,15 @@
-"""What an input and an output guardrail cost over a plain turn, as the runtime runs them.
+"""What guardrails cost over a plain turn, as the runtime runs them: functions and agents.
 
 One turn is one model round (the scripted provider, no delay) that answers at once, on
 Postgres, its steps run in this process (no broker: `tests.support.drive.drain`), so the
 figures are the runtime's and the database's work alone. The guarded turn runs the same
 round with one input guardrail and one output guardrail, both sync functions that pass
 (`passes`, below): each runs on a guardrail thread and adds a verdict event to the step's
-one commit. The parallel row runs the input guardrail beside the model call instead. Each
+one commit. The parallel row runs the input guardrail beside the model call instead. The
+agent rows run one input guardrail that is an agent (`judge`, the tenant's, whose scripted
+model answers a passing verdict at once: no model latency, so what is measured is the
+runtime's and the database's work for one more model call and its usage rows), before the
+model call and beside it, against one function input guardrail. Each
 turn runs in a new conversation, so history stays the same. Prints per turn: latency (p50,
 p95) and CPU of this process and of the database's backends, then what the guardrails add.
 
@@ -23,7 +27,9 @@ sys.path.insert(0, str(ROOT))
 import agentq  # noqa: E402
 from agentq.commands import Commands  # noqa: E402
 from agentq.config import Config  # noqa: E402
+from agentq.core.agents import AgentDefinition  # noqa: E402
 from agentq.core.scope import Scope  # noqa: E402
+from agentq.core.settings import Settings  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
@@ -36,6 +42,11 @@ PLAIN = {"script": [{"text": "ok"}]}
 GUARDED = {**PLAIN, "input_guardrails": ["passes"], "output_guardrails": ["passes"]}
 PARALLEL = {**PLAIN, "input_guardrails": [{"name": "passes", "parallel": True}],
             "output_guardrails": ["passes"]}
+FUNCTION_IN = {**PLAIN, "input_guardrails": ["passes"]}
+AGENT_IN = {**PLAIN, "input_guardrails": ["agent:judge"]}
+AGENT_BESIDE = {**PLAIN, "input_guardrails": [{"agent": "judge", "parallel": True}]}
+JUDGE = Settings(system="Trip on card numbers.", script_repeat=True,
+                 script=[{"text": '{"tripped": false, "reason": "no card number"}'}])
 
 
 @agentq.guardrail
@@ -71,9 +82,21 @@ def main(turns: int = 200) -> None:
                            engine=store.engine)
         parallel = per_turn(_turn(store, runtime, commands, PARALLEL, 2), turns,
                             engine=store.engine)
+        store.agents.create(SCOPE.tenant, AgentDefinition(name="judge", settings=JUDGE),
+                            now=commands.clock())
+        function = per_turn(_turn(store, runtime, commands, FUNCTION_IN, 1), turns,
+                            engine=store.engine)
+        agent = per_turn(_turn(store, runtime, commands, AGENT_IN, 1), turns,
+                         engine=store.engine)
+        beside = per_turn(_turn(store, runtime, commands, AGENT_BESIDE, 1), turns,
+                          engine=store.engine)
         store.dispose()
     rows = (("plain turn", plain), ("in + out", guarded), ("parallel in + out", parallel),
-            ("in + out add", less(guarded, plain)), ("parallel adds", less(parallel, plain)))
+            ("in + out add", less(guarded, plain)), ("parallel adds", less(parallel, plain)),
+            ("function in", function), ("agent in", agent), ("agent in beside", beside),
+            ("function in adds", less(function, plain)), ("agent in adds", less(agent, plain)),
+            ("agent - function", less(agent, function)),
+            ("beside adds", less(beside, plain)))
     print_rows(rows)
 
 
