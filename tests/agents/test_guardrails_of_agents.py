@@ -28,6 +28,18 @@ def test_an_agent_takes_guardrails_and_instructions_as_functions_and_keeps_their
     assert defined.instructions is checks.for_the_user
 
 
+def test_an_agent_given_as_a_guardrail_is_named_as_one_and_must_be_defined_in_code_too():
+    judge = agentq.agent("judge", system="Trip on card numbers.")
+    careful = agentq.agent("careful", input_guardrails=[checks.no_secrets, judge],
+                           output_guardrails=["agent:judge"])
+    settings = careful.definition.settings
+    assert [r.label for r in settings.input_guardrails or ()] == ["no_secrets", "agent:judge"]
+    assert settings.guardrail_agents() == ["judge"]
+    CodeAgents([careful, judge]).check_tools(Registry.from_modules(REGISTRY_MODULES))
+    with pytest.raises(ValueError, match="offers as guardrails agents no module defines: judge"):
+        CodeAgents([careful]).check_tools(Registry.from_modules(REGISTRY_MODULES))
+
+
 def test_a_plain_function_as_instructions_is_held_by_its_agent_and_found_with_it():
     def plainly(ctx):
         return "Be plain."
