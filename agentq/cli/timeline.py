@@ -9,6 +9,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from agentq.core.prices import format_money
+
 CLIP = 80
 
 
@@ -98,8 +100,19 @@ def summarize(event: Mapping[str, Any], names: Mapping[str, str] | None = None) 
     if kind == "guardrail":
         said = "tripped" if content.get("tripped") else "passed"
         info = f": {compact(content['info'], CLIP)}" if content.get("info") is not None else ""
-        return f"{content.get('phase', '?')} guardrail {content.get('name', '?')} {said}{info}"
+        return (f"{content.get('phase', '?')} guardrail {content.get('name', '?')} {said}{info}"
+                + _model_call(content))
     return compact(content)
+
+
+def _model_call(content: Mapping[str, Any]) -> str:
+    """What a guardrail agent's model call spent, as a verdict shows it ("" for a function)."""
+    usage = content.get("usage")
+    if not isinstance(usage, Mapping):
+        return ""
+    tokens = sum(int(usage.get(n) or 0) for n in ("input_tokens", "output_tokens"))
+    cost = content.get("cost_nanos")
+    return f" [{tokens} tokens" + ("" if cost is None else f", {format_money(cost)}") + "]"
 
 
 def event_line(event: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:

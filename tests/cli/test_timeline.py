@@ -203,3 +203,12 @@ def test_a_guardrails_verdict_names_its_phase_and_what_it_found():
                                                 "tripped": False, "info": None}}
     assert summarize(tripped) == 'input guardrail no_pii tripped: {"pii":"card"}'
     assert summarize(passed) == "output guardrail on_topic passed"
+
+
+def test_a_guardrail_agents_verdict_shows_what_its_model_call_spent():
+    judged = {"type": "guardrail", "content": {
+        "name": "agent:judge", "phase": "input", "tripped": False, "info": {"reason": "fine"},
+        "agent": {"name": "judge", "version": 2},
+        "usage": {"input_tokens": 120, "output_tokens": 9}, "cost_nanos": 1500}}
+    assert summarize(judged) == ('input guardrail agent:judge passed: {"reason":"fine"} '
+                                 "[129 tokens, 0.000001500]")

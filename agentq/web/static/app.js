@@ -821,7 +821,8 @@ class Log {
         break;
       case "guardrail":
         this.place(event).append(h("div", { class: `note guardrail${c.tripped ? " refused" : ""}` }, seq,
-          `${c.phase} guardrail ${c.name} ${c.tripped ? "tripped" : "passed"}`, c.info != null ? `: ${json(c.info)}` : ""));
+          `${c.phase} guardrail ${c.name} ${c.tripped ? "tripped" : "passed"}`, c.info != null ? `: ${json(c.info)}` : "",
+          c.usage ? ` [${(c.usage.input_tokens || 0) + (c.usage.output_tokens || 0)} tokens]` : ""));
         break;
       case "handoff":
         this.place(event).append(h("div", { class: "note handoff" }, seq, `handed off to ${c.to}`,
