@@ -51,13 +51,34 @@ def backends_cpu_s(engine: Engine) -> float:
     return sum(process_cpu_s(pid) for pid in pids)
 
 
+Sample = tuple[float, float, float]  # one turn's latency, this process's CPU, the database's (s)
+
+
 def per_turn(turn: Callable[[], Callable[[], object]], turns: int, *, engine: Engine,
              warm: int = 5) -> dict[str, float]:
     """Per timed turn, run in this process: latency (p50, p95) and the CPU of this process
     and of the database's backends, in ms. `turn()` sets a turn up, untimed (a new
     conversation, an earlier turn), and returns what runs it; the first `warm` turns warm
     the caches and the pool and are not counted."""
-    samples = []
+    return figures(samples(turn, turns, engine=engine, warm=warm))
+
+
+def interleaved(kinds: dict[str, Callable[[], Callable[[], object]]], turns: int, *,
+                engine: Engine, rounds: int = 10, warm: int = 5) -> dict[str, dict[str, float]]:
+    """`per_turn` of each kind of turn, measured in `rounds` interleaved blocks, so that a
+    machine whose load changes meanwhile weighs on every kind alike."""
+    found: dict[str, list[Sample]] = {name: [] for name in kinds}
+    for index in range(rounds):
+        for name, turn in kinds.items():
+            block = turns // rounds + (1 if index < turns % rounds else 0)
+            found[name] += samples(turn, block, engine=engine, warm=warm if index == 0 else 0)
+    return {name: figures(taken) for name, taken in found.items()}
+
+
+def samples(turn: Callable[[], Callable[[], object]], turns: int, *, engine: Engine,
+            warm: int = 5) -> list[Sample]:
+    """What `turns` timed turns took each, after `warm` untimed ones."""
+    taken = []
     for index in range(turns + warm):
         run = turn()
         cpu0, db0 = process_cpu_s(os.getpid()), backends_cpu_s(engine)
@@ -66,12 +87,17 @@ def per_turn(turn: Callable[[], Callable[[], object]], turns: int, *, engine: En
         elapsed = time.perf_counter() - started
         cpu, db = process_cpu_s(os.getpid()) - cpu0, backends_cpu_s(engine) - db0
         if index >= warm:
-            samples.append((elapsed, cpu, db))
-    latencies = sorted(s[0] for s in samples)
+            taken.append((elapsed, cpu, db))
+    return taken
+
+
+def figures(taken: list[Sample]) -> dict[str, float]:
+    """Latency (p50, p95) and CPU per turn, in ms."""
+    latencies = sorted(s[0] for s in taken)
     return {"p50_ms": 1000 * statistics.median(latencies),
             "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
-            "cpu_ms": 1000 * sum(s[1] for s in samples) / turns,
-            "db_cpu_ms": 1000 * sum(s[2] for s in samples) / turns}
+            "cpu_ms": 1000 * sum(s[1] for s in taken) / len(taken),
+            "db_cpu_ms": 1000 * sum(s[2] for s in taken) / len(taken)}
 
 
 def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

@@ -9,7 +9,8 @@ one commit. The parallel row runs the input guardrail beside the model call inst
 agent rows run one input guardrail that is an agent (`judge`, the tenant's, whose scripted
 model answers a passing verdict at once: no model latency, so what is measured is the
 runtime's and the database's work for one more model call and its usage rows), before the
-model call and beside it, against one function input guardrail. Each
+model call and beside it, against one function input guardrail. The kinds of turn are
+measured in ten interleaved blocks, so a change of the machine's load weighs on all. Each
 turn runs in a new conversation, so history stays the same. Prints per turn: latency (p50,
 p95) and CPU of this process and of the database's backends, then what the guardrails add.
 
@@ -33,7 +34,7 @@ from agentq.core.settings import Settings  # noqa: E402
 from agentq.runtime import Runtime  # noqa: E402
 from agentq.store import Store  # noqa: E402
 from agentq.tools import Registry  # noqa: E402
-from bench.cpu import less, per_turn, print_rows  # noqa: E402
+from bench.cpu import interleaved, less, print_rows  # noqa: E402
 from bench.places import postgres_database  # noqa: E402
 from tests.support.drive import Recorder, drain  # noqa: E402
 
@@ -77,26 +78,24 @@ def main(turns: int = 200) -> None:
         runtime = Runtime(store=store, registry=registry, pubsub=Recorder(), config=Config(),
                           sleep=lambda s: None)
         commands = Commands(store, registry)
-        plain = per_turn(_turn(store, runtime, commands, PLAIN, 0), turns, engine=store.engine)
-        guarded = per_turn(_turn(store, runtime, commands, GUARDED, 2), turns,
-                           engine=store.engine)
-        parallel = per_turn(_turn(store, runtime, commands, PARALLEL, 2), turns,
-                            engine=store.engine)
         store.agents.create(SCOPE.tenant, AgentDefinition(name="judge", settings=JUDGE),
                             now=commands.clock())
-        function = per_turn(_turn(store, runtime, commands, FUNCTION_IN, 1), turns,
-                            engine=store.engine)
-        agent = per_turn(_turn(store, runtime, commands, AGENT_IN, 1), turns,
-                         engine=store.engine)
-        beside = per_turn(_turn(store, runtime, commands, AGENT_BESIDE, 1), turns,
-                          engine=store.engine)
+        kinds = {"plain": (PLAIN, 0), "guarded": (GUARDED, 2), "parallel": (PARALLEL, 2),
+                 "function": (FUNCTION_IN, 1), "agent": (AGENT_IN, 1), "beside": (AGENT_BESIDE, 1)}
+        m = interleaved({name: _turn(store, runtime, commands, settings, verdicts)
+                         for name, (settings, verdicts) in kinds.items()}, turns,
+                        engine=store.engine)
         store.dispose()
-    rows = (("plain turn", plain), ("in + out", guarded), ("parallel in + out", parallel),
-            ("in + out add", less(guarded, plain)), ("parallel adds", less(parallel, plain)),
-            ("function in", function), ("agent in", agent), ("agent in beside", beside),
-            ("function in adds", less(function, plain)), ("agent in adds", less(agent, plain)),
-            ("agent - function", less(agent, function)),
-            ("beside adds", less(beside, plain)))
+    plain = m["plain"]
+    rows = (("plain turn", plain), ("in + out", m["guarded"]), ("parallel in + out", m["parallel"]),
+            ("in + out add", less(m["guarded"], plain)),
+            ("parallel adds", less(m["parallel"], plain)),
+            ("function in", m["function"]), ("agent in", m["agent"]),
+            ("agent in beside", m["beside"]),
+            ("function in adds", less(m["function"], plain)),
+            ("agent in adds", less(m["agent"], plain)),
+            ("agent - function", less(m["agent"], m["function"])),
+            ("beside adds", less(m["beside"], plain)))
     print_rows(rows)
 
 
