@@ -85,6 +85,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         self.conversation = conversation
         self.call = call
         self.tool = call.name
+        self.definition = registry.get(call.name)  # None: the tool is no longer registered
         self.breakers = breakers
         fsm_scope = conversation.fsm.scope
         self.scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
@@ -106,7 +107,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
     def _outcome(self, claim: Claim) -> ToolOutcome | OutcomeUnknown:
         """A `once` tool's call runs only once its start is committed, and never again
         blindly (agentq.runtime.once_calls); any other runs as it comes."""
-        tool = self.registry.get(self.call.name)
+        tool = self.definition
         if tool is None or tool.effect != "once":
             return self.guard.around(self._call)
         return run_once(StartMarks(self.ctx, self.call, claim.worker), self.registry, tool,
@@ -114,7 +115,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
                         body=lambda: self.guard.around(self._call))
 
     def _timeout_s(self) -> float:
-        tool = self.registry.get(self.call.name)
+        tool = self.definition
         return (tool.timeout if tool and tool.timeout else None) or (
             self.conversation.settings.limits.tool_timeout_s)
 
@@ -136,7 +137,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         if result is CLOSED:  # the call was closed, or taken, before this run started
             raise Stale("the call moved before its run started")
         if isinstance(result, OutcomeUnknown):
-            tool = self.registry.get(self.call.name)
+            tool = self.definition
             return commit_unknown(self.ctx, self.call, result, step_key=self.step.key,
                                   worker=claim.worker,
                                   description=tool.description if tool else None)
@@ -193,7 +194,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
     def give_up(self, message: str) -> list[FollowUp]:
         """Close the call with an error result the model can read; the turn goes on. A
         `once` call whose run started waits for a person instead (inv. 13)."""
-        tool = self.registry.get(self.call.name)
+        tool = self.definition
         if tool is not None and tool.effect == "once" and unknown_on_give_up(
                 self.ctx, self.call, message=message, description=tool.description):
             return []
