@@ -14,6 +14,7 @@ from agentq.core import drafts, once
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.schedules import unattended_deadline
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.subagents import AGENT_EXECUTOR
 from agentq.errors import LogMoved, Stale
@@ -170,10 +171,13 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
 
     def _ask(self, claim: Claim, asked: Asked) -> list[FollowUp]:
         """The server asked a person something: the step ends and the call waits for their
-        answer as a pending call, with an expiry like any (agentq.core.elicitation)."""
+        answer as a pending call, with an expiry like any (agentq.core.elicitation): in a
+        schedule's run nobody attends, the sooner of it and the run's rule."""
         call = self.call
         now = self.ctx.clock()
-        expires_at = now + timedelta(seconds=asked.expires_in_s)
+        expires_at = unattended_deadline(self.conversation.fsm.unattended, now,
+                                         now + timedelta(seconds=asked.expires_in_s))
+        assert expires_at is not None  # the question's own deadline is always there
         before = call.elicitation or {}
         record = {"asked": int(before.get("asked", 0)) + 1, "answered": call.answers,
                   "question": asked.question, "resume": asked.resume}
@@ -195,9 +199,11 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         """Close the call with an error result the model can read; the turn goes on. A
         `once` call whose run started waits for a person instead (inv. 13)."""
         tool = self.definition
-        if tool is not None and tool.effect == "once" and unknown_on_give_up(
-                self.ctx, self.call, message=message, description=tool.description):
-            return []
+        if tool is not None and tool.effect == "once":
+            waits = unknown_on_give_up(self.ctx, self.call, message=message,
+                                       description=tool.description)
+            if waits is not None:
+                return waits
         now = self.ctx.clock()
         try:
             with self.ctx.store.writes.locked(self.conversation_id) as tx:

@@ -195,13 +195,14 @@ def mark_started_txn(
 
 
 def await_outcome_txn(
-    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any]
+    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any],
+    expires_at: datetime | None = None,
 ) -> bool:
     """A scheduled `once` call whose run was found unfinished waits for a person (`pending`)
-    with its found mark and no deadline (an approval's would expire it); False if it was no
-    longer scheduled."""
+    with its found mark and no deadline (an approval's would expire it), unless a schedule's
+    run nobody attends gives it `expires_at`; False if it was no longer scheduled."""
     return _moved(conn, _from(conversation_id, call_id, ["scheduled"]).values(
-        status="pending", started=started, expires_at=None))
+        status="pending", started=started, expires_at=expires_at))
 
 
 def approve_edited_txn(
