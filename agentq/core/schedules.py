@@ -154,6 +154,32 @@ def slot_message_key(schedule_id: str, slot: datetime) -> str:
     return slot_name(schedule_id, slot)
 
 
+@dataclass(frozen=True)
+class Retry:
+    """A run that failed and is tried again, not before `at`."""
+
+    at: datetime
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """A run that failed its last attempt: it is `given_up`, with `reason`."""
+
+    reason: str
+
+
+def after_failure(attempts: int, error: str, now: datetime, *, max_attempts: int,
+                  retry_after_s: float) -> Retry | GiveUp:
+    """What becomes of a run whose `attempts`-th try failed with `error` (a failure that
+    may pass: the database, a bug; a refusal fails the run at once). It is tried again after
+    `retry_after_s`, doubled each time, so a short outage uses few attempts; after
+    `max_attempts` it is given up, so a slot that can never fire stops being due and
+    firing moves on."""
+    if attempts >= max_attempts:
+        return GiveUp(f"given up after {attempts} attempts; the last failed with: {error}")
+    return Retry(now + timedelta(seconds=retry_after_s * 2 ** (attempts - 1)))
+
+
 def unattended_expiry_s(rule: Mapping[str, Any] | None) -> float | None:
     """How long a wait for a person may last in a turn a schedule's run started under
     `expire` (the turn's `FsmState.unattended`); None: as long as the wait's own kind says."""

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 from agentq.core.fsm import fold
 from agentq.core.schedules import (
     CatchUp,
+    GiveUp,
     Interval,
+    Retry,
+    after_failure,
     due,
     shortest_gap_s,
     slot_conversation_id,
@@ -196,3 +199,13 @@ def test_a_turn_keeps_the_rule_of_the_message_that_started_it_and_the_next_turn_
     assert fold(events).to_json()["unattended"] == EXPIRE_60
     later = log(scheduled, assistant("on it"), user("a person asks"))
     assert fold(later).unattended is None and "unattended" not in fold(later).to_json()
+
+
+def test_a_failed_run_is_tried_again_each_time_twice_as_late_then_given_up():
+    tries = [after_failure(n, "OperationalError: gone", T0, max_attempts=4, retry_after_s=30)
+             for n in (1, 2, 3, 4)]
+    assert tries[:3] == [Retry(at(30)), Retry(at(60)), Retry(at(120))]
+    assert tries[3] == GiveUp("given up after 4 attempts; the last failed with: "
+                              "OperationalError: gone")
+    assert after_failure(1, "x", T0, max_attempts=1, retry_after_s=30) == GiveUp(
+        "given up after 1 attempts; the last failed with: x")
