@@ -111,11 +111,13 @@ class RunOut(AnswerModel):
     """One fired slot: the conversation its run started or posted to."""
 
     slot_at: str
-    status: Literal["due", "fired", "failed"]
+    status: Literal["due", "fired", "failed", "given_up"]
     conversation_id: str
     message_id: str | None
-    error: str | None
+    error: str | None  # why it failed or was given up, or why its last attempt failed
     fired_at: str | None
+    attempts: int = 0  # how often a tick tried to carry it out
+    retry_at: str | None = None  # a due run whose attempt failed: tried again from then
 
 
 class RunList(AnswerModel):

@@ -10,12 +10,13 @@ from datetime import datetime
 from typing import Any
 
 from agentq.cli.timeline import clip, short
+from agentq.core.timefmt import parse_ts
 
 WIDTH = 40  # characters of the bar column: the whole turn
 
 
 def _at(text: str | None) -> datetime | None:
-    return None if not text else datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return None if not text else parse_ts(text)
 
 
 def _ms(start: datetime, end: datetime | None) -> str:

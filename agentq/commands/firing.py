@@ -8,6 +8,13 @@ whose id derives from the slot and posts the message under a key derived from it
 `post` run posts that message into the schedule's conversation. Each of those writes is
 idempotent, so a run carried out twice (two tickers, or one that died before it marked the
 run `fired`) starts one conversation and posts one message (docs/design.md §17).
+
+A run refused for a reason that will not pass (the agent is gone, the conversation ended,
+the message is no longer allowed) is `failed` at once, with the refusal. Any other failure
+(the database, a bug) is counted with the run and tried again later, each time twice as
+late, and after the tenant's `run_attempts` the run is `given_up` with the last error: a
+slot that can never fire stops being due, and one run's failure never stops a tick from
+carrying out the others (agentq.core.schedules.after_failure).
 """
 from __future__ import annotations
 
@@ -17,9 +24,9 @@ from datetime import datetime
 
 from agentq.commands.conversations import Commands
 from agentq.commands.schedules import calendar_of, catch_up_of, unattended_of
-from agentq.core.schedules import due, slot_conversation_id, slot_message_key
+from agentq.core.schedules import GiveUp, after_failure, due, slot_conversation_id, slot_message_key
 from agentq.core.scope import Scope
-from agentq.errors import Conflict, InvalidInput, NotFound
+from agentq.errors import Conflict, Forbidden, InvalidInput, NotFound
 from agentq.followups import FollowUp
 from agentq.store.schedules import ScheduleRecord, ScheduleRun
 
@@ -27,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # How many schedules, and how many runs, one tick takes up at most; the rest wait a tick.
 TICK_BATCH = 200
+# The refusals that fail a run at once: trying again would be refused the same way.
+REFUSALS = (InvalidInput, NotFound, Conflict, Forbidden)
+ERROR_CHARS = 500  # of an error kept with a run
 
 
 class Firing:
@@ -45,7 +55,7 @@ class Firing:
         for record in self.store.schedules.list_due(now=now, limit=TICK_BATCH):
             self.record_slots(record, now)
         followups: list[FollowUp] = []
-        for run in self.store.schedules.list_unfired(limit=TICK_BATCH):
+        for run in self.store.schedules.list_unfired(now=now, limit=TICK_BATCH):
             followups.extend(self.carry_out(run))
         return followups
 
@@ -80,11 +90,32 @@ class Firing:
                 idempotency_key=slot_message_key(record.id, run.slot_at),
                 unattended=unattended_of(record),
             )
-        except (InvalidInput, NotFound, Conflict) as exc:  # the agent went away, the conversation ended, …
+        except REFUSALS as exc:  # the agent went away, the conversation ended, …
             log.warning("schedule %s: the run of %s failed: %s", record.id, run.slot_at, exc)
             self.store.schedules.finish_run(record.id, run.slot_at, status="failed",
-                                            now=self.clock(), error=str(exc)[:500])
+                                            now=self.clock(), error=str(exc)[:ERROR_CHARS])
+            return []
+        except Exception as exc:  # may pass (the database), or never (a bug): tried again
+            log.exception("schedule %s: attempt %d of the run of %s failed", record.id,
+                          run.attempts + 1, run.slot_at)
+            self.failed_attempt(run, f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
             return []
         self.store.schedules.finish_run(record.id, run.slot_at, status="fired", now=self.clock(),
                                         message_id=answer.message_id)
         return followups
+
+    def failed_attempt(self, run: ScheduleRun, error: str) -> None:
+        """Count the failed attempt: the run is tried again later, or given up after the
+        tenant's `run_attempts`."""
+        limits = self.commands.policy.schedules_for(run.tenant)
+        now = self.clock()
+        verdict = after_failure(run.attempts + 1, error, now, max_attempts=limits.run_attempts,
+                                retry_after_s=limits.retry_after_s)
+        if isinstance(verdict, GiveUp):
+            log.warning("schedule %s: the run of %s is given up: %s", run.schedule_id,
+                        run.slot_at, verdict.reason)
+            self.store.schedules.finish_run(run.schedule_id, run.slot_at, status="given_up",
+                                            now=now, error=verdict.reason[:ERROR_CHARS])
+        else:
+            self.store.schedules.retry_run(run.schedule_id, run.slot_at, error=error,
+                                           retry_at=verdict.at)

@@ -55,6 +55,13 @@ def soft_message(reached: Overspent, percent: int) -> str:
             "decides whether the turn goes on")
 
 
+def expired(turn: Sequence[Event], turn_id: str) -> bool:
+    """Whether the turn's budget call expired unanswered (a schedule's run nobody attends)."""
+    call_id = budget_call_id(turn_id)
+    return any(e.type == "tool_result" and e.content.get("tool_call_id") == call_id
+               and e.content.get("status") == "expired" for e in turn)
+
+
 def decision(turn: Sequence[Event], turn_id: str) -> bool | None:
     """What a person decided on the turn's budget call: True (go on), False (stop), None
     (not asked, or not answered yet)."""

@@ -24,7 +24,7 @@ def user_msg(
     are its text and images when it has more than text; `traceparent` is the trace the
     request that posted it was in, which the turn's steps join (only while tracing is on);
     `unattended` is the rule of a schedule's run for calls that wait for a person
-    (agentq.core.schedules.unattended_expiry)."""
+    (agentq.core.schedules.unattended_deadline)."""
     content: dict[str, Any] = {"text": text, "message_id": message_id, "scope": scope}
     if parts:
         content["parts"] = list(parts)

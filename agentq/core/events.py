@@ -203,7 +203,9 @@ class FsmState:
     `trace` is the W3C traceparent of the request that started the turn, where its steps'
     spans join it (agentq.telemetry; None while tracing is off);
     `agent` is the agent a handoff gave the conversation to, with the settings it runs with
-    (None while the agent it started with holds it; agentq.core.handoffs).
+    (None while the agent it started with holds it; agentq.core.handoffs);
+    `unattended` is the rule of a schedule's run that started the turn for every wait for a
+    person in it (agentq.core.schedules; None: nobody's run, waits last as their kind says).
     """
 
     state: Literal["idle", "running", "awaiting_input", "failed"] = "idle"
@@ -216,6 +218,7 @@ class FsmState:
     scope: dict[str, Any] | None = None
     trace: str | None = None
     agent: dict[str, Any] | None = None
+    unattended: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -232,6 +235,8 @@ class FsmState:
             found["trace"] = self.trace
         if self.agent is not None:  # written only once a handoff happened
             found["agent"] = self.agent
+        if self.unattended is not None:  # written only in a turn a schedule's run started
+            found["unattended"] = self.unattended
         return found
 
     @classmethod
@@ -249,6 +254,7 @@ class FsmState:
             scope=data.get("scope"),
             trace=data.get("trace"),
             agent=data.get("agent"),
+            unattended=data.get("unattended"),
         )
 
 

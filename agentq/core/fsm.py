@@ -24,6 +24,7 @@ def _user_msg(state: FsmState, event: Event) -> FsmState:
     return replace(
         state, state="running", turn_id=event.turn_id, turn_seq=event.seq, pending={}, running=(),
         scope=event.content.get("scope"), trace=event.content.get("traceparent"),
+        unattended=event.content.get("unattended"),
     )
 
 

@@ -9,12 +9,11 @@ fired twice, by two tickers or a ticker that died half way, asks for the same ru
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from agentq.core.events import View
 from agentq.core.keys import AGENTQ_NAMESPACE
 
 CatchUpMode = Literal["skip", "latest", "all"]
@@ -155,13 +154,56 @@ def slot_message_key(schedule_id: str, slot: datetime) -> str:
     return slot_name(schedule_id, slot)
 
 
-def unattended_expiry_s(view: View) -> float | None:
-    """How long a call of the current turn that waits for a person may wait, when a
-    schedule's run started the turn under `expire` (its user_msg says so); None: as its tool says."""
-    for event in reversed(view.events):
-        if event.seq < view.fsm.turn_seq:
-            break
-        if event.seq == view.fsm.turn_seq and event.type == "user_msg":
-            value = (event.content.get("unattended") or {}).get("expire_after_s")
-            return float(value) if isinstance(value, int | float) else None
-    return None
+@dataclass(frozen=True)
+class Retry:
+    """A run that failed and is tried again, not before `at`."""
+
+    at: datetime
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """A run that failed its last attempt: it is `given_up`, with `reason`."""
+
+    reason: str
+
+
+def after_failure(attempts: int, error: str, now: datetime, *, max_attempts: int,
+                  retry_after_s: float) -> Retry | GiveUp:
+    """What becomes of a run whose `attempts`-th try failed with `error` (a failure that
+    may pass: the database, a bug; a refusal fails the run at once). It is tried again after
+    `retry_after_s`, doubled each time, so a short outage uses few attempts; after
+    `max_attempts` it is given up, so a slot that can never fire stops being due and
+    firing moves on."""
+    if attempts >= max_attempts:
+        return GiveUp(f"given up after {attempts} attempts; the last failed with: {error}")
+    return Retry(now + timedelta(seconds=retry_after_s * 2 ** (attempts - 1)))
+
+
+def unattended_expiry_s(rule: Mapping[str, Any] | None) -> float | None:
+    """How long a wait for a person may last in a turn a schedule's run started under
+    `expire` (the turn's `FsmState.unattended`); None: as long as the wait's own kind says."""
+    value = (rule or {}).get("expire_after_s")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def unattended_deadline(rule: Mapping[str, Any] | None, now: datetime,
+                        expires_at: datetime | None) -> datetime | None:
+    """The deadline of a wait for a person that starts at `now` with its own `expires_at`
+    (None: none): the sooner of it and the unattended rule's, so nothing in a run nobody
+    attends waits for ever, and a shorter deadline of its own still holds."""
+    expiry_s = unattended_expiry_s(rule)
+    if expiry_s is None:
+        return expires_at
+    capped = now + timedelta(seconds=expiry_s)
+    return capped if expires_at is None else min(expires_at, capped)
+
+
+def unattended_note(rule: Mapping[str, Any] | None) -> str:
+    """What the model reads after an expired wait's own text, in a run nobody attends: why
+    no one answered, so it finishes the run with what it has rather than ask again."""
+    expiry_s = unattended_expiry_s(rule)
+    if expiry_s is None:
+        return ""
+    return (f" Nobody attends this run: a schedule started it, and its rule ends every wait "
+            f"for a person after {expiry_s:g} s. Finish without it.")

@@ -19,7 +19,7 @@ from typing import Any
 from agentq.core.decide import Step
 from agentq.core.events import Event, ToolCallRecord
 from agentq.core.prices import format_money
-from agentq.core.timefmt import to_utc
+from agentq.core.timefmt import parse_ts
 
 # how an attempt ended, from the status the next claim found the step in
 _ENDED_BY_NEXT = {
@@ -220,7 +220,7 @@ def attempts_of(step: StepRow, *, now: datetime) -> list[Attempt]:
                 later.get("error")
         else:
             outcome, ended, error = _last_outcome(step, now), step.finished_at, step.last_error
-        attempts.append(Attempt(number, entry.get("worker"), parse_claimed(entry.get("claimed_at")),
+        attempts.append(Attempt(number, entry.get("worker"), _claimed_at(entry.get("claimed_at")),
                                 ended, outcome, error if outcome != "done" else None))
     return attempts
 
@@ -267,8 +267,6 @@ def model_call(event: Event) -> ModelCallMark:
     )
 
 
-def parse_claimed(value: Any) -> datetime | None:
+def _claimed_at(value: Any) -> datetime | None:
     """A claim's time as the database wrote it into JSON (ISO text, `Z` or an offset)."""
-    if not isinstance(value, str):
-        return None
-    return to_utc(datetime.fromisoformat(value))
+    return parse_ts(value) if isinstance(value, str) else None

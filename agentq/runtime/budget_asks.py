@@ -4,7 +4,8 @@ It commits, in its step's one commit, the turn's budget call (a pending human ca
 `budget` whose arguments are the budget, what was spent and the limit) and the suspension
 that says the turn waits: the page, the SDK, `agentq chat` and `call.waiting` webhooks see
 it as any waiting call. Answered (approved or rejected, as a human call is), its round
-closes and the next model step reads the decision (agentq.core.budget_asks).
+closes and the next model step reads the decision (agentq.core.budget_asks). In a
+schedule's run nobody attends, the call expires by the run's rule, which counts as a no.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from agentq.core.budget_asks import BUDGET_CALL, budget_call_id
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
-from agentq.followups import FollowUp
+from agentq.core.schedules import unattended_deadline
+from agentq.followups import Expire, FollowUp
 from agentq.providers.errors import BudgetAsks
 from agentq.runtime.context import StepContext
+from agentq.runtime.expire_step import eta
 from agentq.store.whole_commit import Scheduling
 
 log = logging.getLogger(__name__)
@@ -28,19 +31,22 @@ log = logging.getLogger(__name__)
 def ask_about_budget(ctx: StepContext, view: View, step: Step, asks: BudgetAsks, *,
                      worker: str) -> list[FollowUp]:
     """Open the turn's budget call and finish our step; nothing more runs until a person
-    answers (their answer sends the next advance)."""
+    answers (their answer sends the next advance) or, in a schedule's run nobody attends,
+    the call expires (its expire task is what we send)."""
     cid, now = view.conversation_id, ctx.clock()
+    expires_at = unattended_deadline(view.fsm.unattended, now, None)
     turn_id = view.fsm.turn_id or ""
     call_id = budget_call_id(turn_id)
     args = {**(asks.details or {}), "message": str(asks)}
     common: dict[str, Any] = dict(turn_id=turn_id, round_id=step.round_id or "",
                                   step_key=step.key, created_at=now)
-    made = drafts.tool_call(call_id, BUDGET_CALL, args, executor="human", expires_at=None,
-                            **common)
+    made = drafts.tool_call(call_id, BUDGET_CALL, args, executor="human",
+                            expires_at=expires_at, **common)
     made = replace(made, content={**made.content, "kind": BUDGET_CALL})
     record = ToolCallRecord(conversation_id=cid, id=call_id, name=BUDGET_CALL,
                             executor="human", status="pending", args=args,
-                            round_id=step.round_id or "", turn_id=turn_id, created_at=now)
+                            round_id=step.round_id or "", turn_id=turn_id, created_at=now,
+                            expires_at=expires_at)
     done = ctx.store.writes.commit_step(
         cid, [made, drafts.suspension([call_id], **common)],
         next_seq=step.ref["after_seq"] + 1,
@@ -48,4 +54,7 @@ def ask_about_budget(ctx: StepContext, view: View, step: Step, asks: BudgetAsks,
         worker=worker, finish=Scheduling([record], []), now=now)
     ctx.notices.notify(cid, done.events)
     log.warning("step asks a person: %s", asks, extra={"status": "succeeded"})
-    return []
+    if expires_at is None:
+        return []
+    when = eta(expires_at, now, ctx.config.eta_horizon_s)
+    return [Expire(cid, call_id, Step.expire(cid, call_id).key, when, tool=BUDGET_CALL)]

@@ -9,7 +9,7 @@ A model step's check also asks a person past a soft threshold (agentq.core.budge
 """
 from __future__ import annotations
 
-from agentq.core.budget_asks import decision, soft_message, soft_reached
+from agentq.core.budget_asks import decision, expired, soft_message, soft_reached
 from agentq.core.decide import current_turn
 from agentq.core.events import View
 from agentq.core.token_budgets import Overspent, TokenBudgets, checks, overspent
@@ -49,7 +49,8 @@ def _ask_past_soft_threshold(ctx: StepContext, view: View, budgets: TokenBudgets
                              spent: Spent) -> None:
     """BudgetAsks past `ask_at_percent` of a budget, unless a person decided in this turn;
     BudgetExceeded if they said no."""
-    decided = decision(current_turn(view.events), view.fsm.turn_id or "")
+    turn, turn_id = current_turn(view.events), view.fsm.turn_id or ""
+    decided = decision(turn, turn_id)
     if decided is True:
         return  # a person said go on: up to the hard limits
     percent = budgets.ask_at_percent or 100
@@ -59,8 +60,11 @@ def _ask_past_soft_threshold(ctx: StepContext, view: View, budgets: TokenBudgets
         details = ({"tenant": view.tenant, "conversation_id": view.conversation_id}
                    if said_no is None else said_no.details(view.tenant, spent.agent,
                                                            view.conversation_id))
-        raise BudgetExceeded("a person declined to let this turn spend past its budget's "
-                             "soft threshold", details={**details, "on_exceeded": "fail"})
+        why = ("no one answered whether this turn may spend past its budget's soft threshold "
+               "before the question expired: nobody attends a schedule's run"
+               if expired(turn, turn_id) else
+               "a person declined to let this turn spend past its budget's soft threshold")
+        raise BudgetExceeded(why, details={**details, "on_exceeded": "fail"})
     if soft is not None:
         raise BudgetAsks(soft_message(soft, percent), details={
             **soft.details(view.tenant, spent.agent, view.conversation_id),

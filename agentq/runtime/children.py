@@ -1,6 +1,9 @@
 """Sub-agent calls: the tool step that starts a child conversation, and the step that hands
 the child's answer back to its parent's call.
 
+A child started in a schedule's run nobody attends inherits the run's unattended rule in its
+first message, so its own waits for a person end by the rule too and it answers its parent.
+
 A parent's agent call is a pending call (executor "agent") from the moment the model makes
 it: it holds no worker while the child runs. Its tool step starts the child in the
 parent's commit, under the parent's lock: the child's id is derived from the call
@@ -159,7 +162,8 @@ class StartChild(StepWork["Start | str"]):
         first = drafts.user_msg(start.text, turn_id=str(uuid.uuid5(named, "turn")),
                                 message_id=str(uuid.uuid5(named, "message")),
                                 scope=parent.fsm.scope or {}, created_at=now,
-                                traceparent=start.traceparent)
+                                traceparent=start.traceparent,
+                                unattended=parent.fsm.unattended)
         tx.start_child(child_id, settings=start.agent.settings, agent=start.agent.ref,
                        parent=link, first=first, now=now)
 

@@ -28,12 +28,19 @@ def cost_in_force(ctx: StepContext, view: View, tokens: Tokens) -> int | None:
 
 
 def turn_of(view: View, now: datetime) -> TurnRef | None:
-    """The view's current turn, started at its first event the view holds (`now` if a
-    summary stands for it)."""
+    """The view's current turn, started at its user_msg: found walking back from the view's
+    end, so a long conversation costs only its last turn (`now` if a summary stands for it)."""
     turn_id = view.fsm.turn_id
     if not turn_id:
         return None
-    started = next((e.created_at for e in view.events if e.turn_id == turn_id), now)
+    started = now
+    for event in reversed(view.events):
+        if event.seq < view.fsm.turn_seq:
+            break
+        if event.turn_id == turn_id:
+            started = event.created_at
+        if event.type == "user_msg" and event.turn_id == turn_id:
+            break
     return TurnRef(turn_id, started)
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentq.core import drafts
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
+from agentq.core.schedules import unattended_note
 from agentq.core.timefmt import format_ts
 from agentq.errors import Stale
 from agentq.followups import Expire, FollowUp
@@ -41,12 +43,24 @@ def arm_expiries(ctx: StepContext, view: View, expiries: Sequence[Step]) -> list
     return follow
 
 
-def _expired_text(needs_approval: bool, expires_at: datetime) -> str:
-    """What the model reads for an expired call; an unapproved call was refused, never run."""
-    if needs_approval:
-        return (f"refused by the system: no one approved this call before "
+def _expired_text(call: ToolCallRecord, expires_at: datetime,
+                  unattended: dict[str, Any] | None) -> str:
+    """What the model reads for an expired call; an unapproved call was refused, never run.
+    In a run nobody attends, also what kind of wait it was and why no one answered."""
+    if call.needs_approval:
+        text = (f"refused by the system: no one approved this call before "
                 f"{format_ts(expires_at)}. The tool did not run.")
-    return f"no answer before {format_ts(expires_at)}"
+    else:
+        text = f"no answer before {format_ts(expires_at)}"
+    if unattended is None:
+        return text
+    if call.elicitation:
+        text += ("; the tool server's question for a person went unanswered, so the call "
+                 "ended without a result")
+    elif call.started:
+        text += ("; no one said whether this call ran, so it may have taken effect: "
+                 "do not make it again")
+    return text + unattended_note(unattended)
 
 
 def _span(conversation: ConversationInfo, call: ToolCallRecord, key: str) -> NoSpan:
@@ -79,8 +93,9 @@ def expire(ctx: StepContext, conversation_id: str, tool_call_id: str) -> list[Fo
             ):
                 span.outcome("lost")
                 raise Stale("the call is no longer pending")
+            text = _expired_text(call, call.expires_at, tx.conversation.fsm.unattended)
             events, fsm = tx.append_and_fold(drafts.closed_call(
-                call, "expired", _expired_text(call.needs_approval, call.expires_at),
+                call, "expired", text,
                 by="system", created_at=now,
             ), now=now)
             span.outcome("succeeded")

@@ -26,7 +26,7 @@ from agentq.core.handoffs import seen_by_holder
 from agentq.core.keys import task_id as step_task_id
 from agentq.core.render import render
 from agentq.core.request import ToolSpec
-from agentq.core.schedules import unattended_expiry_s
+from agentq.core.schedules import unattended_deadline
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.settings import Settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
@@ -261,7 +261,6 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
         pending: list[str] = []
         scope = Scope.from_json(view.fsm.scope) if view.fsm.scope else SYSTEM_SCOPE
         handoff = HandoffRound.of(self.ctx, view, response.tool_calls)
-        unattended_s = unattended_expiry_s(view)
         for call in response.tool_calls:
             if handoff.answers(call):  # a transfer, or any call of a response that made one
                 made, answer, record = handoff.answer(
@@ -292,9 +291,8 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
                 if tool is not None and tool.expires_in is not None and waits
                 else None
             )
-            if waits and unattended_s is not None:  # a schedule's run: nobody may be there
-                capped = now + timedelta(seconds=unattended_s)
-                expires_at = capped if expires_at is None else min(expires_at, capped)
+            if waits:  # a schedule's run: nobody may be there (agentq.core.schedules)
+                expires_at = unattended_deadline(view.fsm.unattended, now, expires_at)
             out.append(drafts.tool_call(
                 call.id, call.name, call.args, executor=executor, expires_at=expires_at,
                 needs_approval=gated, **common

@@ -13,13 +13,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from agentq.core import drafts, once
+from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord
+from agentq.core.schedules import unattended_deadline
 from agentq.errors import Stale
-from agentq.followups import FollowUp
+from agentq.followups import Expire, FollowUp
 from agentq.runtime.context import StepContext
+from agentq.runtime.expire_step import eta
 from agentq.tools import Registry, Tool, ToolContext, ToolOutcome
 from agentq.tools.reconcile import CannotTell, DidNotRun, Ran
 
@@ -106,39 +110,53 @@ def commit_unknown(
     worker: str, description: str | None,
 ) -> list[FollowUp]:
     """The step ends and the call waits for a person as outcome_unknown, with what they need
-    to decide: arguments, start, worker, how long it ran until found, the tool's description."""
+    to decide: arguments, start, worker, how long it ran until found, the tool's description;
+    in a schedule's run nobody attends, only until the run's rule ends the wait."""
     now = ctx.clock()
     mark = once.found_mark(found.mark, now=now, description=description, reason=found.reason)
     with ctx.store.writes.locked(call.conversation_id) as tx:
         if not tx.finish_step(step_key, worker=worker, now=now):
             raise Stale("the step is no longer ours")
-        if not tx.await_outcome(call.id, started=mark):
+        expires_at = unattended_deadline(tx.conversation.fsm.unattended, now, None)
+        if not tx.await_outcome(call.id, started=mark, expires_at=expires_at):
             raise Stale("the call was closed meanwhile")
         events, _ = tx.append_and_fold(
             [drafts.outcome_unknown(call, mark, step_key=step_key, created_at=now)], now=now)
     ctx.notices.notify(call.conversation_id, events)
     log.info("step committed: %s's outcome is unknown, a person decides", call.name,
              extra={"status": "succeeded"})
-    return []
+    return _expiry(ctx, call, expires_at)
+
+
+def _expiry(ctx: StepContext, call: ToolCallRecord, expires_at: datetime | None
+            ) -> list[FollowUp]:
+    """The expire task of a wait with a deadline (none: it waits for its person)."""
+    if expires_at is None:
+        return []
+    key = Step.expire(call.conversation_id, call.id).key
+    when = eta(expires_at, ctx.clock(), ctx.config.eta_horizon_s)
+    return [Expire(call.conversation_id, call.id, key, when)]
 
 
 def unknown_on_give_up(ctx: StepContext, call: ToolCallRecord, *, message: str,
-                       description: str | None) -> bool:
+                       description: str | None) -> list[FollowUp] | None:
     """A `once` call whose step is given up (its attempts used up) after its run started
-    waits for a person as outcome_unknown instead of failing: the run may have taken effect.
-    False if its run never started (or the call is closed): then it fails as any call."""
+    waits for a person as outcome_unknown instead of failing: the run may have taken effect
+    (what to send next: its expiry, in a run nobody attends). None if its run never started
+    (or the call is closed): then it fails as any call."""
     now = ctx.clock()
     with ctx.store.writes.locked(call.conversation_id) as tx:
         found = tx.load_call(call.id)
         if found is None or found.status != "scheduled" or not once.started_before(
                 found.started, once.run_of(found.started)):
-            return False
+            return None
         assert found.started is not None  # started_before says so
         mark = {**once.found_mark(found.started, now=now, description=description),
                 "given_up": message}  # why no attempt is left to find out
-        if not tx.await_outcome(call.id, started=mark):
-            return False
+        expires_at = unattended_deadline(tx.conversation.fsm.unattended, now, None)
+        if not tx.await_outcome(call.id, started=mark, expires_at=expires_at):
+            return None
         events, _ = tx.append_and_fold(
             [drafts.outcome_unknown(found, mark, step_key=None, created_at=now)], now=now)
     ctx.notices.notify(call.conversation_id, events)
-    return True
+    return _expiry(ctx, call, expires_at)

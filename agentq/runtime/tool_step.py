@@ -14,6 +14,7 @@ from agentq.core import drafts, once
 from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
+from agentq.core.schedules import unattended_deadline
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.subagents import AGENT_EXECUTOR
 from agentq.errors import LogMoved, Stale
@@ -85,6 +86,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         self.conversation = conversation
         self.call = call
         self.tool = call.name
+        self.definition = registry.get(call.name)  # None: the tool is no longer registered
         self.breakers = breakers
         fsm_scope = conversation.fsm.scope
         self.scope = Scope.from_json(fsm_scope) if fsm_scope else SYSTEM_SCOPE
@@ -109,7 +111,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         refused = self.guard.before()  # before a `once` call's start is marked
         if refused is not None:
             return refused
-        tool = self.registry.get(self.call.name)
+        tool = self.definition
         if tool is None or tool.effect != "once":
             return self.guard.after(self._call())
         return run_once(StartMarks(self.ctx, self.call, claim.worker), self.registry, tool,
@@ -117,7 +119,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
                         body=lambda: self.guard.after(self._call()))
 
     def _timeout_s(self) -> float:
-        tool = self.registry.get(self.call.name)
+        tool = self.definition
         return (tool.timeout if tool and tool.timeout else None) or (
             self.conversation.settings.limits.tool_timeout_s)
 
@@ -139,7 +141,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
         if result is CLOSED:  # the call was closed, or taken, before this run started
             raise Stale("the call moved before its run started")
         if isinstance(result, OutcomeUnknown):
-            tool = self.registry.get(self.call.name)
+            tool = self.definition
             return commit_unknown(self.ctx, self.call, result, step_key=self.step.key,
                                   worker=claim.worker,
                                   description=tool.description if tool else None)
@@ -172,10 +174,13 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
 
     def _ask(self, claim: Claim, asked: Asked) -> list[FollowUp]:
         """The server asked a person something: the step ends and the call waits for their
-        answer as a pending call, with an expiry like any (agentq.core.elicitation)."""
+        answer as a pending call, with an expiry like any (agentq.core.elicitation): in a
+        schedule's run nobody attends, the sooner of it and the run's rule."""
         call = self.call
         now = self.ctx.clock()
-        expires_at = now + timedelta(seconds=asked.expires_in_s)
+        expires_at = unattended_deadline(self.conversation.fsm.unattended, now,
+                                         now + timedelta(seconds=asked.expires_in_s))
+        assert expires_at is not None  # the question's own deadline is always there
         before = call.elicitation or {}
         record = {"asked": int(before.get("asked", 0)) + 1, "answered": call.answers,
                   "question": asked.question, "resume": asked.resume}
@@ -196,10 +201,12 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
     def give_up(self, message: str) -> list[FollowUp]:
         """Close the call with an error result the model can read; the turn goes on. A
         `once` call whose run started waits for a person instead (inv. 13)."""
-        tool = self.registry.get(self.call.name)
-        if tool is not None and tool.effect == "once" and unknown_on_give_up(
-                self.ctx, self.call, message=message, description=tool.description):
-            return []
+        tool = self.definition
+        if tool is not None and tool.effect == "once":
+            waits = unknown_on_give_up(self.ctx, self.call, message=message,
+                                       description=tool.description)
+            if waits is not None:
+                return waits
         now = self.ctx.clock()
         try:
             with self.ctx.store.writes.locked(self.conversation_id) as tx:

@@ -110,7 +110,20 @@ def transition_call_txn(
     params = transition_params(conversation_id, call_id, from_statuses=from_statuses,
                                to_status=to_status, now=now, result=result)
     statement = transition(with_result=result is not None, terminal=to_status in TERMINAL_STATUSES)
-    return conn.execute(statement, params).rowcount == 1
+    return _moved(conn, statement, params)
+
+
+def _moved(conn: Connection, statement: Update, params: dict[str, Any] | None = None) -> bool:
+    """Run a conditional UPDATE of one call: whether it moved, False when the call was not
+    in a status the UPDATE expects (a race lost, a second resolution)."""
+    return conn.execute(statement, params or {}).rowcount == 1
+
+
+def _from(conversation_id: str, call_id: str, statuses: Sequence[str]) -> Update:
+    """The UPDATE of one call that moves it only while it is in one of `statuses`."""
+    c = tool_calls.c
+    return update(tool_calls).where(c.conversation_id == conversation_id, c.id == call_id,
+                                    c.status.in_(statuses))
 
 
 def transition_params(
@@ -158,12 +171,8 @@ def ask_txn(
 ) -> bool:
     """A scheduled call whose server asked a person something waits for them (`pending`)
     until `expires_at`; False if it was no longer scheduled."""
-    c = tool_calls.c
-    moved = conn.execute(
-        update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
-        .values(status="pending", elicitation=elicitation, expires_at=expires_at))
-    return moved.rowcount == 1
+    return _moved(conn, _from(conversation_id, call_id, ["scheduled"]).values(
+        status="pending", elicitation=elicitation, expires_at=expires_at))
 
 
 def answer_txn(
@@ -171,12 +180,8 @@ def answer_txn(
 ) -> bool:
     """A pending call its person answered runs again (`scheduled`) with `elicitation`
     holding the answer; False if it was no longer pending."""
-    c = tool_calls.c
-    moved = conn.execute(
-        update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
-        .values(status="scheduled", elicitation=elicitation))
-    return moved.rowcount == 1
+    return _moved(conn, _from(conversation_id, call_id, ["pending"]).values(
+        status="scheduled", elicitation=elicitation))
 
 
 def mark_started_txn(
@@ -186,26 +191,18 @@ def mark_started_txn(
     """Write a `once` call's start mark (agentq.core.once) while it is in one of `statuses`;
     False if it was elsewhere. The caller holds the conversation's lock and read the mark
     it replaces under it."""
-    c = tool_calls.c
-    moved = conn.execute(
-        update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status.in_(statuses))
-        .values(started=started))
-    return moved.rowcount == 1
+    return _moved(conn, _from(conversation_id, call_id, statuses).values(started=started))
 
 
 def await_outcome_txn(
-    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any]
+    conn: Connection, conversation_id: str, call_id: str, *, started: dict[str, Any],
+    expires_at: datetime | None = None,
 ) -> bool:
     """A scheduled `once` call whose run was found unfinished waits for a person (`pending`)
-    with its found mark and no deadline (an approval's would expire it); False if it was no
-    longer scheduled."""
-    c = tool_calls.c
-    moved = conn.execute(
-        update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "scheduled")
-        .values(status="pending", started=started, expires_at=None))
-    return moved.rowcount == 1
+    with its found mark and no deadline (an approval's would expire it), unless a schedule's
+    run nobody attends gives it `expires_at`; False if it was no longer scheduled."""
+    return _moved(conn, _from(conversation_id, call_id, ["scheduled"]).values(
+        status="pending", started=started, expires_at=expires_at))
 
 
 def approve_edited_txn(
@@ -214,12 +211,8 @@ def approve_edited_txn(
 ) -> bool:
     """A pending call a person approved with edited arguments runs (`scheduled`) with theirs;
     the model's stay in `model_args`. False if it was no longer pending."""
-    c = tool_calls.c
-    moved = conn.execute(
-        update(tool_calls)
-        .where(c.conversation_id == conversation_id, c.id == call_id, c.status == "pending")
-        .values(status="scheduled", args=args, model_args=model_args))
-    return moved.rowcount == 1
+    return _moved(conn, _from(conversation_id, call_id, ["pending"]).values(
+        status="scheduled", args=args, model_args=model_args))
 
 
 class Calls:

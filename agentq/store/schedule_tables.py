@@ -2,7 +2,7 @@
 so that schema.py stays readable; agentq.store.schedules holds their verbs."""
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, String, Table, Text
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, String, Table, Text, text
 
 from agentq.store.column_types import Json, Timestamp
 from agentq.store.schema import ID, metadata
@@ -43,9 +43,11 @@ schedule_runs = Table(
     Column("tenant", String(ID), nullable=False),
     Column("conversation_id", String(ID), nullable=False),
     Column("message_id", String(ID)),
-    Column("status", String(16), nullable=False),  # due, fired, failed
-    Column("error", Text),
+    Column("status", String(16), nullable=False),  # due, fired, failed, given_up
+    Column("error", Text),  # why it failed, or why its last attempt did
     Column("created_at", Timestamp, nullable=False),
-    Column("fired_at", Timestamp),
+    Column("fired_at", Timestamp),  # when it was fired, failed or given up
+    Column("attempts", Integer, nullable=False, server_default=text("0")),  # tries so far
+    Column("retry_at", Timestamp),  # a due run that failed: not tried again before then
     Index(None, "status", "created_at"),
 )

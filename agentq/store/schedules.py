@@ -55,10 +55,12 @@ class ScheduleRun:
     tenant: str
     conversation_id: str
     message_id: str | None
-    status: str  # due, fired, failed
+    status: str  # due, fired, failed, given_up
     error: str | None
     created_at: datetime
     fired_at: datetime | None
+    attempts: int = 0  # how often a tick tried to carry it out
+    retry_at: datetime | None = None  # after a failed attempt: not tried again before then
 
 
 class Schedules:
@@ -141,22 +143,37 @@ class Schedules:
                              [record_values(run) for run in runs])
         return True
 
-    def list_unfired(self, *, limit: int) -> list[ScheduleRun]:
-        """Runs recorded but not yet carried out, oldest first."""
+    def list_unfired(self, *, now: datetime, limit: int) -> list[ScheduleRun]:
+        """Runs recorded but not yet carried out, oldest first, without those waiting to
+        be tried again after a failed attempt."""
         r = schedule_runs.c
         with begin_read(self._engine, one_snapshot=False) as conn:
-            rows = conn.execute(select(schedule_runs).where(r.status == "due")
+            rows = conn.execute(select(schedule_runs)
+                                .where(r.status == "due", (r.retry_at.is_(None)) | (r.retry_at <= now))
                                 .order_by(r.created_at, r.schedule_id, r.slot_at).limit(limit))
             return [record_from_row(ScheduleRun, row) for row in rows]
 
     def finish_run(self, schedule_id: str, slot_at: datetime, *, status: str, now: datetime,
                    message_id: str | None = None, error: str | None = None) -> bool:
-        """`due → fired | failed`, once; False if the run had already finished."""
+        """`due → fired | failed | given_up`, once, counting the attempt; False if the run
+        had already finished."""
         r = schedule_runs.c
         with begin_write(self._engine) as conn:
             done = conn.execute(update(schedule_runs).where(
                 r.schedule_id == schedule_id, r.slot_at == slot_at, r.status == "due",
-            ).values(status=status, message_id=message_id, error=error, fired_at=now))
+            ).values(status=status, message_id=message_id, error=error, fired_at=now,
+                     attempts=r.attempts + 1, retry_at=None))
+            return done.rowcount == 1
+
+    def retry_run(self, schedule_id: str, slot_at: datetime, *, error: str,
+                  retry_at: datetime) -> bool:
+        """A due run's attempt failed: count it, keep why, and wait till `retry_at`; False
+        if the run had finished meanwhile (another tick carried it out)."""
+        r = schedule_runs.c
+        with begin_write(self._engine) as conn:
+            done = conn.execute(update(schedule_runs).where(
+                r.schedule_id == schedule_id, r.slot_at == slot_at, r.status == "due",
+            ).values(error=error, attempts=r.attempts + 1, retry_at=retry_at))
             return done.rowcount == 1
 
     def list_runs(self, schedule_id: str, *, limit: int) -> list[ScheduleRun]:

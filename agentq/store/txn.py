@@ -159,10 +159,13 @@ class ConversationTxn:
         return mark_started_txn(self._conn, self._id, call_id, started=started,
                                 statuses=statuses)
 
-    def await_outcome(self, call_id: str, *, started: dict[str, Any]) -> bool:
+    def await_outcome(self, call_id: str, *, started: dict[str, Any],
+                      expires_at: datetime | None = None) -> bool:
         """A `once` call whose run was found unfinished waits for a person, with no
-        deadline; False if it was no longer scheduled."""
-        return await_outcome_txn(self._conn, self._id, call_id, started=started)
+        deadline unless a schedule's run nobody attends sets one; False if it was no
+        longer scheduled."""
+        return await_outcome_txn(self._conn, self._id, call_id, started=started,
+                                 expires_at=expires_at)
 
     def approve_edited(self, call_id: str, *, args: dict[str, Any],
                        model_args: dict[str, Any]) -> bool:

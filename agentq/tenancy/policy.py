@@ -107,8 +107,9 @@ def _overlaid(base: BaseModel, own: BaseModel | None, exclude: set[str] | None =
 
 class ScheduleLimits(BaseModel):
     """`[schedules]` (every tenant's) or `[tenants.NAME.schedules]` (one's, over those): how
-    many schedules a tenant may keep, how often one may fire at most, and how far back a
-    catch-up may reach (agentq.commands.schedules)."""
+    many schedules a tenant may keep, how often one may fire at most, how far back a
+    catch-up may reach (agentq.commands.schedules), and how often a run that fails is tried
+    (agentq.commands.firing)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -116,6 +117,10 @@ class ScheduleLimits(BaseModel):
     min_interval_s: float = Field(default=60.0, gt=0.0)
     max_catch_up_slots: int = Field(default=100, ge=0)
     max_catch_up_age_s: float = Field(default=7 * 86_400.0, ge=0.0)
+    # a run that fails for a reason that may pass (not a refusal) is tried this often, the
+    # first retry after retry_after_s and each next one twice as late, then given up
+    run_attempts: int = Field(default=5, ge=1)
+    retry_after_s: float = Field(default=30.0, gt=0.0)
 
     def under(self, own: ScheduleLimits | None) -> ScheduleLimits:
         return ScheduleLimits(**_overlaid(self, own))

@@ -6,6 +6,7 @@ effect, then nothing (tests/worker/test_once_calls.py kills real workers)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -286,3 +287,25 @@ def test_a_once_call_given_up_before_its_run_started_fails_as_any_call(
     ToolStep(runtime._ctx, runtime.registry, conversation, call).give_up("poison")
     result = next(e for e in store.log.list_events(conv.id) if e.type == "tool_result")
     assert result.content["status"] == "error" and effects(call.id) == 0
+
+
+def test_in_a_run_nobody_attends_an_unknown_outcome_expires_and_the_model_is_told_not_to_redo_it(
+    store, runtime, commands, clock
+):
+    conv = commands.create_conversation(ALICE, {"script": pay()})
+    _, follow = commands.post_message(conv.id, "pay order A-17", ALICE,
+                                      unattended={"expire_after_s": 60, "schedule_id": "s1"})
+    runs = until_tool(runtime, follow)
+    call_id = started_and_died(store, clock, conv.id, runs)
+    later = drain(runtime, runs)  # the takeover finds it started: a person would decide
+    call = store.calls.load(conv.id, call_id)
+    assert call.status == "pending" and once.waits(call)
+    assert call.expires_at == clock() + timedelta(seconds=60)
+    clock.tick(61)
+    drain(runtime, later)
+    assert store.calls.load(conv.id, call_id).status == "expired" and effects(call_id) == 1
+    result = [e for e in store.log.list_events(conv.id) if e.type == "tool_result"][-1]
+    assert "may have taken effect" in result.content["output"]
+    assert "Nobody attends this run" in result.content["output"]
+    assert store.conversations.load(conv.id).fsm.state == "idle"
+    assert check_conversation(store, conv.id) == []

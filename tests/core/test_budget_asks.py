@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from agentq.core.budget_asks import (
     budget_call_id,
     decision,
+    expired,
     is_budget_call,
     soft_message,
     soft_reached,
@@ -47,3 +48,13 @@ def test_a_turns_budget_decision_is_its_budget_calls_answer():
                                          {"approved": False, "reason": "no"})), "t1") is False
     assert decision(budget_events(("result", "call_x", {"approved": True})), "t1") is None
     assert is_budget_call(budget_events(call)[0])
+
+
+def test_an_expired_budget_call_is_a_no_that_says_nobody_answered():
+    turn_id = "t1"
+    call_id = budget_call_id(turn_id)
+    events = (Event(id="1", conversation_id="c1", seq=1, type="tool_result", turn_id=turn_id,
+                    round_id="r1", step_key=None, created_at=NOW,
+                    content={"tool_call_id": call_id, "status": "expired", "output": "no answer"}),)
+    assert decision(events, turn_id) is False and expired(events, turn_id)
+    assert not expired(budget_events(("result", call_id, {"approved": False})), turn_id)

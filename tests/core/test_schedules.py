@@ -2,6 +2,7 @@
 which slots a tick fires by each catch-up rule, and the ids a slot's run writes under."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 
@@ -9,16 +10,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentq.core.fsm import fold
 from agentq.core.schedules import (
     CatchUp,
+    GiveUp,
     Interval,
+    Retry,
+    after_failure,
     due,
     shortest_gap_s,
     slot_conversation_id,
     slot_message_key,
+    unattended_deadline,
+    unattended_note,
     upcoming,
 )
 from agentq.process.cron import BadCalendar, cron
+from tests.core.builders import assistant, log, user
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -160,3 +168,44 @@ def test_a_slots_ids_derive_from_the_schedule_and_the_slot_alone():
 def test_a_rare_dates_shortest_gap_is_found_without_walking_centuries():
     assert shortest_gap_s(cron("0,1 0 29 2 *", "UTC"), T0) == 60
     assert shortest_gap_s(cron("0 0 1 1 *", "UTC"), T0) >= 365 * 86_400
+
+
+EXPIRE_60 = {"expire_after_s": 60, "schedule_id": "s1"}
+
+
+def test_an_unattended_rule_caps_every_wait_for_a_person_and_a_sooner_own_deadline_holds():
+    assert unattended_deadline(EXPIRE_60, T0, None) == at(60)  # an approval, a budget ask
+    assert unattended_deadline(EXPIRE_60, T0, at(3600)) == at(60)  # a server's question
+    assert unattended_deadline(EXPIRE_60, T0, at(30)) == at(30)
+
+
+def test_without_a_rule_or_under_wait_a_wait_keeps_its_own_deadline():
+    assert unattended_deadline(None, T0, None) is None
+    assert unattended_deadline(None, T0, at(3600)) == at(3600)
+    assert unattended_deadline({"schedule_id": "s1"}, T0, at(5)) == at(5)
+    assert unattended_note(None) == ""
+
+
+def test_the_model_reads_that_nobody_attends_and_after_how_long():
+    note = unattended_note(EXPIRE_60)
+    assert "Nobody attends this run" in note and "after 60 s" in note
+
+
+def test_a_turn_keeps_the_rule_of_the_message_that_started_it_and_the_next_turn_drops_it():
+    plain = user("nightly report")
+    scheduled = replace(plain, content={**plain.content, "unattended": EXPIRE_60})
+    events = log(scheduled, assistant("on it"))
+    assert fold(events).unattended == EXPIRE_60
+    assert fold(events).to_json()["unattended"] == EXPIRE_60
+    later = log(scheduled, assistant("on it"), user("a person asks"))
+    assert fold(later).unattended is None and "unattended" not in fold(later).to_json()
+
+
+def test_a_failed_run_is_tried_again_each_time_twice_as_late_then_given_up():
+    tries = [after_failure(n, "OperationalError: gone", T0, max_attempts=4, retry_after_s=30)
+             for n in (1, 2, 3, 4)]
+    assert tries[:3] == [Retry(at(30)), Retry(at(60)), Retry(at(120))]
+    assert tries[3] == GiveUp("given up after 4 attempts; the last failed with: "
+                              "OperationalError: gone")
+    assert after_failure(1, "x", T0, max_attempts=1, retry_after_s=30) == GiveUp(
+        "given up after 1 attempts; the last failed with: x")

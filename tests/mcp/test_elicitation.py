@@ -222,3 +222,26 @@ def test_a_question_survives_a_worker_kill_and_a_lost_task_and_the_answer_runs_o
               if line.split()[0] == order]
     assert rounds == [[call.id, "1"], [call.id, "2"]]
     assert check_conversation(store, conv.id) == []
+
+
+def test_in_a_run_nobody_attends_the_question_expires_by_its_rule_and_the_model_reads_why(
+        store, policy, monkeypatch):
+    monkeypatch.setenv("CRM_TOKEN", "Bearer t0ken")
+    api = Api(store, policy=policy)
+    alice = api.key("acme", "alice")
+    cid = api.create(alice, tools=["mcp:crm/confirm_refund"], script=REFUND)
+    _, follow = api.services.commands.post_message(
+        cid, "refund o-17", ACME, unattended={"expire_after_s": 30, "schedule_id": "s1"})
+    later = drain(api.runtime, follow)
+    call = api.store.calls.load(cid, _call_id(api, cid))
+    assert call.status == "pending" and call.elicitation is not None
+    asked_at = [e for e in api.store.log.list_events(cid) if e.type == "suspension"][-1].created_at
+    assert call.expires_at == asked_at + timedelta(seconds=30)  # not the question's own
+    api.clock.tick(31)
+    drain(api.runtime, later)
+    result = [e for e in api.store.log.list_events(cid) if e.type == "tool_result"][-1]
+    assert result.content["status"] == "expired"
+    assert "question for a person went unanswered" in result.content["output"]
+    assert "Nobody attends this run" in result.content["output"]
+    assert api.store.conversations.load(cid).fsm.state == "idle"
+    assert check_conversation(api.store, cid) == []

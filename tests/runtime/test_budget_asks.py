@@ -4,7 +4,7 @@ the model; approved, the turn goes on; rejected, it fails as a budget failure. T
 never reads the budget call."""
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -148,3 +148,20 @@ def test_under_the_soft_threshold_nothing_is_asked(store, clock, seen):
     cid = asked(store, runtime, commands)
     assert store.conversations.load(cid).fsm.state == "idle" and len(seen.requests) == 2
     assert store.calls.list_of(cid, status="pending") == []
+
+
+def test_in_a_run_nobody_attends_the_budget_call_expires_by_its_rule_and_the_turn_fails_saying_so(
+        store, runtime, commands, seen, clock):
+    conv = commands.create_conversation(ACME, {"script": WEATHER})
+    _, follow = commands.post_message(conv.id, "weather?", ACME,
+                                      unattended={"expire_after_s": 60, "schedule_id": "s1"})
+    later = drain(runtime, follow)
+    (call,) = store.calls.list_of(conv.id, status="pending")
+    assert call.name == BUDGET_CALL and call.expires_at == call.created_at + timedelta(seconds=60)
+    clock.tick(61)
+    drain(runtime, later)
+    assert store.calls.load(conv.id, call.id).status == "expired"
+    assert store.conversations.load(conv.id).fsm.state == "failed"
+    error = store.log.list_events(conv.id)[-1].content
+    assert error["code"] == "budget_exceeded" and "nobody attends" in error["message"]
+    assert len(seen.requests) == 1

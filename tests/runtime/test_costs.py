@@ -4,6 +4,7 @@ the budgets' totals, counted once however often a step runs; a money budget stop
 call as a token budget does."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,13 +12,16 @@ import pytest
 from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.agents import AgentDefinition
+from agentq.core.fsm import fold
 from agentq.core.prices import Prices, format_money
 from agentq.core.scope import Scope
 from agentq.core.settings import Settings
 from agentq.core.token_budgets import EPOCH, WHOLE, Meter, TokenBudgets
 from agentq.core.usage import Tokens
 from agentq.runtime import Runtime
+from agentq.runtime.costs import turn_of
 from agentq.tools import Registry
+from tests.core.builders import assistant, log, user, view
 from tests.support.clock import Clock
 from tests.support.drive import Recorder, drain
 from tests.support.rules import Rules
@@ -144,3 +148,14 @@ def test_each_turn_has_one_row_with_its_calls_and_cost_however_often_its_steps_r
     (user_msg,) = [e for e in store.log.list_events(parent) if e.type == "user_msg"]
     assert turns[parent].turn_id == user_msg.turn_id
     assert turns[parent].started_at == user_msg.created_at
+
+
+def test_a_turn_starts_at_its_own_user_msg_found_from_the_views_end():
+    events = log(user("one"), assistant("a"), user("two"), assistant("b"))
+    seen = replace(view(events), fsm=fold(events))
+    found = turn_of(seen, datetime(2030, 1, 1, tzinfo=UTC))
+    assert found is not None and found.turn_id == "t3"
+    assert found.started_at == events[2].created_at
+    alone = replace(view(events[3:]), fsm=fold(events))  # a summary stands for its user_msg
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    assert turn_of(alone, later).started_at == events[3].created_at

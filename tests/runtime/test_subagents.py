@@ -237,3 +237,41 @@ def test_a_handover_whose_task_was_lost_is_re_driven_by_the_sweeper(store, runti
     drain(runtime, runtime.sweep())
     assert store.calls.list_of(conv.id)[0].result == {"status": "ok", "output": "found"}
     assert texts(store, conv.id)[-1] == ("assistant_msg", "ok")
+
+
+UNATTENDED = {"expire_after_s": 60, "schedule_id": "s1"}
+PAY_BOB = [{"text": "Needs approval.", "tool_calls": [
+    {"name": "approve_payment", "args": {"amount": 20, "to": "Bob"}}]}, {"text": "Not paid."}]
+
+
+def test_a_child_of_a_run_nobody_attends_inherits_its_rule_and_its_approval_expires_by_it(
+        store, runtime, commands, clock):
+    define(store, clock, "payer", script=PAY_BOB)
+    conv = parent(commands, [{"tool_calls": [ask("payer", "pay Bob 20")]}, {"text": "Reported."}],
+                  agents=("payer",))
+    _, follow = commands.post_message(conv.id, "nightly payments", ALICE, unattended=UNATTENDED)
+    later = drain(runtime, follow)
+    (call,) = store.calls.list_of(conv.id)
+    child_id = child_conversation_id(conv.id, call.id)
+    (waiting,) = store.calls.list_of(child_id)
+    assert waiting.status == "pending"
+    assert waiting.expires_at == waiting.created_at + timedelta(seconds=60)  # not its hour
+    assert store.conversations.load(child_id).fsm.unattended == UNATTENDED
+    clock.tick(61)
+    drain(runtime, later)
+    assert store.calls.load(child_id, waiting.id).status == "expired"
+    expired = [e for e in store.log.list_events(child_id) if e.type == "tool_result"][-1]
+    assert "Nobody attends this run" in expired.content["output"]
+    assert store.calls.load(conv.id, call.id).result == {"status": "ok", "output": "Not paid."}
+    assert texts(store, conv.id)[-1] == ("assistant_msg", "Reported.")
+    assert check_conversation(store, conv.id) == [] and check_conversation(store, child_id) == []
+
+
+def test_a_child_of_a_persons_turn_waits_as_its_tool_says(store, runtime, commands, clock):
+    define(store, clock, "payer", script=PAY_BOB)
+    conv = parent(commands, [{"tool_calls": [ask("payer", "pay Bob 20")]}, {"text": "Reported."}],
+                  agents=("payer",))
+    drain(runtime, commands.post_message(conv.id, "pay Bob", ALICE)[1])
+    (call,) = store.calls.list_of(conv.id)
+    (waiting,) = store.calls.list_of(child_conversation_id(conv.id, call.id))
+    assert waiting.expires_at == waiting.created_at + timedelta(seconds=3600)

@@ -87,12 +87,12 @@ def test_a_run_finishes_once(store):
     store.schedules.add(schedule(), max_per_tenant=5)
     store.schedules.fire_slots("s1", from_next_at=T0, to_next_at=T0 + timedelta(seconds=2),
                                runs=[run(T0)], now=T0)
-    assert [r.slot_at for r in store.schedules.list_unfired(limit=10)] == [T0]
+    assert [r.slot_at for r in store.schedules.list_unfired(now=T0, limit=10)] == [T0]
     assert store.schedules.finish_run("s1", T0, status="fired", now=T0, message_id="m1")
     assert not store.schedules.finish_run("s1", T0, status="failed", now=T0, error="late")
     (done,) = store.schedules.list_runs("s1", limit=10)
     assert (done.status, done.message_id, done.error) == ("fired", "m1", None)
-    assert store.schedules.list_unfired(limit=10) == []
+    assert store.schedules.list_unfired(now=T0, limit=10) == []
 
 
 def test_a_paused_schedule_is_not_due_and_records_no_slot(store):
@@ -112,3 +112,18 @@ def test_deleting_a_schedule_removes_its_runs_and_only_its_owner_can(store):
     assert not store.schedules.delete("s1", tenant="evil")
     assert store.schedules.delete("s1", tenant="acme")
     assert store.schedules.load("s1") is None and store.schedules.list_runs("s1", limit=10) == []
+
+
+def test_a_failed_attempt_is_counted_and_the_run_waits_for_its_retry(store):
+    store.schedules.add(schedule(), max_per_tenant=5)
+    store.schedules.fire_slots("s1", from_next_at=T0, to_next_at=T0 + timedelta(seconds=2),
+                               runs=[run(T0)], now=T0)
+    later = T0 + timedelta(seconds=30)
+    assert store.schedules.retry_run("s1", T0, error="OperationalError: gone", retry_at=later)
+    assert store.schedules.list_unfired(now=later - timedelta(microseconds=1), limit=10) == []
+    (waiting,) = store.schedules.list_unfired(now=later, limit=10)
+    assert (waiting.attempts, waiting.retry_at, waiting.error) == (1, later, "OperationalError: gone")
+    assert store.schedules.finish_run("s1", T0, status="given_up", now=later, error="given up")
+    (done,) = store.schedules.list_runs("s1", limit=10)
+    assert (done.status, done.attempts, done.retry_at) == ("given_up", 2, None)
+    assert not store.schedules.retry_run("s1", T0, error="late", retry_at=later)

@@ -7,6 +7,7 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from agentq.commands.firing import Firing
 from agentq.core.schedules import slot_conversation_id
@@ -15,7 +16,7 @@ from agentq.tenancy.policy import Policy, ScheduleLimits
 from tests.support.api import APPROVAL, WEATHER, Api
 
 LIMITS = ScheduleLimits(max_per_tenant=3, min_interval_s=2.0, max_catch_up_slots=10,
-                        max_catch_up_age_s=3600.0)
+                        max_catch_up_age_s=3600.0, run_attempts=3, retry_after_s=10.0)
 
 
 @pytest.fixture
@@ -198,3 +199,66 @@ def test_a_schedule_that_waits_leaves_a_persons_call_to_its_tools_own_deadline(a
     (call,) = api.store.calls.list_of(cid)
     assert call.status == "pending"
     assert call.expires_at == call.created_at + timedelta(seconds=3600)  # approve_payment's own
+
+
+def failing_posts(api, monkeypatch, conversation_id, times):
+    """Posting into `conversation_id` fails `times` times (None: always) as a lost database
+    connection would; every other post goes through. The count left, to change."""
+    commands, post = api.services.commands, api.services.commands.post_message
+    left = {"n": times}
+
+    def flaky(cid, *args, **kwargs):
+        if cid == conversation_id and (left["n"] is None or left["n"] > 0):
+            if left["n"] is not None:
+                left["n"] -= 1
+            raise OperationalError("INSERT", {}, Exception("server closed the connection"))
+        return post(cid, *args, **kwargs)
+
+    monkeypatch.setattr(commands, "post_message", flaky)
+    return left
+
+
+def test_a_run_whose_attempt_hits_a_database_blip_is_tried_again_later_and_fires(
+        api, alice, monkeypatch):
+    cid = api.create(alice, script=WEATHER)
+    sid = create(api, alice, conversation_id=cid, every_s=3600).json["id"]
+    failing_posts(api, monkeypatch, cid, times=1)
+    api.clock.tick(3600)
+    api.sender.send(firing(api).tick())
+    (run,) = api.get(f"/v1/schedules/{sid}/runs", alice).json["runs"]
+    assert (run["status"], run["attempts"]) == ("due", 1)
+    assert "OperationalError" in run["error"] and run["retry_at"] is not None
+    api.sender.send(firing(api).tick())  # before its retry: left alone
+    assert api.get(f"/v1/schedules/{sid}/runs", alice).json["runs"][0]["attempts"] == 1
+    api.clock.tick(10)
+    api.sender.send(firing(api).tick())
+    api.run()
+    (run,) = api.get(f"/v1/schedules/{sid}/runs", alice).json["runs"]
+    assert (run["status"], run["attempts"], run["error"]) == ("fired", 2, None)
+    assert [e.content["text"] for e in api.store.log.list_events(cid)
+            if e.type == "user_msg"] == ["hello"]
+
+
+def test_a_run_that_fails_every_time_is_given_up_after_its_attempts_and_others_still_fire(
+        api, alice, monkeypatch):
+    stuck = api.create(alice, script=WEATHER)
+    fine = api.create(alice, script=WEATHER)
+    stuck_id = create(api, alice, conversation_id=stuck, every_s=3600).json["id"]
+    fine_id = create(api, alice, conversation_id=fine, every_s=3600).json["id"]
+    left = failing_posts(api, monkeypatch, stuck, times=None)
+    api.clock.tick(3600)
+    api.sender.send(firing(api).tick())  # the first attempt, then after 10 s and 20 s more
+    assert api.get(f"/v1/schedules/{fine_id}/runs", alice).json["runs"][0]["status"] == "fired"
+    for wait in (10, 20):
+        api.clock.tick(wait)
+        api.sender.send(firing(api).tick())
+    (run,) = api.get(f"/v1/schedules/{stuck_id}/runs", alice).json["runs"]
+    assert (run["status"], run["attempts"], run["retry_at"]) == ("given_up", 3, None)
+    assert run["error"].startswith("given up after 3 attempts") and "OperationalError" in run["error"]
+    assert api.store.schedules.list_unfired(now=api.clock() + timedelta(days=1), limit=10) == []
+    assert "user_msg" not in api.types(stuck)
+    api.clock.tick(3600 - 30)  # the next slot, on time: a run of its own, with attempts of its own
+    left["n"] = 0  # the database is back
+    api.sender.send(firing(api).tick())
+    latest = api.get(f"/v1/schedules/{stuck_id}/runs", alice).json["runs"][0]
+    assert (latest["status"], latest["attempts"]) == ("fired", 1)

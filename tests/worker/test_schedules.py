@@ -1,6 +1,7 @@
 """Schedules with real processes: two beats and three workers fire each slot of a 2 s
 schedule exactly once while a beat and a worker are killed; the catch-up rules after the
-ticker was down; an unattended approval that expires by its schedule's rule."""
+ticker was down; an unattended approval that expires by its schedule's rule, in the run's
+own conversation and in a sub-agent's child it started."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +21,7 @@ from agentq.core.agents import AgentDefinition
 from agentq.core.schedules import CatchUp, slot_conversation_id
 from agentq.core.scope import Scope
 from agentq.core.settings import parse_settings
+from agentq.core.subagents import child_conversation_id
 from agentq.tenancy.policy import Policy, ScheduleLimits
 from agentq.tools import Registry
 from tests.support.brokers import ON_EACH_BROKER
@@ -35,19 +37,25 @@ REFUND = [
         {"name": "refund_order", "args": {"order": "A-17", "amount": 129.9}}]},
     {"text": "Done."},
 ]
+DELEGATE = [
+    {"text": "Asking refund.", "tool_calls": [{"name": "refund", "args": {"input": "A-17"}}]},
+    {"text": "Reported."},
+]
 
 
 @pytest.fixture
 def schedules(pg_store_clean) -> ScheduleCommands:
-    """Schedules of tenant acme, allowed every second, with agents `ok` and `refund`."""
+    """Schedules of tenant acme, allowed every second, with agents `ok`, `refund` and
+    `delegate` (which asks `refund` as its sub-agent)."""
     registry = Registry.from_modules(["agentq.tools.demo", "tests.support.tools_for_tests"])
     policy = dataclasses.replace(Policy.default(), schedules=ScheduleLimits(min_interval_s=1.0))
     commands = Commands(pg_store_clean, registry, policy=policy,
                         catalog=Catalog(pg_store_clean, policy.offers_agent))
     agents = AgentCommands(commands)
-    for name, script in (("ok", [{"text": "ok"}]), ("refund", REFUND)):
-        agents.create_agent(SCOPE, AgentDefinition(
-            name=name, settings=parse_settings({"profile": "scripted", "script": script})))
+    for name, script, more in (("ok", [{"text": "ok"}], {}), ("refund", REFUND, {}),
+                               ("delegate", DELEGATE, {"agents": [{"name": "refund"}]})):
+        agents.create_agent(SCOPE, AgentDefinition(name=name, settings=parse_settings(
+            {"profile": "scripted", "script": script, **more})))
     return ScheduleCommands(commands)
 
 
@@ -136,25 +144,42 @@ def test_after_the_ticker_was_down_each_schedule_follows_its_catch_up_rule(sched
     assert gaps == {timedelta(seconds=EVERY_S)}  # the newest three, one after the other
 
 
+def _expired_approval(store, conversation_id: str, answer: str):
+    """The conversation's gated call, once it expired by the 3 s rule and the turn went on."""
+    call = wait_for(lambda: next(iter(store.calls.list_of(conversation_id)), None),
+                    timeout_s=60, what="the waiting call")
+    assert call.needs_approval and call.expires_at == call.created_at + timedelta(seconds=3)
+    wait_for(lambda: answer in [e.content.get("text") for e in
+                                store.log.list_events(conversation_id)],
+             timeout_s=60, what="the turn to go on after the expiry")
+    assert store.calls.load(conversation_id, call.id).status == "expired"
+    results = [e.content for e in store.log.list_events(conversation_id)
+               if e.type == "tool_result"]
+    assert "refused by the system" in str(results) and "Nobody attends this run" in str(results)
+
+
 def test_an_unattended_approval_expires_by_its_schedules_rule_and_the_run_goes_on(
         schedules, beats, workers):
+    """The run's own approval, and one in the child its sub-agent call started."""
     store = schedules.store
     workers("w1")
     beats("beat1")
-    record = schedules.create(SCOPE, NewSchedule(name="refunds", message="refund A-17",
-                                                 every_s=3600.0, agent="refund",
-                                                 expire_after_s=3.0))
-    store.schedules.set_paused(record.id, tenant="acme", paused=False, now=record.created_at,
-                               next_at=record.created_at)  # its first slot now, not in an hour
-    run = wait_for(lambda: next(iter(store.schedules.list_runs(record.id, limit=1)), None),
-                   timeout_s=60, what="the run")
-    call = wait_for(lambda: next(iter(store.calls.list_of(run.conversation_id)), None),
-                    timeout_s=60, what="the waiting call")
-    assert call.needs_approval and call.expires_at == call.created_at + timedelta(seconds=3)
-    wait_for(lambda: "Done." in [e.content.get("text") for e in
-                                 store.log.list_events(run.conversation_id)],
-             timeout_s=60, what="the turn to go on after the expiry")
-    assert store.calls.load(run.conversation_id, call.id).status == "expired"
-    results = [e.content for e in store.log.list_events(run.conversation_id)
-               if e.type == "tool_result"]
-    assert "refused by the system" in str(results)
+    runs = {}
+    for agent in ("refund", "delegate"):
+        record = schedules.create(SCOPE, NewSchedule(name=agent, message="refund A-17",
+                                                     every_s=3600.0, agent=agent,
+                                                     expire_after_s=3.0))
+        store.schedules.set_paused(record.id, tenant="acme", paused=False,
+                                   now=record.created_at,
+                                   next_at=record.created_at)  # its first slot now, not in an hour
+        runs[agent] = wait_for(
+            lambda sid=record.id: next(iter(store.schedules.list_runs(sid, limit=1)), None),
+            timeout_s=60, what="the run")
+    _expired_approval(store, runs["refund"].conversation_id, "Done.")
+    parent = runs["delegate"].conversation_id
+    agent_call = wait_for(lambda: next(iter(store.calls.list_of(parent)), None),
+                          timeout_s=60, what="the sub-agent's call")
+    _expired_approval(store, child_conversation_id(parent, agent_call.id), "Done.")
+    wait_for(lambda: "Reported." in [e.content.get("text") for e in store.log.list_events(parent)],
+             timeout_s=60, what="the parent to finish with its child's answer")
+    assert store.calls.load(parent, agent_call.id).result == {"status": "ok", "output": "Done."}

@@ -118,4 +118,6 @@ def _out(record: ScheduleRecord, upcoming: int) -> ScheduleOut:
 def _run(run: ScheduleRun) -> RunOut:
     return RunOut(slot_at=format_ts(run.slot_at), status=run.status,  # type: ignore[arg-type]
                   conversation_id=run.conversation_id, message_id=run.message_id,
-                  error=run.error, fired_at=None if run.fired_at is None else format_ts(run.fired_at))
+                  error=run.error, fired_at=None if run.fired_at is None else format_ts(run.fired_at),
+                  attempts=run.attempts,
+                  retry_at=None if run.retry_at is None else format_ts(run.retry_at))

@@ -575,7 +575,9 @@ function scheduleCard(schedule, view, reload) {
   const runs = h("ul", { class: "runs" }, h("li", { class: "muted", text: "loading the runs…" }));
   api("GET", `${path}/runs?limit=10`, undefined, view.signal).then((found) => {
     runs.replaceChildren(...(found.runs.length ? found.runs.map((r) => h("li", {},
-      `${when(r.slot_at)} · ${r.status}${r.error ? `: ${r.error}` : ""} · `, convLink(r.conversation_id)))
+      `${when(r.slot_at)} · ${r.status}${r.attempts > 1 ? ` after ${r.attempts} attempts` : ""}`
+      + `${r.error ? `: ${r.error}` : ""}${r.retry_at ? ` · tried again ${when(r.retry_at)}` : ""} · `,
+      convLink(r.conversation_id)))
       : [h("li", { class: "muted", text: "no runs yet" })]));
   }).catch(report);
   return h("article", { class: "schedule card" },
