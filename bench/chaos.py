@@ -520,6 +520,19 @@ def failed(result: dict) -> bool:
                 or result["once_duplicate_effects"])
 
 
+def deployment_env(database_url: str, broker_url: str, redis_url: str, out: Path
+                   ) -> tuple[dict[str, str], Path]:
+    """The processes' environment (every setting at its default, the demo and the chaos tools
+    on) and the ledger the tools write their executions to, emptied."""
+    ledger = out / "executions.txt"
+    ledger.unlink(missing_ok=True)
+    return {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": broker_url,
+            "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
+            "AGENTQ_TOOLS": "agentq.tools.demo,bench.chaos_tools", "AGENTQ_CHAOS_LEDGER": str(ledger),
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+            "PYTHONUNBUFFERED": "1"}, ledger
+
+
 def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url: str) -> int:
     from agentq.process.clock import utcnow
     from agentq.store import Store
@@ -528,13 +541,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
     store.migrate()
     _, key = store.keys.create("chaos", utcnow())
     store.dispose()
-    ledger = args.out / "executions.txt"
-    ledger.unlink(missing_ok=True)
-    env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": broker_url,
-           "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
-           "AGENTQ_TOOLS": "agentq.tools.demo,bench.chaos_tools", "AGENTQ_CHAOS_LEDGER": str(ledger),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-           "PYTHONUNBUFFERED": "1"}
+    env, ledger = deployment_env(database_url, broker_url, redis_url, args.out)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     deployment = Deployment(env, port, args.out, args.workers, args.worker_log_level)

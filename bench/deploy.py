@@ -77,6 +77,7 @@ from bench.chaos import (  # noqa: E402
     Load,
     broker_place,
     deaths,
+    deployment_env,
     executions,
     judge_conversation,
     violations,
@@ -413,13 +414,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
         script=[{"text": "The helper's part, worked out and told.", "chunks": 4, "delay_s": 0.1}])),
         now=utcnow())
     store.dispose()
-    ledger = args.out / "executions.txt"
-    ledger.unlink(missing_ok=True)
-    env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": broker_url,
-           "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
-           "AGENTQ_TOOLS": "agentq.tools.demo,bench.chaos_tools", "AGENTQ_CHAOS_LEDGER": str(ledger),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-           "PYTHONUNBUFFERED": "1"}
+    env, ledger = deployment_env(database_url, broker_url, redis_url, args.out)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     deployment = RollingDeployment(env, port, args.out, args.workers, args.apis, args.grace_s,
