@@ -39,7 +39,8 @@ It prints a JSON verdict (also `<out>/verdict.json`), judged as bench/chaos.py j
 - turn latency p50/p99, without the person's reading time, of the turns that started in the
   quiet period, during the restarts and after;
 - each restart: the process, old and new pid, how long it took to exit, and whether it
-  went over the grace period;
+  went over the grace period; and the messages the stopped workers handed back to the
+  broker unstarted (kombu's count in their logs, at the default `--worker-log-level INFO`);
 - the stream clients' figures, and the machine's load average through the run.
 
 It exits 1 on anything given up, stuck, duplicated, violated or garbled, or a stream that
