@@ -40,7 +40,8 @@ It prints a JSON verdict (also `<out>/verdict.json`), judged as bench/chaos.py j
   quiet period, during the restarts and after;
 - each restart: the process, old and new pid, how long it took to exit, and whether it
   went over the grace period; and the messages the stopped workers handed back to the
-  broker unstarted (kombu's count in their logs, at the default `--worker-log-level INFO`);
+  broker unstarted (on Redis: kombu's count in their logs, at the default
+  `--worker-log-level INFO`; RabbitMQ requeues them itself, unlogged);
 - the stream clients' figures, and the machine's load average through the run.
 
 It exits 1 on anything given up, stuck, duplicated, violated or garbled, or a stream that
@@ -379,7 +380,8 @@ def verdict(args: argparse.Namespace, url: str, key: str, database_url: str, use
         "stop_s": {kind: max((r["stop_s"] for r in restarts.done if r["process"].startswith(kind)),
                              default=None) for kind in ("worker", "api")},
         "over_grace": sum(1 for r in restarts.done if r["over_grace"]),
-        "handed_back": handed_back(args.out),
+        # RabbitMQ requeues what a closing channel held without a word in the worker's log
+        "handed_back": handed_back(args.out) if args.broker == "redis" else None,
         "restart_log": restarts.done,
         "load_1min": {"start": load.samples[0] if load.samples else None,
                       "max": max(load.samples, default=None),
