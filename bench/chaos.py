@@ -117,14 +117,20 @@ class Deployment:
                                     stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self) -> None:
-        celery = [sys.executable, "-m", "celery", "-A", "agentq.worker:app"]
-        self.others["api"] = self._spawn("api", [
-            sys.executable, "-m", "gunicorn", "-k", "gevent", "--worker-connections", "10000",
-            "-b", f"127.0.0.1:{self.port}", "--log-level", "warning", "agentq.web.app:create_app()"])
-        self.others["beat"] = self._spawn("beat", [
-            *celery, "beat", "--loglevel=WARNING", f"--schedule={self.out / 'beat-schedule'}"])
+        self.others["api"] = self._spawn("api", self.api_command())
+        self.start_beat()
         for index in range(len(self.workers)):
             self.start_worker(index)
+
+    def api_command(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "gunicorn", "-k", "gevent", "--worker-connections", "10000",
+                "-b", f"127.0.0.1:{self.port}", "--log-level", "warning", *extra,
+                "agentq.web.app:create_app()"]
+
+    def start_beat(self) -> None:
+        self.others["beat"] = self._spawn("beat", [
+            sys.executable, "-m", "celery", "-A", "agentq.worker:app", "beat", "--loglevel=WARNING",
+            f"--schedule={self.out / 'beat-schedule'}"])
 
     def start_worker(self, index: int) -> None:
         command = [sys.executable, "-m", "celery", "-A", "agentq.worker:app", "worker",
@@ -203,12 +209,18 @@ class Conversation(threading.Thread):
         self.ended_at: float | None = None  # time.monotonic() when its client was done
         self.create_retries = 0
 
+    turns = TURNS
+
+    def settings(self) -> dict:
+        """The conversation's settings: its scripted model."""
+        return {"script": script(self.random.uniform(2, 5))}
+
     def run(self) -> None:
         time.sleep(self.random.uniform(0, self.start_s))
         try:
             with Client(self.url, self.key, timeout_s=60) as client:
-                self.id = self._create(client, {"script": script(self.random.uniform(2, 5))})
-                for turn in range(1, TURNS + 1):
+                self.id = self._create(client, self.settings())
+                for turn in range(1, self.turns + 1):
                     if turn > 1:
                         time.sleep(self.random.uniform(0, self.pause_s))
                     if not self._turn(client, turn):
@@ -233,10 +245,15 @@ class Conversation(threading.Thread):
     def _turn(self, client: Client, turn: int) -> bool:
         assert self.id is not None
         sent = client.send(self.id, f"Turn {turn}, please.", idempotency_key=f"turn-{turn}")
+        return self._follow(client, turn, sent)
+
+    def _follow(self, client: Client, turn: int, sent: Turn) -> bool:
+        """Follow a sent turn to its end, answering what waits for a person; True if idle."""
+        assert self.id is not None
         result = sent.wait(stop_for_input=True)
         self._saw(turn, sent, result)
         while result.state == "awaiting_input":
-            time.sleep(self.random.uniform(1, 3))  # a person reads, then answers
+            self._person_reads()
             for call in result.pending:
                 if call.outcome_unknown is not None:
                     self._settle(client, call.tool_call_id)
@@ -248,6 +265,10 @@ class Conversation(threading.Thread):
             self.outcome = f"turn {turn} ended {result.state}"
             return False
         return True
+
+    def _person_reads(self) -> None:
+        """A person reads what waits for them before answering."""
+        time.sleep(self.random.uniform(1, 3))
 
     def _settle(self, client: Client, call_id: str) -> None:
         """A `once` call whose outcome is unknown: the person looks at the outside world
@@ -337,12 +358,12 @@ def executions(ledger: Path, killed: dict[int, float]) -> dict[str, int]:
             "once_duplicate_effects": sum(len(runs) - 1 for runs in once_runs.values())}
 
 
-def judge_conversation(client: Client, cid: str) -> dict[str, object]:
+def judge_conversation(client: Client, cid: str, final: str = FINAL) -> dict[str, object]:
     conversation = client.get_conversation(cid)
     events = list(client.iter_events(cid))
     results = collections.Counter(e.content.get("tool_call_id") for e in events if e.type == "tool_result")
     answers = [e for e in events if e.type == "assistant_msg" and not e.content.get("tool_calls")]
-    answered = bool(answers) and answers[-1].content.get("text") == FINAL
+    answered = bool(answers) and answers[-1].content.get("text") == final
     return {
         "state": conversation.state,
         "finished": conversation.state == "idle" and answered,
@@ -499,6 +520,19 @@ def failed(result: dict) -> bool:
                 or result["once_duplicate_effects"])
 
 
+def deployment_env(database_url: str, broker_url: str, redis_url: str, out: Path
+                   ) -> tuple[dict[str, str], Path]:
+    """The processes' environment (every setting at its default, the demo and the chaos tools
+    on) and the ledger the tools write their executions to, emptied."""
+    ledger = out / "executions.txt"
+    ledger.unlink(missing_ok=True)
+    return {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": broker_url,
+            "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
+            "AGENTQ_TOOLS": "agentq.tools.demo,bench.chaos_tools", "AGENTQ_CHAOS_LEDGER": str(ledger),
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+            "PYTHONUNBUFFERED": "1"}, ledger
+
+
 def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url: str) -> int:
     from agentq.process.clock import utcnow
     from agentq.store import Store
@@ -507,13 +541,7 @@ def run(args: argparse.Namespace, database_url: str, redis_url: str, broker_url:
     store.migrate()
     _, key = store.keys.create("chaos", utcnow())
     store.dispose()
-    ledger = args.out / "executions.txt"
-    ledger.unlink(missing_ok=True)
-    env = {**os.environ, "AGENTQ_DATABASE_URL": database_url, "AGENTQ_BROKER_URL": broker_url,
-           "AGENTQ_REDIS_URL": redis_url, "AGENTQ_DEMO": "on",
-           "AGENTQ_TOOLS": "agentq.tools.demo,bench.chaos_tools", "AGENTQ_CHAOS_LEDGER": str(ledger),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-           "PYTHONUNBUFFERED": "1"}
+    env, ledger = deployment_env(database_url, broker_url, redis_url, args.out)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     deployment = Deployment(env, port, args.out, args.workers, args.worker_log_level)

@@ -36,6 +36,13 @@ CELERY_DEFAULTS = {
     # idempotent (the ledger), so running one again is safe, losing one is not
     "task_acks_late": True,
     "task_reject_on_worker_lost": True,
+    # A deploy's SIGTERM is Celery's warm shutdown, left as it is: the worker takes nothing
+    # new, finishes the steps it runs (seconds each; a step cut short runs again from its
+    # start, a model call paid twice) and puts back what it received and had not started as
+    # its broker channel closes. Celery's soft shutdown (worker_soft_shutdown_timeout) stays
+    # off: it belongs to the cold shutdown (SIGQUIT), cancels the steps still running when
+    # it ends, and waits inside a signal handler, which can fail on gevent's hub.
+    # docs/operations.md, "Deploys and agent versions".
     "worker_prefetch_multiplier": 1,
     "task_serializer": "json",
     "accept_content": ["json"],
