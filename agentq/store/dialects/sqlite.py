@@ -27,6 +27,8 @@ from agentq.store.dialects.contract import READ_OPTION, Dialect
 
 BUSY_TIMEOUT_MS = 30_000
 RUNNING_STATE = "json_extract(fsm_state, '$.state') = 'running'"
+_READ = {READ_OPTION: True}
+_WRITE: dict[str, Any] = {}
 
 
 class Sqlite(Dialect):
@@ -58,11 +60,11 @@ class Sqlite(Dialect):
 
         return engine
 
-    def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
-        return {READ_OPTION: True}
+    def for_read(self, engine: Engine, *, one_snapshot: bool) -> tuple[Engine, dict[str, Any]]:
+        return engine, _READ
 
-    def write_options(self, *, one_statement: bool) -> dict[str, Any]:
-        return {}
+    def for_write(self, engine: Engine, *, one_statement: bool) -> tuple[Engine, dict[str, Any]]:
+        return engine, _WRITE
 
     def insert(self, table: Table) -> Any:
         return sqlite.insert(table)
