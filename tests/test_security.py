@@ -174,6 +174,10 @@ def test_the_settings_offer_tenants_strings_in_these_places_only():
         # admitted only if a module registers it (422 otherwise), never code or a place
         "input_guardrails.0.name", "output_guardrails.0.name", "tool_input_guardrails.0.name",
         "tool_output_guardrails.0.name", "instructions",
+        # guardrails that are agents: a name admitted only if it is one of the tenant's agents
+        # (and never for a tool call's guardrails)
+        "input_guardrails.0.agent", "output_guardrails.0.agent",
+        "tool_input_guardrails.0.agent", "tool_output_guardrails.0.agent",
         # handoffs: a name admitted only if it is one of the tenant's agents, what the model
         # reads of it, and which history it sees (a code filter's name: the operator's only)
         "handoffs.0.name", "handoffs.0.description", "handoffs.0.input_filter",
