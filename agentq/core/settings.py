@@ -192,7 +192,12 @@ GUARDRAIL_AGENT_PREFIX = "agent:"
 class GuardrailRef(_Strict):
     """A guardrail an agent's settings name: a function the operator's code registered
     (`name`), or an agent whose model answers a verdict (`agent`: one the tenant may use, as
-    sub-agents and handoff targets are); agentq.core.guardrails, agentq.core.guardrail_agents."""
+    sub-agents and handoff targets are); agentq.core.guardrails, agentq.core.guardrail_agents.
+    The schema says "one of the two" as `oneOf`, so a client's validator knows it too."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": [key], "properties": {key: {"type": "string"}}} for key in ("name", "agent")
+    ]})
 
     name: str | None = Field(default=None, pattern=GUARDRAIL_NAME)
     agent: str | None = Field(default=None, pattern=GUARDRAIL_NAME)  # an agent's name's pattern
