@@ -174,13 +174,7 @@ class _AutocommitTwin(OptionEngine):
         # among them: it reads the server's default isolation level before this sets
         # autocommit, whichever pool connects first.
         event.listen(self._own_pool, "connect", _autocommit)
-        # Engine.dispose() calls its `engine_disposed` listeners whatever `_has_events`
-        # says; a statement runs its engine's listeners only when it is set, and every
-        # statement then pays for a dispatch through the join (0.7 ms of a 5 ms step):
-        # this listener leaves it as it was.
-        had_events = engine._has_events
         event.listen(engine, "engine_disposed", self._dispose_own_pool)
-        engine._has_events = had_events
 
     @property
     def pool(self) -> Pool:
