@@ -42,12 +42,19 @@ Renderer = Callable[[View, Sequence[ToolSpec]], Request]  # `render`, or one tha
 
 def plan_context(view: View, tools: Sequence[ToolSpec] = (),
                  renderer: Renderer = render) -> Context:
-    """Render the view; if it passes the budget, compact (a cut) or shorten it to fit."""
+    """Render the view; if it passes the budget, compact (a cut) or shorten it to fit.
+
+    The request's tokens are counted only under a budget: counting visits every message of
+    the history, the largest part of a long conversation's step that is no round trip, and
+    without a budget nothing is decided by it."""
     rendered = renderer(view, tools)
     request, evictions = fit(rendered, view)
-    cut = compaction_cut(view, context_tokens=request_tokens(request))
     budget = view.settings.compaction.max_context_tokens
-    if cut is None and budget is not None and request_tokens(request) > budget:
+    if budget is None:
+        return Context(request, evictions, None, rendered)
+    tokens = request_tokens(request)
+    cut = compaction_cut(view, context_tokens=tokens)
+    if cut is None and tokens > budget:
         request, evictions = fit(rendered, view, budget=budget)
     return Context(request, evictions, cut, rendered)
 

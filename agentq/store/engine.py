@@ -66,9 +66,8 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     PostgreSQL the read needs no BEGIN and COMMIT: for a caller that reads one statement,
     or bounds its later reads by what the first one saw.
     """
-    engine, options = dialects.of(engine).for_read(engine, one_snapshot=one_snapshot)
     with _reachable(), engine.connect() as conn:
-        conn.execution_options(**options)
+        conn.execution_options(**dialects.of(engine).read_options(one_snapshot=one_snapshot))
         with conn.begin():
             yield conn
 
@@ -78,11 +77,10 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     """A write transaction: commits on normal exit, rolls back on an exception.
 
     A caller that writes with `one_statement` is atomic without a transaction around it:
-    on PostgreSQL it runs in autocommit, one round trip instead of three, on a connection
-    kept in autocommit for such work (`dialects.postgres`).
+    on PostgreSQL it runs in autocommit, one round trip instead of three.
     """
-    engine, options = dialects.of(engine).for_write(engine, one_statement=one_statement)
     with _reachable(), engine.connect() as conn:
+        options = dialects.of(engine).write_options(one_statement=one_statement)
         if options:
             conn.execution_options(**options)
         with conn.begin():

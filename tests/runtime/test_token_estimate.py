@@ -7,6 +7,7 @@ whole request instead, measured here against the emulators' count of the JSON bo
 """
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from agentq.core.compaction import request_tokens
@@ -51,3 +52,25 @@ def test_a_budget_of_500_is_kept_by_the_whole_body_as_a_provider_counts_it():
     anthropic = messages_body(context.request, view.settings)
     assert counted_by_the_emulators(
         [anthropic.get("system"), anthropic["messages"], anthropic.get("tools")]) <= 500
+
+
+def test_without_a_budget_the_request_is_sent_whole_and_never_counted(monkeypatch):
+    """Counting visits every message of the history, on every model call of a long
+    conversation; with no max_context_tokens nothing is decided by it."""
+    import agentq.core.budget as budget
+    from tests.core import builders as b
+
+    def counted(_request):
+        raise AssertionError("the request was counted without a budget")
+
+    monkeypatch.setattr(budget, "request_tokens", counted)
+    long = "the weather in Oslo is cold and wet today, " * 40
+    events = b.log(b.user(long), b.assistant(long, round="r1"), b.call("c1", round="r1"),
+                   b.result("c1", "ok", long))
+    view = b.view(events, system="You answer questions about the weather.")
+    context = budget.plan_context(view, TOOLS)
+    assert context.cut is None and context.evictions == ()
+    assert context.request == render(view, TOOLS)
+    with_budget = b.view(events, compaction={"max_context_tokens": 500, "min_keep_turns": 1})
+    with pytest.raises(AssertionError, match="counted without a budget"):
+        budget.plan_context(with_budget, TOOLS)  # a budget is checked against the count

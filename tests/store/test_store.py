@@ -772,61 +772,26 @@ def test_a_postgres_read_is_a_read_only_repeatable_read_snapshot_and_leaves_no_t
 
 
 @pytest.mark.postgres
-def test_a_lone_postgres_statement_runs_on_a_connection_kept_in_autocommit_apart_from_transactions(
-        pg_url):
-    from sqlalchemy import event
-
+def test_a_lone_postgres_statement_runs_in_autocommit_and_the_pool_forgets_it(pg_url):
     from agentq.store.engine import begin_read, begin_write
 
     engine = create_engine(pg_url)
-    sent: list[str] = []
-    event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: sent.append(sql))
+    engine.pool.dispose()
     try:
-        # the autocommit pool connects first: the transactions' default is still read committed
         with begin_write(engine, one_statement=True) as conn:
-            lone = conn.connection.dbapi_connection
-            assert lone.autocommit
+            assert conn.connection.dbapi_connection.autocommit
             conn.exec_driver_sql("CREATE TABLE lone (x int)")
         with begin_read(engine, one_snapshot=False) as conn:
-            assert conn.connection.dbapi_connection is lone  # the same, still in autocommit
+            assert conn.connection.dbapi_connection.autocommit
             assert conn.exec_driver_sql("SELECT count(*) FROM lone").scalar() == 0
             with begin_write(engine) as other:  # commits between the two reads
-                assert other.connection.dbapi_connection is not lone
                 other.exec_driver_sql("INSERT INTO lone VALUES (1)")
             assert conn.exec_driver_sql("SELECT count(*) FROM lone").scalar() == 1
-        assert engine.pool.checkedin() == 1  # the transactions' pool holds only its own
+        assert engine.pool.checkedin() == 2
         with begin_write(engine) as conn, begin_write(engine) as second:
+            # both pooled connections are transactional again once back from the pool
             assert not conn.connection.dbapi_connection.autocommit
             assert not second.connection.dbapi_connection.autocommit
-            assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
-            assert lone not in (conn.connection.dbapi_connection,
-                                second.connection.dbapi_connection)
-        # the engine's listeners hear the lone statements too (statement counts, benches)
-        assert "CREATE TABLE lone (x int)" in sent and "SELECT count(*) FROM lone" in sent
-    finally:
-        with begin_write(engine) as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS lone")
-        engine.dispose()
-    with begin_write(engine, one_statement=True) as conn:  # disposed of with the engine,
-        assert conn.connection.dbapi_connection is not lone  # and opened again on use
-        assert conn.connection.dbapi_connection.autocommit
-    engine.dispose()
-
-
-@pytest.mark.postgres
-def test_a_transaction_that_fails_on_postgres_leaves_nothing_whatever_ran_alone_before(pg_url):
-    from agentq.store.engine import begin_read, begin_write
-
-    engine = create_engine(pg_url)
-    try:
-        with begin_write(engine, one_statement=True) as conn:
-            conn.exec_driver_sql("CREATE TABLE lone (x int)")
-        with pytest.raises(RuntimeError), begin_write(engine) as conn:
-            conn.exec_driver_sql("INSERT INTO lone VALUES (1)")
-            conn.exec_driver_sql("INSERT INTO lone VALUES (2)")
-            raise RuntimeError("the step fails before its commit")
-        with begin_read(engine, one_snapshot=False) as conn:
-            assert conn.exec_driver_sql("SELECT count(*) FROM lone").scalar() == 0
     finally:
         with begin_write(engine) as conn:
             conn.exec_driver_sql("DROP TABLE IF EXISTS lone")

@@ -38,14 +38,12 @@ class Dialect(ABC):
         """An engine set up for agentq on this database."""
 
     @abstractmethod
-    def for_read(self, engine: Engine, *, one_snapshot: bool) -> tuple[Engine, dict[str, Any]]:
-        """The engine a read (`engine.begin_read`) takes its connection from, and the
-        connection's execution options."""
+    def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
+        """Execution options of a read (`engine.begin_read`)."""
 
     @abstractmethod
-    def for_write(self, engine: Engine, *, one_statement: bool) -> tuple[Engine, dict[str, Any]]:
-        """The engine a write (`engine.begin_write`) takes its connection from, and the
-        connection's execution options."""
+    def write_options(self, *, one_statement: bool) -> dict[str, Any]:
+        """Execution options of a write (`engine.begin_write`)."""
 
     @abstractmethod
     def insert(self, table: Table) -> Any:

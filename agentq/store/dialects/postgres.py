@@ -25,8 +25,6 @@ from sqlalchemy import (
     null,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine.base import OptionEngine
-from sqlalchemy.pool import Pool
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
@@ -48,14 +46,8 @@ CACHED_STATEMENT_PARAMS = 1000
 # SQLAlchemy puts the connection back to the defaults when it returns to the pool.
 _SNAPSHOT = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True, READ_OPTION: True}
 # psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
-# A lone statement runs on the engine's twin in autocommit (`_AutocommitTwin`), with
-# these; on an engine that has none, it flips its connection with the others.
-_READ: dict[str, Any] = {READ_OPTION: True}
-_WRITE: dict[str, Any] = {}
 _AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 _AUTOCOMMIT_READ = {**_AUTOCOMMIT, READ_OPTION: True}
-# The execution option of each engine made here that holds its `_AutocommitTwin`.
-_TWIN = "agentq_autocommit_twin"
 
 
 class Postgres(Dialect):
@@ -70,25 +62,36 @@ class Postgres(Dialect):
     def create_engine(self, url: URL, *, pool_size: int, max_overflow: int) -> Engine:
         """A fixed pool by default: a worker's green threads wait their turn for a connection
         (each holds one for one short transaction) instead of opening and closing overflow
-        connections, which costs both sides a connection setup per step under load.
-
-        Beside it, a pool of the same size whose connections stay in autocommit, for lone
-        statements (`_AutocommitTwin`).
-        """
+        connections, which costs both sides a connection setup per step under load."""
         cache_every_statement_conversion()
-        engine = _pooled(url, pool_size=pool_size, max_overflow=max_overflow)
-        engine.update_execution_options(**{_TWIN: _AutocommitTwin(engine)})
+        engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                                          pool_timeout=POOL_TIMEOUT_S)
+        dialect = engine.dialect
+
+        @event.listens_for(engine, "checkin")
+        def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+            record.info["idle_since"] = time.monotonic()
+
+        @event.listens_for(engine, "checkout")
+        def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+            # Like pool_pre_ping, but only for a connection that sat idle: a worker running
+            # steps back to back would otherwise pay a round trip for every transaction. A
+            # connection lost while in use fails that one step, and the pool starts afresh.
+            idle_since = record.info.get("idle_since")
+            if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+                return
+            try:
+                dialect.do_ping(dbapi_connection)
+            except dialect.loaded_dbapi.Error as exc:
+                raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
+
         return engine
 
-    def for_read(self, engine: Engine, *, one_snapshot: bool) -> tuple[Engine, dict[str, Any]]:
-        if one_snapshot:
-            return engine, _SNAPSHOT
-        return _in_autocommit(engine, _READ, _AUTOCOMMIT_READ)
+    def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
+        return _SNAPSHOT if one_snapshot else _AUTOCOMMIT_READ
 
-    def for_write(self, engine: Engine, *, one_statement: bool) -> tuple[Engine, dict[str, Any]]:
-        if not one_statement:
-            return engine, _WRITE
-        return _in_autocommit(engine, _WRITE, _AUTOCOMMIT)
+    def write_options(self, *, one_statement: bool) -> dict[str, Any]:
+        return _AUTOCOMMIT if one_statement else {}
 
     def insert(self, table: Table) -> Any:
         return postgresql.insert(table)
@@ -129,82 +132,6 @@ class Postgres(Dialect):
 
     def lock_migrations(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
-
-
-def _pooled(url: URL, *, pool_size: int, max_overflow: int, **options: Any) -> Engine:
-    """An engine whose pooled connections are pinged after they sat idle."""
-    engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
-                                      pool_timeout=POOL_TIMEOUT_S, **options)
-    dialect = engine.dialect
-
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        # Like pool_pre_ping, but only for a connection that sat idle: a worker running
-        # steps back to back would otherwise pay a round trip for every transaction. A
-        # connection lost while in use fails that one step, and the pool starts afresh.
-        idle_since = record.info.get("idle_since")
-        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except dialect.loaded_dbapi.Error as exc:
-            raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
-
-    return engine
-
-
-class _AutocommitTwin(OptionEngine):
-    """An engine as `engine` is (its dialect, statement cache and listeners, as SQLAlchemy's
-    `engine.execution_options()` makes one) with a pool of its own, whose connections
-    are put in autocommit when opened and stay so: where lone statements run.
-
-    Its pool is a copy of the engine's (the same size, connect and ping hooks), emptied
-    when the engine is disposed of. A process holds up to twice `pool_size` connections:
-    the engine's for transactions, the twin's for lone statements.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self._own_pool = engine.pool.recreate()
-        super().__init__(engine, {})
-        # Appended after the engine's own connect hooks, SQLAlchemy's first-connect set-up
-        # among them: it reads the server's default isolation level before this sets
-        # autocommit, whichever pool connects first.
-        event.listen(self._own_pool, "connect", _autocommit)
-        event.listen(engine, "engine_disposed", self._dispose_own_pool)
-
-    @property
-    def pool(self) -> Pool:
-        return self._own_pool
-
-    @pool.setter
-    def pool(self, pool: Pool) -> None:
-        self._own_pool = pool
-
-    def _dispose_own_pool(self, _engine: Engine) -> None:
-        self._own_pool.dispose()
-
-
-def _autocommit(dbapi_connection: Any, _record: Any) -> None:
-    dbapi_connection.autocommit = True
-
-
-def _in_autocommit(engine: Engine, options: dict[str, Any], flipped: dict[str, Any]
-                   ) -> tuple[Engine, dict[str, Any]]:
-    """Where a lone statement runs: on `engine`'s twin (`_AutocommitTwin`), with
-    `options`; else (an engine not made here) on `engine` itself, `flipped` into autocommit.
-
-    SQLAlchemy's `isolation_level="AUTOCOMMIT"` on a pooled connection sets psycopg's
-    autocommit and isolation level on checkout and sets them back on checkin, each
-    setter under the connection's lock: four of them per statement, on a worker's every
-    claim, commit and lone read. A twin whose connections were opened in autocommit
-    changes nothing on them, and keeps the engine's for transactions.
-    """
-    twin = engine.get_execution_options().get(_TWIN)
-    return (twin, options) if twin is not None else (engine, flipped)
 
 
 def cache_every_statement_conversion() -> None:

@@ -27,8 +27,6 @@ from agentq.store.dialects.contract import READ_OPTION, Dialect
 
 BUSY_TIMEOUT_MS = 30_000
 RUNNING_STATE = "json_extract(fsm_state, '$.state') = 'running'"
-_READ = {READ_OPTION: True}
-_WRITE: dict[str, Any] = {}
 
 
 class Sqlite(Dialect):
@@ -60,11 +58,11 @@ class Sqlite(Dialect):
 
         return engine
 
-    def for_read(self, engine: Engine, *, one_snapshot: bool) -> tuple[Engine, dict[str, Any]]:
-        return engine, _READ
+    def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
+        return {READ_OPTION: True}
 
-    def for_write(self, engine: Engine, *, one_statement: bool) -> tuple[Engine, dict[str, Any]]:
-        return engine, _WRITE
+    def write_options(self, *, one_statement: bool) -> dict[str, Any]:
+        return {}
 
     def insert(self, table: Table) -> Any:
         return sqlite.insert(table)
