@@ -14,7 +14,8 @@ the message is no longer allowed) is `failed` at once, with the refusal. Any oth
 (the database, a bug) is counted with the run and tried again later, each time twice as
 late, and after the tenant's `run_attempts` the run is `given_up` with the last error: a
 slot that can never fire stops being due, and one run's failure never stops a tick from
-carrying out the others (agentq.core.schedules.after_failure).
+carrying out the others (agentq.core.schedules.after_failure). Likewise a schedule whose
+due slots cannot be recorded is logged and tried again next tick, the others going on.
 """
 from __future__ import annotations
 
@@ -53,7 +54,11 @@ class Firing:
         """Record what fell due, then carry out every run not yet carried out."""
         now = self.clock()
         for record in self.store.schedules.list_due(now=now, limit=TICK_BATCH):
-            self.record_slots(record, now)
+            try:
+                self.record_slots(record, now)
+            except Exception:  # noqa: BLE001 - one schedule (a calendar that no longer
+                # reads, a zone the new tzdata lacks) must not keep the others from firing
+                log.exception("schedule %s: its due slots could not be recorded", record.id)
         followups: list[FollowUp] = []
         for run in self.store.schedules.list_unfired(now=now, limit=TICK_BATCH):
             followups.extend(self.carry_out(run))

@@ -262,3 +262,33 @@ def test_a_run_that_fails_every_time_is_given_up_after_its_attempts_and_others_s
     api.sender.send(firing(api).tick())
     latest = api.get(f"/v1/schedules/{stuck_id}/runs", alice).json["runs"][0]
     assert (latest["status"], latest["attempts"]) == ("fired", 1)
+
+
+def test_a_schedule_whose_slots_cannot_be_recorded_keeps_no_other_from_firing(
+        api, alice, monkeypatch):
+    import agentq.commands.firing as firing_module
+
+    broken = api.create(alice, script=WEATHER)
+    fine = api.create(alice, script=WEATHER)
+    broken_id = create(api, alice, conversation_id=broken, every_s=3600).json["id"]
+    fine_id = create(api, alice, conversation_id=fine, every_s=3600).json["id"]
+    calendar_of = firing_module.calendar_of
+
+    def unreadable(record):
+        if record.id == broken_id:
+            raise ValueError("a calendar this version cannot read")
+        return calendar_of(record)
+
+    monkeypatch.setattr(firing_module, "calendar_of", unreadable)
+    api.clock.tick(3600)
+    api.sender.send(firing(api).tick())
+    api.run()
+    assert api.get(f"/v1/schedules/{fine_id}/runs", alice).json["runs"][0]["status"] == "fired"
+    assert api.get(f"/v1/schedules/{broken_id}/runs", alice).json["runs"] == []
+    monkeypatch.setattr(firing_module, "calendar_of", calendar_of)  # the calendar reads again
+    api.sender.send(firing(api).tick())
+    api.run()
+    (run,) = api.get(f"/v1/schedules/{broken_id}/runs", alice).json["runs"]
+    assert run["status"] == "fired"
+    assert [e.content["text"] for e in api.store.log.list_events(broken)
+            if e.type == "user_msg"] == ["hello"]
