@@ -19,10 +19,10 @@ from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord, View
 from agentq.core.fsm import fold
 from agentq.core.schedules import unattended_deadline
-from agentq.followups import Expire, FollowUp
+from agentq.followups import FollowUp
 from agentq.providers.errors import BudgetAsks
 from agentq.runtime.context import StepContext
-from agentq.runtime.expire_step import eta
+from agentq.runtime.expire_step import expiry
 from agentq.store.whole_commit import Scheduling
 
 log = logging.getLogger(__name__)
@@ -56,5 +56,4 @@ def ask_about_budget(ctx: StepContext, view: View, step: Step, asks: BudgetAsks,
     log.warning("step asks a person: %s", asks, extra={"status": "succeeded"})
     if expires_at is None:
         return []
-    when = eta(expires_at, now, ctx.config.eta_horizon_s)
-    return [Expire(cid, call_id, Step.expire(cid, call_id).key, when, tool=BUDGET_CALL)]
+    return [expiry(ctx, cid, call_id, expires_at, now, tool=BUDGET_CALL)]

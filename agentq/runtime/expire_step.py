@@ -30,6 +30,14 @@ def eta(expires_at: datetime | None, now: datetime, horizon_s: float) -> datetim
     return horizon if expires_at is None else min(expires_at, horizon)
 
 
+def expiry(ctx: StepContext, conversation_id: str, call_id: str, expires_at: datetime | None,
+           now: datetime, *, tool: str | None = None) -> Expire:
+    """The expire task of a call that waits for a person until `expires_at` (None: no
+    deadline, only the horizon's look), keyed as the call's expire step."""
+    return Expire(conversation_id, call_id, Step.expire(conversation_id, call_id).key,
+                  eta(expires_at, now, ctx.config.eta_horizon_s), tool=tool)
+
+
 def arm_expiries(ctx: StepContext, view: View, expiries: Sequence[Step]) -> list[FollowUp]:
     """An expire task, with its ETA, for each pending call of the round."""
     now = ctx.clock()

@@ -32,7 +32,7 @@ from agentq.core.settings import Settings
 from agentq.core.subagents import AGENT_EXECUTOR, child_conversation_id
 from agentq.core.subagents import find as find_agent_tool
 from agentq.core.usage import Tokens
-from agentq.followups import Advance, Expire, FollowUp, RunTool
+from agentq.followups import Advance, FollowUp, RunTool
 from agentq.providers.base import CallContext, ModelResponse
 from agentq.providers.errors import BudgetAsks, CallWaits, ContextTooLong
 from agentq.runtime.budget_asks import ask_about_budget
@@ -40,7 +40,7 @@ from agentq.runtime.budgets import within_budget
 from agentq.runtime.compact_step import compaction
 from agentq.runtime.context import StepContext, to_parent
 from agentq.runtime.costs import cost_in_force, counted_call
-from agentq.runtime.expire_step import eta
+from agentq.runtime.expire_step import expiry
 from agentq.runtime.guardrail_agents import GuardrailAgents
 from agentq.runtime.guardrail_step import Guard, Tripped, commit_trip
 from agentq.runtime.handoffs import HandoffRound
@@ -238,9 +238,8 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
                 scheduled.append(NewStep.of(step, cid, step_task_id(step.key), tenant=tenant))
                 follow.append(RunTool(cid, record.id, step.key, tool=record.name))
             elif record.status == "pending":
-                expire = Step.expire(cid, record.id).key
-                when = eta(record.expires_at, now, self.ctx.config.eta_horizon_s)
-                follow.append(Expire(cid, record.id, expire, when, tool=record.name))
+                follow.append(expiry(self.ctx, cid, record.id, record.expires_at, now,
+                                     tool=record.name))
         # every call refused: the model reads why, and speaks again
         return Scheduling(records, scheduled, usage, also), follow or [Advance(cid)]
 

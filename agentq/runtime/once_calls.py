@@ -17,13 +17,12 @@ from datetime import datetime
 from typing import Any
 
 from agentq.core import drafts, once
-from agentq.core.decide import Step
 from agentq.core.events import ToolCallRecord
 from agentq.core.schedules import unattended_deadline
 from agentq.errors import Stale
-from agentq.followups import Expire, FollowUp
+from agentq.followups import FollowUp
 from agentq.runtime.context import StepContext
-from agentq.runtime.expire_step import eta
+from agentq.runtime.expire_step import expiry
 from agentq.tools import Registry, Tool, ToolContext, ToolOutcome
 from agentq.tools.reconcile import CannotTell, DidNotRun, Ran
 
@@ -133,9 +132,7 @@ def _expiry(ctx: StepContext, call: ToolCallRecord, expires_at: datetime | None
     """The expire task of a wait with a deadline (none: it waits for its person)."""
     if expires_at is None:
         return []
-    key = Step.expire(call.conversation_id, call.id).key
-    when = eta(expires_at, ctx.clock(), ctx.config.eta_horizon_s)
-    return [Expire(call.conversation_id, call.id, key, when)]
+    return [expiry(ctx, call.conversation_id, call.id, expires_at, ctx.clock())]
 
 
 def unknown_on_give_up(ctx: StepContext, call: ToolCallRecord, *, message: str,

@@ -18,10 +18,10 @@ from agentq.core.schedules import unattended_deadline
 from agentq.core.scope import SYSTEM_SCOPE, Scope
 from agentq.core.subagents import AGENT_EXECUTOR
 from agentq.errors import LogMoved, Stale
-from agentq.followups import Expire, FollowUp, RunTool
+from agentq.followups import FollowUp, RunTool
 from agentq.runtime.children import run_agent_call
 from agentq.runtime.context import StepContext, after_result
-from agentq.runtime.expire_step import eta
+from agentq.runtime.expire_step import expiry
 from agentq.runtime.lifecycle import Claim, Lifecycle, StepWork
 from agentq.runtime.once_calls import (
     CLOSED,
@@ -194,9 +194,7 @@ class ToolStep(StepWork[ToolOutcome | OutcomeUnknown]):
             events, _ = tx.append_and_fold([draft], now=now)
         self.ctx.notices.notify(self.conversation_id, events)
         log.info("step committed: %s asked a person", call.name, extra={"status": "succeeded"})
-        when = eta(expires_at, now, self.ctx.config.eta_horizon_s)
-        return [Expire(self.conversation_id, call.id, Step.expire(self.conversation_id,
-                                                                    call.id).key, when)]
+        return [expiry(self.ctx, self.conversation_id, call.id, expires_at, now)]
 
     def give_up(self, message: str) -> list[FollowUp]:
         """Close the call with an error result the model can read; the turn goes on. A
