@@ -39,6 +39,24 @@ def firing(api) -> Firing:
     return Firing(api.services.commands, grace_s=5.0, clock=api.clock)
 
 
+def two_hourly_posts(api, headers) -> tuple[str, str, str, str]:
+    """Two conversations, each with a schedule posting into it every hour: (conversation,
+    schedule) of the first, then of the second."""
+    first, second = api.create(headers, script=WEATHER), api.create(headers, script=WEATHER)
+    return (first, create(api, headers, conversation_id=first, every_s=3600).json["id"],
+            second, create(api, headers, conversation_id=second, every_s=3600).json["id"])
+
+
+def runs(api, headers, schedule_id) -> list[dict]:
+    return api.get(f"/v1/schedules/{schedule_id}/runs", headers).json["runs"]
+
+
+def posted(api, conversation_id) -> list[str]:
+    """The texts of the messages in the conversation's log."""
+    return [e.content["text"] for e in api.store.log.list_events(conversation_id)
+            if e.type == "user_msg"]
+
+
 def test_a_schedule_is_created_listed_paused_resumed_and_deleted(api, alice):
     made = create(api, alice, agent=agent(api, alice), every_s=60)
     assert made.status_code == 201, made.json
@@ -235,24 +253,20 @@ def test_a_run_whose_attempt_hits_a_database_blip_is_tried_again_later_and_fires
     api.run()
     (run,) = api.get(f"/v1/schedules/{sid}/runs", alice).json["runs"]
     assert (run["status"], run["attempts"], run["error"]) == ("fired", 2, None)
-    assert [e.content["text"] for e in api.store.log.list_events(cid)
-            if e.type == "user_msg"] == ["hello"]
+    assert posted(api, cid) == ["hello"]
 
 
 def test_a_run_that_fails_every_time_is_given_up_after_its_attempts_and_others_still_fire(
         api, alice, monkeypatch):
-    stuck = api.create(alice, script=WEATHER)
-    fine = api.create(alice, script=WEATHER)
-    stuck_id = create(api, alice, conversation_id=stuck, every_s=3600).json["id"]
-    fine_id = create(api, alice, conversation_id=fine, every_s=3600).json["id"]
+    stuck, stuck_id, _, fine_id = two_hourly_posts(api, alice)
     left = failing_posts(api, monkeypatch, stuck, times=None)
     api.clock.tick(3600)
     api.sender.send(firing(api).tick())  # the first attempt, then after 10 s and 20 s more
-    assert api.get(f"/v1/schedules/{fine_id}/runs", alice).json["runs"][0]["status"] == "fired"
+    assert runs(api, alice, fine_id)[0]["status"] == "fired"
     for wait in (10, 20):
         api.clock.tick(wait)
         api.sender.send(firing(api).tick())
-    (run,) = api.get(f"/v1/schedules/{stuck_id}/runs", alice).json["runs"]
+    (run,) = runs(api, alice, stuck_id)
     assert (run["status"], run["attempts"], run["retry_at"]) == ("given_up", 3, None)
     assert run["error"].startswith("given up after 3 attempts") and "OperationalError" in run["error"]
     assert api.store.schedules.list_unfired(now=api.clock() + timedelta(days=1), limit=10) == []
@@ -260,7 +274,7 @@ def test_a_run_that_fails_every_time_is_given_up_after_its_attempts_and_others_s
     api.clock.tick(3600 - 30)  # the next slot, on time: a run of its own, with attempts of its own
     left["n"] = 0  # the database is back
     api.sender.send(firing(api).tick())
-    latest = api.get(f"/v1/schedules/{stuck_id}/runs", alice).json["runs"][0]
+    latest = runs(api, alice, stuck_id)[0]
     assert (latest["status"], latest["attempts"]) == ("fired", 1)
 
 
@@ -268,10 +282,7 @@ def test_a_schedule_whose_slots_cannot_be_recorded_keeps_no_other_from_firing(
         api, alice, monkeypatch):
     import agentq.commands.firing as firing_module
 
-    broken = api.create(alice, script=WEATHER)
-    fine = api.create(alice, script=WEATHER)
-    broken_id = create(api, alice, conversation_id=broken, every_s=3600).json["id"]
-    fine_id = create(api, alice, conversation_id=fine, every_s=3600).json["id"]
+    broken, broken_id, _, fine_id = two_hourly_posts(api, alice)
     calendar_of = firing_module.calendar_of
 
     def unreadable(record):
@@ -283,12 +294,11 @@ def test_a_schedule_whose_slots_cannot_be_recorded_keeps_no_other_from_firing(
     api.clock.tick(3600)
     api.sender.send(firing(api).tick())
     api.run()
-    assert api.get(f"/v1/schedules/{fine_id}/runs", alice).json["runs"][0]["status"] == "fired"
-    assert api.get(f"/v1/schedules/{broken_id}/runs", alice).json["runs"] == []
+    assert runs(api, alice, fine_id)[0]["status"] == "fired"
+    assert runs(api, alice, broken_id) == []
     monkeypatch.setattr(firing_module, "calendar_of", calendar_of)  # the calendar reads again
     api.sender.send(firing(api).tick())
     api.run()
-    (run,) = api.get(f"/v1/schedules/{broken_id}/runs", alice).json["runs"]
+    (run,) = runs(api, alice, broken_id)
     assert run["status"] == "fired"
-    assert [e.content["text"] for e in api.store.log.list_events(broken)
-            if e.type == "user_msg"] == ["hello"]
+    assert posted(api, broken) == ["hello"]
