@@ -66,14 +66,20 @@ def schedule_and_claim_step_txn(
     live lease or wait ahead of it (arrived earlier); otherwise it is left `waiting`, no
     attempt counted, and the row comes back with that status (inv. 9). With `cap_kinds`,
     only the tenant's steps of those kinds count (a share of one queue's slots).
+
+    A claim that takes a slot records in `waited_on` whether a step of its tenant (of
+    `cap_kinds`) waits for one then, capped or not, so its end reads what it wakes only if
+    one may (`agentq.store.waits`); an uncapped claim with no kinds always does.
     """
     values = {**record_values(step), "worker": worker, "lease_until": now + timedelta(seconds=lease_s)}
     params = {"new_" + name: value for name, value in values.items()}
     params.update(now=now, max_attempts=max_attempts, alone=alone)
     if cap is not None:
-        params.update(cap=cap, lock_key=tenant_lock_key(step.tenant))
-    by_kind = cap is not None and cap_kinds is not None
-    if cap is not None and cap_kinds is not None:
+        params.update(cap=cap)
+    by_kind = cap_kinds is not None
+    if cap is not None or by_kind:  # it counts under the tenant's claim lock
+        params.update(lock_key=tenant_lock_key(step.tenant))
+    if cap_kinds is not None:
         params.update(kinds=list(cap_kinds))
     statement = _schedule_and_claim(dialects.of(conn), capped=cap is not None, by_kind=by_kind)
     row = conn.execute(statement, params).first()
@@ -133,8 +139,13 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
         row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
         statement = dialect.insert(steps).from_select(
             [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
-    else:  # uncapped here, it may hold a slot steps capped elsewhere wait for
-        statement = dialect.insert(steps).values({**values, **claimed, "waited_on": true()})
+    else:
+        # Uncapped here, it may hold a slot steps capped elsewhere wait for (another process
+        # that sees the queue's slots, or this one in a moment): on a queue shared by default
+        # (`by_kind`), it reads whether one waits as a capped claim does, under the tenant's
+        # lock; with no queue known, its end reads what it wakes.
+        waits = tenant_waits(dialect, values["tenant"], by_kind=True) if by_kind else true()
+        statement = dialect.insert(steps).values({**values, **claimed, "waited_on": waits})
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],

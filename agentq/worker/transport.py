@@ -16,6 +16,7 @@ back only after the visibility timeout.
 from __future__ import annotations
 
 import kombu
+import kombu.connection
 import redis
 from kombu.transport import redis as kombu_redis
 
@@ -56,9 +57,28 @@ class Connection(kombu.Connection):
     Only the class it resolves changes. The transport stays named by the URL's scheme, so
     `as_uri()` reads as before (Flower picks its broker client by that scheme), rediss://
     keeps kombu's SSL defaults, and other schemes (sentinel://, memory://) are kombu's own.
+
+    Its pool's connections are of this class too. kombu's pool builds each as its own
+    `PooledConnection` from the URL's parts, which resolves the scheme to kombu's transport:
+    Celery sends every task through that pool (`app.pool`), so without this the next
+    step's send went through kombu's channel, a new client for each.
     """
 
     def get_transport_cls(self) -> type:
         if self.transport_cls in REDIS_SCHEMES:
             return Transport
         return super().get_transport_cls()
+
+    def Pool(self, limit: int | None = None, **kwargs: object) -> ConnectionPool:  # noqa: N802 - kombu's name
+        return ConnectionPool(self, limit=limit, **kwargs)
+
+
+class PooledConnection(kombu.connection.PooledConnection, Connection):
+    """kombu's pooled connection (closed and replaced after an error), resolved as ours."""
+
+
+class ConnectionPool(kombu.connection.ConnectionPool):
+    """kombu's connection pool, whose connections resolve their transport as `Connection`."""
+
+    def new(self) -> PooledConnection:
+        return PooledConnection(self, **dict(self.connection._info(resolve=False)))

@@ -37,11 +37,12 @@ def conversation(store: Store, tenant: str = "acme") -> str:
 
 
 def claim(store: Store, cid: str, key: str, *, cap: int | None, seconds: float = 0,
-          tenant: str = "acme", kind: str = "llm", worker: str = "w1") -> StepRecord | None:
-    """Schedule-and-claim step `key` of `cid` for `worker`, held to `cap`."""
+          tenant: str = "acme", kind: str = "llm", worker: str = "w1",
+          kinds: tuple[str, ...] | None = None) -> StepRecord | None:
+    """Schedule-and-claim step `key` of `cid` for `worker`, held to `cap` (of `kinds`)."""
     step = NewStep(key, cid, kind, {"after_seq": 1}, None, f"task-{key}", tenant)
     return store.steps.schedule_and_claim(step, worker=worker, lease_s=LEASE_S, now=at(seconds),
-                                          max_attempts=5, cap=cap)
+                                          max_attempts=5, cap=cap, cap_kinds=kinds)
 
 
 def status(store: Store, key: str) -> str:

@@ -49,6 +49,28 @@ def test_a_claim_that_takes_a_slot_while_a_step_of_its_tenant_waits_is_marked(st
     assert waited_on(store, "c") and not waited_on(store, "a")
 
 
+MODEL = ("llm", "compact")
+
+
+def test_an_uncapped_claim_on_a_shared_queue_is_marked_only_while_a_step_of_its_kinds_waits(store):
+    """A process that sees no slots for the queue yet claims uncapped; its step's end reads
+    what it wakes only if a step of its tenant and kinds waits for a slot then."""
+    cid = conversation(store)
+    assert claim(store, cid, "quiet", cap=None, kinds=MODEL).status == "running"
+    assert not waited_on(store, "quiet")
+    assert claim(store, cid, "waits", cap=1, kinds=MODEL, seconds=2).status == "waiting"
+    assert claim(store, cid, "tool", cap=None, kinds=("tool",), kind="tool", seconds=3
+                 ).status == "running"
+    assert claim(store, cid, "busy", cap=None, kinds=MODEL, seconds=4).status == "running"
+    assert [waited_on(store, key) for key in ("quiet", "tool", "busy")] == [False, False, True]
+
+
+def test_an_uncapped_claim_with_no_queue_known_is_always_marked(store):
+    cid = conversation(store)
+    assert claim(store, cid, "a", cap=None).status == "running"
+    assert waited_on(store, "a")
+
+
 def test_a_step_left_waiting_marks_the_running_steps_of_its_tenant_and_kinds_only(store):
     acme, other = conversation(store), conversation(store, tenant="other")
     claim(store, acme, "llm", cap=None)

@@ -51,6 +51,23 @@ def test_a_channel_publishes_fans_out_and_acks_through_one_redis_client(broker, 
 
 
 @pytest.mark.redis
+def test_the_tasks_an_app_sends_go_through_its_pool_on_agentqs_channel_and_one_client(
+        broker, redis_url):
+    """Celery sends every task through its connection pool, whose connections kombu builds
+    from the URL's parts: they resolve to agentq's transport all the same."""
+    peek = redis.Redis.from_url(redis_url)
+    with broker.producer_or_acquire() as producer:
+        assert isinstance(producer.connection, agentq_broker.Connection)
+        assert isinstance(producer.channel, agentq_broker.Channel)
+        built = counting_clients(producer.channel)
+        for n in range(3):
+            broker.send_task("agentq.test-broker-task", args=[n], queue=QUEUE, producer=producer)
+    assert peek.llen(QUEUE.routing_key) == 3
+    peek.delete(QUEUE.routing_key)
+    assert len(built) <= 1  # kombu's own channel builds one per task
+
+
+@pytest.mark.redis
 def test_a_channel_with_kombus_ack_emulation_holds_a_task_until_acked_through_one_client(
         redis_url):
     """An operator who turns `ack_emulation` back on gets kombu's visibility bookkeeping."""
