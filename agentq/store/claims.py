@@ -67,6 +67,10 @@ def schedule_and_claim_step_txn(
     attempt counted, and the row comes back with that status (inv. 9). With `cap_kinds`,
     only the tenant's steps of those kinds count (a share of one queue's slots).
 
+    The statement is its own transaction (`Steps.schedule_and_claim`), and its commit does
+    not wait for the disk (`Dialect.flush_not_awaited`): a claim is a lease, and whatever
+    the step makes durable after it is flushed after it (design.md §5, "A claim's commit").
+
     A claim that takes a slot records in `waited_on` whether a step of its tenant (of
     `cap_kinds`) waits for one then, capped or not, so its end reads what it wakes only if
     one may (`agentq.store.waits`); an uncapped claim with no kinds always does.
@@ -137,15 +141,18 @@ def _schedule_and_claim(dialect: Dialect, *, capped: bool, by_kind: bool = False
         chosen = {name: case((slot.c.free, value), else_=waiting.get(name))
                   for name, value in claimed.items()}
         row = select(*(value.label(name) for name, value in {**values, **chosen}.items()))
-        statement = dialect.insert(steps).from_select(
-            [*values, *chosen], row.select_from(slot).where(true()))  # WHERE: SQLite's upsert
+        statement = dialect.insert(steps).from_select(  # a WHERE, as SQLite's upsert needs
+            [*values, *chosen], row.select_from(slot).where(dialect.flush_not_awaited()))
     else:
         # Uncapped here, it may hold a slot steps capped elsewhere wait for (another process
         # that sees the queue's slots, or this one in a moment): on a queue shared by default
         # (`by_kind`), it reads whether one waits as a capped claim does, under the tenant's
         # lock; with no queue known, its end reads what it wakes.
         waits = tenant_waits(dialect, values["tenant"], by_kind=True) if by_kind else true()
-        statement = dialect.insert(steps).values({**values, **claimed, "waited_on": waits})
+        given = {**values, **claimed, "waited_on": waits}
+        row = select(*(value.label(name) for name, value in given.items()))
+        statement = dialect.insert(steps).from_select(
+            list(given), row.where(dialect.flush_not_awaited()))
     new = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=[c.step_key],

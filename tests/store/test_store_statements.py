@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
-from sqlalchemy import delete, event
+from sqlalchemy import delete, event, text
 from sqlalchemy.engine.interfaces import CacheStats
 
 from agentq.core.events import FsmState
@@ -14,7 +14,7 @@ from agentq.core.settings import Settings
 from agentq.core.token_budgets import WHOLE
 from agentq.core.usage import Tokens
 from agentq.errors import Stale
-from agentq.store import NewStep, Store, step_commit
+from agentq.store import NewStep, Store, claims, step_commit
 from agentq.store.eventlog import MERGED_EVENTS
 from agentq.store.schema import conversations, events
 from agentq.store.step_commit import MERGED_ROWS, Counted
@@ -319,3 +319,24 @@ def test_a_model_steps_tokens_are_counted_by_the_statement_that_finishes_it(stor
         if not tx.finish_seeing_inbox("llm-2", worker="w-old", now=at(3), usage=usage)[0]:
             raise Stale("the step is no longer ours")
     assert_counted_once(store, cid, tokens)
+
+
+
+@pytest.mark.parametrize("cap, kinds", [(None, None), (None, ("llm", "compact")), (2, None)])
+def test_a_claim_commits_without_waiting_for_the_disk_and_only_its_own_transaction(
+        store: Store, cap, kinds):
+    """A claim is a lease: whatever its step makes durable later (a start mark, the step's
+    commit) is flushed after it, so its own commit need not wait for the flush. The setting
+    lasts for its transaction only: what the connection runs next waits as before."""
+    if store.dialect.name != "postgresql":
+        pytest.skip("SQLite syncs per connection (PRAGMA synchronous), not per transaction")
+    cid = new_conversation(store).id
+    step = NewStep("s1", cid, "llm", {"after_seq": 1}, None, "task", "acme")
+    with store.engine.connect() as conn:
+        with conn.begin():
+            claimed = claims.schedule_and_claim_step_txn(
+                conn, step, worker="w1", lease_s=30, now=at(1), max_attempts=5, cap=cap,
+                cap_kinds=kinds)
+            assert claimed is not None and claimed.status == "running"
+            assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
+        assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "on"

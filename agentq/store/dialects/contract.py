@@ -88,6 +88,13 @@ class Dialect(ABC):
         kinds (`by_kind`) in the parameter `kinds`, `lock_key` the tenant's claim lock."""
 
     @abstractmethod
+    def flush_not_awaited(self) -> ColumnElement[bool]:
+        """A condition, true, whose evaluation lets the statement's transaction commit without
+        waiting for its log to reach the disk; where the database has no such setting, true.
+        For a statement that is its own transaction and whose loss in a crash costs nothing
+        the statements after it do not make durable (a step's claim: design.md §5)."""
+
+    @abstractmethod
     def lease_engine(self, engine: Engine) -> Engine:
         """The engine the lease keeper renews on: one of its own where connections are pooled."""
 

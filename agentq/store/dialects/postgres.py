@@ -23,6 +23,7 @@ from sqlalchemy import (
     func,
     literal,
     null,
+    true,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
@@ -125,6 +126,12 @@ class Postgres(Dialect):
         advisory lock, in a snapshot taken after it (`cap_rule.plpgsql_body` says why)."""
         kinds = bindparam("kinds", type_=postgresql.ARRAY(steps.c.kind.type)) if by_kind else null()
         return func.agentq_slots_taken(tenant, step_key, now, cap, lock_key, kinds, type_=Integer)
+
+    def flush_not_awaited(self) -> ColumnElement[bool]:
+        """`synchronous_commit` off for the rest of the transaction (`set_config`'s is_local):
+        its commit returns once its WAL is written, and the WAL writer flushes it within
+        a moment. Volatile, so it is evaluated wherever it stands in the statement."""
+        return func.set_config("synchronous_commit", "off", true()) == "off"
 
     def lease_engine(self, engine: Engine) -> Engine:
         url = engine.url.render_as_string(hide_password=False)

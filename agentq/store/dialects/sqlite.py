@@ -16,6 +16,7 @@ from sqlalchemy import (
     event,
     func,
     literal,
+    true,
     type_coerce,
 )
 from sqlalchemy.dialects import sqlite
@@ -95,6 +96,10 @@ class Sqlite(Dialect):
                     by_kind: bool) -> ColumnElement[int]:
         """The rule counted inside the claim: SQLite runs one writer at a time, no lock needed."""
         return inline
+
+    def flush_not_awaited(self) -> ColumnElement[bool]:
+        """SQLite's syncing is per connection (PRAGMA synchronous): kept as it is."""
+        return true()
 
     def lease_engine(self, engine: Engine) -> Engine:
         return engine
