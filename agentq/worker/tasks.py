@@ -43,13 +43,14 @@ def register_tasks(
     @contextmanager
     def stepping(conversation_id: str) -> Iterator[Runtime]:
         """The runtime, for one step run in the block, which `send`s its follow-ups; then
-        wake what its freed slot lets run (`wakes_held`: the conversation's next step waits
-        for no read), then publish its notices (Notices.held)."""
+        publish its notices (Notices.held), then wake what its freed slot lets run
+        (`wakes_held`): neither the conversation's next step nor its streams wait for
+        that read."""
         rt = runtime()
-        with log_context(conversation_id=conversation_id), rt.notices.held():
+        with log_context(conversation_id=conversation_id):
             freed: list = []
             try:
-                with rt.wakes_held() as freed:
+                with rt.wakes_held() as freed, rt.notices.held():
                     yield rt
             finally:  # a step that raised freed its slot too: what waits for it is woken
                 enqueue(app, rt.wake(freed), tool_queues=tool_queues)
