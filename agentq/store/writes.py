@@ -1,6 +1,7 @@
 """The store's write path for a conversation (`Writes`): a transaction under its lock, an
-append where the log ended when read, and a step's commit, in one statement where the
-dialect can (`whole_commit`) and as a transaction where it cannot."""
+append where the log ended when read, a step's commit, in one statement where the
+dialect can (`whole_commit`) and as a transaction where it cannot, and a posted message
+that starts a turn, guarded the same way (`posting`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
@@ -8,10 +9,13 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
-from agentq.core.events import Event, EventDraft, FsmState
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem
+from agentq.core.fsm import fold
 from agentq.errors import LogMoved, NotFound
-from agentq.store import conversations, eventlog, inbox, whole_commit
+from agentq.store import conversations, eventlog, inbox, posting, whole_commit
+from agentq.store.conversations import ConversationInfo
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.txn import ConversationTxn
@@ -84,6 +88,32 @@ class Writes:
                             now=now) as (tx, events):
             waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)
         return Committed(events, tx.conversation, waiting)
+
+    def posting(self, conversation_id: str, idempotency_key: str | None
+                ) -> posting.Posting | None:
+        """What posting a message reads, in one statement and without the lock
+        (`agentq.store.posting`); None if there is no such conversation."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return posting.read_posting_txn(conn, conversation_id, idempotency_key)
+
+    def start_turn(self, item: InboxItem, message: EventDraft, *, read: ConversationInfo,
+                   now: datetime) -> tuple[Event, ConversationInfo]:
+        """Write a posted message that starts a turn, taken now, and its `user_msg`, where the
+        log ended in the row `read` (`posting`): one statement where the dialect can. Raises
+        LogMoved, writing nothing, if the log moved or the conversation ended since; then
+        the caller decides again under the lock."""
+        (event,) = eventlog.as_events(read.id, read.next_seq, [message])
+        one_statement = self._dialect.one_statement_commit
+        try:
+            with begin_write(self._engine, one_statement=one_statement) as conn:
+                moved = posting.start_turn_txn(conn, item, event, fsm=fold([event], read.fsm),
+                                               now=now)
+        except IntegrityError:  # a key or an arrival taken meanwhile, if the argument missed
+            moved = None        # a way: nothing was written, and the lock decides anew
+        if moved is None:
+            raise LogMoved(f"the log of {read.id} no longer ends before seq {read.next_seq}, "
+                           "or the conversation ended")
+        return event, moved
 
     def _message_waits(self, conversation_id: str) -> bool:
         with begin_read(self._engine, one_snapshot=False) as conn:
