@@ -238,11 +238,10 @@ class Commands:
         self, conversation_id: str, request: MessageRequest, scope: Scope, *, now: datetime,
         created: datetime, unattended: dict[str, Any] | None,
     ) -> tuple[MessageAnswer, list[FollowUp]] | None:
-        """The common case of a post without the conversation's lock: one read of what the
-        message rules need, then, for a message that starts a turn and closes none, one
+        """A post without the conversation's lock: one read of what the message rules need,
+        then, for a message that starts a turn and closes none or one that waits, one
         guarded write (agentq.store.posting says why the guard is enough). None: decide
-        under the lock (a message to queue, a turn to close, a log that moved meanwhile, a
-        conversation not found).
+        under the lock (a turn to close, a guard that refused, a conversation not found).
 
         A refusal or a replay is answered from the read: it writes nothing, and the read is
         one snapshot of committed rows, so its answer is the one the lock would have given
@@ -258,16 +257,20 @@ class Commands:
                 raise refused(verdict)
             case Replay(answer=first):
                 return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
-            case Append(close_turn=False):
-                item, turn_id = _inbox_item(conv.id, _with_unattended(verdict, unattended),
-                                            request, scope, created=created)
-                try:
-                    self.store.writes.start_turn(item, _user_msg(item, turn_id, scope), read=conv,
-                                                 now=now)
-                except LogMoved:
-                    return None
-                return MessageAnswer(item.id, turn_id, False), [Advance(conv.id)]
-        return None
+            case Append(close_turn=True):
+                return None  # inv. 2: the turn before is closed under the lock
+        item, turn_id = _inbox_item(conv.id, _with_unattended(verdict, unattended), request,
+                                    scope, created=created)
+        queued = isinstance(verdict, Queue)
+        try:
+            if queued:
+                self.store.writes.queue(item, turn_id=turn_id, read=conv)
+            else:
+                self.store.writes.start_turn(item, _user_msg(item, turn_id, scope), read=conv,
+                                             now=now)
+        except LogMoved:
+            return None
+        return MessageAnswer(item.id, turn_id, queued), [Advance(conv.id)]
 
     def _write_message(
         self, tx, verdict: Queue | Append, request: MessageRequest, scope: Scope, *,

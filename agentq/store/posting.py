@@ -1,31 +1,41 @@
-"""A posted message's common case without the conversation's lock: one read, one guarded write.
+"""A posted message's common cases without the conversation's lock: one read, one guarded write.
 
 Under the lock (`Writes.locked`) a post costs BEGIN, `SELECT … FOR NO KEY UPDATE`, the inbox
-reads the message rules need, the inbox INSERT, the append, COMMIT. Most posts start a turn
-in an idle conversation, so `read_posting_txn` reads all the rules need in one statement (the
-row, whether a message waits, the first answer to the idempotency key) and
-`start_turn_txn` writes a message that starts a turn (its inbox row, taken, and its
-`user_msg`) guarded on what that verdict rests on: the log still ends where it was read and
-the conversation is still active. On PostgreSQL the write is one statement in autocommit;
-on SQLite, a transaction. A guard that refused wrote nothing, and the caller decides again
-under the lock.
+reads the message rules need, the inbox INSERT, the append, COMMIT. Here `read_posting_txn`
+reads all the rules need in one statement (the row, whether a message waits, the first
+answer to the idempotency key), and a verdict that closes no turn is written guarded on
+what it rests on: the log still ends where it was read (`next_seq` N) and the conversation
+is still active, both rechecked by the row's lock on its newest version (on SQLite,
+BEGIN IMMEDIATE holds the database while the guard is read). `start_turn_txn`
+writes a message that starts a turn (its inbox row, taken, its `user_msg`, the row's
+move); `queue_txn` a message that waits in the inbox. On PostgreSQL each is one statement
+in autocommit; on SQLite, a transaction. A guard that refused, or a unique key of the inbox
+found taken, wrote nothing, and the caller decides again under the lock.
 
-Why the guard is enough (inv. 2, 5, 8), for a verdict of a plain append (`Append` that closes
-no turn: the conversation idle or failed with nothing open, no message waiting, the key
-unused), read in one snapshot where the log ended before `next_seq` N:
+Why that is enough (inv. 2, 5, 8). Every write that changes the cached state or the settings
+moves `next_seq` (`MOVE_NEXT_SEQ` is the only UPDATE of `fsm_state`), ending a conversation
+changes `status`, and taking a waiting message appends its `user_msg`: so while the guard
+holds, the state, the status and the messages that wait are what the read saw, but for
+messages queued since. Then:
 
-- every write that changes the cached state or settings moves `next_seq` (`MOVE_NEXT_SEQ`
-  is the only UPDATE of `fsm_state`), and ending a conversation changes `status`: both are
-  in the guard, which the row's lock rechecks on its newest version;
-- no message can be queued while the log still ends before N: a post queues only while a
-  turn is busy (not so at N) or, in an idle conversation, behind a message that waits; none
-  waited when read, and each one queued since would need one waiting before it. So the
-  inbox, its `arrival` numbers and its keys are what the read saw, unless the log moved;
-- a post of the same key that committed meanwhile appended (it found what we found), so it
-  moved the log; one that has not committed yet holds the row, and its guard or lock sees
-  ours, and answers with a replay.
+- a message that starts a turn (`Append` that closes none: idle or failed with nothing
+  open, none waiting, the key unused): no message can have been queued since, for a post
+  queues only while a turn is busy (not so at N) or, in an idle conversation, behind a
+  message that waits; none waited when read, and each one queued since would need one
+  waiting before it. A post of the same key that committed meanwhile appended (it found
+  what we found), so it moved the log; one not yet committed holds the row, and its guard
+  or its lock sees ours. So the inbox, its `arrival` numbers and its keys are as read;
+- a message that waits (`Queue`: a turn busy, or a message waiting in an idle conversation):
+  messages queued since do not change that verdict, only its place and its key. The
+  arrival number is read in the statement's snapshot, but numbers are dense (each the
+  largest + 1, under the lock or under this guard), so a message queued after that
+  snapshot holds the number this one would take, and the inbox's unique index refuses it;
+  its (conversation, key) index refuses a key queued meanwhile. The lock orders the
+  insert with the move that ends a busy turn: before it, the turn's last commit reads that
+  a message waits (`whole_commit`); after it, the guard refuses.
 
-A message that would queue, or close a turn, goes under the lock.
+A message that closes a turn (an interrupt, or a failed turn with calls open) goes under
+the lock.
 """
 from __future__ import annotations
 
@@ -46,7 +56,7 @@ from agentq.store.conversations import (
 )
 from agentq.store.engine import param, row_parameters
 from agentq.store.eventlog import event_values, inserting_after
-from agentq.store.inbox import MESSAGE_WAITS, NEXT_ARRIVAL, add_inbox_txn, inbox_values
+from agentq.store.inbox import MESSAGE_WAITS, NEXT_ARRIVAL, inbox_values
 from agentq.store.schema import conversations, events, inbox
 
 
@@ -95,7 +105,8 @@ def start_turn_txn(
 ) -> ConversationInfo | None:
     """Write the message `item` that starts a turn, taken now, and its `user_msg` `message`
     (at the seq where the log ended when read), leaving the state `fsm`: the row as moved,
-    or None, nothing written, if the log moved or the conversation ended.
+    or None, nothing written, if the log moved or the conversation ended. A unique key of
+    the inbox taken raises IntegrityError.
 
     A `user_msg` makes no occurrence (agentq.core.occurrences) and ends no turn, so there is
     no outbox row and no hand-over to write with it."""
@@ -104,37 +115,74 @@ def start_turn_txn(
                          fsm=fsm, now=now)
     if dialects.of(conn).one_statement_commit:
         params.update(row_parameters("e", [event_values(message)]))
-        params.update(row_parameters("m", [_taken_values(item, message, now)]))
+        params.update(_item_params(item, queued=False, turn_id=message.turn_id, taken_at=now))
         row = conn.execute(_start_turn(), params).first()
         return None if row is None else conversation_from_row(row)
     row = conn.execute(_MOVE_ACTIVE, params).first()
     if row is None:
         return None
     conn.execute(events.insert(), [event_values(message)])
-    add_inbox_txn(conn, item, queued=False, turn_id=message.turn_id, taken_at=now)
+    conn.execute(inbox.insert().values(
+        **inbox_values(item, queued=False, turn_id=message.turn_id, taken_at=now)))
     return conversation_from_row(row)
+
+
+def queue_txn(conn: Connection, item: InboxItem, *, turn_id: str, next_seq: int) -> bool:
+    """Queue the message `item` (the turn it will start named `turn_id`), if the log still
+    ends before `next_seq` and the conversation is active: whether it was queued. A unique
+    key of the inbox taken raises IntegrityError."""
+    params = {"cid": item.conversation_id, "old_seq": next_seq}
+    if dialects.of(conn).one_statement_commit:
+        params.update(_item_params(item, queued=True, turn_id=turn_id, taken_at=None))
+        return conn.execute(_queue(), params).first() is not None
+    if conn.execute(_STILL, params).first() is None:  # BEGIN IMMEDIATE holds the database
+        return False
+    conn.execute(inbox.insert().values(
+        **inbox_values(item, queued=True, turn_id=turn_id, taken_at=None)))
+    return True
 
 
 # the row moved on from :old_seq, if the conversation is still active
 _MOVE_ACTIVE = MOVE_NEXT_SEQ.where(conversations.c.status == literal_column("'active'"))
+# the row, if the log still ends before :old_seq and the conversation is active
+_STILL = select(conversations.c.id).where(
+    conversations.c.id == param(conversations.c.id, "cid"),
+    conversations.c.next_seq == param(conversations.c.next_seq, "old_seq"),
+    conversations.c.status == literal_column("'active'"),
+)
+# the inbox's columns a statement sets from parameters `m0_<name>` (it numbers `arrival`)
+_ITEM_COLUMNS = [column.name for column in inbox.c if column.name != "arrival"]
 
 
-def _taken_values(item: InboxItem, message: Event, now: datetime) -> dict[str, Any]:
-    values = inbox_values(item, queued=False, turn_id=message.turn_id, taken_at=now)
-    del values["arrival"]  # the statement numbers it
-    return values
+def _item_params(item: InboxItem, *, queued: bool, turn_id: str | None,
+                 taken_at: datetime | None) -> dict[str, Any]:
+    values = inbox_values(item, queued=queued, turn_id=turn_id, taken_at=taken_at)
+    return row_parameters("m", [{name: values[name] for name in _ITEM_COLUMNS}])
+
+
+def _adding_item(guard: Any, name: str) -> Any:
+    """The INSERT of the inbox row (parameters `m0_<column>`, the next arrival number read
+    in the statement's snapshot), only if the CTE `guard` found its row: a CTE."""
+    row = select(*(param(inbox.c[column], f"m0_{column}").label(column)
+                   for column in _ITEM_COLUMNS),
+                 NEXT_ARRIVAL.scalar_subquery().label("arrival"))
+    row = row.where(select(guard.c.id).exists())
+    return (insert(inbox).from_select([*_ITEM_COLUMNS, "arrival"], row)
+            .returning(inbox.c.id).cte(name))
 
 
 @cache
 def _start_turn() -> Select[Any]:
     """The row's move, the event's INSERT and the inbox row's, in one statement; both
-    INSERTs read the move's RETURNING, so they land only if it did. The arrival number is
-    read in the statement's snapshot: while the guard holds, no message was added since
-    (the module's docstring)."""
+    INSERTs read the move's RETURNING, so they land only if it did."""
     moved = _MOVE_ACTIVE.cte("moved")
-    names = [column.name for column in inbox.c if column.name != "arrival"]
-    taken = select(*(param(inbox.c[name], f"m0_{name}").label(name) for name in names),
-                   NEXT_ARRIVAL.scalar_subquery().label("arrival"))
-    taken = taken.where(select(moved.c.id).exists())
-    adding = insert(inbox).from_select([*names, "arrival"], taken).cte("taken")
-    return select(moved).add_cte(inserting_after(moved, 1), adding)
+    return select(moved).add_cte(inserting_after(moved, 1), _adding_item(moved, "taken"))
+
+
+@cache
+def _queue() -> Select[Any]:
+    """The inbox row's INSERT under a guard that locks the conversation's row (FOR NO KEY
+    UPDATE, as `Writes.locked` does), rechecking its newest version: one statement."""
+    still = _STILL.with_for_update(key_share=True).cte("still")
+    queued = _adding_item(still, "queued")
+    return select(queued.c.id)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from agentq.core.events import Event, EventDraft, FsmState, InboxItem
@@ -20,6 +21,8 @@ from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.txn import ConversationTxn
 from agentq.store.whole_commit import Committed, Finish, SeeingInbox
+
+_T = TypeVar("_T")
 
 
 class Writes:
@@ -100,20 +103,35 @@ class Writes:
                    now: datetime) -> tuple[Event, ConversationInfo]:
         """Write a posted message that starts a turn, taken now, and its `user_msg`, where the
         log ended in the row `read` (`posting`): one statement where the dialect can. Raises
-        LogMoved, writing nothing, if the log moved or the conversation ended since; then
-        the caller decides again under the lock."""
+        LogMoved, writing nothing, if the guard refused; then the caller decides again under
+        the lock."""
         (event,) = eventlog.as_events(read.id, read.next_seq, [message])
-        one_statement = self._dialect.one_statement_commit
-        try:
-            with begin_write(self._engine, one_statement=one_statement) as conn:
-                moved = posting.start_turn_txn(conn, item, event, fsm=fold([event], read.fsm),
-                                               now=now)
-        except IntegrityError:  # a key or an arrival taken meanwhile, if the argument missed
-            moved = None        # a way: nothing was written, and the lock decides anew
-        if moved is None:
-            raise LogMoved(f"the log of {read.id} no longer ends before seq {read.next_seq}, "
-                           "or the conversation ended")
+        moved = self._posted(read, lambda conn: posting.start_turn_txn(
+            conn, item, event, fsm=fold([event], read.fsm), now=now))
+        assert moved is not None
         return event, moved
+
+    def queue(self, item: InboxItem, *, turn_id: str, read: ConversationInfo) -> None:
+        """Queue a posted message in the inbox while the log ends where it did in the row
+        `read` (`posting`): one statement where the dialect can. Raises LogMoved, writing
+        nothing, if the guard refused; then the caller decides again under the lock."""
+        self._posted(read, lambda conn: posting.queue_txn(conn, item, turn_id=turn_id,
+                                                          next_seq=read.next_seq) or None)
+
+    def _posted(self, read: ConversationInfo, write: Callable[[Connection], _T | None]) -> _T:
+        """What `write` wrote under a guard on the row `read`; LogMoved if it wrote nothing.
+        An inbox key or arrival number taken since the read is such a refusal: the
+        statement (or the transaction, rolled back) wrote nothing."""
+        try:
+            with begin_write(self._engine,
+                             one_statement=self._dialect.one_statement_commit) as conn:
+                written = write(conn)
+        except IntegrityError:
+            written = None
+        if written is None:
+            raise LogMoved(f"the log of {read.id} no longer ends before seq {read.next_seq}, "
+                           "it ended, or its inbox changed")
+        return written
 
     def _message_waits(self, conversation_id: str) -> bool:
         with begin_read(self._engine, one_snapshot=False) as conn:

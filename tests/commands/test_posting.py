@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, text
 
 from agentq.commands import Commands
+from agentq.commands.conversations import MessageAnswer
+from agentq.core import drafts
+from agentq.core.events import InboxItem
 from agentq.errors import Conflict, InvalidInput
-from agentq.store import Store
+from agentq.store import ConversationTxn, Store
 from agentq.store.schema import inbox
 from agentq.tools import Registry
+from tests.support.clock import T0
 from tests.support.drive import drain
 from tests.support.turns import SCOPE
 
@@ -60,8 +67,8 @@ def written(store: Store, cid: str, answers: list[Any]) -> Any:
 def post_three(commands: Commands, cid: str) -> list[Any]:
     """A message that starts a turn, one that waits behind it, and the first one again."""
     answers = []
-    for text, key in (("one", "k1"), ("two", None), ("one", "k1")):
-        answer, follow = commands.post_message(cid, text, SCOPE, idempotency_key=key,
+    for said, key in (("one", "k1"), ("two", None), ("one", "k1")):
+        answer, follow = commands.post_message(cid, said, SCOPE, idempotency_key=key,
                                                unattended={"after_s": 60} if key else None)
         answers.append([answer.to_json(), [asdict(f) for f in follow]])
     return answers
@@ -87,6 +94,18 @@ def test_a_post_read_before_another_started_a_turn_waits_behind_it(store, comman
     assert [e.content["text"] for e in store.log.list_events(cid)] == ["one"]
     assert [m.id for m in store.inbox.list_of(cid)] == [second.message_id]
     assert [f.conversation_id for f in follow] == [cid]
+
+
+def test_a_post_read_while_a_turn_ran_that_ended_since_starts_the_next(
+        store, runtime, commands, monkeypatch):
+    cid = commands.create_conversation(SCOPE, {}).id
+    _, follow = commands.post_message(cid, "one", SCOPE)
+    stale_read(store, monkeypatch, cid)  # the turn runs
+    drain(runtime, follow)  # and ends
+    second, _ = commands.post_message(cid, "two", SCOPE)
+    assert not second.queued and store.inbox.list_of(cid) == []
+    assert [e.content["text"] for e in store.log.list_events(cid) if e.type == "user_msg"] == [
+        "one", "two"]
 
 
 def test_a_post_read_before_the_conversation_ended_is_refused(store, commands, monkeypatch):
@@ -167,15 +186,142 @@ def counted(store: Store) -> Iterator[list[str]]:
 @pytest.mark.postgres
 @pytest.mark.parametrize("key", [None, "k1"])
 def test_a_plain_post_is_two_round_trips_on_postgresql(pg_store_clean, monkeypatch, key):
-    """Under the lock it was six (seven with a key): BEGIN, the row locked, the inbox read
-    (and the key's), the inbox row, the append, COMMIT."""
-    commands = Commands(pg_store_clean, Registry.from_modules(["agentq.tools.demo"]))
+    """Under the lock a message that starts a turn took six (seven with a key): BEGIN, the
+    row locked, the inbox read (and the key's), the inbox row, the append, COMMIT; one that
+    waits mid-turn took four (five): no inbox read, no append."""
+    commands = pg_commands(pg_store_clean)
+    cids = [commands.create_conversation(SCOPE, {}).id for _ in range(2)]
+    for cid in cids:
+        commands.post_message(cid, "busy", SCOPE)  # a turn starts: the next message waits
+    sent = {}
+    for path in ("unlocked", "locked"):
+        if path == "locked":
+            locked_only(commands, monkeypatch)
+        fresh = commands.create_conversation(SCOPE, {}).id
+        with counted(pg_store_clean) as sent[path, "turn"]:
+            commands.post_message(fresh, "hi", SCOPE, idempotency_key=key)
+        with counted(pg_store_clean) as sent[path, "queued"]:
+            answer, _ = commands.post_message(cids.pop(), "hi", SCOPE, idempotency_key=key)
+        assert answer.queued
+    counts = {which: len(statements) for which, statements in sent.items()}
+    more = key is not None
+    assert counts == {("unlocked", "turn"): 2, ("unlocked", "queued"): 2,
+                      ("locked", "turn"): 6 + more, ("locked", "queued"): 4 + more}, sent
+
+
+def pg_commands(store: Store) -> Commands:
+    return Commands(store, Registry.from_modules(["agentq.tools.demo"]))
+
+
+def post_while_locked(store: Store, commands: Commands, cid: str,
+                      write: Callable[[ConversationTxn], Any], message: str
+                      ) -> tuple[MessageAnswer | Exception, int]:
+    """Post `message` while another writer holds the conversation's lock and writes `write`:
+    the post reads before that commits and waits for the lock to write. What it answered
+    (or raised), and how often it went under the lock itself."""
+    locked = store.writes.locked
+    under_lock = []
+
+    def counting(conversation_id: str):
+        under_lock.append(conversation_id)
+        return locked(conversation_id)
+
+    answered: list[MessageAnswer | Exception] = []
+
+    def post() -> None:
+        try:
+            answered.append(commands.post_message(cid, message, SCOPE)[0])
+        except Exception as exc:  # what it raised is the answer to check
+            answered.append(exc)
+
+    poster = threading.Thread(target=post)
+    with locked(cid) as tx:
+        write(tx)
+        store.writes.locked = counting  # type: ignore[method-assign]
+        poster.start()
+        waits_for_a_lock(store, poster)
+    poster.join()
+    store.writes.locked = locked  # type: ignore[method-assign]
+    return answered[0], len(under_lock)
+
+
+def waits_for_a_lock(store: Store, thread: threading.Thread) -> None:
+    """Until a session of this database waits for a lock (or `thread` ended)."""
+    waiting = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND datname = current_database()")
+    while thread.is_alive():
+        with store.engine.connect() as conn:
+            if conn.execute(waiting).scalar():
+                return
+        time.sleep(0.005)
+
+
+def queued_by(tx: ConversationTxn, said: str, *, turn: bool) -> InboxItem:
+    """A message posted under the lock: one that starts a turn, or one that waits."""
+    item = InboxItem(id=str(uuid.uuid4()), conversation_id=tx.conversation.id,
+                     content={"text": said}, on_busy="enqueue", created_at=T0,
+                     scope=SCOPE.to_json())
+    turn_id = str(uuid.uuid4())
+    tx.add_inbox(item, queued=not turn, turn_id=turn_id, taken_at=T0 if turn else None)
+    if turn:
+        tx.append_and_fold([drafts.user_msg(said, turn_id=turn_id, message_id=item.id,
+                                            scope=SCOPE.to_json(), created_at=T0)], now=T0)
+    return item
+
+
+def untaken(store: Store, cid: str) -> list[str]:
+    return [item.content["text"] for item in store.inbox.list_of(cid)]
+
+
+@pytest.mark.postgres
+def test_a_post_that_waited_for_a_turn_started_meanwhile_queues_behind_it(pg_store_clean):
+    commands = pg_commands(pg_store_clean)
     cid = commands.create_conversation(SCOPE, {}).id
-    with counted(pg_store_clean) as sent:
-        commands.post_message(cid, "hi", SCOPE, idempotency_key=key)
-    assert len(sent) == 2, sent
-    locked_only(commands, monkeypatch)
-    other = commands.create_conversation(SCOPE, {}).id
-    with counted(pg_store_clean) as sent:
-        commands.post_message(other, "hi", SCOPE, idempotency_key=key)
-    assert len(sent) == (6 if key is None else 7), sent
+    answer, under_lock = post_while_locked(
+        pg_store_clean, commands, cid, lambda tx: queued_by(tx, "one", turn=True), "two")
+    assert isinstance(answer, MessageAnswer) and answer.queued and under_lock == 1
+    assert [e.content["text"] for e in pg_store_clean.log.list_events(cid)] == ["one"]
+    assert untaken(pg_store_clean, cid) == ["two"]
+
+
+@pytest.mark.postgres
+def test_a_post_that_waited_for_the_conversation_to_end_is_refused(pg_store_clean):
+    commands = pg_commands(pg_store_clean)
+    cid = commands.create_conversation(SCOPE, {}).id
+    answer, under_lock = post_while_locked(
+        pg_store_clean, commands, cid, lambda tx: tx.set_status("ended", now=T0), "late")
+    assert isinstance(answer, Conflict) and under_lock == 1
+    assert pg_store_clean.log.list_events(cid) == []
+    assert pg_store_clean.inbox.list_of(cid, taken=None) == []
+
+
+@pytest.mark.postgres
+def test_a_message_queued_while_another_was_queued_under_the_lock_waits_behind_it(
+        pg_store_clean):
+    """Its arrival number, read before the lock was free, is the other's: the inbox refuses
+    it, and the lock numbers it again."""
+    commands = pg_commands(pg_store_clean)
+    cid = commands.create_conversation(SCOPE, {}).id
+    commands.post_message(cid, "one", SCOPE)  # its turn runs
+    answer, under_lock = post_while_locked(
+        pg_store_clean, commands, cid, lambda tx: queued_by(tx, "two", turn=False), "three")
+    assert isinstance(answer, MessageAnswer) and answer.queued and under_lock == 1
+    assert untaken(pg_store_clean, cid) == ["two", "three"]
+
+
+@pytest.mark.postgres
+def test_a_message_that_waited_for_the_lock_while_its_turn_ended_starts_the_next(
+        pg_store_clean):
+    """Read mid-turn it would wait; the turn ended before the lock was free: its write,
+    ordered after that end by the lock, finds the log moved, and the lock starts its turn."""
+    commands = pg_commands(pg_store_clean)
+    cid = commands.create_conversation(SCOPE, {}).id
+    first, _ = commands.post_message(cid, "one", SCOPE)
+    answer_ends_the_turn = drafts.assistant_msg("done", turn_id=first.turn_id, round_id="r1",
+                                                step_key=None, created_at=T0)
+    answer, under_lock = post_while_locked(
+        pg_store_clean, commands, cid,
+        lambda tx: tx.append_and_fold([answer_ends_the_turn], now=T0), "two")
+    assert isinstance(answer, MessageAnswer) and not answer.queued and under_lock == 1
+    assert [e.type for e in pg_store_clean.log.list_events(cid)] == [
+        "user_msg", "assistant_msg", "user_msg"]
