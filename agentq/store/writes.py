@@ -108,7 +108,6 @@ class Writes:
         (event,) = eventlog.as_events(read.id, read.next_seq, [message])
         moved = self._posted(read, lambda conn: posting.start_turn_txn(
             conn, item, event, fsm=fold([event], read.fsm), now=now))
-        assert moved is not None
         return event, moved
 
     def queue(self, item: InboxItem, *, turn_id: str, read: ConversationInfo) -> None:
