@@ -31,7 +31,7 @@ from agentq.core.agents import (
 )
 from agentq.core.decide import ends_a_turn
 from agentq.core.deciders import Decider
-from agentq.core.events import InboxItem, ToolCallRecord
+from agentq.core.events import EventDraft, InboxItem, ToolCallRecord
 from agentq.core.fsm import RETRIED
 from agentq.core.handoff_targets import code_filter_name
 from agentq.core.message_rules import (
@@ -58,7 +58,7 @@ from agentq.core.resolution_rules import (
 from agentq.core.scope import Scope
 from agentq.core.settings import FORBIDDEN_SETTING, FUNCTION_PROFILE, Settings, parse_settings
 from agentq.core.timefmt import to_utc
-from agentq.errors import Conflict, InvalidInput, NotFound
+from agentq.errors import Conflict, InvalidInput, LogMoved, NotFound
 from agentq.followups import Advance, FollowUp, Settled
 from agentq.process.clock import utcnow
 from agentq.store import ConversationInfo, Store
@@ -214,9 +214,15 @@ class Commands:
             raise refused(request)
         now = self.clock()
         created = now if created_at is None else to_utc(created_at)
+        started = self._post_unlocked(conversation_id, request, scope, now=now, created=created,
+                                      unattended=unattended)
+        if started is not None:
+            return started
         with self.store.writes.locked(conversation_id) as tx:
             conv = _own(tx, scope, conversation_id)
-            verdict = classify_message(request, _locked_conversation(tx, conv, idempotency_key))
+            replayed = tx.find_inbox_by_key(idempotency_key) if idempotency_key else None
+            waiting = conv.fsm.state == "idle" and tx.inbox_waiting()
+            verdict = classify_message(request, _as_read(conv, replayed, waiting))
             written: tuple[MessageAnswer, list[FollowUp]]
             match verdict:
                 case Refusal():
@@ -224,10 +230,47 @@ class Commands:
                 case Replay(answer=first):
                     written = MessageAnswer(**first), []  # inv. 5: nothing appended the second time
                 case Queue() | Append():
-                    if unattended:
-                        verdict = replace(verdict, message={**verdict.message, "unattended": unattended})
-                    written = self._write_message(tx, verdict, request, scope, now=now, created=created)
+                    written = self._write_message(tx, _with_unattended(verdict, unattended),
+                                                  request, scope, now=now, created=created)
         return written
+
+    def _post_unlocked(
+        self, conversation_id: str, request: MessageRequest, scope: Scope, *, now: datetime,
+        created: datetime, unattended: dict[str, Any] | None,
+    ) -> tuple[MessageAnswer, list[FollowUp]] | None:
+        """A post without the conversation's lock: one read of what the message rules need,
+        then, for a message that starts a turn and closes none or one that waits, one
+        guarded write (agentq.store.posting says why the guard is enough). None: decide
+        under the lock (a turn to close, a guard that refused, a conversation not found).
+
+        A refusal or a replay is answered from the read: it writes nothing, and the read is
+        one snapshot of committed rows, so its answer is the one the lock would have given
+        at that instant, as the lock's is at the instant it is taken."""
+        seen = self.store.writes.posting(conversation_id, request.idempotency_key)
+        if seen is None or seen.conversation.tenant != scope.tenant:
+            return None  # the lock's path says what is not found, as it always has
+        conv = seen.conversation
+        verdict = classify_message(request, _as_read(
+            conv, seen.replayed, conv.fsm.state == "idle" and seen.inbox_waiting))
+        match verdict:
+            case Refusal():
+                raise refused(verdict)
+            case Replay(answer=first):
+                return MessageAnswer(**first), []  # inv. 5: nothing appended the second time
+            case Append(close_turn=True):
+                return None  # inv. 2: the turn before is closed under the lock
+        item, turn_id = _inbox_item(conv.id, _with_unattended(verdict, unattended), request,
+                                    scope, created=created)
+        queued = isinstance(verdict, Queue)
+        try:
+            if queued:
+                self.store.writes.queue(item, turn_id=turn_id, read=conv)
+            else:
+                self.store.writes.start_turn(item, _user_msg(item, turn_id, scope), read=conv,
+                                             now=now)
+        except LogMoved:
+            return None
+        return MessageAnswer(item.id, turn_id, queued), [Advance(conv.id)]
 
     def _write_message(
         self, tx, verdict: Queue | Append, request: MessageRequest, scope: Scope, *,
@@ -235,16 +278,7 @@ class Commands:
     ) -> tuple[MessageAnswer, list[FollowUp]]:
         """Queue the message, or start its turn with it (closing the turn before, if any)."""
         conversation_id = tx.conversation.id
-        message = verdict.message
-        if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
-            message = {**message, "traceparent": traceparent}
-        item = InboxItem(
-            id=str(uuid.uuid4()), conversation_id=conversation_id,
-            content=message, on_busy=request.on_busy, created_at=created,
-            idempotency_key=request.idempotency_key, scope=scope.to_json(),
-            request_hash=request.request_hash,
-        )
-        turn_id = str(uuid.uuid4())  # named now, so a client can follow it while it waits
+        item, turn_id = _inbox_item(conversation_id, verdict, request, scope, created=created)
         if isinstance(verdict, Queue):
             tx.add_inbox(item, queued=True, turn_id=turn_id, taken_at=None)
             return MessageAnswer(item.id, turn_id, True), [Advance(conversation_id)]
@@ -252,11 +286,7 @@ class Commands:
         if verdict.close_turn:  # inv. 2: the turn before is closed before this one starts
             settled = close_turn(tx, by=_by(scope), now=now, close_round=self.close_round)
         tx.add_inbox(item, queued=False, turn_id=turn_id, taken_at=now)
-        tx.append_and_fold([drafts.user_msg(
-            message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
-            created_at=created, parts=message.get("parts") or (),
-            traceparent=traceparent, unattended=message.get("unattended"),
-        )], now=now)
+        tx.append_and_fold([_user_msg(item, turn_id, scope)], now=now)
         return MessageAnswer(item.id, turn_id, False), [Advance(conversation_id), *settled]
 
     def resolve(
@@ -403,12 +433,47 @@ def _write_resolution(
     assert_never(verdict)
 
 
-def _locked_conversation(tx, conv: ConversationInfo, idempotency_key: str | None) -> LockedConversation:
-    """What the message rules read under the lock: the inbox only where it can matter."""
+def _as_read(conv: ConversationInfo, replayed: dict[str, Any] | None,
+             inbox_waiting: bool) -> LockedConversation:
+    """What the message rules read (the inbox only where it can matter), under the lock or
+    in one snapshot without it."""
     return LockedConversation(
         status=conv.status, fsm=conv.fsm, max_image_bytes=conv.settings.limits.max_image_bytes,
-        replayed=tx.find_inbox_by_key(idempotency_key) if idempotency_key else None,
-        inbox_waiting=conv.fsm.state == "idle" and tx.inbox_waiting(),
+        replayed=replayed, inbox_waiting=inbox_waiting,
+    )
+
+
+def _with_unattended(verdict: Queue | Append, unattended: dict[str, Any] | None
+                     ) -> Queue | Append:
+    """The message with a schedule's rule for its run's waiting calls, if it has one."""
+    if not unattended:
+        return verdict
+    return replace(verdict, message={**verdict.message, "unattended": unattended})
+
+
+def _inbox_item(conversation_id: str, verdict: Queue | Append, request: MessageRequest,
+                scope: Scope, *, created: datetime) -> tuple[InboxItem, str]:
+    """The message's inbox row (with the turn's trace, if tracing is on), and the id of the
+    turn it starts, named now so a client can follow it while it waits."""
+    message = verdict.message
+    if (traceparent := tracing().traceparent()) is not None:  # the turn's trace
+        message = {**message, "traceparent": traceparent}
+    item = InboxItem(
+        id=str(uuid.uuid4()), conversation_id=conversation_id,
+        content=message, on_busy=request.on_busy, created_at=created,
+        idempotency_key=request.idempotency_key, scope=scope.to_json(),
+        request_hash=request.request_hash,
+    )
+    return item, str(uuid.uuid4())
+
+
+def _user_msg(item: InboxItem, turn_id: str, scope: Scope) -> EventDraft:
+    """The user_msg that starts the turn `turn_id` with the message `item`."""
+    message = item.content
+    return drafts.user_msg(
+        message["text"], turn_id=turn_id, message_id=item.id, scope=scope.to_json(),
+        created_at=item.created_at, parts=message.get("parts") or (),
+        traceparent=message.get("traceparent"), unattended=message.get("unattended"),
     )
 
 

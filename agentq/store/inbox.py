@@ -32,7 +32,19 @@ def add_inbox_txn(
     turn_id: str | None,
     taken_at: datetime | None,
 ) -> None:
-    values = {
+    values = inbox_values(item, queued=queued, turn_id=turn_id, taken_at=taken_at)
+    try:
+        conn.execute(inbox.insert().values(**values))
+    except IntegrityError as exc:
+        raise Conflict(f"inbox item {item.id} or its idempotency key exists already") from exc
+
+
+def inbox_values(
+    item: InboxItem, *, queued: bool, turn_id: str | None, taken_at: datetime | None
+) -> dict[str, Any]:
+    """The columns of the item's inbox row; `arrival` is the next number, read as it is
+    inserted."""
+    return {
         "id": item.id,
         "conversation_id": item.conversation_id,
         "idempotency_key": item.idempotency_key,
@@ -44,16 +56,13 @@ def add_inbox_txn(
         "created_at": item.created_at,
         "taken_at": taken_at,
         "request_hash": item.request_hash,
-        "arrival": _NEXT_ARRIVAL.params(cid=item.conversation_id).scalar_subquery(),
+        "arrival": NEXT_ARRIVAL.params(cid=item.conversation_id).scalar_subquery(),
     }
-    try:
-        conn.execute(inbox.insert().values(**values))
-    except IntegrityError as exc:
-        raise Conflict(f"inbox item {item.id} or its idempotency key exists already") from exc
 
 
-# inv. 8 holds the conversation's lock, so no other message takes the same number.
-_NEXT_ARRIVAL = (
+# inv. 8 holds the conversation's lock, so no other message takes the same number (or, for a
+# message that starts a turn, a guard: agentq.store.posting).
+NEXT_ARRIVAL = (
     select(func.coalesce(func.max(inbox.c.arrival), 0) + 1)
     .where(inbox.c.conversation_id == param(inbox.c.conversation_id, "cid"))
 )

@@ -1,21 +1,28 @@
 """The store's write path for a conversation (`Writes`): a transaction under its lock, an
-append where the log ended when read, and a step's commit, in one statement where the
-dialect can (`whole_commit`) and as a transaction where it cannot."""
+append where the log ended when read, a step's commit, in one statement where the
+dialect can (`whole_commit`) and as a transaction where it cannot, and a posted message
+that starts a turn, guarded the same way (`posting`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
-from agentq.core.events import Event, EventDraft, FsmState
+from agentq.core.events import Event, EventDraft, FsmState, InboxItem
+from agentq.core.fsm import fold
 from agentq.errors import LogMoved, NotFound
-from agentq.store import conversations, eventlog, inbox, whole_commit
+from agentq.store import conversations, eventlog, inbox, posting, whole_commit
+from agentq.store.conversations import ConversationInfo
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.txn import ConversationTxn
 from agentq.store.whole_commit import Committed, Finish, SeeingInbox
+
+_T = TypeVar("_T")
 
 
 class Writes:
@@ -84,6 +91,46 @@ class Writes:
                             now=now) as (tx, events):
             waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)
         return Committed(events, tx.conversation, waiting)
+
+    def posting(self, conversation_id: str, idempotency_key: str | None
+                ) -> posting.Posting | None:
+        """What posting a message reads, in one statement and without the lock
+        (`agentq.store.posting`); None if there is no such conversation."""
+        with begin_read(self._engine, one_snapshot=False) as conn:
+            return posting.read_posting_txn(conn, conversation_id, idempotency_key)
+
+    def start_turn(self, item: InboxItem, message: EventDraft, *, read: ConversationInfo,
+                   now: datetime) -> tuple[Event, ConversationInfo]:
+        """Write a posted message that starts a turn, taken now, and its `user_msg`, where the
+        log ended in the row `read` (`posting`): one statement where the dialect can. Raises
+        LogMoved, writing nothing, if the guard refused; then the caller decides again under
+        the lock."""
+        (event,) = eventlog.as_events(read.id, read.next_seq, [message])
+        moved = self._posted(read, lambda conn: posting.start_turn_txn(
+            conn, item, event, fsm=fold([event], read.fsm), now=now))
+        return event, moved
+
+    def queue(self, item: InboxItem, *, turn_id: str, read: ConversationInfo) -> None:
+        """Queue a posted message in the inbox while the log ends where it did in the row
+        `read` (`posting`): one statement where the dialect can. Raises LogMoved, writing
+        nothing, if the guard refused; then the caller decides again under the lock."""
+        self._posted(read, lambda conn: posting.queue_txn(conn, item, turn_id=turn_id,
+                                                          next_seq=read.next_seq) or None)
+
+    def _posted(self, read: ConversationInfo, write: Callable[[Connection], _T | None]) -> _T:
+        """What `write` wrote under a guard on the row `read`; LogMoved if it wrote nothing.
+        An inbox key or arrival number taken since the read is such a refusal: the
+        statement (or the transaction, rolled back) wrote nothing."""
+        try:
+            with begin_write(self._engine,
+                             one_statement=self._dialect.one_statement_commit) as conn:
+                written = write(conn)
+        except IntegrityError:
+            written = None
+        if written is None:
+            raise LogMoved(f"the log of {read.id} no longer ends before seq {read.next_seq}, "
+                           "it ended, or its inbox changed")
+        return written
 
     def _message_waits(self, conversation_id: str) -> bool:
         with begin_read(self._engine, one_snapshot=False) as conn:
