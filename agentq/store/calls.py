@@ -6,12 +6,12 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, Update, bindparam, select, update
+from sqlalchemy import Connection, Engine, Row, Update, select, update
 
 from agentq.core.events import ToolCallRecord
 from agentq.store.conversations import ConversationInfo, conversation_from_row
 from agentq.store.dialects import Dialect
-from agentq.store.engine import begin_read, insert_ignoring, param
+from agentq.store.engine import begin_read, insert_ignoring, one_of, param
 from agentq.store.schema import conversations, record_from_row, tool_calls
 
 OPEN_STATUSES = ("scheduled", "pending")
@@ -107,9 +107,10 @@ def transition_call_txn(
     result: Any,
 ) -> bool:
     """Move a call on only from an expected status, so a second resolution changes nothing."""
-    params = transition_params(conversation_id, call_id, from_statuses=from_statuses,
-                               to_status=to_status, now=now, result=result)
-    statement = transition(with_result=result is not None, terminal=to_status in TERMINAL_STATUSES)
+    params = transition_params(conversation_id, call_id, to_status=to_status, now=now,
+                               result=result)
+    statement = transition(tuple(from_statuses), with_result=result is not None,
+                           terminal=to_status in TERMINAL_STATUSES)
     return _moved(conn, statement, params)
 
 
@@ -127,16 +128,20 @@ def _from(conversation_id: str, call_id: str, statuses: Sequence[str]) -> Update
 
 
 def transition_params(
-    conversation_id: str, call_id: str, *, from_statuses: Sequence[str], to_status: str,
-    now: datetime, result: Any,
+    conversation_id: str, call_id: str, *, to_status: str, now: datetime, result: Any,
 ) -> dict[str, Any]:
-    return {"cid": conversation_id, "call_id": call_id, "from": list(from_statuses),
-            "to": to_status, "result_value": result, "now": now}
+    return {"cid": conversation_id, "call_id": call_id, "to": to_status, "result_value": result,
+            "now": now}
+
+
+# The status a step's commit closes its call from: the call its step ran.
+CLOSED_FROM = ("scheduled",)
 
 
 @cache
-def transition(*, with_result: bool, terminal: bool) -> Update:
-    """The conditional UPDATE of `transition_call_txn` (also a part of `step_commit`'s)."""
+def transition(sources: tuple[str, ...], *, with_result: bool, terminal: bool) -> Update:
+    """The conditional UPDATE of `transition_call_txn` (also a part of `step_commit`'s): the
+    call moves only from one of `sources` (`one_of`: a statement kept per set of them)."""
     c = tool_calls.c
     values: dict[str, Any] = {"status": param(c.status, "to")}
     if with_result:
@@ -148,7 +153,7 @@ def transition(*, with_result: bool, terminal: bool) -> Update:
         .where(
             c.conversation_id == param(c.conversation_id, "cid"),
             c.id == param(c.id, "call_id"),
-            c.status.in_(bindparam("from", expanding=True)),
+            one_of(c.status, sources),
         )
         .values(**values)
     )

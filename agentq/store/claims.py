@@ -32,7 +32,7 @@ from sqlalchemy import (
 from agentq.store import cap_rule, dialects
 from agentq.store.cap_rule import WAITING
 from agentq.store.dialects import Dialect
-from agentq.store.engine import param
+from agentq.store.engine import one_of, param
 from agentq.store.ledger import (
     ALONE_AFTER_DEATHS,
     CLAIMABLE,
@@ -229,5 +229,5 @@ def _fault(dialect: Dialect) -> Any:
               "faults": c.faults + 1, "last_error": new.last_error},
         # not one running (that attempt is another's), nor one held (counted, or waiting on
         # its endpoint's breaker: inv. 11)
-        where=and_(c.status.in_(CLAIMABLE), or_(c.lease_until.is_(None), c.lease_until <= now)),
+        where=and_(one_of(c.status, CLAIMABLE), or_(c.lease_until.is_(None), c.lease_until <= now)),
     ).returning(*c)

@@ -35,7 +35,7 @@ from sqlalchemy import (
 
 from agentq.core.decide import Step
 from agentq.store.cap_rule import WAITING
-from agentq.store.engine import insert_ignoring, param
+from agentq.store.engine import insert_ignoring, one_of, param
 from agentq.store.schema import record_from_row, record_values, steps
 
 READY = ("scheduled", "failed_recoverable")  # a worker may take these as soon as it gets them
@@ -103,7 +103,7 @@ def claimable(now: datetime | BindParameter[Any]) -> Any:
     """Scheduled, failed_recoverable, waiting for a slot, or running under a lease that ran
     out before `now`."""
     c = steps.c
-    return or_(c.status.in_(CLAIMABLE), and_(c.status == "running", c.lease_until < now))
+    return or_(one_of(c.status, CLAIMABLE), and_(c.status == "running", c.lease_until < now))
 
 
 def _died(now: Any) -> ColumnElement[bool]:

@@ -27,6 +27,7 @@ from agentq.store import dialects
 from agentq.store.budget_totals import add_total_rows_txn, adding_rows, total_rows
 from agentq.store.calls import (
     CALL_COLUMNS,
+    CLOSED_FROM,
     call_values,
     put_calls_txn,
     transition,
@@ -85,10 +86,11 @@ def finish_closing_call_txn(
 ) -> tuple[bool, bool]:
     """Finish our step and move its call from `scheduled` to `done` with `result`:
     (the step was ours, the call was open)."""
-    moved = {"from_statuses": ["scheduled"], "to_status": "done", "now": now, "result": result}
+    moved = {"to_status": "done", "now": now, "result": result}
     if not dialects.of(conn).one_statement_commit:
         return (finish_step_txn(conn, conversation_id, step_key, worker=worker, now=now),
-                transition_call_txn(conn, conversation_id, call_id, **moved))
+                transition_call_txn(conn, conversation_id, call_id, from_statuses=CLOSED_FROM,
+                                    **moved))
     params = {**finish_params(conversation_id, step_key, worker=worker, now=now),
               **transition_params(conversation_id, call_id, **moved)}
     row = conn.execute(_finish_closing_call(), params).one()
@@ -197,7 +199,8 @@ def _count(cte: Any) -> Any:
 @cache
 def _finish_closing_call() -> Select[Any]:
     finished = _finished()
-    closed = transition(with_result=True, terminal=True).returning(tool_calls.c.id).cte("closed")
+    closed = (transition(CLOSED_FROM, with_result=True, terminal=True)
+              .returning(tool_calls.c.id).cte("closed"))
     return select(_count(finished).label("finished"), _count(closed).label("closed"))
 
 

@@ -31,7 +31,7 @@ from sqlalchemy import ColumnElement, Connection, Select, Update, select
 
 from agentq.core.events import Event, FsmState, ToolCallRecord
 from agentq.core.occurrences import occurrences
-from agentq.store.calls import call_values, transition, transition_params
+from agentq.store.calls import CLOSED_FROM, call_values, transition, transition_params
 from agentq.store.conversations import (
     MOVE_NEXT_SEQ,
     ConversationInfo,
@@ -121,9 +121,8 @@ def commit_whole_txn(
     calls = scheduled = 0
     usage: Usage = None
     if isinstance(finish, ClosingCall):
-        params.update(transition_params(conversation_id, finish.call_id,
-                                        from_statuses=["scheduled"], to_status="done", now=now,
-                                        result=finish.result))
+        params.update(transition_params(conversation_id, finish.call_id, to_status="done",
+                                        now=now, result=finish.result))
     else:
         usage = finish.usage
         params.update(usage_params(usage))
@@ -163,7 +162,7 @@ def _whole(count: int, closing: bool, calls: int, scheduled: int, usage: UsageSh
     mine = select(steps.c.step_key, steps.c.waited_on).where(_condition(FINISH),
                                                             select(last).exists())
     last = owned = mine.with_for_update(key_share=True).cte("mine")
-    close = transition(with_result=True, terminal=True)
+    close = transition(CLOSED_FROM, with_result=True, terminal=True)
     if closing:
         open_call = select(tool_calls.c.id).where(_condition(close), select(last).exists())
         last = open_call.with_for_update(key_share=True).cte("open_call")

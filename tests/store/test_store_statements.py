@@ -21,6 +21,8 @@ from agentq.store.step_commit import MERGED_ROWS, Counted
 from agentq.store.usage import usage_key
 from tests.store.test_store import append, at, call, message, new_conversation, user
 from tests.support.store import claim, save_summary, schedule_step, set_fsm
+from tests.support.turn_fixtures import clock, commands, providers, runtime  # noqa: F401
+from tests.support.turns import WEATHER, start
 
 
 @pytest.fixture
@@ -340,3 +342,25 @@ def test_a_claim_commits_without_waiting_for_the_disk_and_only_its_own_transacti
             assert claimed is not None and claimed.status == "running"
             assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
         assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
+
+
+def test_no_statement_of_a_turn_is_rendered_anew_when_it_runs(store, runtime, commands):
+    """An IN of a Python list is an expanding parameter: SQLAlchemy renders it into the
+    statement's SQL at every execution, a cost a hot statement (a claim, a commit) must not
+    pay. Every statement a turn of model -> tool -> model sends keeps its compiled SQL."""
+    rendered: list[str] = []
+
+    def _executed(_conn, _cursor, statement, _params, context, _many) -> None:
+        compiled = context.compiled
+        if compiled is not None and (compiled.post_compile_params
+                                     or compiled.literal_execute_params):
+            rendered.append(statement)
+
+    event.listen(store.engine, "after_cursor_execute", _executed)
+    try:
+        cid, _ = start(commands, runtime, WEATHER)
+    finally:
+        event.remove(store.engine, "after_cursor_execute", _executed)
+    assert [e.type for e in store.log.list_events(cid)][-3:] == [
+        "tool_call", "tool_result", "assistant_msg"]
+    assert rendered == []
