@@ -36,3 +36,4 @@ app = create_celery(_config, _runtime, tool_queues=_registry.queues, deliveries=
 signals.connect_process(_config.log_format)
 signals.connect_sweeper(app, _runtime, lambda due: enqueue(app, due, tool_queues=_registry.queues))
 signals.connect_slots(app, _runtime)
+signals.connect_heap_freeze()  # last: the runtime the handlers above built is frozen too

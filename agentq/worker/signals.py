@@ -1,6 +1,7 @@
 """What a worker process does as Celery starts and stops it: the sweeper candidate, the
 announcement of its slots, the refusal of a blocking database driver under gevent, the log
-format, tracing, and shutdown callbacks."""
+format, tracing, the startup heap set aside from the garbage collector, and shutdown
+callbacks."""
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from celery import Celery, signals
 from celery.concurrency.prefork import TaskPool as PreforkPool
 
 from agentq.followups import FollowUp
+from agentq.process.heap import freeze_startup_heap
 from agentq.process.logs import use_format
 from agentq.runtime import Runtime
 from agentq.runtime.shares import SlotOffer
@@ -84,6 +86,18 @@ def connect_slots(app: Celery, runtime: Callable[[], Runtime]) -> None:
         return SlotOffer(rt.store, rt.clock, worker, queues).start()
 
     _while_tasks_run(app, offer)
+
+
+def connect_heap_freeze() -> None:
+    """Freeze the startup heap (`freeze_startup_heap`) in each process where tasks run, once
+    it is ready: the worker's own process, and each prefork child. Connected by the
+    composition root after the handlers that build the runtime, so it is frozen with the rest."""
+    def freeze(**_: object) -> None:
+        freeze_startup_heap()
+
+    signals.worker_ready.connect(freeze, weak=False, dispatch_uid="agentq.freeze_heap")
+    signals.worker_process_init.connect(freeze, weak=False,
+                                        dispatch_uid="agentq.freeze_heap_in_child")
 
 
 class _Stoppable(Protocol):
