@@ -194,6 +194,6 @@ def commit_trip(ctx: StepContext, guard: Guard, tripped: Tripped, *, worker: str
         cid, guard.drafts(view.fsm.turn_id, now), next_seq=guard.after_seq + 1,
         state_after=lambda appended: fold(appended, view.fsm), step_key=guard.step_key,
         worker=worker, finish=SeeingInbox(usage, also=guard.spent(now)), now=now)
-    ctx.notices.notify(cid, done.events)
+    ctx.notices.notify_now(cid, done.events)  # the turn is over: streams first, then the inbox
     log.info("step committed: a guardrail tripped", extra={"status": "succeeded"})
-    return ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)
+    return ([Advance(cid)] if done.message_waits() else []) + to_parent(done.conversation)

@@ -204,8 +204,10 @@ class LlmStep(StepWork[ModelResponse | Tripped]):
             worker=claim.worker, finish=finish, now=now)
         self.waited_on = done.waited_on
         if isinstance(finish, SeeingInbox):  # the turn is over: only a waiting message goes on
-            follow = ([Advance(cid)] if done.waiting else []) + to_parent(done.conversation)
-        self.ctx.notices.notify(cid, done.events)
+            self.ctx.notices.notify_now(cid, done.events)  # streams first, then the inbox read
+            follow = ([Advance(cid)] if done.message_waits() else []) + to_parent(done.conversation)
+        else:
+            self.ctx.notices.notify(cid, done.events)
         log.info("step committed: %d tool call(s)", len(records), extra={"status": "succeeded"})
         return follow
 

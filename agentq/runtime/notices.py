@@ -30,6 +30,17 @@ class Notices:
         else:
             held[conversation_id] = max(held.get(conversation_id, 0), events[-1].seq)
 
+    def notify_now(self, conversation_id: str, events: Sequence[Event]) -> None:
+        """Tell streams that `events` are in the log now, even while notices are held, and
+        drop a held notice they make stale: for a turn's end, which its streams should hear
+        before the read of whether a message waits (the only step that can follow)."""
+        if not events:
+            return
+        self.announcer.new_events(conversation_id, events[-1].seq)
+        held = _HELD_NOTICES.get()
+        if held is not None and held.get(conversation_id, 0) <= events[-1].seq:
+            held.pop(conversation_id, None)
+
     @contextmanager
     def held(self) -> Iterator[None]:
         """Publish the block's notices when it ends, the newest per conversation.

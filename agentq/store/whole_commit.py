@@ -21,7 +21,7 @@ it, and one posted later finds the turn over and starts the next itself.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -88,17 +88,27 @@ class ClosingCall:
 Finish = SeeingInbox | Scheduling | ClosingCall
 
 
+def _none_waits() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Committed:
     """What a step's commit wrote: its events, the conversation's row after them, and, for
-    a turn's last step, whether a message waits."""
+    a turn's last step, whether a message waits (`message_waits`)."""
 
     events: list[Event]
     conversation: ConversationInfo
-    waiting: bool = False
+    # whether a message waits, known or read when asked: after the commit, never in its
+    # statement (see the module's docstring), so a caller can tell the turn's streams first
+    inbox: Callable[[], bool] = _none_waits
     # whether a step of its tenant may wait for the slot it held (agentq.store.waits): a
     # commit that cannot tell says True, and its caller reads what the slot wakes
     waited_on: bool = True
+
+    def message_waits(self) -> bool:
+        """Whether a message waits for the turn this commit ended (a read, on PostgreSQL)."""
+        return self.inbox()
 
 
 def commit_whole_txn(

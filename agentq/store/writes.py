@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -85,12 +86,14 @@ class Writes:
                     step_key=step_key, worker=worker, finish=finish, now=now)
             if moved is not None:
                 info, waited_on = moved
-                waiting = isinstance(finish, SeeingInbox) and self._message_waits(conversation_id)
-                return Committed(appended, info, waiting, waited_on)
+                if not isinstance(finish, SeeingInbox):
+                    return Committed(appended, info, waited_on=waited_on)
+                return Committed(appended, info, partial(self._message_waits, conversation_id),
+                                 waited_on)
         with self.appending(conversation_id, drafts, next_seq=next_seq, state_after=state_after,
                             now=now) as (tx, events):
             waiting = tx.finish(step_key, worker=worker, finish=finish, now=now)
-        return Committed(events, tx.conversation, waiting)
+        return Committed(events, tx.conversation, lambda: waiting)
 
     def posting(self, conversation_id: str, idempotency_key: str | None
                 ) -> posting.Posting | None:

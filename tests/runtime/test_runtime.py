@@ -123,17 +123,57 @@ def test_every_delta_carries_the_round_id_of_its_own_response_seed_004(store, ru
     assert by_round == answers
 
 
+def events_notices(runtime) -> list[dict]:
+    return [d for k, d in runtime.pubsub.notices if k == "events"]
+
+
 def test_held_notices_go_out_when_the_block_ends_the_newest_per_conversation(store, runtime, commands):
     conv = commands.create_conversation(SCOPE, {"script": WEATHER})
     _, follow = commands.post_message(conv.id, "hello", SCOPE)
-    events_notices = lambda: [d for k, d in runtime.pubsub.notices if k == "events"]  # noqa: E731
     with runtime.notices.held():
-        drain(runtime, follow)  # the whole turn: three steps that each commit
-        assert events_notices() == []
+        (advance,) = follow
+        run_tool = runtime.advance(advance.conversation_id)  # the model asks for the tool
+        assert events_notices(runtime) == []
         assert [k for k, _ in runtime.pubsub.notices if k == "delta"]  # deltas stream at once
-    assert events_notices() == [{"last_seq": store.conversations.load(conv.id).next_seq - 1}]
+    assert events_notices(runtime) == [{"last_seq": 3}]  # user_msg, assistant_msg, tool_call
     runtime.notices.notify(conv.id, store.log.list_events(conv.id)[-1:])  # not held: at once
-    assert len(events_notices()) == 2
+    assert len(events_notices(runtime)) == 2
+    drain(runtime, run_tool)
+
+
+def test_a_turns_end_is_told_at_once_and_the_notices_it_makes_stale_are_dropped(
+    store, runtime, commands
+):
+    conv = commands.create_conversation(SCOPE, {"script": WEATHER})
+    _, follow = commands.post_message(conv.id, "hello", SCOPE)
+    with runtime.notices.held():
+        drain(runtime, follow)  # the whole turn: the tool step's notice is held, the end's is not
+        last_seq = store.conversations.load(conv.id).next_seq - 1
+        assert events_notices(runtime) == [{"last_seq": last_seq}]
+    assert events_notices(runtime) == [{"last_seq": last_seq}]  # nothing older after it
+
+
+def test_a_turns_streams_are_told_of_its_end_before_the_inbox_is_read(store, runtime, commands):
+    """On PostgreSQL the read of whether a message waits follows the turn's last commit: its
+    streams do not wait for that read. (SQLite reads it in the commit's transaction.)"""
+    from sqlalchemy import event
+
+    told_at_read: list[int] = []
+
+    def _sent(_conn, _cursor, statement, *_args) -> None:
+        if "FROM inbox" in statement:
+            told_at_read.append(len(events_notices(runtime)))
+
+    conv = commands.create_conversation(SCOPE, {"script": WEATHER})
+    _, follow = commands.post_message(conv.id, "hello", SCOPE)
+    event.listen(store.engine, "before_cursor_execute", _sent)
+    try:
+        with runtime.notices.held():
+            drain(runtime, follow)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", _sent)
+    # one read of the inbox: after the end's notice, or in the commit on SQLite
+    assert told_at_read == {"postgresql": [1], "sqlite": [0]}[store.dialect.name]
 
 
 def test_a_resumed_conversation_runs_its_open_tool_calls_without_calling_the_model_seed_000(
