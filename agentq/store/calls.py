@@ -134,7 +134,7 @@ def transition_params(
             "now": now}
 
 
-# The status a step's commit closes its call from: the call its step ran.
+# A tool step's commit closes its call only from the status its step ran it in.
 CLOSED_FROM = ("scheduled",)
 
 
