@@ -91,7 +91,7 @@ class Config:
     # AGENTQ_DELTA_WINDOW_S: a model's deltas that come within this long of the last one
     # published are published together, one Redis round trip (0: each delta at once). Each
     # publish costs about a Redis round trip of CPU; at 0.1 s an answer's publishes cost
-    # under a tenth of a step, and a reader sees a piece about 0.06 s late (docs/benchmarks.md)
+    # about a tenth of a step, and a reader sees a piece about 0.06 s late (docs/benchmarks.md)
     delta_window_s: float = 0.1
     breaker_failures: int = 5
     breaker_open_s: float = 30.0
