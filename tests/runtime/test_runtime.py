@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
 
 from agentq.cli.check import check_conversation
 from agentq.errors import Conflict, Stale
@@ -156,8 +157,6 @@ def test_a_turns_end_is_told_at_once_and_the_notices_it_makes_stale_are_dropped(
 def test_a_turns_streams_are_told_of_its_end_before_the_inbox_is_read(store, runtime, commands):
     """On PostgreSQL the read of whether a message waits follows the turn's last commit: its
     streams do not wait for that read. (SQLite reads it in the commit's transaction.)"""
-    from sqlalchemy import event
-
     told_at_read: list[int] = []
 
     def _sent(_conn, _cursor, statement, *_args) -> None:
