@@ -89,9 +89,10 @@ def connect_slots(app: Celery, runtime: Callable[[], Runtime]) -> None:
 
 
 def connect_heap_freeze() -> None:
-    """Freeze the startup heap (`freeze_startup_heap`) in each process where tasks run, once
-    it is ready: the worker's own process, and each prefork child. Connected by the
-    composition root after the handlers that build the runtime, so it is frozen with the rest."""
+    """Freeze the startup heap (`freeze_startup_heap`) in each process of a worker once it is
+    ready: the worker's own process (for prefork, the parent, which runs no task), and each
+    prefork child as it starts. Connected by the composition root after the handlers that
+    build the runtime, so it is frozen with the rest."""
     def freeze(**_: object) -> None:
         freeze_startup_heap()
 
