@@ -818,3 +818,21 @@ def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_us
             assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
     finally:
         store.dispose()
+
+
+@pytest.mark.postgres
+def test_a_statement_is_prepared_on_a_connection_once_it_has_run_there(pg_url):
+    """Prepared from its second run on, not its sixth (psycopg's default): a fresh worker's
+    hot statements are otherwise parsed and planned anew on each of its pooled connections."""
+    engine = create_engine(pg_url, pool_size=1)
+    try:
+        statement = "SELECT count(*) FROM pg_class WHERE relname = %(name)s"
+        prepared = "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, %(text)s) > 0"
+        mark = {"text": "FROM pg_class WHERE relname"}  # in the statement, not in this read
+        with engine.connect() as conn:
+            conn.exec_driver_sql(statement, {"name": "a"})
+            assert conn.exec_driver_sql(prepared, mark).scalar() == 0  # a statement run once is not
+            conn.exec_driver_sql(statement, {"name": "b"})
+            assert conn.exec_driver_sql(prepared, mark).scalar() == 1
+    finally:
+        engine.dispose()

@@ -38,6 +38,14 @@ PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before 
 MIGRATION_LOCK_ID = 0x61676E7471
 RUNNING_STATE = "(fsm_state ->> 'state') = 'running'"
 
+# psycopg prepares a statement on a connection once it has run there this many times
+# (its default is 5). A worker's statements are a few dozen fixed shapes spread over its pool,
+# so at 5 a fresh worker sends each shape unprepared 5 times per connection: with 10
+# connections, about a sixth of a short run's statements, each parsed and planned anew by
+# PostgreSQL. At 1, a shape run once (an operator's ad hoc read) is never prepared, and a
+# shape run twice is prepared from then on. psycopg keeps at most 100 per connection.
+PREPARE_AFTER_RUNS = 1
+
 # psycopg converts a statement's placeholders anew on every run past these sizes, unless
 # agentq raises them (`cache_every_statement_conversion`).
 CACHED_STATEMENT_BYTES = 64 * 1024
@@ -66,7 +74,8 @@ class Postgres(Dialect):
         connections, which costs both sides a connection setup per step under load."""
         cache_every_statement_conversion()
         engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
-                                          pool_timeout=POOL_TIMEOUT_S)
+                                          pool_timeout=POOL_TIMEOUT_S,
+                                          connect_args={"prepare_threshold": PREPARE_AFTER_RUNS})
         dialect = engine.dialect
 
         @event.listens_for(engine, "checkin")
