@@ -430,6 +430,20 @@ def test_after_max_attempts_the_classified_error_is_raised() -> None:
     assert fn.calls == 3
 
 
+def test_with_one_attempt_a_transient_error_is_raised_at_once_and_nothing_is_reported() -> None:
+    fn, retries, slept = Flaky(failure(503)), [], []
+    with pytest.raises(ProviderError) as raised:
+        retrying(fn, max_attempts=1, on_retry=lambda *args: retries.append(args), sleep=slept.append)
+    assert (fn.calls, retries, slept, raised.value.status) == (1, [], [], 503)
+
+
+def test_a_transient_first_failure_is_the_policys_first_attempt_when_every_attempt_fails() -> None:
+    fn, retries = Flaky(*[failure(503) for _ in range(3)]), []
+    with pytest.raises(ProviderError):
+        retrying(fn, max_attempts=3, on_retry=lambda *args: retries.append(args), sleep=lambda s: None)
+    assert fn.calls == 3 and [attempt for attempt, _, _ in retries] == [1, 2]
+
+
 def test_the_scripted_provider_recovers_from_its_scripted_429s_under_the_policy() -> None:
     script = [{"text": "ok now", "fail": {"status": 429, "times": 2}}]
     attempts, retries = iter(range(1, 10)), []
