@@ -836,3 +836,38 @@ def test_a_statement_is_prepared_on_a_connection_once_it_has_run_there(pg_url):
             assert conn.exec_driver_sql(prepared, mark).scalar() == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_result_is_described_only_when_its_columns_are_read_and_as_of_its_statement(
+        pg_url, monkeypatch):
+    """SQLAlchemy asks after every statement whether it has a description; psycopg built a
+    Column per column to answer. The columns are built on first read, from their own result
+    even after the cursor ran another statement."""
+    import psycopg
+
+    built = []
+    column_init = psycopg.Column.__init__
+
+    def counting(self, cursor, index):
+        built.append(index)
+        column_init(self, cursor, index)
+
+    monkeypatch.setattr(psycopg.Column, "__init__", counting)
+    engine = create_engine(pg_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            cursor = conn.connection.driver_connection.cursor()
+            built.clear()  # connecting read a few descriptions of its own
+            cursor.execute("SELECT 1 AS one, 'x' AS two")
+            first = cursor.description
+            assert first is not None and len(first) == 2
+            assert built == []  # asked whether there is one, and how long: nothing built
+            cursor.execute("SELECT 3 AS three")
+            assert [column.name for column in first] == ["one", "two"]
+            assert [column.name for column in cursor.description] == ["three"]
+            cursor.execute("CREATE TEMP TABLE described (id int)")
+            assert cursor.description is None
+            assert list(conn.execute(sa.text("SELECT 1 AS a, 2 AS b")).keys()) == ["a", "b"]
+    finally:
+        engine.dispose()

@@ -31,6 +31,7 @@ from sqlalchemy.types import TypeEngine
 
 from agentq.core.timefmt import to_utc
 from agentq.store.dialects.contract import READ_OPTION, Dialect
+from agentq.store.dialects.described import DescribedLazily
 
 POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before use
@@ -75,7 +76,8 @@ class Postgres(Dialect):
         cache_every_statement_conversion()
         engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
                                           pool_timeout=POOL_TIMEOUT_S,
-                                          connect_args={"prepare_threshold": PREPARE_AFTER_RUNS})
+                                          connect_args={"prepare_threshold": PREPARE_AFTER_RUNS,
+                                                        "cursor_factory": DescribedLazily})
         dialect = engine.dialect
 
         @event.listens_for(engine, "checkin")
