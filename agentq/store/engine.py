@@ -29,6 +29,7 @@ from sqlalchemy import (
 
 from agentq.errors import Unavailable
 from agentq.store import dialects
+from agentq.store.compiled_cache import CompiledByStatement
 
 POOL_SIZE = dialects.POOL_SIZE
 
@@ -38,10 +39,13 @@ def create_engine(url: str, *, pool_size: int = POOL_SIZE, max_overflow: int = 0
     dialect (`agentq.store.dialects`).
 
     The pool sizes matter on PostgreSQL only: an API process that serves thousands of
-    greenlets asks for more than a worker.
+    greenlets asks for more than a worker. Compiled statements are found by their key's
+    identity first (agentq.store.compiled_cache).
     """
     dialect, parsed = dialects.for_url(url)
-    return dialect.create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
+    engine = dialect.create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
+    engine.update_execution_options(compiled_cache=CompiledByStatement())
+    return engine
 
 
 # Driver errors that mean "the database cannot serve this now", not "this request is wrong".

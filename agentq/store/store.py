@@ -19,7 +19,7 @@ from agentq.store.breakers import Breakers
 from agentq.store.calls import Calls
 from agentq.store.conversations import Conversations
 from agentq.store.dialects import Dialect
-from agentq.store.engine import POOL_SIZE
+from agentq.store.engine import POOL_SIZE, create_engine
 from agentq.store.event_cache import DEFAULT_MAX_BYTES as DEFAULT_CACHE_BYTES
 from agentq.store.event_cache import EventCache
 from agentq.store.inbox import Inbox
@@ -82,9 +82,8 @@ class Store:
         worker's), `event_cache_bytes` about how many bytes of them at most; `pool_size`
         and `max_overflow`: the connection pool's (PostgreSQL's only).
         """
-        dialect, parsed = dialects.for_url(url)
-        engine = dialect.create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow)
-        return cls(engine, dialect=dialect, event_cache=event_cache,
+        engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+        return cls(engine, event_cache=event_cache,
                    event_cache_bytes=event_cache_bytes)
 
     def migrate(self) -> None:
