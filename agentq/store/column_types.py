@@ -1,13 +1,14 @@
 """The column types whose storage differs by dialect: timestamps and JSON, each loading back
-equal to what was stored.
+equal to what was stored, and JSON read back as its text.
 """
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Dialect, String
+from sqlalchemy import JSON, Dialect, String, Text, cast
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from agentq.store import dialects
@@ -35,3 +36,25 @@ class Timestamp(TypeDecorator[datetime]):
 
 # JSON on SQLite, JSONB on PostgreSQL; Python None is SQL NULL.
 Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+class JsonText(TypeDecorator[Any]):
+    """JSON written as JSON and read back as its text, undecoded.
+
+    For a document read on every step that seldom changes (a conversation's settings): its
+    reader decodes it only when the text differs from the one it decoded last, so a step
+    costs the same however long the settings are. PostgreSQL renders a jsonb value as one
+    text, the same for the same value; SQLite keeps the text it was given.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        return Json.dialect_impl(dialect)
+
+    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        return cast(column, Text)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> None:
+        return None  # the text as the database sent it

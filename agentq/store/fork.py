@@ -5,6 +5,7 @@ ids, and takes the summaries and tool-call rows that lie wholly inside the copie
 """
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -35,10 +36,10 @@ def fork_conversation_txn(
     copied = list_events_txn(conn, source_id, after_seq=0, limit=None, before_seq=at_seq + 1)
     # its own settings, not those of an agent a handoff gave it to: the copied log says
     # which agent holds the fork (agentq.core.handoffs)
-    own = conn.execute(select(conversations.c.settings)
+    own = conn.execute(select(conversations.c.settings)  # its text (schema.JsonText)
                        .where(conversations.c.id == source_id)).scalar_one()
     fork = ConversationInfo(
-        id=str(uuid.uuid4()), tenant=source.tenant, settings=parse_settings(own),
+        id=str(uuid.uuid4()), tenant=source.tenant, settings=parse_settings(json.loads(own)),
         fsm=FsmState(), status="active", next_seq=1, created_at=now, updated_at=now,
         agent=source.agent,
     )

@@ -24,7 +24,7 @@ from sqlalchemy import (
     text,
 )
 
-from agentq.store.column_types import Json, Timestamp
+from agentq.store.column_types import Json, JsonText, Timestamp
 from agentq.store.dialects import postgres, sqlite
 
 NAMING = {
@@ -55,7 +55,8 @@ conversations = Table(
     metadata,
     Column("id", String(ID), primary_key=True),
     Column("tenant", String(ID), nullable=False),
-    Column("settings", Json, nullable=False),
+    # read as text: decoded only when it is not what the reader decoded last
+    Column("settings", JsonText, nullable=False),
     Column("fsm_state", Json, nullable=False),
     Column("status", String(16), nullable=False),
     Column("next_seq", Integer, nullable=False),

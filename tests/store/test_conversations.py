@@ -2,8 +2,16 @@
 count and by size."""
 from __future__ import annotations
 
+import json
+
+import sqlalchemy as sa
+
+from agentq.core.settings import Settings
 from agentq.core.weight import weight
+from agentq.store import Store, conversations
 from agentq.store.conversations import _ParsedSettings
+from agentq.store.schema import conversations as conversation_rows
+from tests.support.clock import T0
 
 
 def script(n: int, words: int) -> dict:
@@ -35,3 +43,38 @@ def test_heavy_settings_fill_the_cache_by_size_however_few_and_one_too_heavy_is_
     small = _ParsedSettings(size=1000, max_bytes=weight(heavy))
     assert small.parse("c1", heavy).script[0].text.startswith("answer 1")
     assert len(small) == 0 and small.bytes == 0
+
+
+def test_settings_read_as_text_are_decoded_only_when_the_text_changes(monkeypatch):
+    decoded = []
+
+    class CountingJson:
+        @staticmethod
+        def loads(text):
+            decoded.append(text)
+            return json.loads(text)
+
+    monkeypatch.setattr(conversations, "json", CountingJson)
+    cache = _ParsedSettings(size=10, max_bytes=2**20)
+    text = json.dumps(script(1, 3))
+    first = cache.parse("c1", text)
+    assert cache.parse("c1", text) is first and len(decoded) == 1
+    assert cache.parse("c1", json.dumps(script(2, 3))).script[0].text.startswith("answer 2")
+    assert len(decoded) == 2
+
+
+def test_a_conversations_settings_are_read_back_as_the_text_of_what_was_stored(db_url):
+    """The row's settings come back undecoded, on either database; the conversation read
+    from it has the settings it was created with."""
+    store = Store.open(db_url)
+    settings = Settings.model_validate(script(1, 3))
+    try:
+        cid = store.conversations.create(tenant="acme", settings=settings, now=T0).id
+        with store.engine.connect() as conn:
+            text = conn.execute(sa.select(conversation_rows.c.settings)
+                                .where(conversation_rows.c.id == cid)).scalar_one()
+        assert isinstance(text, str)
+        assert json.loads(text) == settings.model_dump(mode="json")
+        assert store.conversations.load(cid).settings == settings
+    finally:
+        store.dispose()
