@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import threading
 from collections.abc import Callable
@@ -869,5 +870,37 @@ def test_a_result_is_described_only_when_its_columns_are_read_and_as_of_its_stat
             cursor.execute("CREATE TEMP TABLE described (id int)")
             assert cursor.description is None
             assert list(conn.execute(sa.text("SELECT 1 AS a, 2 AS b")).keys()) == ["a", "b"]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": [1, 2.5, null, true], "b": {"c": "d"}}',
+    '{"big": 123456789012345678901234567890, "small": -0.000001}',
+    '"h\\u00e9llo \\ud83d\\ude00 w\\u00f6rld"',
+    '{"emoji": "\U0001F600", "accents": "\u00e9\u00e8"}',
+    '[]',
+])
+def test_json_from_postgresql_is_decoded_as_json_loads_decodes_it(text):
+    from agentq.store.dialects.json_loads import json_from_utf8
+
+    data = text.encode()
+    assert json_from_utf8(data) == json.loads(data)
+
+
+@pytest.mark.postgres
+def test_a_connection_in_utf8_decodes_json_without_guessing_its_encoding(pg_url):
+    from psycopg.pq import Format
+
+    from agentq.store.dialects.json_loads import json_from_utf8
+
+    engine = create_engine(pg_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            jsonb = raw.adapters.types["jsonb"].oid
+            assert raw.adapters.get_loader(jsonb, Format.TEXT)._loads is json_from_utf8
+            value = conn.execute(sa.text("""SELECT '{"a": [1, "\u00e9"]}'::jsonb""")).scalar_one()
+            assert value == {"a": [1, "\u00e9"]}
     finally:
         engine.dispose()

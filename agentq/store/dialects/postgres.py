@@ -32,6 +32,7 @@ from sqlalchemy.types import TypeEngine
 from agentq.core.timefmt import to_utc
 from agentq.store.dialects.contract import READ_OPTION, Dialect
 from agentq.store.dialects.described import DescribedLazily
+from agentq.store.dialects.json_loads import decode_json_as_utf8
 
 POOL_TIMEOUT_S = 60.0
 PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before use
@@ -79,6 +80,10 @@ class Postgres(Dialect):
                                           connect_args={"prepare_threshold": PREPARE_AFTER_RUNS,
                                                         "cursor_factory": DescribedLazily})
         dialect = engine.dialect
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            decode_json_as_utf8(dbapi_connection)
 
         @event.listens_for(engine, "checkin")
         def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
