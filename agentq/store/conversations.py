@@ -71,7 +71,7 @@ class _ParsedSettings:
 
     Why: validating a conversation's settings (a long script, many tools) takes about a
     millisecond and every request and step loads them; the row's settings are read as
-    their JSON text (schema.JsonText), and comparing that text with the one parsed last
+    their JSON text (column_types.JsonText), and comparing that text with the one parsed last
     costs next to nothing, where decoding it cost a step about 2% of its CPU. Settings are
     written once, at create (a fork is a new id), and the comparison runs on every load
     anyway, so this hands out what the row holds (Settings are frozen models).
@@ -87,7 +87,7 @@ class _ParsedSettings:
         self._by_id: WeightedLRU[str, tuple[Any, Settings]] = WeightedLRU(size, max_bytes)
 
     def parse(self, conversation_id: str, data: str | dict[str, Any] | None) -> Settings:
-        """`data`: the stored JSON's text as read (schema.JsonText), decoded only if it is
+        """`data`: the stored JSON's text as read (column_types.JsonText), decoded only if it is
         not the text parsed last; or settings already decoded (a handoff's, from the fsm)."""
         with self._lock:
             known = self._by_id.get(conversation_id)

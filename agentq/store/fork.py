@@ -36,7 +36,7 @@ def fork_conversation_txn(
     copied = list_events_txn(conn, source_id, after_seq=0, limit=None, before_seq=at_seq + 1)
     # its own settings, not those of an agent a handoff gave it to: the copied log says
     # which agent holds the fork (agentq.core.handoffs)
-    own = conn.execute(select(conversations.c.settings)  # its text (schema.JsonText)
+    own = conn.execute(select(conversations.c.settings)  # its text (column_types.JsonText)
                        .where(conversations.c.id == source_id)).scalar_one()
     fork = ConversationInfo(
         id=str(uuid.uuid4()), tenant=source.tenant, settings=parse_settings(json.loads(own)),

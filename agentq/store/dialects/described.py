@@ -3,7 +3,7 @@
 SQLAlchemy reads `cursor.description` after every statement, but for a statement it has
 run before (its result metadata kept with the compiled form) it only asks whether there is
 one. psycopg builds a Column object per column each time: for the 31-column read of a
-step's view, a fifth of what SQLAlchemy adds to the driver's own cost (docs/benchmarks.md).
+step's view, a third of what SQLAlchemy adds to the driver's own cost (docs/benchmarks.md).
 Here the answer to "is there one, how long is it" costs nothing, and the Columns are built,
 once, on the first read of one.
 """
