@@ -1,5 +1,6 @@
-"""PostgreSQL: a pool of psycopg connections, reads as REPEATABLE READ snapshots, lone
-statements in autocommit, JSONB and TIMESTAMPTZ, and the server-side locks of the cap rule."""
+"""PostgreSQL: a pool of psycopg connections (waiting on gevent's hub in a gevent process),
+reads as REPEATABLE READ snapshots, lone statements in autocommit, JSONB and TIMESTAMPTZ, and
+the server-side locks of the cap rule."""
 from __future__ import annotations
 
 import time
@@ -30,6 +31,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from agentq.core.timefmt import to_utc
+from agentq.store.dialects import green_wait
 from agentq.store.dialects.contract import READ_OPTION, Dialect
 from agentq.store.dialects.described import DescribedLazily
 from agentq.store.dialects.json_loads import decode_json_as_utf8
@@ -80,6 +82,12 @@ class Postgres(Dialect):
                                           connect_args={"prepare_threshold": PREPARE_AFTER_RUNS,
                                                         "cursor_factory": DescribedLazily})
         dialect = engine.dialect
+
+        @event.listens_for(engine, "do_connect")
+        def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            if not green_wait.patched():
+                return None  # SQLAlchemy's own connect
+            return green_wait.GreenWaiting.connect(*cargs, **cparams)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
