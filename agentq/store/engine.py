@@ -73,7 +73,9 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     or bounds its later reads by what the first one saw.
     """
     with _reachable(), engine.connect() as conn:
-        conn.execution_options(**dialects.of(engine).read_options(one_snapshot=one_snapshot))
+        options = dialects.of(engine).read_options(one_snapshot=one_snapshot)
+        if options:
+            conn.execution_options(**options)
         with conn.begin():
             yield conn
 

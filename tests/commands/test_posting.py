@@ -167,7 +167,7 @@ def counted(store: Store) -> Iterator[list[str]]:
 
     def ends(name: str):
         def ended(conn) -> None:
-            autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+            autocommit = getattr(conn.connection.driver_connection, "autocommit", False)
             if not autocommit and conn.dialect.name != "sqlite":
                 sent.append(name)
         return ended

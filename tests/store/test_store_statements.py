@@ -14,7 +14,7 @@ from agentq.core.settings import Settings
 from agentq.core.token_budgets import WHOLE
 from agentq.core.usage import Tokens
 from agentq.errors import Stale
-from agentq.store import NewStep, Store, claims, step_commit
+from agentq.store import NewStep, Store, claims, dialects, step_commit
 from agentq.store.eventlog import MERGED_EVENTS
 from agentq.store.schema import conversations, events
 from agentq.store.step_commit import MERGED_ROWS, Counted
@@ -335,6 +335,7 @@ def test_a_claim_commits_without_waiting_for_the_disk_and_only_its_own_transacti
     cid = new_conversation(store).id
     step = NewStep("s1", cid, "llm", {"after_seq": 1}, None, "task", "acme")
     with store.engine.connect() as conn:
+        conn.execution_options(**dialects.of(conn).write_options(one_statement=False))
         with conn.begin():
             claimed = claims.schedule_and_claim_step_txn(
                 conn, step, worker="w1", lease_s=30, now=at(1), max_attempts=5, cap=cap,

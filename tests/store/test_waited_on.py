@@ -11,7 +11,7 @@ from agentq.commands import Commands
 from agentq.config import Config
 from agentq.core.events import EventDraft, FsmState
 from agentq.runtime import Runtime
-from agentq.store import Store
+from agentq.store import Store, dialects
 from agentq.store.schema import steps
 from agentq.store.whole_commit import SeeingInbox
 from tests.store.test_shares import (
@@ -115,6 +115,7 @@ def test_a_mark_made_while_a_commit_runs_is_seen_by_that_commit(pg_store_clean):
     claim(store, cid, "a", cap=5)
     result: list = []
     with store.engine.connect() as marking:
+        marking.execution_options(**dialects.of(marking).write_options(one_statement=False))
         marking.begin()
         marking.execute(steps.update().where(steps.c.step_key == "a").values(waited_on=True))
         committing = threading.Thread(target=lambda: result.append(commit(store, cid, "a")))
@@ -134,6 +135,7 @@ def test_a_mark_that_waits_for_a_commit_finds_the_step_finished_and_marks_nothin
     cid = conversation(store)
     claim(store, cid, "a", cap=5)
     with store.engine.connect() as finishing:
+        finishing.execution_options(**dialects.of(finishing).write_options(one_statement=False))
         finishing.begin()
         finishing.execute(steps.update().where(steps.c.step_key == "a")
                           .values(status="succeeded", lease_until=None))

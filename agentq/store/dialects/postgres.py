@@ -55,12 +55,17 @@ PREPARE_AFTER_RUNS = 1
 CACHED_STATEMENT_BYTES = 64 * 1024
 CACHED_STATEMENT_PARAMS = 1000
 
-# psycopg puts these into its BEGIN, so a read snapshot costs no extra round trip;
-# SQLAlchemy puts the connection back to the defaults when it returns to the pool.
+# A connection is in autocommit from when it opens: nearly every statement agentq runs is a
+# transaction of its own (a step's claim, its commit, a view's read; psycopg would send BEGIN
+# and COMMIT as round trips of their own, three for a lone statement). Only work that needs a
+# transaction sets one up, which psycopg puts into its BEGIN (a read snapshot costs no extra
+# round trip), and SQLAlchemy puts the connection back into autocommit when it returns to the
+# pool. Setting autocommit at every checkout instead, and undoing it at every checkin, cost
+# about 3% of a worker's CPU (docs/benchmarks.md).
+_DEFAULT_ISOLATION = "AUTOCOMMIT"
 _SNAPSHOT = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True, READ_OPTION: True}
-# psycopg sends BEGIN and COMMIT as round trips of their own: three for a lone statement.
-_AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
-_AUTOCOMMIT_READ = {**_AUTOCOMMIT, READ_OPTION: True}
+_TRANSACTION = {"isolation_level": "READ COMMITTED"}
+_AS_OPENED: dict[str, Any] = {}
 
 
 class Postgres(Dialect):
@@ -79,6 +84,7 @@ class Postgres(Dialect):
         cache_every_statement_conversion()
         engine = sqlalchemy.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
                                           pool_timeout=POOL_TIMEOUT_S,
+                                          isolation_level=_DEFAULT_ISOLATION,
                                           connect_args={"prepare_threshold": PREPARE_AFTER_RUNS,
                                                         "cursor_factory": DescribedLazily})
         dialect = engine.dialect
@@ -113,10 +119,10 @@ class Postgres(Dialect):
         return engine
 
     def read_options(self, *, one_snapshot: bool) -> dict[str, Any]:
-        return _SNAPSHOT if one_snapshot else _AUTOCOMMIT_READ
+        return _SNAPSHOT if one_snapshot else _AS_OPENED
 
     def write_options(self, *, one_statement: bool) -> dict[str, Any]:
-        return _AUTOCOMMIT if one_statement else {}
+        return _AS_OPENED if one_statement else _TRANSACTION
 
     def insert(self, table: Table) -> Any:
         return postgresql.insert(table)
