@@ -14,6 +14,7 @@ from agentq.core.keys import task_id
 from agentq.followups import Advance, Compact, Expire, FollowUp, RunTool, Settled
 from agentq.process.logs import log_context
 from agentq.runtime import Runtime
+from agentq.worker.publishing import sender
 from agentq.worker.queues import NO_TOOL_QUEUES
 
 if TYPE_CHECKING:
@@ -126,27 +127,30 @@ def enqueue(
     """Send each follow-up as its task; step tasks carry their deterministic id.
 
     Each task goes to its kind's queue (the app's task_routes), a tool call to its tool's
-    own queue if it names one (`tool_queues`). `argsrepr` is what Flower and the worker log
-    show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
+    own queue if it names one (`tool_queues`), all on one producer, which declares a queue
+    once per channel (`agentq.worker.publishing`). `argsrepr` is what Flower and the worker
+    log show as a task's arguments: named ids and the tool, instead of a bare list of uuids.
     """
-    for item in followups:
-        match item:
-            case Advance(conversation_id=cid, eta=eta):
-                app.send_task("agentq.advance", args=[cid], argsrepr=f"conversation={cid}", eta=eta)
-            case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key, tool=tool):
-                app.send_task("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
-                              queue=tool_queues.get(tool or ""), argsrepr=_call_repr(item))
-            case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
-                app.send_task("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
-                              argsrepr=_call_repr(item))
-                if eta is not None:
-                    _announce(app, WAITING_EVENT, task_id(key), item, tool=item.tool)
-            case Compact(conversation_id=cid, to_seq=to_seq, step_key=key):
-                app.send_task("agentq.compact", args=[cid, to_seq], task_id=task_id(key),
-                              argsrepr=f"conversation={cid} to_seq={to_seq}")
-            case Settled(conversation_id=cid, tool_call_id=call_id, outcome=outcome):
-                expire = task_id(Step.expire(cid, call_id).key)
-                _announce(app, SETTLED_EVENT, expire, item, result=outcome)
+    with sender(app) as tasks:
+        for item in followups:
+            match item:
+                case Advance(conversation_id=cid, eta=eta):
+                    tasks.send("agentq.advance", args=[cid],
+                               argsrepr=f"conversation={cid}", eta=eta)
+                case RunTool(conversation_id=cid, tool_call_id=call_id, step_key=key, tool=tool):
+                    tasks.send("agentq.run_tool", args=[cid, call_id], task_id=task_id(key),
+                               queue=tool_queues.get(tool or ""), argsrepr=_call_repr(item))
+                case Expire(conversation_id=cid, tool_call_id=call_id, step_key=key, eta=eta):
+                    tasks.send("agentq.expire", args=[cid, call_id], task_id=task_id(key), eta=eta,
+                               argsrepr=_call_repr(item))
+                    if eta is not None:
+                        _announce(app, WAITING_EVENT, task_id(key), item, tool=item.tool)
+                case Compact(conversation_id=cid, to_seq=to_seq, step_key=key):
+                    tasks.send("agentq.compact", args=[cid, to_seq], task_id=task_id(key),
+                               argsrepr=f"conversation={cid} to_seq={to_seq}")
+                case Settled(conversation_id=cid, tool_call_id=call_id, outcome=outcome):
+                    expire = task_id(Step.expire(cid, call_id).key)
+                    _announce(app, SETTLED_EVENT, expire, item, result=outcome)
 
 
 WAITING_EVENT = "task-waiting"
