@@ -904,3 +904,33 @@ def test_a_connection_in_utf8_decodes_json_without_guessing_its_encoding(pg_url)
             assert value == {"a": [1, "\u00e9"]}
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_opens_in_autocommit_and_comes_back_out_of_any_transaction(pg_url):
+    """Connections open in autocommit (a lone statement needs no BEGIN); a transaction is set
+    up per use and undone at checkin, and one left open is rolled back there."""
+    from psycopg.pq import TransactionStatus
+
+    from agentq.store.engine import begin_read, begin_write
+
+    engine = create_engine(pg_url, pool_size=1)
+    try:
+        with begin_write(engine, one_statement=True) as conn:
+            raw = conn.connection.driver_connection
+            assert raw.autocommit
+        with begin_write(engine) as conn:
+            assert not raw.autocommit and conn.connection.driver_connection is raw
+            conn.execute(sa.text("SELECT 1"))
+            assert raw.info.transaction_status == TransactionStatus.INTRANS
+        with begin_read(engine) as conn:  # a snapshot: REPEATABLE READ, read only
+            assert conn.execute(sa.text("SHOW transaction_isolation")).scalar_one() == \
+                "repeatable read"
+        assert raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE
+        pooled = engine.raw_connection()  # a transaction left open by whoever held it
+        pooled.driver_connection.execute("BEGIN")
+        assert pooled.driver_connection.info.transaction_status == TransactionStatus.INTRANS
+        pooled.close()
+        assert raw.info.transaction_status == TransactionStatus.IDLE
+    finally:
+        engine.dispose()
