@@ -62,7 +62,7 @@ CACHED_STATEMENT_PARAMS = 1000
 # transaction sets one up, which psycopg puts into its BEGIN (a read snapshot costs no extra
 # round trip), and SQLAlchemy puts the connection back into autocommit when it returns to the
 # pool. Setting autocommit at every checkout instead, and undoing it at every checkin, cost
-# about 3% of a worker's CPU (docs/benchmarks.md).
+# 5.7% of the instructions of a turn run in-process (docs/benchmarks.md).
 _DEFAULT_ISOLATION = "AUTOCOMMIT"
 _SNAPSHOT = {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True, READ_OPTION: True}
 _TRANSACTION = {"isolation_level": "READ COMMITTED"}
@@ -104,7 +104,7 @@ class Postgres(Dialect):
         @event.listens_for(engine, "reset")
         def _on_reset(dbapi_connection: Any, _record: Any, _state: Any) -> None:
             # A connection comes back in autocommit nearly always, with nothing to roll back:
-            # SQLAlchemy's own reset called psycopg's rollback() for it anyway (1.6% of a
+            # SQLAlchemy's own reset called psycopg's rollback() for it anyway (1% of a
             # turn's instructions). One returned inside a transaction is rolled back.
             if dbapi_connection.info.transaction_status != TransactionStatus.IDLE:
                 dbapi_connection.rollback()
