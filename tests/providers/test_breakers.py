@@ -194,14 +194,26 @@ def test_metrics_show_each_breaker_state(store):
     assert samples[("agentq_provider_breaker_failures", other)] == 2
 
 
-def test_the_advance_of_a_held_step_is_sent_with_its_eta():
+def test_the_advance_of_a_held_step_is_sent_with_its_eta(monkeypatch):
+    from agentq.config import Config
+    from agentq.worker.factory import create_celery
+    from agentq.worker.queues import MODEL
     from agentq.worker.tasks import enqueue
 
+    app = create_celery(Config(database_url="sqlite://", redis_url="embedded://breakers"),
+                        runtime=lambda: None)
     sent = []
+    send_task = app.send_task
 
-    class App:
-        def send_task(self, name, **options):
-            sent.append((name, options.get("eta")))
+    def recorded(name, **options):
+        sent.append((name, options.get("eta")))
+        return send_task(name, **options)
 
-    enqueue(App(), [Advance("c1", eta=T0), Advance("c2")])
+    monkeypatch.setattr(app, "send_task", recorded)
+    try:
+        enqueue(app, [Advance("c1", eta=T0), Advance("c2")])
+    finally:
+        with app.connection_for_write() as conn:  # no other test's worker takes them
+            conn.default_channel.queue_purge(MODEL)
+        app.close()
     assert sent == [("agentq.advance", T0), ("agentq.advance", None)]
