@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy
 from sqlalchemy import (
@@ -30,6 +30,7 @@ from sqlalchemy import (
 from agentq.errors import Unavailable
 from agentq.store import dialects
 from agentq.store.compiled_cache import CompiledByStatement
+from agentq.store.lone import LoneConnection
 
 POOL_SIZE = dialects.POOL_SIZE
 
@@ -70,10 +71,16 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
 
     Without `one_snapshot`, each statement sees what was committed when it ran, and on
     PostgreSQL the read needs no BEGIN and COMMIT: for a caller that reads one statement,
-    or bounds its later reads by what the first one saw.
+    or bounds its later reads by what the first one saw. Its statements then run on the
+    pooled connection, past SQLAlchemy's Connection (agentq.store.lone).
     """
+    dialect = dialects.of(engine)
+    if not one_snapshot and dialect.lone_statements:
+        with _lone(engine) as conn:
+            yield conn
+        return
     with _reachable(), engine.connect() as conn:
-        options = dialects.of(engine).read_options(one_snapshot=one_snapshot)
+        options = dialect.read_options(one_snapshot=one_snapshot)
         if options:
             conn.execution_options(**options)
         with conn.begin():
@@ -85,14 +92,32 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     """A write transaction: commits on normal exit, rolls back on an exception.
 
     A caller that writes with `one_statement` is atomic without a transaction around it:
-    on PostgreSQL it runs in autocommit, one round trip instead of three.
+    on PostgreSQL it runs in autocommit, one round trip instead of three, on the pooled
+    connection past SQLAlchemy's Connection (agentq.store.lone).
     """
+    dialect = dialects.of(engine)
+    if one_statement and dialect.lone_statements:
+        with _lone(engine) as conn:
+            yield conn
+        return
     with _reachable(), engine.connect() as conn:
-        options = dialects.of(engine).write_options(one_statement=one_statement)
+        options = dialect.write_options(one_statement=one_statement)
         if options:
             conn.execution_options(**options)
         with conn.begin():
             yield conn
+
+
+@contextmanager
+def _lone(engine: Engine) -> Iterator[Connection]:
+    """A pooled connection in autocommit that runs statements past SQLAlchemy's Connection
+    (agentq.store.lone), and acts as one for anything else."""
+    with _reachable():
+        lone = LoneConnection(engine)
+        try:
+            yield cast(Connection, lone)
+        finally:
+            lone.close()
 
 
 def one_of(column: ColumnElement[Any], values: Iterable[Any]) -> ColumnElement[bool]:

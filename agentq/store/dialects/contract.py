@@ -24,6 +24,10 @@ class Dialect(ABC):
     # Whether a step's commit (append, finish, follow-ups) may be one merged statement
     # of data-modifying CTEs; without, it is a transaction of several.
     one_statement_commit: ClassVar[bool]
+    # Whether a statement that needs no transaction runs on the pooled driver connection,
+    # past SQLAlchemy's Connection (`agentq.store.lone`): where connections are in
+    # autocommit; SQLite's writers must begin with BEGIN IMMEDIATE.
+    lone_statements: ClassVar[bool]
     # Whether the cap rule and the sweeper run under server-side locks (advisory locks and
     # a PL/pgSQL function); without, the database has one writer at a time.
     server_locks: ClassVar[bool]

@@ -72,6 +72,7 @@ _AS_OPENED: dict[str, Any] = {}
 class Postgres(Dialect):
     name = "postgresql"
     one_statement_commit = True
+    lone_statements = True
     server_locks = True
     running_state = RUNNING_STATE
 

@@ -33,6 +33,7 @@ RUNNING_STATE = "json_extract(fsm_state, '$.state') = 'running'"
 class Sqlite(Dialect):
     name = "sqlite"
     one_statement_commit = False
+    lone_statements = False
     server_locks = False
     running_state = RUNNING_STATE
 
