@@ -76,8 +76,7 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     """
     dialect = dialects.of(engine)
     if not one_snapshot and dialect.lone_statements:
-        with _lone(engine) as conn:
-            yield conn
+        yield from _lone(engine)
         return
     with _reachable(), engine.connect() as conn:
         options = dialect.read_options(one_snapshot=one_snapshot)
@@ -97,8 +96,7 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     """
     dialect = dialects.of(engine)
     if one_statement and dialect.lone_statements:
-        with _lone(engine) as conn:
-            yield conn
+        yield from _lone(engine)
         return
     with _reachable(), engine.connect() as conn:
         options = dialect.write_options(one_statement=one_statement)
@@ -108,10 +106,10 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
             yield conn
 
 
-@contextmanager
 def _lone(engine: Engine) -> Iterator[Connection]:
     """A pooled connection in autocommit that runs statements past SQLAlchemy's Connection
-    (agentq.store.lone), and acts as one for anything else."""
+    (agentq.store.lone), and acts as one for anything else: the body of `begin_read` and
+    `begin_write` for lone statements, a generator they delegate to."""
     with _reachable():
         lone = LoneConnection(engine)
         try:

@@ -43,7 +43,9 @@ def test_a_lone_read_returns_what_sqlalchemy_returns(engine):
     want = _through_sqlalchemy(engine, ROW, {"id": "c-1"})
     with begin_read(engine, one_snapshot=False) as conn:
         assert isinstance(conn, LoneConnection)
-        got = conn.execute(ROW, {"id": "c-1"}).all()
+        result = conn.execute(ROW, {"id": "c-1"})
+        assert isinstance(result, LoneResult)  # not handed on to SQLAlchemy's Connection
+        got = result.all()
     assert [tuple(row) for row in got] == [tuple(row) for row in want]
     row, same = got[0], want[0]
     assert row._mapping == dict(same._mapping)
