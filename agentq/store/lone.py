@@ -12,16 +12,20 @@ the bookkeeping cost as much again as psycopg's own work, ten times a turn.
 `LoneConnection` keeps what SQLAlchemy does that matters to a statement: its compiled form,
 from the engine's compiled cache; the bind processors and escaped names of its parameters;
 its result columns' keys and result processors; the wrapping of a driver's error in
-SQLAlchemy's exceptions, and the invalidation of a connection that was lost. Anything else a
+SQLAlchemy's exceptions, and the invalidation of a connection that was lost. A statement
+built once and run often (agentq keeps its hot ones as constants) is also bound in one pass
+over a plan made once, instead of SQLAlchemy's `construct_params`, which relates the
+statement's own parameters to its compiled form's at every run: for a step's commit, with
+about eighty parameters, that was 8% of the instructions of an in-process turn. Anything else a
 caller asks of it (text or DDL, many parameter sets, a statement with execution options or
 expanding parameters, or any use while the engine has event listeners, such as the tests and
 benchmarks that count statements) goes through a SQLAlchemy Connection made on the same
 pooled connection, and every later statement of the block with it.
 
-Careful: mirrors `Connection._execute_clauseelement` and `DefaultExecutionContext.
-_init_compiled` of SQLAlchemy 2.1 (pinned in pyproject.toml), and uses the compiled form's
-`_bind_processors`, `_result_columns` and `escaped_bind_names`. tests/store/test_lone.py
-checks each against what SQLAlchemy itself returns.
+Careful: mirrors `Connection._execute_clauseelement`, `SQLCompiler.construct_params` and
+`DefaultExecutionContext._init_compiled` of SQLAlchemy 2.1 (pinned in pyproject.toml), and
+uses the compiled form's `bind_names`, `cache_key`, `_bind_processors`, `_result_columns` and
+`escaped_bind_names`. tests/store/test_lone.py checks the results against SQLAlchemy's own.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from typing import Any, NoReturn
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import CompoundSelect, Connection, Delete, Engine, Insert, Select, Update
-from sqlalchemy.exc import MultipleResultsFound, NoResultFound
+from sqlalchemy.exc import InvalidRequestError, MultipleResultsFound, NoResultFound
 from sqlalchemy.sql import compiler
 
 # What runs on the pooled connection; anything else goes through SQLAlchemy's Connection.
@@ -58,8 +62,8 @@ class LoneConnection:
     def execute(self, statement: Any, parameters: Any = None, **options: Any) -> Any:
         """The statement's result, as `Connection.execute` gives it."""
         if (self._connection is not None or options or not isinstance(statement, _LONE_KINDS)
-                or statement._execution_options or self.engine._has_events
-                or Connection._has_events
+                or statement._execution_options or Connection._has_events
+                or (self.engine._has_events and _listened(self.engine))
                 or not (parameters is None or isinstance(parameters, dict))):
             return self._sqlalchemy().execute(statement, parameters, **options)
         params = parameters or {}
@@ -71,15 +75,19 @@ class LoneConnection:
         form = _form(compiled)
         if form is None:
             return self._sqlalchemy().execute(statement, parameters)
-        values = compiled.construct_params(params, extracted_parameters=extracted,
-                                           escape_names=False, _collected_params=collected)
-        processors, escaped = form.bind_processors, form.escaped_names
-        bound = {escaped.get(key, key): processors[key](value) if key in processors else value
-                 for key, value in values.items()}
+        if form.binds is not None and not collected and (
+                not extracted or extracted is compiled.cache_key[1]):
+            bound = form.bind(params)
+        else:  # a statement built anew, its values in its own parameters: SQLAlchemy binds
+            values = compiled.construct_params(params, extracted_parameters=extracted,
+                                               escape_names=False, _collected_params=collected)
+            processors, escaped = form.bind_processors, form.escaped_names
+            bound = {escaped.get(key, key): processors[key](value) if key in processors
+                     else value for key, value in values.items()}
         cursor = None
         try:
             cursor = self._pooled.cursor()
-            cursor.execute(form.sql, bound)
+            cursor.execute(form.encoded(self._encoding()), bound)
             description = cursor.description
             fetched = cursor.fetchall() if description is not None else []
             rowcount = cursor.rowcount
@@ -117,6 +125,11 @@ class LoneConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sqlalchemy(), name)
 
+    def _encoding(self) -> str:
+        driver = self._pooled.driver_connection
+        assert driver is not None, "a checked-out connection has its driver's"
+        return str(driver.info.encoding)
+
     def _raise(self, exc: BaseException, sql: str, bound: Mapping[str, Any],
                cursor: Any) -> NoReturn:
         """What SQLAlchemy raises for `exc` (a driver's error wrapped), having invalidated
@@ -124,15 +137,60 @@ class LoneConnection:
         self._sqlalchemy()._handle_dbapi_exception(exc, sql, bound, cursor, None)
 
 
+def _listened(engine: Engine) -> bool:
+    """Whether anything listens to the engine's statements now. (SQLAlchemy's `_has_events`
+    says whether anything ever did: it stays set once a listener is removed.)"""
+    events = engine.dispatch
+    return bool(events.before_execute or events.after_execute or events.before_cursor_execute
+                or events.after_cursor_execute)
+
+
 class _Form:
     """What running one compiled statement on the driver needs, worked out once."""
 
     def __init__(self, compiled: Any) -> None:
         self.sql: str = compiled.string
+        self._encoded: dict[str, bytes] = {}
         self.bind_processors: Mapping[str, Any] = compiled._bind_processors
         self.escaped_names: Mapping[str, str] = compiled.escaped_bind_names or {}
+        # each parameter's key, compiled name, name sent, processor, whether it must be
+        # given and its value in the statement; None if one's value is computed per call
+        self.binds: tuple[tuple[str, str, str, Any, bool, Any], ...] | None = tuple(
+            (bind.key, name, self.escaped_names.get(name, name),
+             self.bind_processors.get(name), bind.required, bind.value)
+            for bind, name in compiled.bind_names.items())
+        if any(bind.callable for bind in compiled.bind_names):
+            self.binds = None
         self.columns: Sequence[Any] = compiled._result_columns
         self._read: tuple[Any, tuple[tuple[int, Any], ...]] | None = None
+
+    def bind(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters to send, as `construct_params` and the bind processors make them
+        for a statement whose own values are those it was compiled with, in one pass."""
+        bound = {}
+        for key, name, sent, processor, required, fixed in self.binds or ():
+            if key in params:
+                value = params[key]
+            elif name in params:
+                value = params[name]
+            elif required:
+                raise InvalidRequestError(f"A value is required for bind parameter {key!r}",
+                                          code="cd3x")
+            else:
+                value = fixed
+            bound[sent] = value if processor is None else processor(value)
+        return bound
+
+    def encoded(self, encoding: str) -> bytes:
+        """The statement's text in the connection's encoding, encoded once: psycopg encodes
+        a text statement at every execution, and then hashes the new bytes to find its
+        parsed form (a commit's text is several kilobytes); the same bytes object keeps
+        its hash."""
+        try:
+            return self._encoded[encoding]
+        except KeyError:
+            encoded = self._encoded[encoding] = self.sql.encode(encoding)
+            return encoded
 
     def rows(self, dialect: Any, description: Sequence[Any], fetched: Sequence[Any]
              ) -> list[Any]:

@@ -139,3 +139,31 @@ def test_statement_listeners_see_every_statement(engine):
     finally:
         event.remove(engine, "before_cursor_execute", sent)
     assert len(seen) == 1 and "FROM conversations" in seen[0]
+
+
+def test_parameters_are_bound_as_sqlalchemy_binds_them(engine):
+    with begin_read(engine, one_snapshot=False) as conn:
+        with pytest.raises(sa.exc.InvalidRequestError, match="bind parameter 'id'"):
+            conn.execute(ROW, {})
+        # a value in the statement, kept with its compiled form; one computed at each run
+        kept = select(C.id).where(C.id == sa.literal("c-2"))
+        assert conn.execute(kept).scalar() == conn.execute(kept).scalar() == "c-2"
+        computed = select(C.id).where(C.id == sa.bindparam("which", callable_=lambda: "c-1"))
+        assert conn.execute(computed).scalar() == "c-1"
+        # a parameter named as compiled, and a value in the statement the caller replaces
+        assert conn.execute(select(C.id).where(C.id == sa.bindparam("x", "c-2")),
+                            {"x": "c-1"}).scalar() == "c-1"
+
+
+def test_a_listener_removed_hands_statements_back(engine):
+    def sent(*_args):
+        pass
+
+    event.listen(sa.Engine, "before_cursor_execute", sent)  # every engine's, as some tests do
+    try:
+        with begin_read(engine, one_snapshot=False) as conn:
+            assert not isinstance(conn.execute(ROW, {"id": "c-1"}), LoneResult)
+    finally:
+        event.remove(sa.Engine, "before_cursor_execute", sent)
+    with begin_read(engine, one_snapshot=False) as conn:
+        assert isinstance(conn.execute(ROW, {"id": "c-1"}), LoneResult)
