@@ -18,8 +18,9 @@ over a plan made once, instead of SQLAlchemy's `construct_params`, which relates
 statement's own parameters to its compiled form's at every run: for a step's commit, with
 about eighty parameters, that was 8% of the instructions of an in-process turn. Anything else a
 caller asks of it (text or DDL, many parameter sets, a statement with execution options or
-expanding parameters, or any use while the engine has event listeners, such as the tests and
-benchmarks that count statements) goes through a SQLAlchemy Connection made on the same
+expanding parameters; any statement while something listens to the engine's statements, as
+the tests and benchmarks that count them do, or once anything has listened on the Connection
+class; what follows a driver's error) goes through a SQLAlchemy Connection made on the same
 pooled connection, and every later statement of the block with it.
 
 Careful: mirrors `Connection._execute_clauseelement`, `SQLCompiler.construct_params` and
@@ -155,12 +156,11 @@ class _Form:
         self.escaped_names: Mapping[str, str] = compiled.escaped_bind_names or {}
         # each parameter's key, compiled name, name sent, processor, whether it must be
         # given and its value in the statement; None if one's value is computed per call
-        self.binds: tuple[tuple[str, str, str, Any, bool, Any], ...] | None = tuple(
-            (bind.key, name, self.escaped_names.get(name, name),
-             self.bind_processors.get(name), bind.required, bind.value)
-            for bind, name in compiled.bind_names.items())
-        if any(bind.callable for bind in compiled.bind_names):
-            self.binds = None
+        self.binds: tuple[tuple[str, str, str, Any, bool, Any], ...] | None = None
+        if not any(bind.callable for bind in compiled.bind_names):
+            self.binds = tuple((bind.key, name, self.escaped_names.get(name, name),
+                                self.bind_processors.get(name), bind.required, bind.value)
+                               for bind, name in compiled.bind_names.items())
         self.columns: Sequence[Any] = compiled._result_columns
         self._read: tuple[Any, tuple[tuple[int, Any], ...]] | None = None
 
