@@ -245,7 +245,7 @@ def _row_class(keys: tuple[str, ...]) -> Any:
     `_mapping` maps each key to its value, as SQLAlchemy's Row does."""
     base = namedtuple("LoneRow", keys, rename=True)  # type: ignore[misc]
     return type("LoneRow", (base,), {
-        "__slots__": (), "_keys": keys,
+        "__slots__": (),
         "_mapping": property(lambda row: dict(zip(keys, row, strict=True))),
     })
 
@@ -267,11 +267,6 @@ class LoneResult:
     def all(self) -> list[Any]:
         return list(self._rows)
 
-    fetchall = all
-
-    def fetchone(self) -> Any:
-        return self._rows.pop(0) if self._rows else None
-
     def one_or_none(self) -> Any:
         if len(self._rows) > 1:
             raise MultipleResultsFound("Multiple rows were found when one or none was required")
@@ -287,10 +282,6 @@ class LoneResult:
 
     def scalar_one(self) -> Any:
         return self.one()[0]
-
-    def scalar_one_or_none(self) -> Any:
-        row = self.one_or_none()
-        return None if row is None else row[0]
 
     def scalars(self) -> LoneResult:
         """The first column of each row, as SQLAlchemy's ScalarResult gives them."""
