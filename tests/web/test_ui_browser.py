@@ -177,6 +177,12 @@ def visible(driver: WebDriver, selector: str):
                 selector)
 
 
+def live(driver: WebDriver) -> None:
+    """Wait for a conversation page's stream to open: its toolbar's "connecting…" turns "live",
+    which can move what is below it, so a click before then may land elsewhere."""
+    wait(driver, lambda d: d.find_element(By.ID, "live").text == "live", "the stream to be open")
+
+
 def texts(driver: WebDriver, selector: str) -> list[str]:
     """The texts of every match, read in one go in the page (so none can go stale midway)."""
     return driver.execute_script(
@@ -221,7 +227,7 @@ def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page,
     page.find_element(By.LINK_TEXT, cid).click()
     visible(page, "#pending .pending-call button.approve")
     assert "approve_payment" in page.find_element(By.CSS_SELECTOR, "#pending .call-name").text
-    wait(page, lambda d: d.find_element(By.ID, "live").text == "live", "the stream to be open")
+    live(page)
     page.find_element(By.CSS_SELECTOR, "#pending button.approve").click()
     page.find_element(By.CSS_SELECTOR, "#pending button.confirm-approve").click()
 
@@ -245,7 +251,7 @@ def test_a_person_approves_a_waiting_call_and_watches_the_answer_stream_in(page,
 def test_messages_from_the_box_are_shown_as_text_never_as_markup(page, server):
     cid = server.create(profile="scripted", script=[])
     page.get(f"{server.url}/ui/#/conversation/{cid}")
-    wait(page, lambda d: d.find_element(By.ID, "live").text == "live", "the stream to be open")
+    live(page)
     markup = 'hi <img src=x id=injected onerror="document.title=1"> <b>bold</b>'
     page.find_element(By.ID, "message").send_keys(markup)
     page.find_element(By.CSS_SELECTOR, "#message-form button[type=submit]").click()
@@ -352,6 +358,7 @@ def test_an_approved_gated_call_runs_as_shown_after_the_confirmation(page, serve
     cid, call_id = gated_refund(server, "dave")
     page.get(f"{server.url}/ui/#/conversation/{cid}")
     box = visible(page, f"#pending .pending-call[data-call-id='{call_id}']")
+    live(page)
     box.find_element(By.CSS_SELECTOR, "button.approve").click()
     assert "It runs as shown." in visible(box, ".confirm .question").text
     box.find_element(By.CSS_SELECTOR, "button.confirm-approve").click()

@@ -21,6 +21,7 @@ from tests.support.once_runs import DEAD, started_and_died, until_tool
 from tests.web.test_ui_browser import (  # noqa: F401 - the page's fixtures, shared
     By,
     browser,
+    live,
     model,
     page,
     server,
@@ -60,6 +61,7 @@ def test_a_person_sees_an_unknown_outcome_and_says_it_ran_with_its_result(page, 
     server.wait_for_state(cid, "awaiting_input")
     page.get(f"{server.url}/ui/#/conversation/{cid}")
     card = visible(page, "#pending .pending-call.outcome-unknown")
+    live(page)
     assert "outcome unknown" in card.text and "pay" in card.text
     assert DEAD in card.text and "found unfinished 7 s later" in card.text
     assert "Pay for an order" in card.text
@@ -67,7 +69,8 @@ def test_a_person_sees_an_unknown_outcome_and_says_it_ran_with_its_result(page, 
         "It ran", "It did not run", "Abandon"]
     card.find_element(By.CSS_SELECTOR, "input.reply").send_keys("paid, receipt R-9")
     card.find_element(By.CSS_SELECTOR, "button.ran").click()
-    page.find_element(By.CSS_SELECTOR, "#pending button.confirm-approve").click()
+    assert "It ran, and returned" in visible(card, ".confirm .question").text
+    card.find_element(By.CSS_SELECTOR, "button.confirm-approve").click()
     wait(page, lambda d: "Paid, as the person said." in texts(d, "#log .answer.final .text"),
          "the model's answer after the result")
     call = server.call("GET", f"/v1/conversations/{cid}/tool-calls")["tool_calls"][0]
