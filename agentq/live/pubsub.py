@@ -15,6 +15,7 @@ import fakeredis
 import redis
 
 from agentq.config import EMBEDDED_PUBSUB
+from agentq.live.delta_batches import DeltaBatches
 from agentq.live.fanout import Fanout, Feed, FeedEnded, Notice
 
 __all__ = ["Feed", "FeedEnded", "Notice", "Partial", "PubSub", "channel"]
@@ -99,7 +100,7 @@ class PubSub:
     def __init__(self, url: str) -> None:
         self.url = url
         self._fanout: Fanout | None = None
-        self._delta_script = None
+        self._deltas: DeltaBatches | None = None
         if url.startswith(EMBEDDED_PUBSUB):
             # fakeredis runs no Lua without an extra native package: in one process a delta
             # takes the transaction and the publish (`_publish_delta_in_two`).
@@ -109,7 +110,7 @@ class PubSub:
             self.client = redis.Redis.from_url(
                 url, socket_timeout=5, socket_connect_timeout=5, max_connections=MAX_CONNECTIONS
             )
-            self._delta_script = self.client.register_script(_DELTA_SCRIPT)
+            self._deltas = DeltaBatches(self.client, self.client.register_script(_DELTA_SCRIPT))
 
     def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> bool:
         """Best effort: a lost notice costs a stream some latency, never a lost event.
@@ -126,14 +127,15 @@ class PubSub:
         return True
 
     def _publish_delta(self, conversation_id: str, data: dict[str, Any], payload: str) -> bool:
-        """Keep the delta in its round's text and publish it, one round trip; False (nothing
-        kept, nothing published) if the round is closed. The first delta of an attempt
-        (index 0) starts the text afresh."""
-        if self._delta_script is None:
+        """Keep the delta in its round's text and publish it, one round trip (shared with the
+        process's other deltas sent at the same moment); False (nothing kept, nothing
+        published) if the round is closed. The first delta of an attempt (index 0) starts
+        the text afresh."""
+        if self._deltas is None:
             return self._publish_delta_in_two(conversation_id, data, payload)
         round_id = data["round_id"]
         turn_id = data.get("turn_id") or ""
-        done = self._delta_script(
+        done = self._deltas.call(
             keys=[_closed_key(round_id), _partial_key(round_id), _mark_key(round_id),
                   _turn_round_key(turn_id)],
             args=[data["text"].encode("utf-8"), PARTIAL_TTL_S,

@@ -6,17 +6,20 @@ more than the rest of the step together, for pieces no one reads one by one. Her
 pieces that come within `window_s` of the last publish are joined and published as one
 delta, numbered 0, 1, 2, ... within the attempt (0 starts the round's kept text afresh).
 
-A piece is published at most `window_s` after the last publish returned, however the
-model pauses: the first piece after a quiet spell goes out at once, and a piece held back
-is published by a timer of the process's `Timers` (one thread or greenlet per process, not
-one per step) when its window ends, not by the next piece, which may come seconds later,
-or never. Nothing here decides what an interrupt
-keeps: each publish is one atomic step in Redis (`PubSub.publish`), so the kept text is
-exactly what was published, whichever side of a window the interrupt falls on. Text held
-back when the attempt ends without an answer is never published (`close`).
+A piece is published within a window and a half of the last publish returning, however
+the model pauses: the first piece after a quiet spell goes out at once, and a piece held
+back is published by a timer of the process's `Timers` (one thread or greenlet per process,
+not one per step) at the next point of the process's grid of windows, not by the next piece,
+which may come seconds later, or never. Every attempt of a process publishes on the same
+grid, so their publishes share one round trip (`agentq.live.delta_batches`). Nothing here
+decides what an interrupt keeps: each publish is one atomic step in Redis
+(`PubSub.publish`), so the kept text is exactly what was published, whichever side of a
+window the interrupt falls on. Text held back when the attempt ends without an answer is
+never published (`close`).
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -75,12 +78,21 @@ class CoalescedDeltas:
                 return
             self._held.append(text)
             self._held_chars += len(text)
-            wait_s = self._last_sent + self._window_s - self._clock()
-            if wait_s > 0 and self._held_chars < self._max_chars:
+            now = self._clock()
+            if now < self._last_sent + self._window_s and self._held_chars < self._max_chars:
                 if self._timer is None:
-                    self._timer = self._timers.call_later(wait_s, self.flush)
+                    self._timer = self._timers.call_later(self._on_the_grid(now), self.flush)
                 return
         self.flush()
+
+    def _on_the_grid(self, now: float) -> float:
+        """How long held text waits: until the first multiple of the window (on the process's
+        monotonic clock) at least half a window after the last send returned. Every attempt
+        of the process publishes on the same grid, so their publishes come together and
+        share a round trip (`agentq.live.delta_batches`); a send that returned late in its
+        window skips a grid point rather than send again at once."""
+        due = max(self._last_sent + self._window_s / 2, now)
+        return math.ceil(due / self._window_s) * self._window_s - now
 
     def flush(self) -> None:
         """Publish what is held now, as one delta (also the held text's timer).

@@ -151,6 +151,24 @@ def test_the_window_starts_when_a_send_returns_so_a_slow_send_holds_more_text():
     assert sent == [(0, "a")] and len(timers.armed) == 1
 
 
+def test_every_attempts_held_text_waits_for_the_same_point_of_the_grid():
+    """Attempts whose sends returned at different moments publish at the same instant, so
+    their publishes share a round trip; a send that returned late in its window skips a
+    point rather than publish again at once."""
+    clock, timers = Clock(), ManualTimers()
+    a, b, c = (CoalescedDeltas(SendingRound(lambda index, text: None), ATTEMPT, timers,
+                               window_s=WINDOW_S, clock=clock) for _ in range(3))
+    for at, deltas in ((100.001, a), (100.013, b), (100.031, c)):
+        clock.now = at
+        deltas.add("first")  # published at once: each window starts at its own moment
+    assert timers.armed == []
+    clock.now = 100.035
+    for deltas in (a, b, c):
+        deltas.add("held")
+    due = [clock.now + timer.delay_s for timer in timers.armed]
+    assert due == [pytest.approx(100.04), pytest.approx(100.04), pytest.approx(100.08)]
+
+
 def test_a_long_burst_is_published_without_waiting_for_its_window():
     deltas, sent, timers, clock = coalesced(max_chars=10)
     deltas.add("x")
