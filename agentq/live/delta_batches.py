@@ -19,7 +19,7 @@ order is the order they were sent.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -33,7 +33,7 @@ class _Queued:
 
     keys: list[str]
     args: list[Any]
-    sent: threading.Event = field(default_factory=threading.Event)
+    sent: threading.Event | None = None  # a caller that waits: set once answered or leading
     answer: object = None  # the script's return, or the Redis error that stopped the send
     leads: bool = False  # handed the next send instead of an answer
 
@@ -53,8 +53,10 @@ class DeltaBatches:
         mine = _Queued(keys, args)
         with self._lock:
             self._queue.append(mine)
-            waits, self._sending = self._sending, True
-        if waits:
+            if self._sending:  # only a caller that waits needs something to wait on
+                mine.sent = threading.Event()
+            self._sending = True
+        if mine.sent is not None:
             try:
                 mine.sent.wait()
             except BaseException:  # stopped while it waited (a time limit): none waits on it
@@ -73,9 +75,11 @@ class DeltaBatches:
 
     def _hand_on(self) -> None:
         """The next send to the first delta queued (under the lock), or none under way."""
-        if self._queue:
-            self._queue[0].leads = True
-            self._queue[0].sent.set()
+        if self._queue:  # every delta queued behind a send waits on its event
+            following = self._queue[0]
+            following.leads = True
+            assert following.sent is not None
+            following.sent.set()
         else:
             self._sending = False
 
@@ -91,19 +95,22 @@ class DeltaBatches:
     def _send(self, batch: list[_Queued]) -> None:
         """Every delta of `batch` sent, each answered (the sender's too) and woken, whatever
         stops the send."""
-        answers: list[object] = [redis.RedisError("the delta's send was stopped")] * len(batch)
+        answers: list[object] | None = None
         try:
             answers = self._run(batch)
         except redis.RedisError as exc:
             answers = [exc] * len(batch)
         finally:
+            if answers is None:  # stopped by something else: each caller is told, and wakes
+                answers = [redis.RedisError("the delta's send was stopped")] * len(batch)
             self._answer(batch, answers)
 
     @staticmethod
     def _answer(batch: list[_Queued], answers: list[object]) -> None:
         for queued, answer in zip(batch, answers, strict=True):
             queued.answer = answer
-            queued.sent.set()
+            if queued.sent is not None:
+                queued.sent.set()
 
     def _run(self, batch: list[_Queued]) -> list[object]:
         """The script's answers for `batch`, loading it first if the server lost it."""

@@ -4,7 +4,6 @@ still gets its own answer: kept and published, or refused because its round was 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +13,7 @@ import redis
 from agentq.live import delta_batches
 from agentq.live.pubsub import PubSub
 from tests.runtime.test_deltas import until_marker
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.redis
 
@@ -61,22 +61,15 @@ def publish_at_once(pubsub: PubSub, cid: str, deltas: list[dict], sends: HeldSen
 
     threads = [threading.Thread(target=publish, args=(0,))]
     threads[0].start()
-    wait_until(lambda: sends.sizes == [1])
+    wait_for(lambda: sends.sizes == [1], timeout_s=10, what="the first send")
     threads += [threading.Thread(target=publish, args=(i,)) for i in range(1, len(deltas))]
     for thread in threads[1:]:
         thread.start()
-    wait_until(lambda: sends.queued() == len(deltas) - 1)
+    wait_for(lambda: sends.queued() == len(deltas) - 1, timeout_s=10, what="the deltas queued")
     sends.gate.set()
     for thread in threads:
         thread.join(10)
     return [bool(a) for a in answers]
-
-
-def wait_until(predicate, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.002)
 
 
 def test_deltas_sent_at_once_share_a_round_trip_and_each_gets_its_own_answer(pubsub):
@@ -133,6 +126,15 @@ class StoppedOnWaking(threading.Event):
         raise TimeoutError("the step's time limit")
 
 
+class StoppedDelta(delta_batches._Queued):
+    """A queued delta whose caller waits on a `StoppedOnWaking`."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "sent" and value is not None:
+            value = StoppedOnWaking()
+        super().__setattr__(name, value)
+
+
 def test_a_delta_stopped_when_handed_the_next_send_hands_it_on_unsent(pubsub, monkeypatch):
     cid = uuid.uuid4().hex
     first, stopped, third = (uuid.uuid4().hex for _ in range(3))
@@ -147,17 +149,16 @@ def test_a_delta_stopped_when_handed_the_next_send_hands_it_on_unsent(pubsub, mo
 
     threads = [threading.Thread(target=publish, args=("first", first))]
     threads[0].start()
-    wait_until(lambda: sends.sizes == [1])
+    wait_for(lambda: sends.sizes == [1], timeout_s=10, what="the first send")
     queued = delta_batches._Queued
-    monkeypatch.setattr(delta_batches, "_Queued", lambda keys, args: queued(
-        keys, args, sent=StoppedOnWaking()))
+    monkeypatch.setattr(delta_batches, "_Queued", StoppedDelta)
     threads.append(threading.Thread(target=publish, args=("stopped", stopped)))
     threads[1].start()
-    wait_until(lambda: sends.queued() == 1)
+    wait_for(lambda: sends.queued() == 1, timeout_s=10, what="the delta queued")
     monkeypatch.setattr(delta_batches, "_Queued", queued)
     threads.append(threading.Thread(target=publish, args=("third", third)))
     threads[2].start()
-    wait_until(lambda: sends.queued() == 2)
+    wait_for(lambda: sends.queued() == 2, timeout_s=10, what="the deltas queued")
     sends.gate.set()
     for thread in threads:
         thread.join(10)
