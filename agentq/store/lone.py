@@ -40,6 +40,8 @@ from sqlalchemy import CompoundSelect, Connection, Delete, Engine, Insert, Selec
 from sqlalchemy.exc import InvalidRequestError, MultipleResultsFound, NoResultFound
 from sqlalchemy.sql import compiler
 
+from agentq.store import idle_connections
+
 # What runs on the pooled connection; anything else goes through SQLAlchemy's Connection.
 _LONE_KINDS = (Select, CompoundSelect, Insert, Update, Delete)
 
@@ -52,7 +54,7 @@ class LoneConnection:
         self.engine = engine
         self.dialect = engine.dialect
         try:
-            self._pooled = engine.raw_connection()
+            self._pooled = idle_connections.checkout(engine)
         except engine.dialect.loaded_dbapi.Error as exc:
             Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
         self._connection: Connection | None = None
@@ -117,11 +119,12 @@ class LoneConnection:
         return self._connection
 
     def close(self) -> None:
-        """Give the pooled connection back (through the Connection, if one was made)."""
+        """Give the pooled connection back (through the Connection, if one was made), or
+        keep it idle for the process's next statement (agentq.store.idle_connections)."""
         if self._connection is not None:
             self._connection.close()
         else:
-            self._pooled.close()
+            idle_connections.keep(self.engine, self._pooled)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sqlalchemy(), name)

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from agentq.core.occurrences import Occurrence
-from agentq.store import claims, ledger, waits
+from agentq.store import claims, idle_connections, ledger, waits
 from agentq.store.dialects import Dialect
 from agentq.store.engine import begin_read, begin_write
 from agentq.store.ledger import NewStep, StepRecord
@@ -148,7 +148,7 @@ class Leases:
     def dispose(self) -> None:
         """Close the connection of the renewals, if they have one of their own."""
         if self._own is not None and self._own is not self._engine:
-            self._own.dispose()
+            idle_connections.dispose(self._own)
 
     def _leases(self) -> Engine:
         if self._own is None:

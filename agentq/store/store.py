@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from agentq.store import dialects
+from agentq.store import dialects, idle_connections
 from agentq.store.agents import Agents
 from agentq.store.api_keys import ApiKeys
 from agentq.store.audit import Audit
@@ -97,5 +97,5 @@ class Store:
 
     def dispose(self) -> None:
         """Close every pooled connection."""
-        self.engine.dispose()
+        idle_connections.dispose(self.engine)
         self.leases.dispose()

@@ -18,6 +18,7 @@ from agentq.runtime.lifecycle import Lifecycle, StepWork
 from agentq.runtime.notices import Notices
 from agentq.runtime.timers import Timers
 from agentq.store import NewStep, Store
+from agentq.store.engine import begin_write
 from tests.support.clock import T0
 from tests.support.processes import wait_for
 
@@ -99,7 +100,8 @@ def test_a_renewal_goes_through_while_steps_hold_every_pooled_connection(pg_url)
         renewed.append(store.leases.renew([("busy", "w1")], lease_s=60, now=utcnow()))
         owned.append(store.leases.list_owned([("busy", "w1")]))
 
-    with store.engine.connect(), store.engine.connect():  # the pool's every connection
+    # the pool's every connection, held as steps hold theirs
+    with begin_write(store.engine), begin_write(store.engine):
         keeper = threading.Thread(target=keep, daemon=True)
         keeper.start()
         keeper.join(timeout=30)  # queued for a pooled connection, it would wait a minute

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, select, update
 
 from agentq.errors import Unavailable
+from agentq.store import idle_connections
 from agentq.store.engine import begin_read, begin_write, create_engine, param
 from agentq.store.lone import LoneConnection, LoneResult
 from agentq.store.schema import conversations
@@ -31,7 +32,7 @@ def engine(pg_store_clean):
                 fsm_state={"state": "idle"}, status="active", next_seq=1,
                 created_at=NOW, updated_at=NOW))
     yield engine
-    engine.dispose()
+    idle_connections.dispose(engine)
 
 
 def _through_sqlalchemy(engine, statement, params=None):
@@ -95,9 +96,10 @@ def test_a_driver_error_is_sqlalchemys_and_the_connection_goes_back_usable(engin
         created_at=NOW, updated_at=NOW)
     with pytest.raises(sa.exc.IntegrityError), begin_write(engine, one_statement=True) as conn:
         conn.execute(duplicate)
+    assert idle_connections.kept(engine) == 0  # not kept: it went back through SQLAlchemy
     with begin_read(engine, one_snapshot=False) as conn:
         assert conn.execute(select(C.id).where(C.id == "c-1")).scalar() == "c-1"
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == idle_connections.kept(engine) == 1
 
 
 def test_a_lost_connection_is_unavailable_then_replaced(engine):
@@ -123,7 +125,7 @@ def test_what_it_does_not_run_itself_goes_through_sqlalchemy(engine):
         assert sorted(result.scalars()) == ["c-1", "c-2"]
         # and so is every statement after, on the same pooled connection
         assert not isinstance(conn.execute(ROW, {"id": "c-1"}), LoneResult)
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == idle_connections.kept(engine) == 0
 
 
 def test_statement_listeners_see_every_statement(engine):

@@ -7,7 +7,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-from agentq.store import dialects
+from agentq.store import dialects, idle_connections
 from agentq.store.engine import begin_write, create_engine
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
@@ -22,7 +22,7 @@ def migrate(url_or_engine: str | Engine) -> None:
     try:
         _upgrade(engine)
     finally:
-        engine.dispose()
+        idle_connections.dispose(engine)
 
 
 def _upgrade(engine: Engine) -> None:
