@@ -2,6 +2,7 @@
 app's routes kept, and every task delivered (agentq.worker.publishing)."""
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -92,3 +93,21 @@ def test_no_producer_is_taken_for_nothing_to_send(app, monkeypatch):
     monkeypatch.setattr(app, "producer_or_acquire", lambda *a, **k: pytest.fail("acquired"))
     enqueue(app, [])
     assert app.declares == []
+
+
+def test_every_send_names_the_apps_reply_address_and_no_keyword_arguments(app):
+    from celery.utils.saferepr import saferepr
+
+    sent_from = [threading.Thread(target=enqueue, args=(app, [Advance(f"c{i}")]))
+                 for i in range(2)]
+    for thread in sent_from:
+        thread.start()
+        thread.join()
+    with app.connection_for_write() as conn:
+        simple = conn.SimpleQueue(Queue(MODEL, Exchange(MODEL), routing_key=MODEL))
+        messages = [simple.get(block=False) for _ in sent_from]
+    assert app.thread_oid != app.oid  # what Celery would name: the sending thread's
+    for message in messages:
+        assert message.properties["reply_to"] == app.oid  # the same from every thread
+        assert message.headers["kwargsrepr"] == saferepr({})  # as Celery would show it
+        message.ack()
