@@ -8,12 +8,14 @@ connection a lone statement leaves idle in autocommit waits here instead, and th
 statement of the process takes the one that waited least.
 
 What the pool promised still holds. Each one kept here is still checked out of the pool,
-so the pool's size bounds them with the rest; the store's transactions take from here too
-(`checkout`), so none waits on the pool while a connection idles here. One that waited
-longer than the pool's ping age goes back to the pool, which checks it before use, as it
-would have. One that was lost, or is inside a transaction, is never kept. A forked process
-starts with none (its copies of its parent's are left alone), and `release` gives them all
-back to the pool (`dispose`).
+so the pool's size bounds them with the rest. The store's transactions take from here too
+(`checkout`), so none waits on the pool while a connection idles here, and none is kept while
+one of them asks the pool (it may be waiting there for this one: it goes back to the pool,
+which wakes the caller). Code that opens `engine.connect()` itself, past the store, is not
+counted: it may wait for a connection kept here. One that waited longer than the pool's ping
+age goes back to the pool, which checks it before use, as it would have. One that was lost,
+or is inside a transaction, is never kept. A forked process starts with none (its copies of
+its parent's are left alone), and `release` gives them all back to the pool (`dispose`).
 """
 from __future__ import annotations
 
@@ -27,8 +29,17 @@ from sqlalchemy import Engine
 
 from agentq.store.dialects import postgres
 
-# The idle connections of each pool, the one that waited least last: (connection, idle since).
-_KEPT: WeakKeyDictionary[Any, list[tuple[Any, float]]] = WeakKeyDictionary()
+
+class _Kept:
+    """A pool's idle connections kept here, the one that waited least last, and how many
+    callers are asking the pool itself for one now."""
+
+    def __init__(self) -> None:
+        self.connections: list[tuple[Any, float]] = []  # (pooled connection, idle since)
+        self.asking = 0
+
+
+_KEPT: WeakKeyDictionary[Any, _Kept] = WeakKeyDictionary()  # by pool
 # A forked process's copies of its parent's: never used, and never closed, which would end
 # the parent's sessions (a closed connection tells the server it is done).
 _PARENTS: list[Any] = []
@@ -42,44 +53,52 @@ def _forget_parents() -> None:
 os.register_at_fork(after_in_child=_forget_parents)
 
 
-def _kept(pool: Any) -> list[tuple[Any, float]]:
-    idle = _KEPT.get(pool)
-    if idle is None:
-        idle = _KEPT[pool] = []
-    return idle
+def _kept(pool: Any) -> _Kept:
+    found = _KEPT.get(pool)
+    if found is None:
+        found = _KEPT[pool] = _Kept()
+    return found
 
 
 def kept(engine: Engine) -> int:
     """How many connections are kept idle here for the engine (each checked out of its pool)."""
-    return len(_KEPT.get(engine.pool, ()))
+    found = _KEPT.get(engine.pool)
+    return 0 if found is None else len(found.connections)
 
 
 def checkout(engine: Engine) -> Any:
     """A pooled connection: the idle one kept here that waited least, else the pool's."""
-    idle = _kept(engine.pool)
+    found = _kept(engine.pool)
+    idle = found.connections
     if idle:
         pooled, since = idle.pop()
         if time.monotonic() - since < postgres.PING_AFTER_IDLE_S:
             return pooled
         idle.append((pooled, since))
         release(engine)  # they waited longer: the pool checks each before it is used again
-    return engine.raw_connection()
+    found.asking += 1
+    try:
+        return engine.raw_connection()
+    finally:
+        found.asking -= 1
 
 
 def keep(engine: Engine, pooled: Any) -> None:
     """Keep `pooled` for the next statement if a lone statement left it idle in autocommit
-    and still valid; else give it back to the pool, as closing it would."""
+    and still valid, and no caller is asking the pool for one (it may be waiting there for
+    this one: the pool wakes it at the checkin); else give it back to the pool."""
     driver = pooled.driver_connection
-    if (pooled.is_valid and driver is not None and driver.autocommit
+    found = _kept(engine.pool)
+    if (not found.asking and pooled.is_valid and driver is not None and driver.autocommit
             and driver.pgconn.transaction_status == TransactionStatus.IDLE):
-        _kept(engine.pool).append((pooled, time.monotonic()))
+        found.connections.append((pooled, time.monotonic()))
     else:
         pooled.close()
 
 
 def release(engine: Engine) -> None:
     """Give every connection kept here back to the pool."""
-    idle = _kept(engine.pool)
+    idle = _kept(engine.pool).connections
     while idle:
         idle.pop()[0].close()
 

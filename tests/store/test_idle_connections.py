@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 
 import psycopg
 import pytest
@@ -52,6 +53,25 @@ def test_a_transaction_takes_the_kept_connection_instead_of_waiting_on_the_pool(
         assert conn.execute(sa.text("SELECT current_setting('transaction_isolation')")
                             ).scalar() == "read committed"
         assert not conn.connection.driver_connection.autocommit
+
+
+def test_one_a_caller_waits_for_in_the_pool_goes_back_to_the_pool(engine):
+    """A statement that found nothing kept waits in the pool: the connection it waits for is
+    not kept away from it when the statement holding it ends."""
+    started, answers = threading.Event(), []
+
+    def slow() -> None:
+        with begin_read(engine, one_snapshot=False) as conn:
+            started.set()
+            answers.append(conn.execute(select(sa.func.pg_sleep(0.5))).scalar())
+
+    holder = threading.Thread(target=slow)
+    holder.start()
+    started.wait(timeout=5)
+    answers.append(_backend(engine))  # waits in the pool (of one) until `slow` ends
+    holder.join(timeout=10)
+    assert len(answers) == 2  # no Unavailable after the pool's timeout
+    assert idle_connections.kept(engine) == 1  # kept again once nobody waited
 
 
 def test_a_connection_left_failed_or_in_a_transaction_is_not_kept(engine):
