@@ -3,8 +3,9 @@
 Why: in a process gevent patched, psycopg waits with its Python `wait_poll`, and gevent's
 `select.poll` is a Python emulation that builds a poll object, a result, a watcher per fd and
 a timer for every wait, then tears them down: 44,000 of the 151,000 instructions of a short
-query (docs/benchmarks.md). `GreenWaiting` parks the greenlet on one libev io watcher,
-started and stopped by gevent's compiled hub, and changes nothing else psycopg does.
+query (docs/benchmarks.md). `GreenWaiting` parks the greenlet on a libev io watcher the
+connection keeps, started and stopped by gevent's compiled hub, and changes nothing else
+psycopg does.
 
 It waits without psycopg's `interval`: that wake-up lets a blocking wait notice Ctrl-C, and
 under gevent the signal reaches the hub, not a greenlet parked on a query. A socket the
@@ -32,21 +33,22 @@ def patched() -> bool:
     return monkey is not None and monkey.is_module_patched("select")
 
 
-def wait_on_hub(gen: Any, fileno: int) -> Any:
+def wait_on_hub(gen: Any, fileno: int, watchers: dict[Any, Any] | None = None) -> Any:
     """Run psycopg's generator `gen` on the socket `fileno`, parking this greenlet on the hub
-    while the socket is not ready; what the generator returns."""
+    while the socket is not ready; what the generator returns. `watchers` keeps the io
+    watcher of each wait on the hub's loop, to start again at the next wait on the same
+    socket (a watcher is stopped after each wait), instead of making and closing one."""
     from gevent import get_hub
 
     hub = get_hub()
-    io = hub.loop.io
+    kept = {} if watchers is None else watchers
     try:
         wanted = next(gen)
         while True:
-            watcher = io(fileno, int(wanted))
-            try:
-                hub.wait(watcher)
-            finally:
-                watcher.close()
+            watcher = kept.get(wanted)
+            if watcher is None or watcher.loop is not hub.loop:
+                watcher = kept[wanted] = hub.loop.io(fileno, int(wanted))
+            hub.wait(watcher)
             wanted = gen.send(_READY[wanted])
     except StopIteration as done:
         return done.value
@@ -55,7 +57,17 @@ def wait_on_hub(gen: Any, fileno: int) -> Any:
 class GreenWaiting(psycopg.Connection[Any]):
     """psycopg's connection, waiting on gevent's hub (see the module's docstring)."""
 
+    _watchers: dict[Any, Any] | None = None  # by what a wait wants: made at its first wait
+
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         if timeout is not None:
             return super().wait(gen, interval, timeout)
-        return wait_on_hub(gen, self.pgconn.socket)
+        if self._watchers is None:
+            self._watchers = {}
+        return wait_on_hub(gen, self.pgconn.socket, self._watchers)
+
+    def close(self) -> None:
+        watchers, self._watchers = self._watchers or {}, None
+        for watcher in watchers.values():
+            watcher.close()
+        super().close()
