@@ -20,6 +20,7 @@ its parent's are left alone), and `release` gives them all back to the pool (`di
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -37,6 +38,7 @@ class _Kept:
     def __init__(self) -> None:
         self.connections: list[tuple[Any, float]] = []  # (pooled connection, idle since)
         self.asking = 0
+        self.counting = threading.Lock()  # `asking` is counted from OS threads too
 
 
 _KEPT: WeakKeyDictionary[Any, _Kept] = WeakKeyDictionary()  # by pool
@@ -69,18 +71,31 @@ def kept(engine: Engine) -> int:
 def checkout(engine: Engine) -> Any:
     """A pooled connection: the idle one kept here that waited least, else the pool's."""
     found = _kept(engine.pool)
-    idle = found.connections
-    if idle:
-        pooled, since = idle.pop()
-        if time.monotonic() - since < postgres.PING_AFTER_IDLE_S:
-            return pooled
-        idle.append((pooled, since))
-        release(engine)  # they waited longer: the pool checks each before it is used again
-    found.asking += 1
+    pooled = _take(engine, found)
+    if pooled is not None:
+        return pooled
+    with found.counting:
+        found.asking += 1
     try:
-        return engine.raw_connection()
+        # one kept while this caller counted itself (`keep` looked before it did)
+        return _take(engine, found) or engine.raw_connection()
     finally:
-        found.asking -= 1
+        with found.counting:
+            found.asking -= 1
+
+
+def _take(engine: Engine, found: _Kept) -> Any:
+    """The kept connection that waited least, if it waited less than the pool's ping age;
+    else None, and any kept go back to the pool, which checks each before it is used."""
+    try:
+        pooled, since = found.connections.pop()
+    except IndexError:  # none kept (or another thread took the last)
+        return None
+    if time.monotonic() - since < postgres.PING_AFTER_IDLE_S:
+        return pooled
+    pooled.close()
+    release(engine)  # the rest waited longer still
+    return None
 
 
 def keep(engine: Engine, pooled: Any) -> None:
@@ -92,6 +107,11 @@ def keep(engine: Engine, pooled: Any) -> None:
     if (not found.asking and pooled.is_valid and driver is not None and driver.autocommit
             and driver.pgconn.transaction_status == TransactionStatus.IDLE):
         found.connections.append((pooled, time.monotonic()))
+        # Between OS threads a caller may have counted itself since, found none kept, and
+        # be waiting in the pool: then one kept goes back for it. (A caller that counts
+        # itself after this look finds this one kept: `checkout` looks again.)
+        if found.asking and found.connections:
+            found.connections.pop()[0].close()
     else:
         pooled.close()
 

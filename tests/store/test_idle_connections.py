@@ -74,6 +74,30 @@ def test_one_a_caller_waits_for_in_the_pool_goes_back_to_the_pool(engine):
     assert idle_connections.kept(engine) == 1  # kept again once nobody waited
 
 
+def test_threads_sharing_a_small_pool_all_get_one_and_the_counts_agree(pg_url):
+    engine = create_engine(pg_url, pool_size=2)
+    engine.pool._timeout = 2
+    failed: list[BaseException] = []
+
+    def statements() -> None:
+        try:
+            for _ in range(30):
+                _backend(engine)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    threads = [threading.Thread(target=statements) for _ in range(16)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert failed == [] and not any(thread.is_alive() for thread in threads)
+        assert engine.pool.checkedout() == idle_connections.kept(engine) <= 2
+    finally:
+        idle_connections.dispose(engine)
+
+
 def test_a_connection_left_failed_or_in_a_transaction_is_not_kept(engine):
     with pytest.raises(sa.exc.ProgrammingError), begin_write(engine, one_statement=True) as conn:
         conn.execute(select(sa.column("x")).select_from(sa.table("no_such_table")))
