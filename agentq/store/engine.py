@@ -78,7 +78,7 @@ def begin_read(engine: Engine, *, one_snapshot: bool = True) -> Iterator[Connect
     if not one_snapshot and dialect.lone_statements:
         yield from _lone(engine)
         return
-    with _reachable(), _connect(engine) as conn:
+    with _reachable(), _connect(engine, dialect) as conn:
         options = dialect.read_options(one_snapshot=one_snapshot)
         if options:
             conn.execution_options(**options)
@@ -98,7 +98,7 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
     if one_statement and dialect.lone_statements:
         yield from _lone(engine)
         return
-    with _reachable(), _connect(engine) as conn:
+    with _reachable(), _connect(engine, dialect) as conn:
         options = dialect.write_options(one_statement=one_statement)
         if options:
             conn.execution_options(**options)
@@ -106,16 +106,12 @@ def begin_write(engine: Engine, *, one_statement: bool = False) -> Iterator[Conn
             yield conn
 
 
-def _connect(engine: Engine) -> Connection:
+def _connect(engine: Engine, dialect: dialects.Dialect) -> Connection:
     """`engine.connect()`, on a connection lone statements left idle if one waits
     (agentq.store.idle_connections): none waits on the pool while one idles there."""
-    if not dialects.of(engine).lone_statements:
+    if not dialect.lone_statements:
         return engine.connect()
-    try:
-        pooled = idle_connections.checkout(engine)
-    except engine.dialect.loaded_dbapi.Error as exc:
-        Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
-    return engine._connection_cls(engine, connection=pooled)
+    return engine._connection_cls(engine, connection=idle_connections.checkout(engine))
 
 
 def _lone(engine: Engine) -> Iterator[Connection]:

@@ -26,7 +26,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from psycopg.pq import TransactionStatus
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from agentq.store.dialects import postgres
 
@@ -69,7 +69,8 @@ def kept(engine: Engine) -> int:
 
 
 def checkout(engine: Engine) -> Any:
-    """A pooled connection: the idle one kept here that waited least, else the pool's."""
+    """A pooled connection: the idle one kept here that waited least, else the pool's (a
+    driver's error connecting raised as SQLAlchemy's, as `engine.connect()` raises it)."""
     found = _kept(engine.pool)
     pooled = _take(engine, found)
     if pooled is not None:
@@ -78,7 +79,10 @@ def checkout(engine: Engine) -> Any:
         found.asking += 1
     try:
         # one kept while this caller counted itself (`keep` looked before it did)
-        return _take(engine, found) or engine.raw_connection()
+        pooled = _take(engine, found)
+        return engine.raw_connection() if pooled is None else pooled
+    except engine.dialect.loaded_dbapi.Error as exc:
+        Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
     finally:
         with found.counting:
             found.asking -= 1

@@ -53,10 +53,7 @@ class LoneConnection:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect
-        try:
-            self._pooled = idle_connections.checkout(engine)
-        except engine.dialect.loaded_dbapi.Error as exc:
-            Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
+        self._pooled = idle_connections.checkout(engine)
         self._connection: Connection | None = None
         # the cache SQLAlchemy's own execute would use: the engine's option, if it sets one
         self._compiled_cache = engine.get_execution_options().get(

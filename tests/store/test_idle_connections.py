@@ -152,3 +152,18 @@ def test_dispose_closes_the_kept_ones_too(engine):
             hide_password=False), autocommit=True) as admin:
         assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
                              (pid,)).fetchone()[0] == 0
+
+
+def test_a_server_out_of_reach_is_unavailable_to_a_lone_statement_and_a_transaction(pg_url):
+    from agentq.errors import Unavailable
+
+    unreachable = create_engine(sa.make_url(pg_url).set(port=1).render_as_string(
+        hide_password=False))
+    try:
+        for opened in (lambda: begin_read(unreachable, one_snapshot=False),
+                       lambda: begin_write(unreachable)):
+            with pytest.raises(Unavailable) as raised, opened():
+                pass
+            assert raised.value.code == "database_unavailable"  # the driver's error, wrapped
+    finally:
+        idle_connections.dispose(unreachable)

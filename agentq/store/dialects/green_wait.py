@@ -68,6 +68,8 @@ class GreenWaiting(psycopg.Connection[Any]):
 
     def close(self) -> None:
         watchers, self._watchers = self._watchers or {}, None
-        for watcher in watchers.values():
-            watcher.close()
-        super().close()
+        try:
+            for watcher in watchers.values():
+                watcher.close()
+        finally:
+            super().close()
