@@ -150,6 +150,29 @@ def test_usage_estimates_a_token_per_four_characters() -> None:
     assert usage["input_tokens"] == len("be briefhellohiwhat now?") // 4
 
 
+def test_usage_counts_the_whole_request_as_a_conversation_grows_and_changes() -> None:
+    """Each conversation's count is kept and only a request's new messages are added to it;
+    a request whose earlier messages are not the last one's is counted whole."""
+    settings = parse_settings({"script": [{"text": "ok"}]})
+
+    def input_tokens(conversation_id: str, messages: tuple[Message, ...]) -> int:
+        ctx = CallContext(conversation_id, "k1", "round_1", 1, 0, settings)
+        request = Request(system="sys", messages=messages)
+        return list(ScriptedProvider().stream(request, ctx, threading.Event()))[-1].usage["input_tokens"]
+
+    def whole(messages: tuple[Message, ...]) -> int:
+        return -(-(len("sys") + sum(len(m.text) for m in messages)) // 4)
+
+    first = (Message("user", "a" * 40), Message("assistant", "b" * 40))
+    grown = first + (Message("user", "c" * 40),)
+    middle_changed = (first[0], Message("assistant", "d" * 400), grown[2], Message("user", "e" * 4))
+    shorter = (Message("user", "f" * 8),)
+    for messages in (first, grown, middle_changed, grown, shorter, shorter + (Message("user", "g"),)):
+        assert input_tokens("conv_counted", messages) == whole(messages)
+    # another conversation with the same messages counts them from its own start
+    assert input_tokens("conv_other", grown) == whole(grown)
+
+
 def test_the_deltas_are_spread_over_delay_s() -> None:
     started = time.monotonic()
     run([{"text": "abcd", "chunks": 4, "delay_s": 0.2}])
