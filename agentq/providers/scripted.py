@@ -6,13 +6,14 @@ exceptions, classified by `openai_errors.classify` exactly as the adapter's are.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
 import threading
 import time
 from collections.abc import Iterator
-from itertools import accumulate, compress, count
+from itertools import accumulate, compress
 
 from agentq.core.keys import canonical_json, scripted_call_id
 from agentq.core.lru import WeightedLRU
@@ -131,12 +132,13 @@ class _CountedMessages:
     are counted, so the count is always the whole request's.
     """
 
-    def __init__(self, conversations: int, messages: int) -> None:
+    def __init__(self, conversations: int, max_chars: int) -> None:
         self._lock = threading.Lock()
         # conversation -> its last request's messages and their running counts, weighed by
-        # how many messages it holds
+        # the characters they hold: the messages it keeps alive are bounded by their size,
+        # as the worker's caches of them are (a conversation heavier than all is not kept)
         self._last: WeightedLRU[str, tuple[tuple[Message, ...], list[int]]] = WeightedLRU(
-            conversations, messages)
+            conversations, max_chars)
 
     def chars(self, conversation_id: str, messages: tuple[Message, ...]) -> int:
         with self._lock:
@@ -144,19 +146,20 @@ class _CountedMessages:
         kept: list[int] = []
         if last is not None:
             (seen, running), _ = last
-            same = next(compress(count(), map(operator.is_not, seen, messages)),
+            same = next(compress(itertools.count(), map(operator.is_not, seen, messages)),
                         min(len(seen), len(messages)))
             kept = running[:same]
         added = accumulate((message.memo(_message_chars) for message in messages[len(kept):]),
                            initial=kept[-1] if kept else 0)
         next(added)  # the initial count, already kept
         running = kept + list(added)
+        total = running[-1] if running else 0
         with self._lock:
-            self._last.put(conversation_id, (messages, running), len(messages))
-        return running[-1] if running else 0
+            self._last.put(conversation_id, (messages, running), total + len(messages))
+        return total
 
 
-_COUNTED = _CountedMessages(conversations=1024, messages=1_000_000)
+_COUNTED = _CountedMessages(conversations=1024, max_chars=64_000_000)
 
 
 def _message_chars(message: Message) -> int:
