@@ -1,0 +1,28 @@
+"""bench/machine.py's yardsticks: the steal read from /proc/stat's first line, and a wakeup
+round trip measured between two real processes."""
+from __future__ import annotations
+
+import os
+
+from bench.machine import steal_pct, wakeup_us
+
+
+def test_steal_is_its_share_of_all_cpu_time_and_guest_time_is_not_counted_twice():
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat = "cpu  600 0 100 200 50 0 10 40 300 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+    assert steal_pct(stat) == 4.0  # 40 of 1,000: guest is already inside user
+
+
+def test_a_kernel_without_a_steal_field_has_none():
+    assert steal_pct("cpu  10 0 10 80\n") == 0.0
+
+
+def test_a_wakeup_round_trip_costs_wall_and_cpu_time_and_leaves_no_child():
+    wall, cpu = wakeup_us(round_trips=200)
+    assert wall > 0 and cpu > 0
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    else:
+        raise AssertionError("the echoing child is still there")
