@@ -13,7 +13,6 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from itertools import accumulate, compress
 
 from agentq.core.keys import canonical_json, scripted_call_id
 from agentq.core.lru import WeightedLRU
@@ -146,10 +145,10 @@ class _CountedMessages:
         kept: list[int] = []
         if last is not None:
             (seen, running), _ = last
-            same = next(compress(itertools.count(), map(operator.is_not, seen, messages)),
+            same = next(itertools.compress(itertools.count(), map(operator.is_not, seen, messages)),
                         min(len(seen), len(messages)))
             kept = running[:same]
-        added = accumulate((message.memo(_message_chars) for message in messages[len(kept):]),
+        added = itertools.accumulate((message.memo(_message_chars) for message in messages[len(kept):]),
                            initial=kept[-1] if kept else 0)
         next(added)  # the initial count, already kept
         running = kept + list(added)
